@@ -1,0 +1,119 @@
+"""Monthly dataset release: month M (the data interval) becomes a gated, published benchmark release.
+
+Wiring only: every task calls one function of deepscholar.release.steps.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import Asset, CronDataIntervalTimetable, Metadata, Param, dag, get_current_context, task
+
+from deepscholar.orchestration import MONTHLY_CRON, RELEASE_ASSET_NAME, RELEASE_ASSET_URI, RELEASE_DAG_ID
+
+RELEASE_PUBLISHED = Asset(name=RELEASE_ASSET_NAME, uri=RELEASE_ASSET_URI)
+
+
+def _context(release_id: str):
+    from deepscholar.db import get_engine
+    from deepscholar.release.steps import ReleaseContext
+
+    return ReleaseContext.load(get_engine(), release_id)
+
+
+@dag(
+    dag_id=RELEASE_DAG_ID,
+    schedule=CronDataIntervalTimetable(MONTHLY_CRON, timezone="UTC"),
+    start_date=pendulum.datetime(2025, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    tags=["deepscholar", "release"],
+    default_args={"retries": 2, "retry_delay": timedelta(minutes=2), "retry_exponential_backoff": True},
+    params={
+        "month": Param(None, type=["null", "string"], pattern=r"^\d{4}-\d{2}$",
+                       description="Build this month instead of the run's data interval (YYYY-MM)."),
+        "categories": Param(None, type=["null", "array"], description="arXiv categories; default from env."),
+        "require_venue": Param(None, type=["null", "boolean"], description="Keep only accepted papers."),
+        "judge": Param(None, type=["null", "string"], description="'local' or a litellm model string."),
+    },
+    doc_md=__doc__,
+)
+def deepscholar_release():
+    @task
+    def open_release() -> str:
+        from deepscholar.config import ReleaseConfig
+        from deepscholar.db import get_engine
+        from deepscholar.release.steps import open_release as open_step
+        from deepscholar.release.window import release_id_for
+
+        ctx = get_current_context()
+        params = ctx["params"]
+        release_id = params.get("month") or release_id_for(ctx["data_interval_start"])
+        config = ReleaseConfig.from_env(categories=params.get("categories"),
+                                        require_venue=params.get("require_venue"), judge=params.get("judge"))
+        open_step(get_engine(), release_id, config)
+        return release_id
+
+    @task
+    def search(release_id: str) -> dict:
+        from deepscholar.release.steps import search_candidates
+
+        return search_candidates(_context(release_id))
+
+    @task
+    def filter_papers(release_id: str) -> dict:
+        from deepscholar.release.steps import filter_candidates
+
+        return filter_candidates(_context(release_id))
+
+    @task
+    def extract(release_id: str) -> dict:
+        from deepscholar.release.steps import extract_exemplars
+
+        return extract_exemplars(_context(release_id))
+
+    @task
+    def resolve(release_id: str) -> dict:
+        from deepscholar.release.steps import resolve_references
+
+        return resolve_references(_context(release_id))
+
+    @task
+    def importance(release_id: str) -> dict:
+        from deepscholar.release.steps import label_importance
+
+        return label_importance(_context(release_id))
+
+    @task
+    def nuggets(release_id: str) -> dict:
+        from deepscholar.release.steps import nuggetize_exemplars
+
+        return nuggetize_exemplars(_context(release_id))
+
+    @task(retries=0)
+    def quality_gate(release_id: str) -> dict:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from deepscholar.release.steps import gate_release
+
+        result = gate_release(_context(release_id))
+        if not result.success:
+            raise AirflowFailException(f"release {release_id} failed its quality gate: {result.summary}")
+        return {"gx_success": True, "summary": result.summary}
+
+    @task(outlets=[RELEASE_PUBLISHED])
+    def publish(release_id: str):
+        from deepscholar.release.steps import publish as publish_step
+
+        counts = publish_step(_context(release_id))
+        yield Metadata(RELEASE_PUBLISHED, {"release_id": release_id, **{k: v for k, v in counts.items()
+                                                                          if isinstance(v, int)}})
+
+    release_id = open_release()
+    gate = quality_gate(release_id)
+    (search(release_id) >> filter_papers(release_id) >> extract(release_id) >> resolve(release_id)
+     >> importance(release_id) >> nuggets(release_id) >> gate >> publish(release_id))
+
+
+deepscholar_release()

@@ -1,0 +1,185 @@
+"""The `deepscholar` command line. Every command honours DEEPSCHOLAR_DB_URL / DEEPSCHOLAR_HOME."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+def _engine():
+    from deepscholar import db
+
+    engine = db.get_engine()
+    db.init_db(engine)
+    return engine
+
+
+def cmd_db_init(args) -> int:
+    from deepscholar import db
+
+    engine = db.get_engine()
+    applied = db.init_db(engine)
+    print(f"schema ready at {db.describe_url(engine)}; applied: {', '.join(applied) or 'nothing new'}")
+    return 0
+
+
+def cmd_db_url(args) -> int:
+    from deepscholar import db
+
+    print(db.resolve_db_url())
+    return 0
+
+
+def cmd_releases(args) -> int:
+    from deepscholar.reporting import format_releases, list_releases
+
+    print(format_releases(list_releases(_engine()), as_json=args.json))
+    return 0
+
+
+def cmd_release_build(args) -> int:
+    from deepscholar.config import ReleaseConfig
+    from deepscholar.release.steps import build_release
+    from deepscholar.reporting import print_release_summary
+
+    engine = _engine()
+    config = ReleaseConfig.from_env(judge=args.judge)
+    result = build_release(engine, args.month, config)
+    print_release_summary(engine, args.month)
+    return 0 if result["gx_success"] else 1
+
+
+def cmd_release_summary(args) -> int:
+    from deepscholar.reporting import print_release_summary, release_summary
+
+    engine = _engine()
+    if args.json:
+        print(json.dumps(release_summary(engine, args.release), default=str, indent=2))
+    else:
+        print_release_summary(engine, args.release)
+    return 0
+
+
+def cmd_import_official(args) -> int:
+    from deepscholar.release.official_import import import_official
+
+    summary = import_official(_engine(), Path(args.directory), args.release)
+    print(json.dumps(summary if isinstance(summary, dict) else getattr(summary, "__dict__", summary),
+                     default=str, indent=2))
+    return 0
+
+
+def cmd_latex_inspect(args) -> int:
+    from deepscholar.sources.inspect import inspect_latex
+
+    result = inspect_latex(Path(args.path))
+    if args.json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+        return 0
+    if not result.get("section_title"):
+        print(f"{args.path}: no related-work section found")
+        return 0
+    print(f"section:   {result['section_title']} ({result.get('section_level')}, {result.get('section_file')})")
+    print(f"cite keys: {len(result['cite_keys'])}; resolved in bibliography: {len(result['bib_entries'])}")
+    print()
+    print(result["section_text"])
+    print()
+    for key, title in result["bib_entries"].items():
+        print(f"  [{key}] {title}")
+    return 0
+
+
+def cmd_replay_serve(args) -> int:
+    from deepscholar.replay.server import serve_forever
+
+    serve_forever(Path(args.snapshot), args.host, args.port)
+    return 0
+
+
+def cmd_demo_snapshot(args) -> int:
+    from deepscholar.replay.demo_snapshot import write_demo_snapshot
+
+    summary = write_demo_snapshot(Path(args.dest), month=args.month)
+    print(summary)
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from deepscholar.demo import run_demo
+
+    return run_demo(month=args.month)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="deepscholar", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO level")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    dbp = sub.add_parser("db", help="warehouse administration").add_subparsers(dest="db_command", required=True)
+    dbp.add_parser("init", help="create or update the schema (idempotent)").set_defaults(func=cmd_db_init)
+    dbp.add_parser("url", help="print the resolved warehouse URL").set_defaults(func=cmd_db_url)
+
+    p = sub.add_parser("releases", help="list releases with status, window and counts")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_releases)
+
+    rel = sub.add_parser("release", help="build or inspect one release").add_subparsers(
+        dest="release_command", required=True)
+    p = rel.add_parser("build", help="build month M outside Airflow (same code as the DAG)")
+    p.add_argument("month", help="YYYY-MM")
+    p.add_argument("--judge", default=None, help="'local' or a litellm model string")
+    p.set_defaults(func=cmd_release_build)
+    p = rel.add_parser("summary", help="what a release kept, dropped and why")
+    p.add_argument("release")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_release_summary)
+
+    p = sub.add_parser("import-official", help="load the published DeepScholar-bench dataset as a release")
+    p.add_argument("directory", help="folder holding dataset/ and nuggets/")
+    p.add_argument("--release", required=True, help="release id to store it under")
+    p.set_defaults(func=cmd_import_official)
+
+    latex = sub.add_parser("latex", help="LaTeX tools").add_subparsers(dest="latex_command", required=True)
+    p = latex.add_parser("inspect", help="show the related-work section and its references")
+    p.add_argument("path", help="a LaTeX project folder or an e-print file")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_latex_inspect)
+
+    replay = sub.add_parser("replay", help="local replay of arXiv/OpenAlex").add_subparsers(
+        dest="replay_command", required=True)
+    p = replay.add_parser("serve", help="serve a snapshot folder over HTTP")
+    p.add_argument("--snapshot", required=True)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8765)
+    p.set_defaults(func=cmd_replay_serve)
+
+    demo = sub.add_parser("demo", help="run the monthly flow offline through Airflow")
+    demo.add_argument("--month", default="2025-06")
+    demo.set_defaults(func=cmd_demo)
+    demo_sub = demo.add_subparsers(dest="demo_command")
+    p = demo_sub.add_parser("snapshot", help="write the bundled demo snapshot to a folder")
+    p.add_argument("dest")
+    p.add_argument("--month", default="2025-06")
+    p.set_defaults(func=cmd_demo_snapshot)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except (LookupError, ValueError, FileNotFoundError) as exc:
+        print(f"deepscholar: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

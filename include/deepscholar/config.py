@@ -1,0 +1,79 @@
+"""Settings read from the environment, and the release configuration (the spec of a month's dataset).
+
+Spec apart from state: a release stores the ReleaseConfig it was built with, so every row can be traced
+back to the filters and endpoints that produced it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+ARXIV_API_URL = "https://export.arxiv.org/api/query"
+ARXIV_EPRINT_URL = "https://arxiv.org/e-print"
+
+
+def deepscholar_home() -> Path:
+    """Where the embedded Postgres, the demo snapshot and other local state live."""
+    return Path(os.environ.get("DEEPSCHOLAR_HOME", ".deepscholar")).resolve()
+
+
+def _env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    return [x.strip() for x in raw.split(",") if x.strip()] if raw else list(default)
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    return default if raw is None else raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class ReleaseConfig:
+    """What a monthly release is built from; stored as JSON on the release row."""
+
+    categories: list[str] = field(default_factory=lambda: ["cs.CL", "cs.LG", "cs.IR", "cs.AI"])
+    require_venue: bool = True
+    venues: list[str] | None = None  # None: the default venue list of sources.venues
+    max_words: int = 1000
+    min_references: int = 5
+    title_match_threshold: float = 0.9
+    min_resolution_rate: float = 0.5
+    arxiv_api_url: str = ARXIV_API_URL
+    arxiv_eprint_url: str = ARXIV_EPRINT_URL
+    openalex_url: str | None = None  # None: the public OpenAlex host
+    openalex_email: str | None = None
+    arxiv_delay_seconds: float = 3.0
+    judge: str = "local"  # "local" or a litellm model string
+    judge_api_base: str | None = None
+    judge_concurrency: int = 8
+
+    @classmethod
+    def from_env(cls, **overrides) -> ReleaseConfig:
+        """Defaults, then DEEPSCHOLAR_* environment variables, then explicit overrides."""
+        env = {
+            "categories": _env_list("DEEPSCHOLAR_CATEGORIES", cls().categories),
+            "require_venue": _env_bool("DEEPSCHOLAR_REQUIRE_VENUE", True),
+            "arxiv_api_url": os.environ.get("DEEPSCHOLAR_ARXIV_API_URL", ARXIV_API_URL),
+            "arxiv_eprint_url": os.environ.get("DEEPSCHOLAR_ARXIV_EPRINT_URL", ARXIV_EPRINT_URL),
+            "openalex_url": os.environ.get("DEEPSCHOLAR_OPENALEX_URL") or None,
+            "openalex_email": os.environ.get("DEEPSCHOLAR_OPENALEX_EMAIL") or None,
+            "arxiv_delay_seconds": float(os.environ.get("DEEPSCHOLAR_ARXIV_DELAY_SECONDS", "3.0")),
+            "judge": os.environ.get("DEEPSCHOLAR_JUDGE", "local"),
+            "judge_api_base": os.environ.get("DEEPSCHOLAR_JUDGE_API_BASE") or None,
+        }
+        if "DEEPSCHOLAR_VENUES" in os.environ:
+            env["venues"] = _env_list("DEEPSCHOLAR_VENUES", [])
+        env.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**env)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ReleaseConfig:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def to_dict(self) -> dict:
+        return asdict(self)

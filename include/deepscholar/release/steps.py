@@ -1,0 +1,496 @@
+"""The monthly release pipeline, one function per step.
+
+Each step reads what earlier steps stored, does only the work that is still missing, and writes with
+idempotent upserts, so re-running a month (or retrying one Airflow task) changes nothing. A paper that
+fails is recorded in `release_candidates` with its reason and never stops the month.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from deepscholar import db
+from deepscholar.config import ReleaseConfig
+from deepscholar.release.window import month_window
+
+log = logging.getLogger("deepscholar.release")
+
+# Stages a candidate passes through, in order; a skipped candidate keeps the stage that dropped it.
+STAGES = ("search", "version", "venue", "source", "section", "bibliography", "kept")
+
+
+@dataclass(frozen=True)
+class ReleaseContext:
+    """Everything a step needs: where the data lives and the stored spec of the release."""
+
+    engine: Engine
+    release_id: str
+    config: ReleaseConfig
+
+    @classmethod
+    def load(cls, engine: Engine, release_id: str) -> ReleaseContext:
+        with engine.connect() as conn:
+            stored = conn.execute(
+                sa.text("SELECT config FROM releases WHERE release_id = :r"), {"r": release_id}
+            ).scalar()
+        if stored is None:
+            raise LookupError(f"release {release_id} has not been opened (run the open step first)")
+        return cls(engine, release_id, ReleaseConfig.from_dict(stored))
+
+
+def code_version() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).parent, timeout=5)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def open_release(engine: Engine, release_id: str, config: ReleaseConfig) -> ReleaseContext:
+    """Create or refresh the release row. A published release keeps its status and config."""
+    start, end = month_window(release_id)
+    db.init_db(engine)
+    with engine.begin() as conn:
+        status = conn.execute(
+            sa.text("SELECT status FROM releases WHERE release_id = :r"), {"r": release_id}
+        ).scalar()
+        if status == "published":
+            log.info("release %s is already published; re-running only fills what is missing", release_id)
+        else:
+            db.upsert(conn, "releases", [{
+                "release_id": release_id, "source": "pipeline", "window_start": start, "window_end": end,
+                "config": config.to_dict(), "status": "building", "code_version": code_version(), "error": None,
+            }], key=["release_id"])
+    return ReleaseContext.load(engine, release_id)
+
+
+def _set_candidates(conn: sa.Connection, release_id: str, rows: list[dict]) -> None:
+    db.upsert(conn, "release_candidates", [{"release_id": release_id, **r} for r in rows],
+              key=["release_id", "arxiv_id"])
+
+
+def _candidates(conn: sa.Connection, release_id: str, stage: str, statuses=("pending", "error")) -> list[dict]:
+    return [dict(r) for r in conn.execute(sa.text(
+        "SELECT c.*, p.comment, p.journal_ref, p.title, p.abstract, p.authors, p.published "
+        "FROM release_candidates c JOIN papers p USING (arxiv_id, version) "
+        "WHERE c.release_id = :r AND c.stage = :s AND c.status = ANY(:st) ORDER BY c.arxiv_id"),
+        {"r": release_id, "s": stage, "st": list(statuses)}).mappings()]
+
+
+# --- 1. search -------------------------------------------------------------------------------------------
+
+def search_candidates(ctx: ReleaseContext) -> dict:
+    """Every paper the month's category search returns is stored, whatever happens to it later."""
+    from deepscholar.sources.arxiv import ArxivSource
+
+    cfg = ctx.config
+    start, end = month_window(ctx.release_id)
+    source = ArxivSource(api_url=cfg.arxiv_api_url, delay_seconds=cfg.arxiv_delay_seconds)
+    papers = list(source.search_window(cfg.categories, start, end))
+    log.info("search: %d papers in %s for %s", len(papers), ctx.release_id, ", ".join(cfg.categories))
+    with ctx.engine.begin() as conn:
+        db.upsert(conn, "papers", [_paper_row(p) for p in papers], key=["arxiv_id", "version"])
+        db.upsert(conn, "corpus", [_corpus_row(p, "search") for p in papers], key=["arxiv_id"], update=[])
+        # A candidate already past the search stage keeps its state: re-runs do not reset it.
+        db.upsert(conn, "release_candidates", [
+            {"release_id": ctx.release_id, "arxiv_id": p.arxiv_id, "version": p.version,
+             "stage": "search", "status": "pending"} for p in papers
+        ], key=["release_id", "arxiv_id"], update=[])
+    return {"papers_seen": len(papers)}
+
+
+def _paper_row(p) -> dict:
+    return {"arxiv_id": p.arxiv_id, "version": p.version, "title": p.title, "abstract": p.abstract,
+            "authors": list(p.authors), "categories": list(p.categories), "primary_category": p.primary_category,
+            "published": p.published, "updated": p.updated, "comment": p.comment, "journal_ref": p.journal_ref,
+            "doi": p.doi}
+
+
+def _corpus_row(p, source: str) -> dict:
+    return {"arxiv_id": p.arxiv_id, "title": p.title, "abstract": p.abstract, "authors": list(p.authors),
+            "published": p.published, "categories": list(p.categories), "doi": p.doi, "source": source}
+
+
+# --- 2. filters ------------------------------------------------------------------------------------------
+
+def filter_candidates(ctx: ReleaseContext) -> dict:
+    """Keep v1 papers accepted or published at a venue; record the matched venue and phrase."""
+    from deepscholar.sources.venues import DEFAULT_VENUES, detect_venue
+
+    venues = ctx.config.venues or DEFAULT_VENUES
+    counts = {"not_v1": 0, "no_venue": 0, "passed": 0}
+    with ctx.engine.begin() as conn:
+        rows = []
+        for c in _candidates(conn, ctx.release_id, "search"):
+            if c["version"] != 1:
+                rows.append({"arxiv_id": c["arxiv_id"], "version": c["version"], "stage": "version",
+                             "status": "skipped", "reason": "not_v1",
+                             "detail": f"latest version is v{c['version']}"})
+                counts["not_v1"] += 1
+                continue
+            match = detect_venue(c["comment"], c["journal_ref"], venues)
+            if match is None and ctx.config.require_venue:
+                rows.append({"arxiv_id": c["arxiv_id"], "version": 1, "stage": "venue", "status": "skipped",
+                             "reason": "no_venue", "detail": f"comment={c['comment']!r} journal_ref={c['journal_ref']!r}"})
+                counts["no_venue"] += 1
+                continue
+            rows.append({"arxiv_id": c["arxiv_id"], "version": 1, "stage": "source", "status": "pending",
+                         "reason": None, "detail": None,
+                         "venue": match.venue if match else None, "venue_phrase": match.phrase if match else None,
+                         "venue_field": match.field if match else None})
+            counts["passed"] += 1
+        _set_candidates(conn, ctx.release_id, rows)
+    log.info("filters: %s", counts)
+    return counts
+
+
+# --- 3-5. source, section, bibliography -----------------------------------------------------------------
+
+class SkipPaper(Exception):
+    """A paper that cannot become a query, with the stage and machine-readable reason."""
+
+    def __init__(self, stage: str, reason: str, detail: str):
+        super().__init__(detail)
+        self.stage, self.reason, self.detail = stage, reason, detail
+
+
+def extract_exemplars(ctx: ReleaseContext) -> dict:
+    """Fetch each remaining candidate's e-print, find its related work and the references it cites."""
+    with ctx.engine.connect() as conn:
+        todo = _candidates(conn, ctx.release_id, "source")
+    counts: dict[str, int] = {"kept": 0}
+    for n, cand in enumerate(todo, start=1):
+        arxiv_id = cand["arxiv_id"]
+        try:
+            query, refs, notes = _extract_one(ctx, cand)
+        except SkipPaper as skip:
+            log.info("extract %d of %d: %s skipped at %s: %s", n, len(todo), arxiv_id, skip.stage, skip.detail)
+            with ctx.engine.begin() as conn:
+                _set_candidates(conn, ctx.release_id, [{"arxiv_id": arxiv_id, "version": 1, "stage": skip.stage,
+                                                        "status": "skipped", "reason": skip.reason,
+                                                        "detail": skip.detail}])
+            counts[skip.reason] = counts.get(skip.reason, 0) + 1
+            continue
+        except Exception as exc:  # one bad paper never stops the month; the error is kept for retry
+            log.exception("extract %d of %d: %s failed", n, len(todo), arxiv_id)
+            with ctx.engine.begin() as conn:
+                _set_candidates(conn, ctx.release_id, [{"arxiv_id": arxiv_id, "version": 1, "stage": "source",
+                                                        "status": "error", "reason": type(exc).__name__,
+                                                        "detail": str(exc)[:2000]}])
+            counts["error"] = counts.get("error", 0) + 1
+            continue
+        with ctx.engine.begin() as conn:
+            db.upsert(conn, "release_queries", [query], key=["release_id", "arxiv_id"])
+            db.upsert(conn, "exemplar_references", refs, key=["release_id", "arxiv_id", "cite_key"],
+                      update=[c for c in refs[0] if c.startswith("bib_")])
+            _set_candidates(conn, ctx.release_id, [{"arxiv_id": arxiv_id, "version": 1, "stage": "kept",
+                                                    "status": "kept", "reason": None,
+                                                    "detail": "; ".join(notes) or None}])
+        counts["kept"] += 1
+        log.info("extract %d of %d: %s kept (%d words, %d references)", n, len(todo), arxiv_id,
+                 query["word_count"], len(refs))
+    log.info("extraction: %s", counts)
+    return counts
+
+
+def _extract_one(ctx: ReleaseContext, cand: dict) -> tuple[dict, list[dict], list[str]]:
+    from deepscholar.sources.arxiv import EprintNotFound, fetch_eprint
+    from deepscholar.sources.bibliography import parse_bibliography
+    from deepscholar.sources.eprint import EprintError, NoLatexSourceError, extract_eprint
+    from deepscholar.sources.latex import find_related_work, word_count
+
+    cfg = ctx.config
+    arxiv_id = cand["arxiv_id"]
+    try:
+        payload = fetch_eprint(f"{arxiv_id}v1", base_url=cfg.arxiv_eprint_url)
+    except EprintNotFound as exc:
+        raise SkipPaper("source", "no_source", str(exc)) from exc
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix=f"eprint_{arxiv_id}_") as tmp:
+        try:
+            contents = extract_eprint(payload.content, Path(tmp))
+        except NoLatexSourceError as exc:
+            raise SkipPaper("source", "no_source_pdf", str(exc)) from exc
+        except EprintError as exc:
+            raise SkipPaper("source", "unsafe_or_bad_archive", str(exc)) from exc
+        for name, why in contents.skipped_members:
+            notes.append(f"refused archive member {name!r}: {why}")
+        section = find_related_work(contents.root)
+        if section is None:
+            raise SkipPaper("section", "no_related_work", "no related-work section found")
+        words = word_count(section.text)
+        if words > cfg.max_words:
+            raise SkipPaper("section", "too_many_words", f"{words} words > cap {cfg.max_words}")
+        bib = parse_bibliography(contents.root, section.main_tex)
+    cited = [k for k in section.cite_keys if k in bib]
+    missing = sorted(set(section.cite_keys) - set(cited))
+    if missing:
+        notes.append(f"{len(missing)} cite keys without a bibliography entry: {', '.join(missing[:20])}")
+    if len(cited) < cfg.min_references:
+        raise SkipPaper("bibliography", "too_few_references",
+                        f"{len(cited)} cited references with bibliography entries < minimum {cfg.min_references}")
+    query = {
+        "release_id": ctx.release_id, "arxiv_id": arxiv_id, "version": 1, "title": cand["title"],
+        "abstract": cand["abstract"], "authors": cand["authors"], "published": cand["published"],
+        "venue": cand.get("venue"), "section_title": section.title, "section_level": section.level,
+        "section_file": section.file, "section_raw_latex": section.raw_latex, "section_text": section.text,
+        "word_count": words, "n_cite_keys": len(cited),
+        "extraction_notes": {"main_tex": section.main_tex, "archive_kind": contents.kind, "notes": notes,
+                             "missing_cite_keys": missing},
+    }
+    refs = []
+    for key in cited:
+        e = bib[key]
+        refs.append({
+            "release_id": ctx.release_id, "arxiv_id": arxiv_id, "cite_key": key, "bib_type": e.entry_type,
+            "bib_title": e.title, "bib_authors": e.authors, "bib_year": e.year, "bib_doi": e.doi,
+            "bib_url": e.url, "bib_fields": {k: str(v) for k, v in (e.raw_fields or {}).items()},
+        })
+    return query, refs, notes
+
+
+# --- 6. resolve references ------------------------------------------------------------------------------
+
+def resolve_references(ctx: ReleaseContext) -> dict:
+    """arXiv id from the bib entry, else arXiv title search; OpenAlex by DOI, else by title.
+
+    The OpenAlex cited_by_count is frozen the first time it is stored for this release, so scores that
+    depend on it (document importance) never drift when a month is re-run later.
+    """
+    from deepscholar.sources.arxiv import ArxivSource
+    from deepscholar.sources.bibliography import BibEntry, arxiv_id_from_entry
+    from deepscholar.sources.openalex import OpenAlexSource
+    from deepscholar.text import title_similarity
+
+    cfg = ctx.config
+    arxiv = ArxivSource(api_url=cfg.arxiv_api_url, delay_seconds=cfg.arxiv_delay_seconds)
+    openalex = OpenAlexSource(base_url=cfg.openalex_url, email=cfg.openalex_email)
+    with ctx.engine.connect() as conn:
+        todo = [dict(r) for r in conn.execute(sa.text(
+            "SELECT * FROM exemplar_references WHERE release_id = :r AND resolution_method IS NULL "
+            "ORDER BY arxiv_id, cite_key"), {"r": ctx.release_id}).mappings()]
+    log.info("resolve: %d references to resolve", len(todo))
+
+    # Batch the id lookups: one arXiv request per 100 ids instead of one per reference.
+    ids_by_ref: dict[tuple[str, str], str] = {}
+    for ref in todo:
+        entry = BibEntry(key=ref["cite_key"], entry_type=ref["bib_type"] or "misc", title=ref["bib_title"] or "",
+                         authors=ref["bib_authors"] or "", year=ref["bib_year"], doi=ref["bib_doi"],
+                         eprint=ref["bib_fields"].get("eprint"), url=ref["bib_url"],
+                         journal=ref["bib_fields"].get("journal"), raw_fields=ref["bib_fields"], source_file=None)
+        found = arxiv_id_from_entry(entry)
+        if found:
+            ids_by_ref[(ref["arxiv_id"], ref["cite_key"])] = found
+    by_id = {p.arxiv_id: p for p in arxiv.get_by_ids(sorted(set(ids_by_ref.values())))} if ids_by_ref else {}
+
+    counts = {"arxiv": 0, "openalex": 0, "unresolved": 0}
+    for n, ref in enumerate(todo, start=1):
+        row = {"release_id": ctx.release_id, "arxiv_id": ref["arxiv_id"], "cite_key": ref["cite_key"]}
+        paper, method, errors = None, None, []
+        try:
+            found = ids_by_ref.get((ref["arxiv_id"], ref["cite_key"]))
+            if found and found in by_id:
+                paper, method = by_id[found], "bib_arxiv_id"
+            elif ref["bib_title"] and not ref["bib_doi"]:
+                hits = arxiv.search_title(ref["bib_title"], max_results=5)
+                best = max(hits, key=lambda p: title_similarity(p.title, ref["bib_title"]), default=None)
+                if best and title_similarity(best.title, ref["bib_title"]) >= cfg.title_match_threshold:
+                    paper, method = best, "arxiv_title_search"
+        except Exception as exc:
+            errors.append(f"arxiv: {exc}")
+        work = None
+        try:
+            doi = ref["bib_doi"] or (paper.doi if paper else None) or (
+                f"10.48550/arXiv.{paper.arxiv_id}" if paper else None)
+            work = openalex.work_by_doi(doi) if doi else None
+            if work is None and (ref["bib_title"] or paper):
+                work = openalex.best_title_match(paper.title if paper else ref["bib_title"],
+                                                 threshold=cfg.title_match_threshold)
+        except Exception as exc:
+            errors.append(f"openalex: {exc}")
+        if paper is None and work is not None and work.arxiv_id:
+            method = "openalex_arxiv_id"
+            paper = next(iter(arxiv.get_by_ids([work.arxiv_id])), None)
+        if paper is not None:
+            row |= {"resolved_arxiv_id": paper.arxiv_id, "resolved_title": paper.title,
+                    "resolved_abstract": paper.abstract, "resolved_doi": paper.doi or (work.doi if work else None)}
+            counts["arxiv"] += 1
+        elif work is not None:
+            method = "openalex"
+            row |= {"resolved_title": work.title, "resolved_abstract": work.abstract, "resolved_doi": work.doi}
+            counts["openalex"] += 1
+        else:
+            counts["unresolved"] += 1
+        if work is not None:
+            row |= {"openalex_id": work.openalex_id, "cited_by_count": work.cited_by_count}
+        row["resolution_method"] = method or ("unresolved" if not errors else None)
+        row["resolution_error"] = "; ".join(errors) or None
+        with ctx.engine.begin() as conn:
+            db.upsert(conn, "exemplar_references", [row], key=["release_id", "arxiv_id", "cite_key"])
+            if paper is not None:
+                db.upsert(conn, "corpus", [_corpus_row(paper, "reference")], key=["arxiv_id"], update=[])
+        if n % 25 == 0 or n == len(todo):
+            log.info("resolve %d of %d references (%s)", n, len(todo), counts)
+    return counts
+
+
+# --- 7. judges ------------------------------------------------------------------------------------------
+
+def _judge(ctx: ReleaseContext):
+    from deepscholar.release.judging import make_release_judge
+
+    cfg = ctx.config
+    return make_release_judge(cfg.judge, ctx.engine, api_base=cfg.judge_api_base,
+                              concurrency=cfg.judge_concurrency)
+
+
+def _queries(conn: sa.Connection, release_id: str) -> list[dict]:
+    return [dict(r) for r in conn.execute(sa.text(
+        "SELECT arxiv_id, title, abstract, section_text FROM release_queries WHERE release_id = :r "
+        "ORDER BY arxiv_id"), {"r": release_id}).mappings()]
+
+
+def label_importance(ctx: ReleaseContext) -> dict:
+    """Label each exemplar reference important or not (METRICS.md: reference coverage)."""
+    from deepscholar.release.judging import QueryContext, ReferenceContext
+
+    judge = _judge(ctx)
+    counts = {"important": 0, "not_important": 0, "unscored": 0}
+    with ctx.engine.connect() as conn:
+        queries = _queries(conn, ctx.release_id)
+    for n, q in enumerate(queries, start=1):
+        with ctx.engine.connect() as conn:
+            refs = [dict(r) for r in conn.execute(sa.text(
+                "SELECT * FROM exemplar_references WHERE release_id = :r AND arxiv_id = :a "
+                "AND (is_important IS NULL OR importance_judge IS DISTINCT FROM :j) ORDER BY cite_key"),
+                {"r": ctx.release_id, "a": q["arxiv_id"], "j": judge.config_id}).mappings()]
+        if not refs:
+            continue
+        verdicts = judge.label_importance(
+            QueryContext(q["arxiv_id"], q["title"], q["abstract"], q["section_text"]),
+            [ReferenceContext(cite_key=r["cite_key"], title=r["resolved_title"] or r["bib_title"] or "",
+                              authors=r["bib_authors"] or "",
+                              snippet=r["resolved_abstract"] or r["bib_title"] or "",
+                              arxiv_id=r["resolved_arxiv_id"]) for r in refs])
+        rows = []
+        for ref, verdict in zip(refs, verdicts, strict=True):
+            if verdict.value is None:
+                counts["unscored"] += 1
+                rows.append({"release_id": ctx.release_id, "arxiv_id": q["arxiv_id"], "cite_key": ref["cite_key"],
+                             "is_important": None, "importance_judge": judge.config_id,
+                             "importance_reason": f"unscored: {verdict.unscored_reason}"})
+                continue
+            counts["important" if verdict.value else "not_important"] += 1
+            rows.append({"release_id": ctx.release_id, "arxiv_id": q["arxiv_id"], "cite_key": ref["cite_key"],
+                         "is_important": bool(verdict.value), "importance_judge": judge.config_id,
+                         "importance_reason": getattr(verdict, "reason", None)})
+        with ctx.engine.begin() as conn:
+            db.upsert(conn, "exemplar_references", rows, key=["release_id", "arxiv_id", "cite_key"])
+        log.info("importance %d of %d queries: %s (%d references)", n, len(queries), q["arxiv_id"], len(refs))
+    log.info("importance labels: %s", counts)
+    return counts
+
+
+def nuggetize_exemplars(ctx: ReleaseContext) -> dict:
+    """Extract and label the exemplar's nuggets once per query (METRICS.md: nugget coverage)."""
+    from deepscholar.release.judging import QueryContext
+
+    judge = _judge(ctx)
+    counts = {"queries": 0, "nuggets": 0, "vital": 0, "unscored": 0}
+    with ctx.engine.connect() as conn:
+        queries = _queries(conn, ctx.release_id)
+        done = set(conn.execute(sa.text(
+            "SELECT DISTINCT arxiv_id FROM nuggets WHERE release_id = :r AND judge_config = :j"),
+            {"r": ctx.release_id, "j": judge.config_id}).scalars())
+    for n, q in enumerate(queries, start=1):
+        if q["arxiv_id"] in done:
+            continue
+        verdict = judge.nuggetize(QueryContext(q["arxiv_id"], q["title"], q["abstract"], q["section_text"]))
+        if verdict.value is None:
+            counts["unscored"] += 1
+            log.warning("nuggets %d of %d: %s unscored: %s", n, len(queries), q["arxiv_id"], verdict.unscored_reason)
+            continue
+        rows = [{"release_id": ctx.release_id, "arxiv_id": q["arxiv_id"], "nugget_idx": i, "text": nug.text,
+                 "importance": nug.importance, "judge_config": judge.config_id}
+                for i, nug in enumerate(verdict.value)]
+        with ctx.engine.begin() as conn:
+            conn.execute(sa.text("DELETE FROM nuggets WHERE release_id = :r AND arxiv_id = :a"),
+                         {"r": ctx.release_id, "a": q["arxiv_id"]})
+            db.upsert(conn, "nuggets", rows, key=["release_id", "arxiv_id", "nugget_idx"])
+        counts["queries"] += 1
+        counts["nuggets"] += len(rows)
+        counts["vital"] += sum(r["importance"] == "vital" for r in rows)
+        log.info("nuggets %d of %d: %s -> %d nuggets", n, len(queries), q["arxiv_id"], len(rows))
+    log.info("nuggets: %s", counts)
+    return counts
+
+
+# --- 8. gate and publish ---------------------------------------------------------------------------------
+
+def gate_release(ctx: ReleaseContext):
+    from deepscholar.release.quality import apply_gate, run_release_gate
+
+    result = run_release_gate(ctx.engine, ctx.release_id, ctx.config)
+    apply_gate(ctx.engine, ctx.release_id, result)
+    with ctx.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE releases SET counts = CAST(:c AS jsonb) WHERE release_id = :r"),
+                     {"c": json.dumps(release_counts(conn, ctx.release_id)), "r": ctx.release_id})
+    return result
+
+
+def publish(ctx: ReleaseContext) -> dict:
+    from deepscholar.release.quality import publish_release
+
+    publish_release(ctx.engine, ctx.release_id)
+    with ctx.engine.connect() as conn:
+        counts = release_counts(conn, ctx.release_id)
+    log.info("published release %s: %s", ctx.release_id, counts)
+    return counts
+
+
+# --- summaries -------------------------------------------------------------------------------------------
+
+def release_counts(conn: sa.Connection, release_id: str) -> dict:
+    """The figures users look at: papers seen and kept per filter, queries, references, nuggets."""
+    one = conn.execute(sa.text("""
+        SELECT
+          (SELECT count(*) FROM release_candidates WHERE release_id = :r) AS papers_seen,
+          (SELECT count(*) FROM release_queries WHERE release_id = :r) AS queries,
+          (SELECT count(*) FROM exemplar_references WHERE release_id = :r) AS references,
+          (SELECT count(*) FROM exemplar_references WHERE release_id = :r
+             AND (resolved_arxiv_id IS NOT NULL OR openalex_id IS NOT NULL)) AS resolved,
+          (SELECT count(*) FROM exemplar_references WHERE release_id = :r AND resolved_arxiv_id IS NOT NULL)
+             AS resolved_arxiv,
+          (SELECT count(*) FROM exemplar_references WHERE release_id = :r AND is_important) AS important,
+          (SELECT count(*) FROM nuggets WHERE release_id = :r) AS nuggets,
+          (SELECT count(*) FROM nuggets WHERE release_id = :r AND importance = 'vital') AS vital_nuggets
+    """), {"r": release_id}).mappings().one()
+    dropped = conn.execute(sa.text(
+        "SELECT coalesce(reason, status) AS reason, count(*) AS n FROM release_candidates "
+        "WHERE release_id = :r AND status <> 'kept' GROUP BY 1 ORDER BY 1"), {"r": release_id}).all()
+    return dict(one) | {"dropped": {r.reason: r.n for r in dropped}}
+
+
+def build_release(engine: Engine, release_id: str, config: ReleaseConfig) -> dict:
+    """Every step in order, outside Airflow (the DAG calls the same functions one task each)."""
+    ctx = open_release(engine, release_id, config)
+    search_candidates(ctx)
+    filter_candidates(ctx)
+    extract_exemplars(ctx)
+    resolve_references(ctx)
+    label_importance(ctx)
+    nuggetize_exemplars(ctx)
+    result = gate_release(ctx)
+    if result.success:
+        publish(ctx)
+    with engine.connect() as conn:
+        return release_counts(conn, release_id) | {"gx_success": result.success}

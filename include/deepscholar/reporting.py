@@ -1,0 +1,75 @@
+"""Read-side summaries printed by the CLI and the demo."""
+
+from __future__ import annotations
+
+import json
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from tabulate import tabulate
+
+from deepscholar.release.steps import release_counts
+
+
+def list_releases(engine: Engine) -> list[dict]:
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(
+            "SELECT release_id, source, status, window_start, window_end, gx_success, published_at "
+            "FROM releases ORDER BY release_id")).mappings().all()
+        return [dict(r) | release_counts(conn, r["release_id"]) for r in rows]
+
+
+def format_releases(releases: list[dict], as_json: bool = False) -> str:
+    if as_json:
+        return json.dumps(releases, default=str, indent=2)
+    if not releases:
+        return "no releases yet"
+    cols = ["release_id", "source", "status", "window_start", "window_end", "papers_seen", "queries",
+            "references", "resolved", "important", "nuggets", "gx_success"]
+    table = [[_short(r.get(c)) for c in cols] for r in releases]
+    return tabulate(table, headers=cols, tablefmt="simple")
+
+
+def _short(value):
+    return value.date().isoformat() if hasattr(value, "date") and callable(value.date) else value
+
+
+def release_summary(engine: Engine, release_id: str) -> dict:
+    with engine.connect() as conn:
+        row = conn.execute(sa.text(
+            "SELECT release_id, status, source, gx_success, gx_result FROM releases WHERE release_id = :r"),
+            {"r": release_id}).mappings().first()
+        if row is None:
+            raise LookupError(f"no release {release_id}")
+        stages = conn.execute(sa.text(
+            "SELECT stage, status, coalesce(reason, '') AS reason, count(*) AS n FROM release_candidates "
+            "WHERE release_id = :r GROUP BY 1, 2, 3"), {"r": release_id}).mappings().all()
+        counts = release_counts(conn, release_id)
+    failed = [c["name"] for c in (row["gx_result"] or {}).get("checks", []) if not c.get("success")]
+    return dict(row) | counts | {"candidates": [dict(s) for s in stages], "gx_failed_checks": failed}
+
+
+def print_release_summary(engine: Engine, release_id: str) -> None:
+    try:
+        s = release_summary(engine, release_id)
+    except LookupError as exc:
+        print(str(exc))
+        return
+    seen = s["papers_seen"]
+    order = ["version", "venue", "source", "section", "bibliography"]
+    dropped = {c["stage"]: c["n"] for c in s["candidates"] if c["status"] != "kept"}
+    print(f"\nRelease {release_id}: status {s['status']}")
+    print(f"  papers seen by the search      {seen}")
+    remaining = seen
+    for stage in order:
+        remaining -= dropped.get(stage, 0)
+        print(f"  kept after {stage:<19} {remaining}")
+    print(f"  drop reasons                   {s['dropped'] or '-'}")
+    print(f"  queries                        {s['queries']}")
+    print(f"  references (cited, with bib)   {s['references']}")
+    print(f"  resolved (arXiv or OpenAlex)   {s['resolved']} ({s['resolved_arxiv']} on arXiv)")
+    print(f"  important references           {s['important']}")
+    print(f"  nuggets                        {s['nuggets']} ({s['vital_nuggets']} vital)")
+    gx = "passed" if s["gx_success"] else ("FAILED: " + ", ".join(s["gx_failed_checks"])
+                                           if s["gx_success"] is False else "not run")
+    print(f"  Great Expectations gate        {gx}")

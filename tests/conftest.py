@@ -1,0 +1,93 @@
+"""Shared fixtures: a real PostgreSQL for integration tests and paths to ../shared fixtures.
+
+The warehouse fixture uses the server at 127.0.0.1:5432 when one answers (as on CI), creating a
+throwaway database per test session; otherwise it starts the project's embedded PostgreSQL (pgserver).
+`DEEPSCHOLAR_TEST_DB=embedded|server|<url>` forces one. tests/integration/test_db_embedded.py always
+covers the embedded path.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import uuid
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import pytest  # noqa: E402
+import sqlalchemy as sa  # noqa: E402
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+SHARED_FIXTURES = PROJECT_ROOT.parent / "shared" / "fixtures"
+SERVER_ADMIN_URL = os.environ.get("DEEPSCHOLAR_TEST_ADMIN_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres")
+
+
+def _server_answers(host: str = "127.0.0.1", port: int = 5432) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            pass
+    except OSError:
+        return False
+    try:
+        eng = sa.create_engine(SERVER_ADMIN_URL)
+        with eng.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+        eng.dispose()
+        return True
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="session")
+def shared_fixtures() -> Path:
+    if not SHARED_FIXTURES.is_dir():
+        pytest.fail(f"shared fixtures not found at {SHARED_FIXTURES} (../shared must sit beside the project)")
+    return SHARED_FIXTURES
+
+
+@pytest.fixture(scope="session")
+def db_url() -> str:
+    """URL of an empty database for this test session, with the schema applied."""
+    from deepscholar import db
+
+    choice = os.environ.get("DEEPSCHOLAR_TEST_DB", "auto")
+    created = None
+    if choice.startswith("postgresql"):
+        url = choice
+    elif choice == "server" or (choice == "auto" and _server_answers()):
+        name = f"deepscholar_test_{uuid.uuid4().hex[:8]}"
+        admin = sa.create_engine(SERVER_ADMIN_URL, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        admin.dispose()
+        url = SERVER_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+        created = name
+    else:
+        url = db.embedded_server_uri(Path(tempfile.mkdtemp(prefix="deepscholar_pg_")))
+    db.init_db(db.get_engine(url))
+    yield db.resolve_db_url(url)
+    if created:
+        db.get_engine(url).dispose()
+        admin = sa.create_engine(SERVER_ADMIN_URL, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{created}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture
+def engine(db_url):
+    """The session database, emptied before each test so tests never see each other's rows."""
+    from deepscholar import db
+
+    eng = db.get_engine(db_url)
+    with eng.begin() as conn:
+        names = conn.execute(sa.text(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'deepscholar' "
+            "AND table_type = 'BASE TABLE' AND table_name <> 'schema_files'")).scalars().all()
+        if names:
+            conn.execute(sa.text("TRUNCATE " + ", ".join(f'deepscholar."{n}"' for n in names) + " CASCADE"))
+    return eng
