@@ -76,9 +76,14 @@ def cmd_import_official(args) -> int:
 
 
 def cmd_latex_inspect(args) -> int:
+    from deepscholar.sources.eprint import EprintError
     from deepscholar.sources.inspect import inspect_latex
 
-    result = inspect_latex(Path(args.path))
+    try:
+        result = inspect_latex(Path(args.path))
+    except EprintError as exc:
+        print(f"deepscholar: {args.path}: {exc}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
         return 0

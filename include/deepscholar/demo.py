@@ -74,6 +74,19 @@ def run_release_dag(release_id: str, endpoints: dict[str, str], home: Path, log_
     return run_airflow(["dags", "test", RELEASE_DAG_ID, logical_date_for(release_id)], env, log_file)
 
 
+def replay_endpoints(server, manifest: dict, db_url: str) -> dict[str, str]:
+    """Environment that points the pipeline at a replay server, with the local judge and no rate limit."""
+    return {
+        "DEEPSCHOLAR_DB_URL": db_url,
+        "DEEPSCHOLAR_ARXIV_API_URL": server.arxiv_api_url,
+        "DEEPSCHOLAR_ARXIV_EPRINT_URL": server.eprint_url,
+        "DEEPSCHOLAR_OPENALEX_URL": server.openalex_url,
+        "DEEPSCHOLAR_ARXIV_DELAY_SECONDS": "0",
+        "DEEPSCHOLAR_CATEGORIES": ",".join(manifest["categories"]),
+        "DEEPSCHOLAR_JUDGE": "local",
+    }
+
+
 def run_demo(month: str = "2025-06") -> int:
     from deepscholar.replay.demo_snapshot import write_demo_snapshot
     from deepscholar.replay.server import ReplayServer
@@ -94,15 +107,7 @@ def run_demo(month: str = "2025-06") -> int:
     print(f"snapshot:  {snapshot} ({month}, categories {', '.join(manifest['categories'])})")
     with ReplayServer(snapshot) as server:
         print(f"replay:    {server.url} (arXiv API, e-prints, OpenAlex)")
-        endpoints = {
-            "DEEPSCHOLAR_DB_URL": db_url,
-            "DEEPSCHOLAR_ARXIV_API_URL": server.arxiv_api_url,
-            "DEEPSCHOLAR_ARXIV_EPRINT_URL": server.eprint_url,
-            "DEEPSCHOLAR_OPENALEX_URL": server.openalex_url,
-            "DEEPSCHOLAR_ARXIV_DELAY_SECONDS": "0",
-            "DEEPSCHOLAR_CATEGORIES": ",".join(manifest["categories"]),
-            "DEEPSCHOLAR_JUDGE": "local",
-        }
+        endpoints = replay_endpoints(server, manifest, db_url)
         print(f"airflow:   dags test {RELEASE_DAG_ID} {logical_date_for(month)} (log: {log_file})")
         rc = run_release_dag(month, endpoints, home, log_file)
     elapsed = time.monotonic() - started
