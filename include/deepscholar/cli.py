@@ -59,8 +59,9 @@ def cmd_release_summary(args) -> int:
     from deepscholar.reporting import print_release_summary, release_summary
 
     engine = _engine()
+    summary = release_summary(engine, args.release)  # raises LookupError for an unknown release
     if args.json:
-        print(json.dumps(release_summary(engine, args.release), default=str, indent=2))
+        print(json.dumps(summary, default=str, indent=2))
     else:
         print_release_summary(engine, args.release)
     return 0

@@ -1,0 +1,67 @@
+"""The command line other parts of the team script against, run as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-m", "deepscholar.cli"]
+LATEX_REAL = sorted(p for p in (Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "latex_real").iterdir()
+                    if p.is_dir())
+
+
+def run_cli(*args: str, db_url: str | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
+    if db_url:
+        env["DEEPSCHOLAR_DB_URL"] = db_url
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.mark.parametrize("project", LATEX_REAL, ids=[p.name for p in LATEX_REAL])
+def test_latex_inspect_json_agrees_with_labels(project):
+    labels = json.loads((project / "labels.json").read_text())
+    out = run_cli("latex", "inspect", str(project), "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert set(result) >= {"section_title", "section_text", "cite_keys", "bib_entries"}
+    if not labels["has_related_work"]:
+        assert result["section_title"] is None and result["cite_keys"] == []
+        return
+    assert result["section_title"] == labels["section_title"]
+    assert result["cite_keys"] == sorted(set(labels["cite_keys"]))
+    # Every cite key resolves to a bibliography entry with a non-empty title.
+    assert sorted(result["bib_entries"]) == result["cite_keys"]
+    assert all(title.strip() for title in result["bib_entries"].values())
+
+
+def test_db_init_is_idempotent_from_the_command_line(db_url):
+    first = run_cli("db", "init", db_url=db_url)
+    second = run_cli("db", "init", db_url=db_url)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    assert "nothing new" in second.stdout
+
+
+def test_import_official_then_releases_json(engine, db_url, shared_fixtures):
+    out = run_cli("import-official", str(shared_fixtures / "deepscholar_official"), "--release", "official-2025q2",
+                  db_url=db_url)
+    assert out.returncode == 0, out.stderr
+    listed = run_cli("releases", "--json", db_url=db_url)
+    assert listed.returncode == 0, listed.stderr
+    (release,) = json.loads(listed.stdout)
+    assert release["release_id"] == "official-2025q2"
+    assert release["status"] == "published"
+    assert release["queries"] == 5
+    nugget_files = list((shared_fixtures / "deepscholar_official" / "nuggets").glob("*.json"))
+    assert release["nuggets"] == sum(len(json.loads(p.read_text())["nuggets"]) for p in nugget_files)
+    assert release["references"] > 0 and release["resolved"] > 0
+
+
+def test_unknown_release_is_a_clear_error(engine, db_url):
+    out = run_cli("release", "summary", "1999-01", db_url=db_url)
+    assert out.returncode == 2
+    assert "no release 1999-01" in out.stderr
