@@ -370,16 +370,17 @@ def label_importance(ctx: ReleaseContext) -> dict:
     for n, q in enumerate(queries, start=1):
         with ctx.engine.connect() as conn:
             refs = [dict(r) for r in conn.execute(sa.text(
-                "SELECT * FROM exemplar_references WHERE release_id = :r AND arxiv_id = :a "
-                "AND (is_important IS NULL OR importance_judge IS DISTINCT FROM :j) ORDER BY cite_key"),
-                {"r": ctx.release_id, "a": q["arxiv_id"], "j": judge.config_id}).mappings()]
-        if not refs:
+                "SELECT * FROM exemplar_references WHERE release_id = :r AND arxiv_id = :a ORDER BY cite_key"),
+                {"r": ctx.release_id, "a": q["arxiv_id"]}).mappings()]
+        # All of a query's references are judged together (a judge may rank them against each other),
+        # and only when one of them lacks a label from this judge.
+        if all(r["is_important"] is not None and r["importance_judge"] == judge.config_id for r in refs):
             continue
         verdicts = judge.label_importance(
             QueryContext(q["arxiv_id"], q["title"], q["abstract"], q["section_text"]),
             [ReferenceContext(cite_key=r["cite_key"], title=r["resolved_title"] or r["bib_title"] or "",
                               authors=r["bib_authors"] or "",
-                              snippet=r["resolved_abstract"] or r["bib_title"] or "",
+                              snippet=r["resolved_abstract"] or _bib_venue(r),
                               arxiv_id=r["resolved_arxiv_id"]) for r in refs])
         rows = []
         for ref, verdict in zip(refs, verdicts, strict=True):
@@ -398,6 +399,13 @@ def label_importance(ctx: ReleaseContext) -> dict:
         log.info("importance %d of %d queries: %s (%d references)", n, len(queries), q["arxiv_id"], len(refs))
     log.info("importance labels: %s", counts)
     return counts
+
+
+def _bib_venue(ref: dict) -> str:
+    """What a bibliography entry says beyond its title, when no abstract was found."""
+    fields = ref["bib_fields"] or {}
+    parts = [fields.get(k) for k in ("journal", "booktitle", "publisher", "howpublished", "note")]
+    return ", ".join(p for p in parts + [ref["bib_year"]] if p)
 
 
 def nuggetize_exemplars(ctx: ReleaseContext) -> dict:

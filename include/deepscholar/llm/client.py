@@ -1,0 +1,373 @@
+"""One LLM client for every call in the project (judges and systems), built on litellm.
+
+What it guarantees, so callers need not: an identical request is answered from `llm_calls` with no
+network call; transient failures (429, 5xx, timeouts, dropped connections) are retried a bounded number
+of times with exponential backoff, counted by us alone; every real call is logged with the model the
+provider reports, tokens, cost and latency; judge answers are parsed strictly, re-asked a bounded number
+of times, and otherwise end *unscored* with the reason kept (METRICS.md) — never a default value.
+
+litellm is imported lazily: `import litellm` costs ~4 s, and modules that only need `Judged` or the
+parsers (the local judge, DAG files) should not pay it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy.engine import Engine
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from deepscholar.llm import cache
+
+__all__ = [
+    "LLMClient",
+    "LLMResult",
+    "Judged",
+    "ParseError",
+    "parse_json_object",
+    "parse_json_array",
+    "is_transient_error",
+]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+# Deterministic by default: judges must give the same answer to the same question where the provider
+# allows it. Providers that reject a parameter (e.g. seed) get it dropped by litellm (drop_params).
+DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0, "seed": 0}
+MAX_BACKOFF_SECONDS = 30.0
+# litellm 1.106.2 imports its MCP gateway (which needs the optional `mcp` package) for any call with
+# tools, and fails with ModuleNotFoundError; our tools are plain functions, so skip that path.
+_TOOLS_WORKAROUND = {"_skip_mcp_handler": True}
+
+
+class ParseError(ValueError):
+    """A judge answer that does not have the required shape; triggers a re-ask, then *unscored*."""
+
+
+@dataclass(frozen=True)
+class LLMResult:
+    text: str
+    message: dict
+    cached: bool
+    provider_model: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost_usd: float | None
+    latency_ms: float | None  # of the original call, also when served from the cache
+    request_hash: str
+
+
+@dataclass(frozen=True)
+class Judged(Generic[T]):
+    """A judge outcome: a value, or unscored with its reason. `calls` counts complete() calls (cached too)."""
+
+    value: T | None
+    unscored_reason: str | None
+    calls: int
+    explanation: str | None = None  # the judge's own reason for a scored value
+
+    @property
+    def scored(self) -> bool:
+        return self.unscored_reason is None
+
+    @property
+    def reason(self) -> str | None:
+        """Alias of `explanation` (release/steps.py reads `.reason` for importance labels)."""
+        return self.explanation
+
+
+# --- strict output parsing -------------------------------------------------------------------------
+
+_FENCE_RE = re.compile(r"\A```[ \t]*(?:json|JSON)?[ \t]*\n(?P<body>.*?)\n?```\Z", re.DOTALL)
+
+
+def _parse_json(text: str) -> Any:
+    """Bare JSON, or JSON as the only content of one ``` fence; prose around it is a ParseError."""
+    stripped = (text or "").strip()
+    if not stripped:
+        raise ParseError("empty answer")
+    fenced = _FENCE_RE.match(stripped)
+    if fenced:
+        stripped = fenced.group("body").strip()
+    try:
+        return json.loads(stripped)
+    except json.JSONDecodeError as exc:
+        raise ParseError(f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+
+
+def parse_json_object(text: str) -> dict:
+    value = _parse_json(text)
+    if not isinstance(value, dict):
+        raise ParseError(f"expected a JSON object, got a JSON {type(value).__name__}")
+    return value
+
+
+def parse_json_array(text: str) -> list:
+    value = _parse_json(text)
+    if not isinstance(value, list):
+        raise ParseError(f"expected a JSON array, got a JSON {type(value).__name__}")
+    return value
+
+
+# --- retries ---------------------------------------------------------------------------------------
+
+def _litellm():
+    import litellm
+
+    litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banner per failed call in task logs
+    return litellm
+
+
+def is_transient_error(exc: BaseException) -> bool:
+    """429, 408, 5xx, timeouts and connection failures are worth retrying; 4xx answers are not."""
+    litellm = _litellm()
+    import openai
+
+    transient = (
+        litellm.RateLimitError,
+        litellm.InternalServerError,
+        litellm.ServiceUnavailableError,
+        litellm.BadGatewayError,
+        litellm.APIConnectionError,
+        litellm.Timeout,
+        openai.APIConnectionError,  # also covers openai.APITimeoutError
+    )
+    if isinstance(exc, transient):
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and (status in (408, 429) or status >= 500)
+
+
+def _is_config_error(exc: BaseException) -> bool:
+    """Errors that no item can survive (bad key, unknown model): raising beats marking everything unscored."""
+    litellm = _litellm()
+    return isinstance(exc, (litellm.AuthenticationError, litellm.PermissionDeniedError, litellm.NotFoundError))
+
+
+# --- the client ------------------------------------------------------------------------------------
+
+class LLMClient:
+    def __init__(
+        self,
+        engine: Engine,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        concurrency: int = 8,
+        max_retries: int = 4,
+        timeout: float = 60.0,
+        max_reasks: int = 2,
+        backoff_base: float = 0.5,
+        extra_params: Mapping[str, Any] | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        self.engine = engine
+        self.model = model
+        self.api_base = api_base.rstrip("/") if api_base else None
+        self._api_key = api_key
+        self.concurrency = concurrency
+        self.max_retries = max_retries
+        self.timeout = timeout
+        self.max_reasks = max_reasks
+        self.backoff_base = backoff_base
+        self.params: dict[str, Any] = {**DEFAULT_PARAMS, **(extra_params or {})}
+        # Bounds requests in flight across all threads using this client, including nested map() calls.
+        self._in_flight = threading.BoundedSemaphore(concurrency)
+        # Identical requests issued concurrently wait for the first one and are then served by the cache.
+        self._key_locks: dict[str, list] = {}
+        self._key_guard = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"LLMClient(model={self.model!r}, api_base={self.api_base!r}, concurrency={self.concurrency})"
+
+    # -- one call --
+
+    def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        purpose: str,
+        tools: list | None = None,
+        tool_choice: Any = None,
+        response_format: Any = None,
+        **params: Any,
+    ) -> LLMResult:
+        """One chat completion, from the cache when possible; raises after the retries are spent."""
+        call_params = {**self.params, **params, "tools": tools, "tool_choice": tool_choice,
+                       "response_format": response_format}
+        call_params = {k: v for k, v in call_params.items() if v is not None}
+        request = cache.canonical_request(self.model, self.api_base, messages, call_params)
+        key = cache.request_hash(self.model, self.api_base, messages, call_params)
+        with self._key_lock(key):
+            hit = cache.lookup(self.engine, key)
+            if hit is not None:
+                return _result_from_row(hit, cached=True)
+            row = self._call_with_retries(key, request, messages, call_params, purpose)
+            cache.store(self.engine, row)
+            return _result_from_row(row, cached=False)
+
+    def _call_with_retries(self, key, request, messages, call_params, purpose) -> cache.CachedCall:
+        retrying = Retrying(
+            stop=stop_after_attempt(self.max_retries + 1),
+            wait=wait_exponential_jitter(initial=self.backoff_base, max=MAX_BACKOFF_SECONDS,
+                                         jitter=self.backoff_base),
+            retry=retry_if_exception(is_transient_error),
+            before_sleep=lambda rs: log.warning(
+                "LLM call %s (%s) attempt %d failed: %s; retrying", self.model, purpose,
+                rs.attempt_number, rs.outcome.exception() if rs.outcome else None),
+            reraise=True,
+        )
+        return retrying(self._call_once, key, request, messages, call_params, purpose)
+
+    def _call_once(self, key, request, messages, call_params, purpose) -> cache.CachedCall:
+        litellm = _litellm()
+        with self._in_flight:
+            started = time.perf_counter()
+            response = litellm.completion(
+                model=self.model,
+                messages=list(messages),
+                api_base=self.api_base,
+                api_key=self._api_key,
+                timeout=self.timeout,
+                drop_params=True,
+                num_retries=0,  # retries are ours alone, so the attempt count is the request count
+                max_retries=0,  # and the OpenAI SDK underneath must not retry on its own either
+                **_TOOLS_WORKAROUND if "tools" in call_params else {},
+                **call_params,
+            )
+            latency_ms = (time.perf_counter() - started) * 1000.0
+        body = json.loads(json.dumps(response.model_dump(), default=str))
+        usage = body.get("usage") or {}
+        return cache.CachedCall(
+            request_hash=key,
+            model=self.model,
+            api_base=self.api_base,
+            purpose=purpose,
+            request=request,
+            response=body,
+            response_text=_message_of(body).get("content") or "",
+            provider_model=body.get("model"),
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+            cost_usd=self._cost(response),
+            latency_ms=latency_ms,
+        )
+
+    def _cost(self, response) -> float | None:
+        """litellm's price table when it knows the served (else the requested) model; None, not 0, otherwise."""
+        litellm = _litellm()
+        for kwargs in ({}, {"model": self.model}):
+            try:
+                return float(litellm.completion_cost(completion_response=response, **kwargs))
+            except Exception:  # unmapped model: litellm raises rather than returning None
+                continue
+        return None
+
+    @contextmanager
+    def _key_lock(self, key: str) -> Iterator[None]:
+        with self._key_guard:
+            entry = self._key_locks.setdefault(key, [threading.Lock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._key_guard:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    self._key_locks.pop(key, None)
+
+    # -- judged call --
+
+    def ask(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        parse: Callable[[str], T],
+        *,
+        purpose: str,
+        **kwargs: Any,
+    ) -> Judged[T]:
+        """A judged question: parsed strictly, re-asked on a bad answer, unscored when it cannot be had.
+
+        Never raises for a bad answer or a call that failed after its retries (the item becomes unscored
+        with the reason); configuration errors (authentication, unknown model) do raise, since they
+        would make every item unscored.
+        """
+        conversation = list(messages)
+        calls = 0
+        while True:
+            try:
+                result = self.complete(conversation, purpose=purpose, **kwargs)
+            except Exception as exc:
+                if _is_config_error(exc) or not _is_api_error(exc):
+                    raise
+                return Judged(None, f"call failed: {type(exc).__name__}: {exc}", calls + 1)
+            calls += 1
+            try:
+                return Judged(parse(result.text), None, calls)
+            except ParseError as exc:
+                error = str(exc)
+            if calls > self.max_reasks:
+                return Judged(None, f"unparseable after {calls} answers: {error}", calls)
+            conversation = [
+                *conversation,
+                {"role": "assistant", "content": result.text},
+                {"role": "user", "content": (
+                    f"Your answer could not be used: {error}. Answer again with only the required "
+                    "format, nothing else.")},
+            ]
+
+    # -- fan-out --
+
+    def map(self, fn: Callable[[R], T], items: Iterable[R]) -> list[T]:
+        """fn over items with at most `concurrency` running, results in input order."""
+        items = list(items)
+        if not items:
+            return []
+        if self.concurrency == 1 or len(items) == 1:
+            return [fn(item) for item in items]
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(items)),
+                                thread_name_prefix="llm") as pool:
+            return list(pool.map(fn, items))
+
+
+def _is_api_error(exc: BaseException) -> bool:
+    """litellm/openai errors end an item as unscored; anything else (a bug, a DB failure) must surface."""
+    import openai
+
+    return isinstance(exc, openai.OpenAIError) or is_transient_error(exc)
+
+
+def _message_of(body: Mapping[str, Any]) -> dict:
+    choices = body.get("choices") or []
+    return dict(choices[0].get("message") or {}) if choices else {}
+
+
+def _result_from_row(row: cache.CachedCall, *, cached: bool) -> LLMResult:
+    # Built from the stored JSON in both cases, so a cached result is identical to the fresh one.
+    message = {k: v for k, v in _message_of(row.response or {}).items() if v is not None}
+    return LLMResult(
+        text=row.response_text or "",
+        message=message,
+        cached=cached,
+        provider_model=row.provider_model,
+        prompt_tokens=row.prompt_tokens,
+        completion_tokens=row.completion_tokens,
+        cost_usd=row.cost_usd,
+        latency_ms=row.latency_ms,
+        request_hash=row.request_hash,
+    )

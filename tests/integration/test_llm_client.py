@@ -1,0 +1,259 @@
+"""LLMClient against a local OpenAI-compatible server over real HTTP: retries, re-asks, cache, concurrency."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+import sqlalchemy as sa
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
+
+from deepscholar.llm.cache import request_hash
+from deepscholar.llm.client import LLMClient, ParseError, parse_json_array, parse_json_object
+
+
+class FakeOpenAI:
+    """Chat completions endpoint answering from a script (then `default`), recording load as it goes.
+
+    A script item is answer text, an HTTP error status (int), or an assistant message dict (tool calls).
+    """
+
+    def __init__(self, server: HTTPServer) -> None:
+        self.server = server
+        self.url = server.url_for("/v1")
+        self.script: list = []
+        self.default: Callable[[dict], object] = lambda body: body["messages"][-1]["content"]
+        self.delay = 0.0
+        self.bodies: list[dict] = []
+        self.in_flight = self.max_in_flight = 0
+        self._lock = threading.Lock()
+
+    def handle(self, request: Request) -> Response:
+        body = request.get_json()
+        with self._lock:
+            self.bodies.append(body)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            item = self.script.pop(0) if self.script else None
+        try:
+            time.sleep(self.delay)
+            if item is None:
+                item = self.default(body)
+            if isinstance(item, int):
+                error = {"error": {"message": f"scripted failure {item}", "type": "server_error"}}
+                return Response(json.dumps(error), status=item, content_type="application/json")
+            message = item if isinstance(item, dict) else {"role": "assistant", "content": item}
+            completion = {
+                "id": f"chatcmpl-{len(self.bodies)}", "object": "chat.completion", "created": 1700000000,
+                "model": f"{body['model']}-2025-01-01",
+                "choices": [{"index": 0, "message": message,
+                             "finish_reason": "tool_calls" if "tool_calls" in message else "stop"}],
+                "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17},
+            }
+            return Response(json.dumps(completion), content_type="application/json")
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    @property
+    def requests(self) -> int:
+        return len(self.bodies)
+
+
+@pytest.fixture
+def fake_llm():
+    server = HTTPServer(threaded=True)  # threaded, or concurrent calls would be serialised by the server
+    server.start()
+    fake = FakeOpenAI(server)
+    server.expect_request("/v1/chat/completions", method="POST").respond_with_handler(fake.handle)
+    yield fake
+    server.clear()
+    server.stop()
+
+
+def make_client(engine, fake: FakeOpenAI, model: str = "openai/judge-a", **kwargs) -> LLMClient:
+    kwargs = {"api_key": "test", "backoff_base": 0.01, **kwargs}
+    return LLMClient(engine, model, api_base=fake.url, **kwargs)
+
+
+def user(text: str) -> list[dict]:
+    return [{"role": "user", "content": text}]
+
+
+def llm_call_rows(engine) -> list[dict]:
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(sa.text("SELECT * FROM llm_calls")).mappings()]
+
+
+def test_429_then_500_then_success_is_one_result_and_one_logged_call(engine, fake_llm):
+    fake_llm.script = [429, 500, "hello"]
+    client = make_client(engine, fake_llm)
+    result = client.complete(user("greet"), purpose="test.retry")
+    assert result.text == "hello" and not result.cached
+    assert fake_llm.requests == 3
+    assert len(fake_llm.server.log) == 3
+    rows = llm_call_rows(engine)
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["request_hash"] == result.request_hash
+    assert row["model"] == "openai/judge-a" and row["purpose"] == "test.retry"
+    assert row["provider_model"] == "judge-a-2025-01-01" == result.provider_model
+    assert (row["prompt_tokens"], row["completion_tokens"]) == (12, 5)
+    assert row["latency_ms"] > 0 and row["response_text"] == "hello"
+    assert row["cost_usd"] is None and result.cost_usd is None  # unpriced model: unknown, not 0
+    assert row["request"]["params"] == {"temperature": 0, "seed": 0}
+    # Deterministic defaults reach the provider; litellm's own retries stay off.
+    assert all(b["temperature"] == 0 and b["seed"] == 0 for b in fake_llm.bodies)
+
+
+def test_garbage_twice_then_valid_json_is_parsed_with_reasks_counted(engine, fake_llm):
+    fake_llm.script = ["Sure! The answer is yes.", '{"a": 1', '```json\n{"a": 1}\n```']
+    client = make_client(engine, fake_llm, max_reasks=2)
+    judged = client.ask(user("give me a"), parse_json_object, purpose="test.reask")
+    assert judged.value == {"a": 1} and judged.scored and judged.unscored_reason is None
+    assert judged.calls == 3 and fake_llm.requests == 3
+    last = fake_llm.bodies[-1]["messages"]
+    assert [m["role"] for m in last] == ["user", "assistant", "user", "assistant", "user"]
+    assert last[1]["content"] == "Sure! The answer is yes." and "not valid JSON" in last[2]["content"]
+
+
+def test_garbage_every_time_is_unscored_with_the_parse_error(engine, fake_llm):
+    fake_llm.default = lambda body: "I refuse to answer in JSON."
+    client = make_client(engine, fake_llm, max_reasks=2)
+    judged = client.ask(user("give me a"), parse_json_object, purpose="test.reask")
+    assert judged.value is None and not judged.scored
+    assert "not valid JSON" in judged.unscored_reason
+    assert judged.calls == 3 and fake_llm.requests == 3
+
+
+def test_persistent_500_is_unscored_by_ask_and_raised_by_complete(engine, fake_llm):
+    import litellm
+
+    fake_llm.default = lambda body: 500
+    client = make_client(engine, fake_llm, max_retries=2)
+    judged = client.ask(user("anything"), parse_json_object, purpose="test.fail")
+    assert judged.value is None and "InternalServerError" in judged.unscored_reason
+    assert fake_llm.requests == 3  # max_retries + 1
+    with pytest.raises(litellm.InternalServerError):
+        client.complete(user("anything"), purpose="test.fail")
+    assert fake_llm.requests == 6
+    assert llm_call_rows(engine) == []  # failures are not cached
+
+
+def test_bad_request_is_unscored_but_a_bad_key_raises(engine, fake_llm):
+    import litellm
+
+    fake_llm.script = [400, 401]
+    client = make_client(engine, fake_llm)
+    judged = client.ask(user("too long"), parse_json_object, purpose="test.fail")
+    assert judged.value is None and "BadRequestError" in judged.unscored_reason
+    with pytest.raises(litellm.AuthenticationError):  # every item would fail the same way: stop the run
+        client.ask(user("anything"), parse_json_object, purpose="test.fail")
+    assert fake_llm.requests == 2  # neither is retried
+
+
+def test_concurrency_never_exceeds_the_bound_and_order_is_kept(engine, fake_llm):
+    fake_llm.delay = 0.2
+    client = make_client(engine, fake_llm, concurrency=4)
+    started = time.perf_counter()
+    texts = client.map(lambda i: client.complete(user(f"q{i}"), purpose="test.map").text, range(20))
+    elapsed = time.perf_counter() - started
+    assert texts == [f"q{i}" for i in range(20)]
+    assert fake_llm.requests == 20
+    assert 1 < fake_llm.max_in_flight <= 4
+    assert elapsed < 20 * 0.2  # really parallel
+
+
+def test_rerun_makes_zero_requests_and_any_parameter_change_makes_one(engine, fake_llm):
+    first = make_client(engine, fake_llm)
+    fresh = [first.complete(user(f"p{i}"), purpose="test.cache") for i in range(3)]
+    assert fake_llm.requests == 3
+
+    again_client = make_client(engine, fake_llm)  # a new process would see the same: the cache is the DB
+    again = [again_client.complete(user(f"p{i}"), purpose="test.cache") for i in range(3)]
+    judged = again_client.ask(user("p0"), lambda text: text.upper(), purpose="test.cache")
+    assert fake_llm.requests == 3 and len(fake_llm.server.log) == 3
+    assert all(r.cached for r in again) and judged.value == "P0" and judged.calls == 1
+    assert [(r.text, r.request_hash, r.provider_model, r.prompt_tokens) for r in again] == [
+        (r.text, r.request_hash, r.provider_model, r.prompt_tokens) for r in fresh]
+
+    warmer = again_client.complete(user("p0"), purpose="test.cache", temperature=0.5)
+    assert fake_llm.requests == 4 and not warmer.cached
+    assert fake_llm.bodies[-1]["temperature"] == 0.5
+    other_model = make_client(engine, fake_llm, model="openai/judge-b").complete(user("p0"), purpose="test.cache")
+    assert fake_llm.requests == 5 and not other_model.cached
+    assert other_model.provider_model == "judge-b-2025-01-01"
+    assert len(llm_call_rows(engine)) == 5
+
+
+def test_tool_calls_are_returned_in_the_message_and_cached(engine, fake_llm):
+    call = {"id": "call_1", "type": "function", "function": {"name": "search", "arguments": '{"q": "rag"}'}}
+    fake_llm.script = [{"role": "assistant", "content": None, "tool_calls": [call]}]
+    tools = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]
+    client = make_client(engine, fake_llm)
+    fresh = client.complete(user("find papers"), purpose="test.tools", tools=tools, tool_choice="auto")
+    cached = client.complete(user("find papers"), purpose="test.tools", tools=tools, tool_choice="auto")
+    assert fresh.text == "" and fresh.message["tool_calls"][0]["function"]["name"] == "search"
+    assert cached.cached and cached.message == fresh.message
+    assert fake_llm.requests == 1 and fake_llm.bodies[0]["tools"] == tools
+    assert "_skip_mcp_handler" not in fake_llm.bodies[0]
+
+
+def test_identical_concurrent_requests_reach_the_server_once(engine, fake_llm):
+    fake_llm.delay = 0.2
+    client = make_client(engine, fake_llm, concurrency=4)
+    results = client.map(lambda _: client.complete(user("same"), purpose="test.dedupe"), range(4))
+    assert fake_llm.requests == 1
+    assert sum(not r.cached for r in results) == 1
+
+
+# --- pure functions: no server, no database --------------------------------------------------------
+
+BASE = {"model": "openai/m", "api_base": "http://x/v1", "messages": [{"role": "user", "content": "hi"}],
+        "params": {"temperature": 0, "seed": 0}}
+
+
+@pytest.mark.parametrize("change", [
+    {"model": "openai/m2"},
+    {"api_base": "http://y/v1"},
+    {"messages": [{"role": "user", "content": "hi!"}]},
+    {"params": {"temperature": 0.1, "seed": 0}},
+    {"params": {"temperature": 0, "seed": 1}},
+    {"params": {"temperature": 0, "seed": 0, "max_tokens": 10}},
+    {"params": {"temperature": 0, "seed": 0, "tools": [{"type": "function", "function": {"name": "f"}}]}},
+    {"params": {"temperature": 0, "seed": 0, "response_format": {"type": "json_object"}}},
+    {"params": {"temperature": 0, "seed": 0, "tool_choice": "auto"}},
+])
+def test_request_hash_changes_with_every_input(change):
+    assert request_hash(**BASE) != request_hash(**{**BASE, **change})
+
+
+def test_request_hash_ignores_key_order_and_none_params():
+    reordered = {**BASE, "params": {"seed": 0, "temperature": 0, "stop": None}}
+    assert request_hash(**BASE) == request_hash(**reordered)
+
+
+@pytest.mark.parametrize("text,expected", [
+    ('{"a": 1}', {"a": 1}),
+    ('  ```json\n{"a": [1, 2]}\n```  ', {"a": [1, 2]}),
+    ('```\n{"a": true}\n```', {"a": True}),
+])
+def test_parse_json_object_accepts_bare_or_fenced_objects(text, expected):
+    assert parse_json_object(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "[1, 2]", "Here it is: {\"a\": 1}", '{"a": 1} thanks', "```json\n{\"a\"\n```",
+                                  "null"])
+def test_parse_json_object_rejects_everything_else(text):
+    with pytest.raises(ParseError):
+        parse_json_object(text)
+
+
+def test_parse_json_array_rejects_objects():
+    assert parse_json_array('["x"]') == ["x"]
+    with pytest.raises(ParseError, match="expected a JSON array"):
+        parse_json_array('{"x": 1}')
