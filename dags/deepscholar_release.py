@@ -5,6 +5,7 @@ Wiring only: every task calls one function of deepscholar.release.steps.
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import pendulum
@@ -29,7 +30,11 @@ def _context(release_id: str):
     catchup=False,
     max_active_runs=1,
     tags=["deepscholar", "release"],
-    default_args={"retries": 2, "retry_delay": timedelta(minutes=2), "retry_exponential_backoff": True},
+    default_args={
+        "retries": int(os.environ.get("DEEPSCHOLAR_TASK_RETRIES", "2")),
+        "retry_delay": timedelta(minutes=2),
+        "retry_exponential_backoff": True,
+    },
     params={
         "month": Param(None, type=["null", "string"], pattern=r"^\d{4}-\d{2}$",
                        description="Build this month instead of the run's data interval (YYYY-MM)."),

@@ -7,7 +7,7 @@ back to the filters and endpoints that produced it.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -77,3 +77,12 @@ class ReleaseConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def with_runtime_endpoints(self, current: ReleaseConfig) -> ReleaseConfig:
+        """Where services are reached is a property of this run, not of the release: take it from `current`."""
+        return replace(self, **{name: getattr(current, name) for name in RUNTIME_FIELDS})
+
+
+# Fields that say how to reach services from this machine; they never change what a release contains.
+RUNTIME_FIELDS = ("arxiv_api_url", "arxiv_eprint_url", "openalex_url", "openalex_email", "arxiv_delay_seconds",
+                  "judge_api_base", "judge_concurrency")

@@ -23,6 +23,8 @@ from sqlalchemy.engine import Engine
 from deepscholar.config import deepscholar_home
 
 log = logging.getLogger(__name__)
+# pgserver logs every handle at INFO, including from atexit after pytest closed its streams.
+logging.getLogger("pgserver").setLevel(logging.WARNING)
 
 SCHEMA = "deepscholar"
 EMBEDDED_DATABASE = "deepscholar"
@@ -184,9 +186,12 @@ def upsert(
     rows = [dict(r) for r in rows]
     if not rows:
         return 0
+    columns = list(rows[0].keys())
+    if any(r.keys() != rows[0].keys() for r in rows):
+        # A missing key would be bound as NULL for some rows and not others: refuse rather than guess.
+        raise ValueError(f"upsert into {table_name}: every row must have the same columns")
     tbl = table(conn, table_name)
     stmt = pg_insert(tbl)
-    columns = list(rows[0].keys())
     to_update = [c for c in columns if c not in key] if update is None else list(update)
     if "updated_at" in tbl.c and to_update and "updated_at" not in to_update:
         stmt_set = {c: stmt.excluded[c] for c in to_update} | {"updated_at": sa.func.now()}

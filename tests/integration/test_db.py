@@ -38,3 +38,11 @@ def test_corpus_full_text_search_vector_is_maintained(engine):
         hit = conn.execute(sa.text(
             "SELECT arxiv_id FROM corpus WHERE search_vector @@ plainto_tsquery('english', 'retrieval')")).scalar()
     assert hit == "2501.00003"
+
+
+def test_upsert_refuses_rows_with_different_columns(engine):
+    import pytest
+
+    rows = [{"arxiv_id": "a", "title": "A", "source": "t"}, {"arxiv_id": "b", "title": "B", "source": "t", "doi": "x"}]
+    with engine.begin() as conn, pytest.raises(ValueError, match="same columns"):
+        db.upsert(conn, "corpus", rows, key=["arxiv_id"])

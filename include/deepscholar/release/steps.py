@@ -43,7 +43,9 @@ class ReleaseContext:
             ).scalar()
         if stored is None:
             raise LookupError(f"release {release_id} has not been opened (run the open step first)")
-        return cls(engine, release_id, ReleaseConfig.from_dict(stored))
+        # The stored spec decides what the release contains; endpoints come from this run's environment.
+        config = ReleaseConfig.from_dict(stored).with_runtime_endpoints(ReleaseConfig.from_env())
+        return cls(engine, release_id, config)
 
 
 def code_version() -> str:
@@ -73,9 +75,15 @@ def open_release(engine: Engine, release_id: str, config: ReleaseConfig) -> Rele
     return ReleaseContext.load(engine, release_id)
 
 
+_CANDIDATE_DEFAULTS = {"reason": None, "detail": None}
+
+
 def _set_candidates(conn: sa.Connection, release_id: str, rows: list[dict]) -> None:
-    db.upsert(conn, "release_candidates", [{"release_id": release_id, **r} for r in rows],
-              key=["release_id", "arxiv_id"])
+    """Record candidate outcomes; venue columns are written only by the filter step that finds them."""
+    for venue_known in (True, False):
+        batch = [{"release_id": release_id, **_CANDIDATE_DEFAULTS, **r} for r in rows
+                 if ("venue" in r) == venue_known]
+        db.upsert(conn, "release_candidates", batch, key=["release_id", "arxiv_id"])
 
 
 def _candidates(conn: sa.Connection, release_id: str, stage: str, statuses=("pending", "error")) -> list[dict]:
@@ -140,7 +148,8 @@ def filter_candidates(ctx: ReleaseContext) -> dict:
             match = detect_venue(c["comment"], c["journal_ref"], venues)
             if match is None and ctx.config.require_venue:
                 rows.append({"arxiv_id": c["arxiv_id"], "version": 1, "stage": "venue", "status": "skipped",
-                             "reason": "no_venue", "detail": f"comment={c['comment']!r} journal_ref={c['journal_ref']!r}"})
+                             "reason": "no_venue", "detail": f"comment={c['comment']!r} journal_ref={c['journal_ref']!r}",
+                             "venue": None, "venue_phrase": None, "venue_field": None})
                 counts["no_venue"] += 1
                 continue
             rows.append({"arxiv_id": c["arxiv_id"], "version": 1, "stage": "source", "status": "pending",

@@ -1,0 +1,409 @@
+"""arXiv search API and e-print downloads, through the real `arxiv` client and `requests`.
+
+The client's own retry loop retries every status (also 400s) with no backoff and its rate limit
+is per client instance. arXiv asks for at most one request every 3 seconds over one connection
+for the whole process, so this wrapper runs the client with `num_retries=0` and `delay_seconds=0`,
+fetches page by page itself, spaces requests with a process-wide limiter and retries with
+exponential backoff (tenacity) only what can succeed later: 5xx, 429, empty pages, timeouts and
+dropped connections.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import arxiv
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+from tenacity import Retrying, before_sleep_log, retry_if_exception, stop_after_attempt, wait_exponential
+
+from deepscholar.text import ARXIV_NEW_ID_RE, ARXIV_OLD_ID_RE, strip_arxiv_version, title_similarity
+
+__all__ = [
+    "ARXIV_API_URL",
+    "ARXIV_EPRINT_URL",
+    "ArxivPaper",
+    "ArxivSource",
+    "EprintError",
+    "EprintNotFound",
+    "EprintPayload",
+    "MalformedFeedError",
+    "RateLimiter",
+    "fetch_eprint",
+]
+
+logger = logging.getLogger(__name__)
+
+ARXIV_API_URL = "https://export.arxiv.org/api/query"
+ARXIV_EPRINT_URL = "https://arxiv.org/e-print"
+USER_AGENT = "deepscholar-live-benchmark (+https://github.com/guestrin-lab/deepscholar-bench)"
+
+_RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+class RateLimiter:
+    """At most one request per interval, one at a time, for every caller in the process.
+
+    The lock is held during the request too, so concurrent tasks share one "connection" as arXiv's
+    terms ask; the interval is counted from the end of the previous request.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last_done: float | None = None
+
+    @contextmanager
+    def slot(self, min_interval: float) -> Iterator[None]:
+        with self._lock:
+            if self._last_done is not None and min_interval > 0:
+                wait = self._last_done + min_interval - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+            try:
+                yield
+            finally:
+                self._last_done = time.monotonic()
+
+
+# One per service: the export API and the e-print host are rate limited separately by arXiv.
+API_RATE_LIMITER = RateLimiter()
+EPRINT_RATE_LIMITER = RateLimiter()
+
+
+@dataclass
+class ArxivPaper:
+    arxiv_id: str
+    version: int
+    title: str
+    abstract: str
+    authors: list[str]
+    categories: list[str]
+    primary_category: str
+    published: datetime
+    updated: datetime
+    comment: str | None = None
+    journal_ref: str | None = None
+    doi: str | None = None
+
+    @property
+    def versioned_id(self) -> str:
+        return f"{self.arxiv_id}v{self.version}"
+
+    @classmethod
+    def from_result(cls, result: arxiv.Result) -> ArxivPaper:
+        arxiv_id, version = strip_arxiv_version(result.get_short_id())
+        return cls(
+            arxiv_id=arxiv_id,
+            version=version or 1,
+            title=_squash(result.title),
+            abstract=_squash(result.summary),
+            authors=[a.name for a in result.authors],
+            categories=list(result.categories),
+            primary_category=result.primary_category,
+            published=_utc(result.published),
+            updated=_utc(result.updated),
+            comment=_squash(result.comment) or None,
+            journal_ref=_squash(result.journal_ref) or None,
+            doi=(result.doi or "").strip() or None,
+        )
+
+
+def _squash(text: str | None) -> str:
+    """arXiv wraps titles and abstracts at ~80 columns; the line breaks carry no meaning."""
+    return " ".join((text or "").split())
+
+
+def _utc(dt: datetime) -> datetime:
+    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+
+
+class _TimeoutAdapter(HTTPAdapter):
+    """Neither the arxiv client nor pyalex pass a timeout; without one a stalled server hangs a task."""
+
+    def __init__(self, timeout: float, **kwargs) -> None:
+        self._timeout = timeout
+        super().__init__(**kwargs)
+
+    def send(self, request, **kwargs):  # noqa: ANN001 - signature of HTTPAdapter.send
+        if kwargs.get("timeout") is None:
+            kwargs["timeout"] = self._timeout
+        return super().send(request, **kwargs)
+
+
+class MalformedFeedError(arxiv.ArxivError):
+    """The API answered 200 with something that is not an Atom feed (a proxy page, a cut-off body)."""
+
+
+def _is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, MalformedFeedError):
+        return True
+    if isinstance(exc, arxiv.HTTPError):
+        return exc.status in _RETRY_STATUSES or exc.status >= 500
+    if isinstance(exc, _TransientHTTPStatus):
+        return True
+    return isinstance(
+        exc,
+        (
+            arxiv.UnexpectedEmptyPageError,
+            requests.exceptions.Timeout,
+            requests.exceptions.ConnectionError,
+            requests.exceptions.ChunkedEncodingError,
+            # Raised by the raw stream of an e-print body, which requests does not wrap.
+            urllib3.exceptions.ReadTimeoutError,
+            urllib3.exceptions.ProtocolError,
+        ),
+    )
+
+
+def _retrying(max_retries: int, backoff_seconds: float) -> Retrying:
+    return Retrying(
+        stop=stop_after_attempt(max_retries + 1),
+        wait=wait_exponential(multiplier=backoff_seconds, max=120),
+        retry=retry_if_exception(_is_transient),
+        reraise=True,
+        before_sleep=before_sleep_log(logger, logging.WARNING),
+    )
+
+
+def _minute(dt: datetime) -> str:
+    return _utc(dt).strftime("%Y%m%d%H%M")
+
+
+def _is_arxiv_id(text: str) -> bool:
+    base, _ = strip_arxiv_version(text)
+    return bool(ARXIV_NEW_ID_RE.fullmatch(base) or ARXIV_OLD_ID_RE.fullmatch(base))
+
+
+_PHRASE_UNSAFE_RE = re.compile(r"[\"\\]")
+_TITLE_TOKEN_RE = re.compile(r"[A-Za-z0-9]+")
+# Lucene stop words and operators that would break or widen a ti:word AND ... query.
+_QUERY_STOP = frozenset(
+    "a an and are as at be but by for from if in into is it no not of on or such that the their then "
+    "there these they this to was will with via using towards toward".split()
+)
+
+
+class ArxivSource:
+    """The arXiv search API for one process: paginated window search, id lookups, title search."""
+
+    # The API refuses to page past this many results of one query; larger windows are split.
+    max_results_per_query = 30000
+
+    def __init__(
+        self,
+        api_url: str = ARXIV_API_URL,
+        delay_seconds: float = 3.0,
+        page_size: int = 500,
+        max_retries: int = 4,
+        timeout: float = 30,
+        *,
+        backoff_seconds: float = 2.0,
+        id_batch_size: int = 100,
+    ) -> None:
+        self.api_url = api_url.rstrip("?")
+        self.delay_seconds = delay_seconds
+        self.page_size = page_size
+        self.max_retries = max_retries
+        self.timeout = timeout
+        self.backoff_seconds = backoff_seconds
+        self.id_batch_size = id_batch_size
+        # Pacing and retries are ours (see module docstring), so the client must not add its own.
+        self._client = arxiv.Client(page_size=page_size, delay_seconds=0.0, num_retries=0)
+        self._client.query_url_format = self.api_url + "?{}"
+        adapter = _TimeoutAdapter(timeout)
+        self._client._session.mount("http://", adapter)
+        self._client._session.mount("https://", adapter)
+
+    # -- paging -----------------------------------------------------------------------------
+
+    def _fetch_page(self, search: arxiv.Search, start: int, size: int):  # -> arxiv._feed.ParsedFeed
+        # `_format_url`/`_parse_feed` are the client's page primitives (arxiv 4.0.2, pinned): the
+        # public `results()` hides totalResults and retries inside, which we need to own.
+        url = self._client._format_url(search, start, size)
+        for attempt in _retrying(self.max_retries, self.backoff_seconds):
+            with attempt:
+                with API_RATE_LIMITER.slot(self.delay_seconds):
+                    feed = self._client._parse_feed(url, first_page=start == 0)
+                # The client logs and returns an empty feed; read as "no results" it would silently
+                # end a month's search, so it is retried like a 5xx.
+                if feed.malformed:
+                    tries = attempt.retry_state.attempt_number - 1
+                    raise MalformedFeedError(url, tries, f"malformed feed: {feed.error}")
+                return feed
+        raise AssertionError("unreachable")  # pragma: no cover - tenacity reraises
+
+    def _paginate(self, search: arxiv.Search, limit: int | None = None) -> Iterator[arxiv.Result]:
+        start = 0
+        while limit is None or start < limit:
+            size = self.page_size if limit is None else min(self.page_size, limit - start)
+            feed = self._fetch_page(search, start, size)
+            if not feed.results:
+                return
+            yield from feed.results
+            start += len(feed.results)
+            if start >= feed.header.total_results:
+                return
+
+    # -- public API -------------------------------------------------------------------------
+
+    def search_window(self, categories: list[str], start: datetime, end: datetime) -> Iterator[ArxivPaper]:
+        """Papers first submitted in [start, end) in any of the categories, oldest first."""
+        if not categories:
+            raise ValueError("at least one category is required")
+        cats = " OR ".join(f"cat:{c}" for c in categories)
+        seen: set[str] = set()
+        for paper in self._search_range(f"({cats})", _utc(start), _utc(end)):
+            if paper.arxiv_id not in seen:
+                seen.add(paper.arxiv_id)
+                yield paper
+
+    def _search_range(self, cat_query: str, start: datetime, end: datetime) -> Iterator[ArxivPaper]:
+        # submittedDate bounds are inclusive and minute-grained, so [start, end) is [start, end - 1 min].
+        last = end - timedelta(minutes=1)
+        if last < start:
+            return
+        search = arxiv.Search(
+            query=f"{cat_query} AND submittedDate:[{_minute(start)} TO {_minute(last)}]",
+            max_results=None,
+            sort_by=arxiv.SortCriterion.SubmittedDate,
+            sort_order=arxiv.SortOrder.Ascending,
+        )
+        first = self._fetch_page(search, 0, self.page_size)
+        total = first.header.total_results
+        if total > self.max_results_per_query and end - start > timedelta(minutes=2):
+            mid = start + (end - start) / 2
+            mid = mid.replace(second=0, microsecond=0)
+            logger.info("window %s..%s has %d results; splitting at %s", start, end, total, mid)
+            yield from self._search_range(cat_query, start, mid)
+            yield from self._search_range(cat_query, mid, end)
+            return
+        results = list(first.results)
+        offset = len(results)
+        for r in results:
+            yield ArxivPaper.from_result(r)
+        while results and offset < total:
+            feed = self._fetch_page(search, offset, self.page_size)
+            results = feed.results
+            for r in results:
+                yield ArxivPaper.from_result(r)
+            offset += len(results)
+
+    def get_by_ids(self, ids: list[str]) -> list[ArxivPaper]:
+        """Look papers up by id; a version in the id pins that version, otherwise the latest."""
+        wanted: list[str] = []
+        for raw in ids:
+            text = raw.strip()
+            if text.lower().startswith("arxiv:"):
+                text = text[6:]
+            if not _is_arxiv_id(text):
+                logger.warning("skipping malformed arXiv id %r", raw)
+                continue
+            if text not in wanted:
+                wanted.append(text)
+        papers: dict[str, ArxivPaper] = {}
+        for i in range(0, len(wanted), self.id_batch_size):
+            batch = wanted[i: i + self.id_batch_size]
+            search = arxiv.Search(id_list=batch, max_results=len(batch))
+            for result in self._paginate(search, limit=len(batch)):
+                # The API reports unknown ids as entries pointing at its error page.
+                if "arxiv.org/abs/" not in result.entry_id:
+                    continue
+                paper = ArxivPaper.from_result(result)
+                papers.setdefault(paper.versioned_id, paper)
+        return list(papers.values())
+
+    def search_title(self, title: str, max_results: int = 5) -> list[ArxivPaper]:
+        """Candidates for a title, most similar first; callers decide what similarity is enough."""
+        phrase = " ".join(_PHRASE_UNSAFE_RE.sub(" ", title).split())
+        if not phrase:
+            return []
+        found = self._search_query(f'ti:"{phrase}"', max_results)
+        if not found:
+            # An exact phrase misses small differences ("LLMs" vs "LLM"); all significant words
+            # in the title field is the usual fallback.
+            words = [w for w in _TITLE_TOKEN_RE.findall(title) if w.lower() not in _QUERY_STOP]
+            if len(words) >= 2:
+                found = self._search_query(" AND ".join(f"ti:{w}" for w in words[:12]), max_results)
+        return sorted(found, key=lambda p: -title_similarity(title, p.title))
+
+    def _search_query(self, query: str, max_results: int) -> list[ArxivPaper]:
+        search = arxiv.Search(query=query, max_results=max_results, sort_by=arxiv.SortCriterion.Relevance)
+        out: dict[str, ArxivPaper] = {}
+        for result in self._paginate(search, limit=max_results):
+            paper = ArxivPaper.from_result(result)
+            out.setdefault(paper.arxiv_id, paper)
+        return list(out.values())
+
+
+# -- e-prints --------------------------------------------------------------------------------
+
+
+class EprintError(RuntimeError):
+    """An e-print could not be downloaded."""
+
+
+class EprintNotFound(EprintError):
+    """arXiv has no e-print at this id (withdrawn, wrong id or version)."""
+
+
+class _TransientHTTPStatus(EprintError):
+    def __init__(self, url: str, status: int) -> None:
+        super().__init__(f"HTTP {status} for {url}")
+        self.status = status
+
+
+@dataclass(frozen=True)
+class EprintPayload:
+    content: bytes
+    content_type: str
+    url: str = field(default="", compare=False)
+
+
+def fetch_eprint(
+    versioned_id: str,
+    base_url: str = ARXIV_EPRINT_URL,
+    timeout: float = 60,
+    *,
+    max_retries: int = 4,
+    backoff_seconds: float = 2.0,
+    delay_seconds: float = 0.0,
+    max_bytes: int = 200 * 1024 * 1024,
+) -> EprintPayload:
+    """Download the raw e-print bytes exactly as served (never content-decoded).
+
+    arXiv may label a gzip file with Content-Encoding, which requests would silently unpack; the
+    extractor sniffs the bytes itself, so we hand it what the server stored.
+    """
+    url = f"{base_url.rstrip('/')}/{versioned_id}"
+    for attempt in _retrying(max_retries, backoff_seconds):
+        with attempt:
+            with EPRINT_RATE_LIMITER.slot(delay_seconds):
+                return _download(url, timeout, max_bytes)
+    raise AssertionError("unreachable")  # pragma: no cover - tenacity reraises
+
+
+def _download(url: str, timeout: float, max_bytes: int) -> EprintPayload:
+    with requests.get(url, timeout=timeout, stream=True, headers={"User-Agent": USER_AGENT}) as resp:
+        if resp.status_code == 404:
+            raise EprintNotFound(f"no e-print at {url}")
+        if resp.status_code in _RETRY_STATUSES or resp.status_code >= 500:
+            raise _TransientHTTPStatus(url, resp.status_code)
+        if resp.status_code != 200:
+            raise EprintError(f"HTTP {resp.status_code} for {url}")
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in resp.raw.stream(64 * 1024, decode_content=False):
+            size += len(chunk)
+            if size > max_bytes:
+                raise EprintError(f"e-print at {url} is larger than {max_bytes} bytes")
+            chunks.append(chunk)
+        content_type = resp.headers.get("Content-Type", "application/octet-stream").split(";")[0].strip()
+        return EprintPayload(content=b"".join(chunks), content_type=content_type, url=url)
