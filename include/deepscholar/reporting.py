@@ -57,7 +57,10 @@ def print_release_summary(engine: Engine, release_id: str) -> None:
         return
     seen = s["papers_seen"]
     order = ["version", "venue", "source", "section", "bibliography"]
-    dropped = {c["stage"]: c["n"] for c in s["candidates"] if c["status"] != "kept"}
+    dropped: dict[str, int] = {}
+    for c in s["candidates"]:
+        if c["status"] != "kept":
+            dropped[c["stage"]] = dropped.get(c["stage"], 0) + c["n"]
     print(f"\nRelease {release_id}: status {s['status']}")
     print(f"  papers seen by the search      {seen}")
     remaining = seen
