@@ -1,0 +1,99 @@
+"""Storing a report: one upsert per (release, system, query), its sources replaced, leakage checked.
+
+Used by generation (DAG and CLI) and by the importers of external outputs, so every report gets the
+same citation statistics and the same leakage check however it arrived.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from deepscholar import db
+from deepscholar.systems.base import Report, Source
+
+
+@dataclass
+class ReportRecord:
+    """A report or a failure, with what it cost."""
+
+    release_id: str
+    system_id: str
+    arxiv_id: str
+    report: Report | None
+    error: str | None = None
+    system_version: str | None = None
+    system_config: dict = field(default_factory=dict)
+    search_backend: str | None = None
+    search_cutoff: datetime | None = None
+    latency_ms: float | None = None
+    n_llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+
+
+def source_dates(conn: sa.Connection, sources: list[Source]) -> list[tuple[datetime | None, str]]:
+    """A source's date from the corpus; else a new-style arXiv id (YYMM.NNNNN) bounds it from below."""
+    from deepscholar.text import arxiv_id_lower_bound_date
+
+    ids = sorted({s.arxiv_id for s in sources if s.arxiv_id})
+    known = dict(conn.execute(sa.text("SELECT arxiv_id, published FROM corpus WHERE arxiv_id = ANY(:ids)"),
+                              {"ids": ids}).all()) if ids else {}
+    out = []
+    for s in sources:
+        if s.arxiv_id and known.get(s.arxiv_id):
+            out.append((known[s.arxiv_id], "corpus"))
+        elif s.arxiv_id and (bound := arxiv_id_lower_bound_date(s.arxiv_id)):
+            out.append((datetime(bound.year, bound.month, bound.day, tzinfo=_utc()), "arxiv_id_lower_bound"))
+        elif s.published:
+            out.append((s.published, "system"))
+        else:
+            out.append((None, "unknown"))
+    return out
+
+
+def _utc():
+    from datetime import UTC
+
+    return UTC
+
+
+def store_report(engine: Engine, rec: ReportRecord) -> int:
+    """Upsert the report row and replace its sources; returns report_id. Retries never duplicate."""
+    from deepscholar.systems.citations import citation_stats
+
+    with engine.begin() as conn:
+        cutoff = rec.search_cutoff or conn.execute(sa.text(
+            "SELECT published FROM release_queries WHERE release_id = :r AND arxiv_id = :a"),
+            {"r": rec.release_id, "a": rec.arxiv_id}).scalar()
+        sources = rec.report.sources if rec.report else []
+        dates = source_dates(conn, sources)
+        leaked = [d is not None and cutoff is not None and d >= cutoff for d, _ in dates]
+        stats = citation_stats(rec.report.text, sources) if rec.report else None
+        row = {
+            "release_id": rec.release_id, "system_id": rec.system_id, "arxiv_id": rec.arxiv_id,
+            "status": "ok" if rec.report is not None and rec.error is None else "system_error",
+            "error": rec.error, "text": rec.report.text if rec.report else None,
+            "system_version": rec.system_version, "system_config": rec.system_config,
+            "search_backend": rec.search_backend, "search_cutoff": cutoff, "latency_ms": rec.latency_ms,
+            "n_llm_calls": rec.n_llm_calls, "prompt_tokens": rec.prompt_tokens,
+            "completion_tokens": rec.completion_tokens, "cost_usd": rec.cost_usd,
+            "n_citations": stats.n_citations if stats else 0,
+            "n_unresolved_citations": stats.n_unresolved if stats else 0,
+            "n_leaked_sources": sum(leaked), "trace": rec.report.trace if rec.report else {},
+        }
+        db.upsert(conn, "reports", [row], key=["release_id", "system_id", "arxiv_id"])
+        report_id = conn.execute(sa.text(
+            "SELECT report_id FROM reports WHERE release_id = :r AND system_id = :s AND arxiv_id = :a"),
+            {"r": rec.release_id, "s": rec.system_id, "a": rec.arxiv_id}).scalar_one()
+        conn.execute(sa.text("DELETE FROM report_sources WHERE report_id = :id"), {"id": report_id})
+        db.upsert(conn, "report_sources", [
+            {"report_id": report_id, "source_idx": s.idx, "arxiv_id": s.arxiv_id, "url": s.url, "title": s.title,
+             "snippet": s.snippet, "published": d, "date_basis": basis, "leaked": lk}
+            for s, (d, basis), lk in zip(sources, dates, leaked, strict=True)
+        ], key=["report_id", "source_idx"])
+    return report_id
