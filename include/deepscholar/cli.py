@@ -101,6 +101,71 @@ def cmd_latex_inspect(args) -> int:
     return 0
 
 
+def cmd_systems_add(args) -> int:
+    from deepscholar.systems.registry import add_system
+
+    config = json.loads(args.config) if args.config else {}
+    if not isinstance(config, dict):
+        raise ValueError("--config must be a JSON object")
+    add_system(_engine(), args.name, args.kind, config, version=args.version)
+    print(f"system {args.name} ({args.kind}) registered")
+    return 0
+
+
+def cmd_systems_list(args) -> int:
+    from tabulate import tabulate
+
+    from deepscholar.systems.registry import list_systems
+
+    rows = list_systems(_engine())
+    if args.json:
+        print(json.dumps(rows, default=str, indent=2))
+    else:
+        print(tabulate([[r["system_id"], r["kind"], r["version"], r["active"], json.dumps(r["config"]),
+                         r["ok_reports"]] for r in rows],
+                       headers=["system", "kind", "version", "active", "config", "ok reports"]))
+    return 0
+
+
+def cmd_systems_active(args) -> int:
+    from deepscholar.systems.registry import set_active
+
+    set_active(_engine(), args.name, args.command_name == "activate")
+    print(f"system {args.name} {args.command_name}d")
+    return 0
+
+
+def cmd_import_reports(args) -> int:
+    from deepscholar.systems.external.importer import import_reports
+
+    summary = import_reports(_engine(), args.system, Path(args.path), args.release, fmt=args.format)
+    print(json.dumps(getattr(summary, "__dict__", summary), default=str, indent=2))
+    return 0
+
+
+def cmd_generate(args) -> int:
+    from deepscholar.systems.generation import generate_release
+
+    summary = generate_release(_engine(), args.release, args.system or None)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def cmd_reports(args) -> int:
+    from tabulate import tabulate
+
+    from deepscholar.systems.generation import list_reports
+
+    rows = list_reports(_engine(), args.release)
+    if args.json:
+        print(json.dumps(rows, default=str, indent=2))
+        return 0
+    cols = ["system_id", "arxiv_id", "status", "n_sources", "n_citations", "n_unresolved_citations",
+            "leaked_sources"]
+    print(tabulate([[r[c] for c in cols] for r in rows], headers=cols))
+    return 0
+
+
 def cmd_replay_serve(args) -> int:
     from deepscholar.replay.server import serve_forever
 
@@ -150,6 +215,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("directory", help="folder holding dataset/ and nuggets/")
     p.add_argument("--release", required=True, help="release id to store it under")
     p.set_defaults(func=cmd_import_official)
+
+    systems = sub.add_parser("systems", help="register and list systems").add_subparsers(
+        dest="systems_command", required=True)
+    p = systems.add_parser("add", help="register (or update) a system")
+    p.add_argument("name")
+    p.add_argument("--kind", required=True)
+    p.add_argument("--config", default=None, help="JSON object")
+    p.add_argument("--version", default="1")
+    p.set_defaults(func=cmd_systems_add)
+    p = systems.add_parser("list", help="systems with kind, config and report counts")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_systems_list)
+    for verb in ("deactivate", "activate"):
+        p = systems.add_parser(verb, help=f"{verb} a system")
+        p.add_argument("name")
+        p.set_defaults(func=cmd_systems_active, command_name=verb)
+
+    p = sub.add_parser("import-reports", help="import reports produced elsewhere as an external system")
+    p.add_argument("system")
+    p.add_argument("path")
+    p.add_argument("--release", required=True)
+    p.add_argument("--format", default="auto",
+                   choices=["auto", "jsonl", "deepscholar-base", "search-ai", "openscholar", "deepresearcher",
+                            "storm"])
+    p.set_defaults(func=cmd_import_reports)
+
+    p = sub.add_parser("generate", help="write the missing reports of a release (same code as the DAG)")
+    p.add_argument("--release", required=True)
+    p.add_argument("--system", action="append", help="only this system (repeatable)")
+    p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("reports", help="reports of a release with citation and leakage counts")
+    p.add_argument("--release", required=True)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_reports)
 
     latex = sub.add_parser("latex", help="LaTeX tools").add_subparsers(dest="latex_command", required=True)
     p = latex.add_parser("inspect", help="show the related-work section and its references")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from deepscholar import db
 from deepscholar.config import deepscholar_home
-from deepscholar.orchestration import RELEASE_DAG_ID
+from deepscholar.orchestration import BENCHMARK_DAG_ID, RELEASE_DAG_ID
 from deepscholar.release.window import month_window
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -26,6 +26,8 @@ def airflow_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, st
     airflow_home = home / "airflow"
     airflow_home.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
+    # A test process's unit-test mode would make Airflow ignore the configuration given here.
+    env.pop("AIRFLOW__CORE__UNIT_TEST_MODE", None)
     env.update({
         "AIRFLOW_HOME": str(airflow_home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
@@ -74,6 +76,49 @@ def run_release_dag(release_id: str, endpoints: dict[str, str], home: Path, log_
     return run_airflow(["dags", "test", RELEASE_DAG_ID, logical_date_for(release_id)], env, log_file)
 
 
+def run_benchmark_dag(release_id: str, endpoints: dict[str, str], home: Path, log_file: Path,
+                      systems: list[str] | None = None) -> int:
+    env = airflow_env(home, endpoints)
+    args = ["dags", "test", BENCHMARK_DAG_ID, logical_date_for(release_id)]
+    if systems:
+        args += ["--conf", json.dumps({"systems": systems})]
+    return run_airflow(args, env, log_file)
+
+
+# The offline systems of the demo: (name, kind, config).
+DEMO_SYSTEMS = [("extractive", "extractive", {}), ("oracle", "oracle", {}), ("human_exemplar", "human_exemplar", {})]
+DEMO_EXTERNAL_SYSTEM = "external_jsonl_demo"
+
+
+def register_demo_systems(engine, snapshot: Path, home: Path, release_id: str) -> None:
+    from deepscholar.replay.demo_external import write_external_reports
+    from deepscholar.systems.external.importer import import_reports
+    from deepscholar.systems.registry import add_system
+
+    for name, kind, config in DEMO_SYSTEMS:
+        add_system(engine, name, kind, config)
+    jsonl = write_external_reports(snapshot, home / "external" / "reports.jsonl")
+    import_reports(engine, DEMO_EXTERNAL_SYSTEM, jsonl, release_id, fmt="jsonl")
+
+
+def print_reports_table(engine, release_id: str) -> None:
+    import sqlalchemy as sa
+    from tabulate import tabulate
+
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("""
+            SELECT r.system_id, s.kind, count(*) FILTER (WHERE r.status = 'ok') AS ok,
+                   count(*) FILTER (WHERE r.status = 'system_error') AS errors,
+                   round(avg((SELECT count(*) FROM report_sources x WHERE x.report_id = r.report_id)), 1) AS sources,
+                   round(avg(r.n_citations), 1) AS citations, sum(r.n_unresolved_citations) AS unresolved,
+                   sum(r.n_leaked_sources) AS leaked, sum(r.n_llm_calls) AS llm_calls
+            FROM reports r JOIN systems s USING (system_id) WHERE r.release_id = :r
+            GROUP BY 1, 2 ORDER BY 1"""), {"r": release_id}).all()
+    print(f"\nReports of {release_id} per system")
+    print(tabulate(rows, headers=["system", "kind", "ok", "system_error", "avg sources", "avg citations",
+                                  "unresolved", "leaked sources", "LLM calls"]))
+
+
 def replay_endpoints(server, manifest: dict, db_url: str) -> dict[str, str]:
     """Environment that points the pipeline at a replay server, with the local judge and no rate limit."""
     return {
@@ -110,9 +155,20 @@ def run_demo(month: str = "2025-06") -> int:
         endpoints = replay_endpoints(server, manifest, db_url)
         print(f"airflow:   dags test {RELEASE_DAG_ID} {logical_date_for(month)} (log: {log_file})")
         rc = run_release_dag(month, endpoints, home, log_file)
-    elapsed = time.monotonic() - started
-    print_release_summary(engine, month)
-    print(f"demo release wall time: {elapsed:.1f} s; airflow exit code {rc}")
+        release_time = time.monotonic() - started
+        print_release_summary(engine, month)
+        print(f"demo release wall time: {release_time:.1f} s; airflow exit code {rc}")
+        if rc != 0:
+            print(f"the release DAG run failed; see {log_file}", file=sys.stderr)
+            return rc
+        register_demo_systems(engine, snapshot, home, month)
+        print(f"\nairflow:   dags test {BENCHMARK_DAG_ID} {logical_date_for(month)} "
+              f"(systems: {', '.join(n for n, _, _ in DEMO_SYSTEMS)}; {DEMO_EXTERNAL_SYSTEM} imported from JSONL)")
+        started = time.monotonic()
+        rc = run_benchmark_dag(month, endpoints, home, log_file)
+        generation_time = time.monotonic() - started
+    print_reports_table(engine, month)
+    print(f"generation wall time: {generation_time:.1f} s; airflow exit code {rc}")
     if rc != 0:
-        print(f"the release DAG run failed; see {log_file}", file=sys.stderr)
+        print(f"the benchmark DAG run failed; see {log_file}", file=sys.stderr)
     return rc

@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 
 DAGS_FOLDER = Path(__file__).resolve().parents[2] / "dags"
+# Quality checks: a failure is a verdict on the data, not a transient error, so they are never retried.
+VERDICT_TASKS = {"quality_gate", "check_reports"}
 
 
 @pytest.fixture(scope="module")
@@ -17,15 +19,16 @@ def dagbag():
 
 def test_no_import_errors(dagbag):
     assert dagbag.import_errors == {}
-    assert "deepscholar_release" in dagbag.dags
+    assert {"deepscholar_release", "deepscholar_benchmark"} <= set(dagbag.dags)
 
 
 def test_every_dag_has_tags_retries_and_a_time_based_schedule(dagbag):
     for dag_id, dag in dagbag.dags.items():
         assert dag.tags, f"{dag_id} has no tags"
         for t in dag.tasks:
-            if t.task_id == "quality_gate":
-                continue  # a failed gate is a verdict, not a transient error: it must not be retried
+            if t.task_id in VERDICT_TASKS:
+                assert t.retries == 0, f"{dag_id}.{t.task_id}: a verdict must not be retried"
+                continue
             assert t.retries >= 1, f"{dag_id}.{t.task_id} has no retries"
         # Backfills need a time-based schedule; month M must be the data interval, not a zero-length one.
         assert "CronDataIntervalTimetable" in type(dag.timetable).__name__, dag_id

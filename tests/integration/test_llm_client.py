@@ -2,80 +2,24 @@
 
 from __future__ import annotations
 
-import json
-import threading
 import time
-from collections.abc import Callable
 
 import pytest
 import sqlalchemy as sa
-from pytest_httpserver import HTTPServer
-from werkzeug import Request, Response
+from support.openai_stub import OpenAIStub
 
 from deepscholar.llm.cache import request_hash
 from deepscholar.llm.client import LLMClient, ParseError, parse_json_array, parse_json_object
 
 
-class FakeOpenAI:
-    """Chat completions endpoint answering from a script (then `default`), recording load as it goes.
-
-    A script item is answer text, an HTTP error status (int), or an assistant message dict (tool calls).
-    """
-
-    def __init__(self, server: HTTPServer) -> None:
-        self.server = server
-        self.url = server.url_for("/v1")
-        self.script: list = []
-        self.default: Callable[[dict], object] = lambda body: body["messages"][-1]["content"]
-        self.delay = 0.0
-        self.bodies: list[dict] = []
-        self.in_flight = self.max_in_flight = 0
-        self._lock = threading.Lock()
-
-    def handle(self, request: Request) -> Response:
-        body = request.get_json()
-        with self._lock:
-            self.bodies.append(body)
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            item = self.script.pop(0) if self.script else None
-        try:
-            time.sleep(self.delay)
-            if item is None:
-                item = self.default(body)
-            if isinstance(item, int):
-                error = {"error": {"message": f"scripted failure {item}", "type": "server_error"}}
-                return Response(json.dumps(error), status=item, content_type="application/json")
-            message = item if isinstance(item, dict) else {"role": "assistant", "content": item}
-            completion = {
-                "id": f"chatcmpl-{len(self.bodies)}", "object": "chat.completion", "created": 1700000000,
-                "model": f"{body['model']}-2025-01-01",
-                "choices": [{"index": 0, "message": message,
-                             "finish_reason": "tool_calls" if "tool_calls" in message else "stop"}],
-                "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17},
-            }
-            return Response(json.dumps(completion), content_type="application/json")
-        finally:
-            with self._lock:
-                self.in_flight -= 1
-
-    @property
-    def requests(self) -> int:
-        return len(self.bodies)
-
-
 @pytest.fixture
 def fake_llm():
-    server = HTTPServer(threaded=True)  # threaded, or concurrent calls would be serialised by the server
-    server.start()
-    fake = FakeOpenAI(server)
-    server.expect_request("/v1/chat/completions", method="POST").respond_with_handler(fake.handle)
-    yield fake
-    server.clear()
-    server.stop()
+    with OpenAIStub() as stub:
+        yield stub
+    stub.raise_errors()
 
 
-def make_client(engine, fake: FakeOpenAI, model: str = "openai/judge-a", **kwargs) -> LLMClient:
+def make_client(engine, fake: OpenAIStub, model: str = "openai/judge-a", **kwargs) -> LLMClient:
     kwargs = {"api_key": "test", "backoff_base": 0.01, **kwargs}
     return LLMClient(engine, model, api_base=fake.url, **kwargs)
 

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 
 import pytest
-from pytest_httpserver import HTTPServer
-from werkzeug import Request, Response
+from support.openai_stub import OpenAIStub
 
 from deepscholar.llm.client import LLMClient
 from deepscholar.release.judging import LLMReleaseJudge, Nugget, QueryContext, ReferenceContext
@@ -30,14 +28,21 @@ ROUND_1 = ["RAG conditions generation on retrieved passages", "RAG is implemente
 ROUND_2 = ["rag conditions generation on retrieved passages.", "Retrieval helps knowledge-intensive tasks"]
 
 
-class ScriptedJudgeServer:
-    """Answers by reading the prompt, like a judge would; `overrides` are served first, in order."""
+class ScriptedJudge:
+    """Answers by reading the prompt, like a judge would; the stub's `script` is served first, in order."""
 
-    def __init__(self) -> None:
-        self.bodies: list[dict] = []
-        self.overrides: list[str] = []
+    def __init__(self, stub: OpenAIStub) -> None:
+        self.stub = stub
         self.labels = ['["vital", "okay", "vital"]']  # answered in turn; the last one repeats
-        self._lock = threading.Lock()
+        stub.default = self.answer
+
+    @property
+    def url(self) -> str:
+        return self.stub.url
+
+    @property
+    def bodies(self) -> list[dict]:
+        return self.stub.bodies
 
     def answer(self, body: dict) -> str:
         prompt = body["messages"][0]["content"]
@@ -53,28 +58,12 @@ class ScriptedJudgeServer:
             return self.labels.pop(0) if len(self.labels) > 1 else self.labels[0]
         raise AssertionError(f"unexpected prompt: {prompt[:200]}")
 
-    def handle(self, request: Request) -> Response:
-        body = request.get_json()
-        with self._lock:
-            self.bodies.append(body)
-            content = self.overrides.pop(0) if self.overrides else self.answer(body)
-        return Response(json.dumps({
-            "id": "x", "object": "chat.completion", "created": 1, "model": "judge-served",
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
-        }), content_type="application/json")
-
 
 @pytest.fixture
 def judge_server():
-    server = HTTPServer(threaded=True)
-    server.start()
-    scripted = ScriptedJudgeServer()
-    server.expect_request("/v1/chat/completions", method="POST").respond_with_handler(scripted.handle)
-    scripted.url = server.url_for("/v1")
-    yield scripted
-    server.clear()
-    server.stop()
+    with OpenAIStub(model_suffix="", usage=(100, 10)) as stub:
+        yield ScriptedJudge(stub)
+    stub.raise_errors()
 
 
 def make_judge(engine, server) -> LLMReleaseJudge:
@@ -136,7 +125,7 @@ def test_labels_never_matching_make_the_query_unscored(engine, judge_server):
 
 
 def test_unparseable_extraction_round_makes_the_query_unscored(engine, judge_server):
-    judge_server.overrides = ["Here are the nuggets: RAG, DPR."] * 3
+    judge_server.stub.script = ["Here are the nuggets: RAG, DPR."] * 3
     judged = make_judge(engine, judge_server).nuggetize(QUERY)
     assert judged.value is None and judged.calls == 3
     assert judged.unscored_reason.startswith("nugget extraction round 1:")

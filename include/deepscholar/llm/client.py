@@ -12,6 +12,7 @@ parsers (the local judge, DAG files) should not pay it.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import re
@@ -215,10 +216,10 @@ class LLMClient:
         with self._key_lock(key):
             hit = cache.lookup(self.engine, key)
             if hit is not None:
-                return _result_from_row(hit, cached=True)
+                return _record_usage(_result_from_row(hit, cached=True))
             row = self._call_with_retries(key, request, messages, call_params, purpose)
             cache.store(self.engine, row)
-            return _result_from_row(row, cached=False)
+            return _record_usage(_result_from_row(row, cached=False))
 
     def _call_with_retries(self, key, request, messages, call_params, purpose) -> cache.CachedCall:
         retrying = Retrying(
@@ -342,7 +343,53 @@ class LLMClient:
             return [fn(item) for item in items]
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(items)),
                                 thread_name_prefix="llm") as pool:
-            return list(pool.map(fn, items))
+            # Each worker runs in a copy of the caller's context, so usage tracking follows the calls.
+            return list(pool.map(lambda item: contextvars.copy_context().run(fn, item), items))
+
+
+@dataclass
+class Usage:
+    """LLM calls made inside a `track_usage()` block (e.g. while one system writes one report)."""
+
+    calls: int = 0
+    cached_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    latency_ms: float = 0.0
+
+    def __post_init__(self):
+        self._lock = threading.Lock()
+
+    def add(self, result: LLMResult) -> None:
+        with self._lock:
+            self.calls += 1
+            self.cached_calls += result.cached
+            self.prompt_tokens += result.prompt_tokens or 0
+            self.completion_tokens += result.completion_tokens or 0
+            if result.cost_usd is not None:
+                self.cost_usd = (self.cost_usd or 0.0) + result.cost_usd
+            self.latency_ms += 0.0 if result.cached else (result.latency_ms or 0.0)
+
+
+_ACTIVE_USAGE: contextvars.ContextVar[tuple[Usage, ...]] = contextvars.ContextVar("llm_usage", default=())
+
+
+@contextmanager
+def track_usage() -> Iterator[Usage]:
+    """Collect the usage of every LLM call made in this block (nested blocks each see their calls)."""
+    usage = Usage()
+    token = _ACTIVE_USAGE.set(_ACTIVE_USAGE.get() + (usage,))
+    try:
+        yield usage
+    finally:
+        _ACTIVE_USAGE.reset(token)
+
+
+def _record_usage(result: LLMResult) -> LLMResult:
+    for usage in _ACTIVE_USAGE.get():
+        usage.add(result)
+    return result
 
 
 def _is_api_error(exc: BaseException) -> bool:

@@ -175,21 +175,21 @@ def load_release_frames(engine: Engine, release_id: str) -> tuple[dict[str, Any]
 
 
 @dataclass
-class _Check:
+class Check:
     name: str
     frame: str
     expectation: Any  # a gxe.Expectation
     index_columns: list[str]
 
 
-def _build_checks(gxe, release: dict[str, Any], config: ReleaseConfig) -> tuple[list[_Check], list[dict]]:
+def _build_checks(gxe, release: dict[str, Any], config: ReleaseConfig) -> tuple[list[Check], list[dict]]:
     """The expectations for this release, plus checks settled without GX (skipped or not runnable)."""
-    checks: list[_Check] = []
+    checks: list[Check] = []
     settled: list[dict] = []
     pipeline = release["source"] == "pipeline"
 
     def add(name: str, frame: str, expectation, index_columns=("arxiv_id",)) -> None:
-        checks.append(_Check(name, frame, expectation, list(index_columns)))
+        checks.append(Check(name, frame, expectation, list(index_columns)))
 
     def skip(name: str, expectation_type: str, reason: str) -> None:
         settled.append({"name": name, "expectation_type": expectation_type, "success": True,
@@ -241,7 +241,7 @@ def _build_checks(gxe, release: dict[str, Any], config: ReleaseConfig) -> tuple[
     return checks, settled
 
 
-def _run_checks(gx, checks: list[_Check], frames: dict[str, pd.DataFrame]) -> list[dict]:
+def run_checks(gx, checks: list[Check], frames: dict[str, pd.DataFrame]) -> list[dict]:
     """One suite per frame; GX validates each frame once with all of its expectations."""
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
@@ -299,9 +299,9 @@ def run_release_gate(engine: Engine, release_id: str, config: ReleaseConfig | No
     if config is None:
         config = ReleaseConfig.from_dict(release["config"] or {})
 
-    gx, gxe = _import_gx()
+    gx, gxe = import_gx()
     checks, settled = _build_checks(gxe, release, config)
-    records = _run_checks(gx, checks, frames) + settled
+    records = run_checks(gx, checks, frames) + settled
     order = {name: i for i, name in enumerate(CHECK_NAMES)}
     records.sort(key=lambda c: order.get(c["name"], len(order)))
     # The rate itself, not just pass/fail, is what an operator needs to see.
@@ -381,7 +381,7 @@ def publish_release(engine: Engine, release_id: str) -> datetime:
 # ---------------------------------------------------------------------------------------------- helpers
 
 
-def _import_gx():
+def import_gx():
     """GX logs hundreds of INFO lines while importing; they would drown the task log of the gate."""
     gx_logger = logging.getLogger("great_expectations")
     if gx_logger.level == logging.NOTSET:

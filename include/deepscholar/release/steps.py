@@ -36,7 +36,8 @@ class ReleaseContext:
     config: ReleaseConfig
 
     @classmethod
-    def load(cls, engine: Engine, release_id: str) -> ReleaseContext:
+    def load(cls, engine: Engine, release_id: str, runtime: ReleaseConfig | None = None) -> ReleaseContext:
+        """The stored spec plus the endpoints of `runtime` (default: this process's environment)."""
         with engine.connect() as conn:
             stored = conn.execute(
                 sa.text("SELECT config FROM releases WHERE release_id = :r"), {"r": release_id}
@@ -44,7 +45,7 @@ class ReleaseContext:
         if stored is None:
             raise LookupError(f"release {release_id} has not been opened (run the open step first)")
         # The stored spec decides what the release contains; endpoints come from this run's environment.
-        config = ReleaseConfig.from_dict(stored).with_runtime_endpoints(ReleaseConfig.from_env())
+        config = ReleaseConfig.from_dict(stored).with_runtime_endpoints(runtime or ReleaseConfig.from_env())
         return cls(engine, release_id, config)
 
 
@@ -72,7 +73,7 @@ def open_release(engine: Engine, release_id: str, config: ReleaseConfig) -> Rele
                 "release_id": release_id, "source": "pipeline", "window_start": start, "window_end": end,
                 "config": config.to_dict(), "status": "building", "code_version": code_version(), "error": None,
             }], key=["release_id"])
-    return ReleaseContext.load(engine, release_id)
+    return ReleaseContext.load(engine, release_id, runtime=config)
 
 
 _CANDIDATE_DEFAULTS = {"reason": None, "detail": None}

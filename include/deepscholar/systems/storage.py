@@ -50,7 +50,9 @@ def source_dates(conn: sa.Connection, sources: list[Source]) -> list[tuple[datet
         elif s.arxiv_id and (bound := arxiv_id_lower_bound_date(s.arxiv_id)):
             out.append((datetime(bound.year, bound.month, bound.day, tzinfo=_utc()), "arxiv_id_lower_bound"))
         elif s.published:
-            out.append((s.published, "system"))
+            # A system-given date without a zone is taken as UTC, so it compares with the cutoff.
+            published = s.published if s.published.tzinfo else s.published.replace(tzinfo=_utc())
+            out.append((published, "system"))
         else:
             out.append((None, "unknown"))
     return out
@@ -62,9 +64,20 @@ def _utc():
     return UTC
 
 
+def check_sources(report: Report) -> None:
+    """[n] must name exactly one source: duplicate or non-positive indices make citations ambiguous."""
+    seen = [s.idx for s in report.sources]
+    dupes = sorted({i for i in seen if seen.count(i) > 1})
+    if dupes or any(i < 1 for i in seen):
+        raise ValueError(f"report sources must have distinct indices >= 1 (duplicates: {dupes})")
+
+
 def store_report(engine: Engine, rec: ReportRecord) -> int:
     """Upsert the report row and replace its sources; returns report_id. Retries never duplicate."""
     from deepscholar.systems.citations import citation_stats
+
+    if rec.report is not None:
+        check_sources(rec.report)
 
     with engine.begin() as conn:
         cutoff = rec.search_cutoff or conn.execute(sa.text(

@@ -1,0 +1,342 @@
+"""`deepscholar_base`: the DeepScholar paper's reference pipeline, re-implemented on litellm.
+
+The paper builds it from LOTUS semantic operators; we keep its stages and parameters and make each
+stage a plain LLM call through our LLMClient (so every call is cached, retried and logged):
+
+    N rounds:  1 call writes Q search queries from the abstract and the summaries of earlier rounds
+               each query searches up to search_K results (only papers before the cutoff)
+               the relevance filter reads the round's new candidates in batches of at most
+               `filter_batch` (10) and returns the numbers to keep: ceil(new / 10) calls per round
+    then:      1 ranking call keeps the top K of everything the filter kept
+               1 aggregation call writes the section, citing the K numbered sources as [n]
+
+Round summaries cost no call of their own: a round's summary is its record (its queries and the
+titles its filter kept), and the next round's query-writing call is where the LLM reads it. That
+keeps the paper's call pattern (one query-writing call per round) and gives the LLM facts rather than
+a paraphrase of them.
+
+LLM calls per report, without re-asks: N + sum over rounds of ceil(new candidates / 10) + 1 + 1,
+where a round's new candidates are its search results not seen in an earlier round (by arXiv id,
+else by normalised title). An answer that cannot be parsed is re-asked (LLMClient.ask); one that stays
+unparseable fails the report with SystemFailure and the reason.
+
+The helpers below the class (prompt files, client construction, snippets, citation checks) are shared
+with `search_agent`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from deepscholar.llm.client import Judged, LLMClient, ParseError, parse_json_array
+from deepscholar.systems.base import (
+    Query,
+    Report,
+    SearchResult,
+    SearchTool,
+    Source,
+    System,
+    SystemContext,
+    SystemFailure,
+    register_system,
+)
+
+__all__ = [
+    "DeepScholarBase",
+    "SystemPrompt",
+    "load_system_prompt",
+    "build_llm_client",
+    "source_key",
+    "make_snippet",
+    "cited_numbers",
+    "parse_section",
+]
+
+STAGES = ("queries", "filter", "rank", "aggregate")
+DEFAULTS: dict[str, Any] = {
+    "Q": 2,  # search queries written per round
+    "N": 2,  # rounds
+    "search_K": 50,  # results asked of the search tool per query
+    "K": 30,  # papers the ranking keeps for the section
+    "concurrency": 8,  # LLM calls in flight (filter batches run in parallel)
+    "filter_batch": 10,  # candidates judged per filter call
+    "snippet_chars": 1200,  # of each abstract shown to the LLM (and stored as the source's snippet)
+}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    key: str
+    result: SearchResult
+    snippet: str
+    found_by: str  # the first query that returned it
+
+
+@register_system("deepscholar_base")
+class DeepScholarBase(System):
+    """Query writing, search, relevance filter, top-K ranking, aggregation (see the module docstring)."""
+
+    def __init__(self, name: str, config: dict[str, Any], context: SystemContext):
+        super().__init__(name, config, context)
+        self.settings = {**DEFAULTS, **{k: v for k, v in self.config.items() if k in DEFAULTS}}
+        for key, value in self.settings.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{self.kind} config {key!r} must be a positive integer, got {value!r}")
+        if not self.config.get("model"):
+            raise ValueError(f"{self.kind} config needs a 'model' (a litellm model string)")
+        self.prompts = {stage: load_system_prompt(f"deepscholar_base_{stage}_v1") for stage in STAGES}
+
+    def generate(self, query: Query, search: SearchTool) -> Report:
+        if search is None:
+            raise SystemFailure("deepscholar_base needs a search tool")
+        s = self.settings
+        client = build_llm_client(self.config, self.context, concurrency=s["concurrency"])
+        calls = CallCounter(STAGES)
+        rounds: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        kept: list[Candidate] = []
+        searched = 0
+
+        for number in range(1, s["N"] + 1):
+            queries = self._ask(client, "queries", calls, self.prompts["queries"].render(
+                title=query.title, abstract=query.abstract, cutoff=_day(query.cutoff), q=s["Q"],
+                earlier_rounds=_summarise_rounds(rounds)), lambda text: parse_queries(text, s["Q"]))
+            new: list[Candidate] = []
+            results_this_round = 0
+            for text in queries:
+                results = search.search(text, k=s["search_K"])
+                results_this_round += len(results)
+                for result in results:
+                    key = source_key(result.arxiv_id, result.title)
+                    if key and key not in seen:
+                        seen.add(key)
+                        new.append(Candidate(key, result, make_snippet(result.abstract, s["snippet_chars"]), text))
+            searched += results_this_round
+            batches = [new[i:i + s["filter_batch"]] for i in range(0, len(new), s["filter_batch"])]
+            kept_now = [c for kept_batch in client.map(lambda b: self._filter(client, query, b, calls), batches)
+                        for c in kept_batch]
+            kept.extend(kept_now)
+            rounds.append({"round": number, "queries": queries, "results": results_this_round,
+                           "new_candidates": len(new), "filter_batches": len(batches), "kept": len(kept_now),
+                           "kept_titles": [c.result.title for c in kept_now]})
+
+        if not kept:
+            raise SystemFailure(f"nothing to cite: the relevance filter kept none of {len(seen)} candidates "
+                                f"from {searched} search results")
+        order = self._ask(client, "rank", calls, self.prompts["rank"].render(
+            title=query.title, abstract=query.abstract, k=s["K"], candidates=_numbered(kept)),
+            lambda text: parse_ranking(text, len(kept), s["K"]))
+        chosen = [kept[i - 1] for i in order]
+        sources = [Source(idx=i, title=c.result.title, snippet=c.snippet, arxiv_id=c.result.arxiv_id,
+                          url=c.result.url, published=c.result.published) for i, c in enumerate(chosen, start=1)]
+        text = self._ask(client, "aggregate", calls, self.prompts["aggregate"].render(
+            title=query.title, abstract=query.abstract, sources=_numbered(chosen)),
+            lambda answer: parse_section(answer, len(sources)))
+
+        for r in rounds:
+            r.pop("kept_titles")
+        trace = {
+            "kind": self.kind, "model": client.model, "settings": s,
+            "prompts": {stage: p.version for stage, p in self.prompts.items()},
+            "rounds": rounds,
+            "counts": {"search_results": searched, "candidates": len(seen), "kept_by_filter": len(kept),
+                       "ranked": len(chosen), "cited": len(set(cited_numbers(text)))},
+            "found_by": [c.found_by for c in chosen],  # the query that first returned source [n]
+            "calls": calls.as_dict(),
+        }
+        return Report(text=text, sources=sources, trace=trace)
+
+    def _ask(self, client: LLMClient, stage: str, calls: CallCounter, prompt: str,
+             parse: Callable[[str], Any]) -> Any:
+        judged = client.ask([{"role": "user", "content": prompt}], parse, purpose=f"{self.kind}.{stage}")
+        return _value_or_fail(judged, stage, calls)
+
+    def _filter(self, client: LLMClient, query: Query, batch: list[Candidate],
+                calls: CallCounter) -> list[Candidate]:
+        keep = self._ask(client, "filter", calls, self.prompts["filter"].render(
+            title=query.title, abstract=query.abstract, candidates=_numbered(batch)),
+            lambda text: parse_kept_numbers(text, len(batch)))
+        return [c for i, c in enumerate(batch, start=1) if i in keep]
+
+
+# --- parsing the stages' answers ----------------------------------------------------------------------
+
+def parse_queries(text: str, q: int) -> list[str]:
+    items = parse_json_array(text)
+    if not all(isinstance(x, str) and x.strip() for x in items):
+        raise ParseError("every query must be a non-empty string")
+    if len(items) != q:
+        raise ParseError(f"expected exactly {q} queries, got {len(items)}")
+    return [" ".join(x.split()) for x in items]
+
+
+def _numbers(text: str) -> list[int]:
+    items = parse_json_array(text)
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in items):
+        raise ParseError("every element must be an integer")
+    return items
+
+
+def parse_kept_numbers(text: str, n: int) -> set[int]:
+    numbers = _numbers(text)
+    bad = [x for x in numbers if not 1 <= x <= n]
+    if bad:
+        raise ParseError(f"{bad[0]} is not a result number (they run from 1 to {n})")
+    return set(numbers)
+
+
+def parse_ranking(text: str, n: int, k: int) -> list[int]:
+    """Distinct candidate numbers, best first; fewer than K is the model's call, more is an error."""
+    numbers = _numbers(text)
+    bad = [x for x in numbers if not 1 <= x <= n]
+    if bad:
+        raise ParseError(f"{bad[0]} is not a candidate number (they run from 1 to {n})")
+    if len(set(numbers)) != len(numbers):
+        raise ParseError("each candidate number may appear only once")
+    if not numbers:
+        raise ParseError("the ranking is empty; return at least one candidate number")
+    if len(numbers) > k:
+        raise ParseError(f"expected at most {k} numbers, got {len(numbers)}")
+    return numbers
+
+
+_CITATION_RE = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
+_WHOLE_FENCE_RE = re.compile(r"\A```[ \t]*(?:markdown|md)?[ \t]*\n(?P<body>.*?)\n?```\Z", re.DOTALL)
+
+
+def cited_numbers(text: str) -> list[int]:
+    """Every [n] (also [n, m]) in order of appearance, repeats included."""
+    return [int(n) for group in _CITATION_RE.findall(text) for n in re.split(r"\s*[,;]\s*", group)]
+
+
+def parse_section(text: str, n_sources: int) -> str:
+    """The section as markdown; every [n] must name one of the n_sources, and some source must be cited."""
+    section = (text or "").strip()
+    fenced = _WHOLE_FENCE_RE.match(section)
+    if fenced:
+        section = fenced.group("body").strip()
+    if not section:
+        raise ParseError("empty answer")
+    numbers = cited_numbers(section)
+    bad = sorted({x for x in numbers if not 1 <= x <= n_sources})
+    if bad:
+        allowed = f"1 to {n_sources}" if n_sources else "none: no source was found"
+        raise ParseError(f"the section cites [{bad[0]}], but the source numbers run from {allowed}")
+    if n_sources and not numbers:
+        raise ParseError("the section cites no source; cite the sources as [n]")
+    return section
+
+
+# --- shared helpers --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SystemPrompt:
+    name: str
+    version: str  # recorded in every trace: a prompt change is a new version
+    template: str
+
+    def render(self, **values: object) -> str:
+        def substitute(m: re.Match) -> str:
+            if m.group(1) not in values:
+                raise KeyError(f"prompt {self.version} needs a value for {m.group(1)}")
+            return str(values[m.group(1)])
+
+        # One pass, so braces inside substituted text (an abstract quoting code) are never expanded.
+        return re.sub(r"\{\{(\w+)\}\}", substitute, self.template)
+
+
+@cache
+def load_system_prompt(name: str) -> SystemPrompt:
+    raw = resources.files("deepscholar.systems").joinpath("prompts", f"{name}.txt").read_text("utf-8")
+    first, _, body = raw.partition("\n")
+    m = re.fullmatch(r"version:\s*(\S+)", first.strip())
+    if not m:
+        raise ValueError(f"prompt {name}.txt must start with a 'version: <id>' line")
+    return SystemPrompt(name=name, version=m.group(1), template=body.strip() + "\n")
+
+
+def build_llm_client(config: dict[str, Any], context: SystemContext, *, concurrency: int = 8) -> LLMClient:
+    """From the system's stored config; the key comes from the environment variable it names, never the DB."""
+    kwargs: dict[str, Any] = {"concurrency": concurrency}
+    if config.get("api_base"):
+        kwargs["api_base"] = config["api_base"]
+    if env := config.get("api_key_env"):
+        if not os.environ.get(env):
+            raise SystemFailure(f"environment variable {env} (config api_key_env) is not set")
+        kwargs["api_key"] = os.environ[env]
+    if context.llm is not None:
+        return context.llm(config["model"], **kwargs)
+    return LLMClient(context.engine, config["model"], **kwargs)
+
+
+def source_key(arxiv_id: str | None, title: str | None) -> str:
+    """Identity of a paper across searches: the version-less arXiv id, else the normalised title."""
+    if arxiv_id:
+        return "arxiv:" + re.sub(r"v\d+$", "", arxiv_id.strip().lower())
+    words = re.findall(r"[a-z0-9]+", (title or "").lower())
+    return "title:" + " ".join(words) if words else ""
+
+
+def make_snippet(abstract: str | None, max_chars: int) -> str:
+    """The abstract on one line, cut at a word boundary: what the LLM sees and what the source stores."""
+    text = " ".join((abstract or "").split())
+    if len(text) <= max_chars:
+        return text
+    cut = text[:max_chars].rsplit(" ", 1)[0]
+    return cut + " …"
+
+
+class CallCounter:
+    """LLM calls per stage (cached ones included), added to from the filter's worker threads."""
+
+    def __init__(self, stages: Sequence[str]) -> None:
+        self._counts = dict.fromkeys(stages, 0)
+        self._lock = threading.Lock()
+
+    def add(self, stage: str, n: int) -> None:
+        with self._lock:
+            self._counts[stage] = self._counts.get(stage, 0) + n
+
+    def as_dict(self) -> dict[str, int]:
+        with self._lock:
+            return {**self._counts, "total": sum(self._counts.values())}
+
+
+def _value_or_fail(judged: Judged, stage: str, calls: CallCounter) -> Any:
+    calls.add(stage, judged.calls)
+    if not judged.scored:
+        raise SystemFailure(f"{stage} step: {judged.unscored_reason}")
+    return judged.value
+
+
+def _numbered(candidates: Sequence[Candidate]) -> str:
+    return "\n\n".join(f"[{i}] {_describe(c.result, c.snippet)}" for i, c in enumerate(candidates, start=1))
+
+
+def _describe(result: SearchResult, snippet: str) -> str:
+    published = f" ({result.published.date().isoformat()})" if result.published else ""
+    return f"Title: {result.title}{published}\nAbstract: {snippet or '(no abstract)'}"
+
+
+def _summarise_rounds(rounds: list[dict[str, Any]]) -> str:
+    if not rounds:
+        return "(none: this is the first round)"
+    parts = []
+    for r in rounds:
+        queries = "; ".join(f'"{q}"' for q in r["queries"])
+        head = (f"Round {r['round']} searched {queries} and found {r['new_candidates']} new papers; "
+                f"{r['kept']} were relevant")
+        titles = r["kept_titles"]
+        parts.append(head + (":\n" + "\n".join(f"- {t}" for t in titles) if titles else "."))
+    return "\n\n".join(parts)
+
+
+def _day(value) -> str:
+    return value.date().isoformat() if hasattr(value, "date") else str(value)

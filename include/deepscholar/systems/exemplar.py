@@ -1,0 +1,109 @@
+"""The human row: the query paper's own related-work section, as a report like any other.
+
+Its citations `[@key1; @key2]` become [n] numbered in order of first citation, so the metrics read it
+exactly as they read a system's report. Sources are the exemplar references: resolved ones carry
+their arXiv id, title and abstract; unresolved ones keep their bibliography title (arxiv_id None),
+since the human did cite them. A key with no exemplar_references row has nothing to point at: it
+is dropped from its marker and counted in the trace.
+"""
+
+from __future__ import annotations
+
+import re
+
+import sqlalchemy as sa
+
+from deepscholar.systems.base import Query, Report, SearchTool, Source, System, SystemFailure, register_system
+
+__all__ = ["HumanExemplarSystem", "renumber_citations"]
+
+_KEY_RE = re.compile(r"@([^\s;,\[\]]+)")  # as release.judging.cited_keys reads a marker
+
+
+def renumber_citations(text: str, number_of: dict[str, int | None]) -> tuple[str, list[str]]:
+    """Replace each marker by its [n][m] (deduplicated, in the marker's order); unknown keys dropped.
+
+    `number_of[key]` is the key's number, None (or absent) for a key without a source. Returns the
+    text and the dropped keys, once each. A marker left with no key disappears with its leading space.
+    """
+    from deepscholar.release.judging import CITATION_MARKER_RE
+
+    dropped: list[str] = []
+
+    def replace(m: re.Match) -> str:
+        nums: list[int] = []
+        for key in (k.rstrip(".:") for k in _KEY_RE.findall(m.group(0))):
+            n = number_of.get(key)
+            if n is None:
+                if key not in dropped:
+                    dropped.append(key)
+            elif n not in nums:
+                nums.append(n)
+        return "".join(f"[{n}]" for n in nums)
+
+    def substitute(m: re.Match) -> str:
+        numbers = replace(m)
+        lead = m.group(0)[:m.start(1) - m.start(0)]
+        return (lead.replace("~", " ") + numbers) if numbers else ""
+
+    out = re.sub(r"[~ \t]*(" + CITATION_MARKER_RE.pattern + ")", substitute, text)
+    return out, dropped
+
+
+def _bib_snippet(row: dict) -> str:
+    """What an unresolved reference offers a reader: its bibliography entry."""
+    parts = [row.get("bib_authors"), row.get("bib_title"), row.get("bib_year")]
+    return ". ".join(p.strip() for p in parts if p and p.strip())
+
+
+@register_system("human_exemplar")
+class HumanExemplarSystem(System):
+    uses_search = False
+
+    def generate(self, query: Query, search: SearchTool | None = None) -> Report:
+        from deepscholar.release.judging import cited_keys
+
+        with self.context.engine.connect() as conn:
+            section = conn.execute(sa.text(
+                "SELECT section_text FROM release_queries WHERE release_id = :r AND arxiv_id = :a"),
+                {"r": query.release_id, "a": query.arxiv_id}).scalar()
+            refs = {r["cite_key"]: dict(r) for r in conn.execute(sa.text("""
+                SELECT cite_key, resolved_arxiv_id, resolved_title, resolved_abstract, bib_title, bib_authors,
+                       bib_year, bib_url, bib_doi, resolved_doi
+                FROM exemplar_references WHERE release_id = :r AND arxiv_id = :a"""),
+                {"r": query.release_id, "a": query.arxiv_id}).mappings()}
+        if section is None:
+            raise SystemFailure(f"release {query.release_id} has no query {query.arxiv_id}")
+
+        # Numbers in order of first citation; two keys resolving to one arXiv paper share a number.
+        number_of: dict[str, int | None] = {}
+        by_paper: dict[str, int] = {}
+        sources: list[Source] = []
+        for key in cited_keys(section):
+            row = refs.get(key)
+            if row is None:
+                number_of[key] = None
+                continue
+            arxiv_id = row["resolved_arxiv_id"] or None
+            if arxiv_id and arxiv_id in by_paper:
+                number_of[key] = by_paper[arxiv_id]
+                continue
+            idx = len(sources) + 1
+            number_of[key] = idx
+            # Resolved (arXiv, or OpenAlex without an arXiv id): the resolved record; else the bib entry.
+            title = row["resolved_title"] or row["bib_title"] or key
+            snippet = row["resolved_abstract"] or _bib_snippet(row) or title
+            if arxiv_id:
+                by_paper[arxiv_id] = idx
+                url = f"https://arxiv.org/abs/{arxiv_id}"
+            else:
+                doi = row["resolved_doi"] or row["bib_doi"]
+                url = row["bib_url"] or (f"https://doi.org/{doi}" if doi else None)
+            sources.append(Source(idx=idx, title=title, snippet=snippet, arxiv_id=arxiv_id, url=url))
+        text, dropped = renumber_citations(section, number_of)
+        if not text.strip():
+            raise SystemFailure("the exemplar section is empty")
+        trace = {"cite_keys": len(number_of), "sources": len(sources),
+                 "resolved_to_arxiv": sum(1 for s in sources if s.arxiv_id),
+                 "dropped_keys": len(dropped), "dropped_key_names": dropped[:50]}
+        return Report(text=text.rstrip() + "\n", sources=sources, trace=trace)

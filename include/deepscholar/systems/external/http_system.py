@@ -1,0 +1,84 @@
+"""An external system reached over HTTP: we send the query, it sends back a report with its sources.
+
+The service does its own retrieval, so it gets no search tool; the cutoff travels with the request and
+leakage is checked on what comes back, as for every report. Transient failures (timeouts, connection
+errors, 5xx) are retried; anything else is the system's failure for that query.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import requests
+from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from deepscholar.systems.base import Query, Report, SearchTool, System, SystemFailure, register_system
+from deepscholar.systems.external.formats import report_from_json
+
+__all__ = ["ExternalHTTPSystem"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 600.0
+DEFAULT_ATTEMPTS = 3
+
+
+class _Transient(Exception):
+    """A failure worth another attempt (the service may be restarting or overloaded)."""
+
+
+@register_system("external")
+class ExternalHTTPSystem(System):
+    """config {"endpoint", "timeout", "attempts", "retry_wait"}; without an endpoint the system is file-imported
+    and generation must not pretend to run it."""
+
+    uses_search = False
+
+    def generate(self, query: Query, search: SearchTool | None = None) -> Report:
+        endpoint = self.config.get("endpoint")
+        if not endpoint:
+            raise SystemFailure(f"external system {self.name} has no endpoint; its reports are imported with "
+                                "`deepscholar import-reports`")
+        payload = {"arxiv_id": query.arxiv_id, "title": query.title, "abstract": query.abstract,
+                   "cutoff": query.cutoff.isoformat()}
+        body, attempts = self._post(str(endpoint), payload)
+        try:
+            report = report_from_json(body, "http", str(endpoint))
+        except ValueError as exc:
+            raise SystemFailure(f"external system {self.name} returned a malformed report: {exc}") from exc
+        report.trace.setdefault("import", {}).update({"endpoint": str(endpoint), "attempts": attempts})
+        return report
+
+    def _post(self, endpoint: str, payload: dict[str, Any]) -> tuple[Any, int]:
+        timeout = float(self.config.get("timeout", DEFAULT_TIMEOUT))
+        attempts = int(self.config.get("attempts", DEFAULT_ATTEMPTS))
+        wait = float(self.config.get("retry_wait", 1.0))
+        state = {"n": 0}
+
+        def once() -> requests.Response:
+            state["n"] += 1
+            try:
+                resp = requests.post(endpoint, json=payload, timeout=timeout)
+            except (requests.Timeout, requests.ConnectionError) as exc:
+                log.warning("external system %s: attempt %d failed: %s", self.name, state["n"], exc)
+                raise _Transient(f"{type(exc).__name__}: {exc}") from exc
+            if resp.status_code >= 500:
+                log.warning("external system %s: attempt %d got HTTP %d", self.name, state["n"], resp.status_code)
+                raise _Transient(f"HTTP {resp.status_code}: {resp.text[:200]}")
+            return resp
+
+        try:
+            resp = Retrying(retry=retry_if_exception_type(_Transient), stop=stop_after_attempt(max(attempts, 1)),
+                            wait=wait_exponential(multiplier=wait, max=max(wait * 8, wait)), reraise=False)(once)
+        except RetryError as exc:
+            cause = exc.last_attempt.exception()
+            raise SystemFailure(f"external system {self.name} at {endpoint} failed after {state['n']} attempts: "
+                                f"{cause}") from cause
+        if resp.status_code >= 400:
+            raise SystemFailure(f"external system {self.name} at {endpoint} refused the query: "
+                                f"HTTP {resp.status_code}: {resp.text[:200]}")
+        try:
+            return resp.json(), state["n"]
+        except ValueError as exc:
+            raise SystemFailure(f"external system {self.name} returned no JSON: {resp.text[:200]!r}") from exc

@@ -1,0 +1,164 @@
+"""Report generation for a published release: plan the missing (system, query) pairs, run one pair.
+
+The DAG maps one task over the planned pairs and the CLI loops over them; both call `generate_pair`,
+which never raises for a system's failure (it is stored as system_error) so one broken system cannot
+fail the run for the others, and which upserts on (release, system, query) so retries never duplicate.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import traceback
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from deepscholar.systems.registry import get_system
+
+log = logging.getLogger("deepscholar.generation")
+
+
+class ReleaseNotPublished(LookupError):
+    """Systems only run on a release that passed its gate."""
+
+
+def require_published(engine: Engine, release_id: str) -> None:
+    with engine.connect() as conn:
+        status = conn.execute(sa.text("SELECT status FROM releases WHERE release_id = :r"),
+                              {"r": release_id}).scalar()
+    if status is None:
+        raise ReleaseNotPublished(f"release {release_id} does not exist; run the release DAG for that month first")
+    if status != "published":
+        raise ReleaseNotPublished(f"release {release_id} is {status}, not published; reports wait for a published "
+                                  "release")
+
+
+def _runnable(system: dict) -> bool:
+    """File-imported external systems get their reports from `import-reports`, never from generation."""
+    return not (system["kind"] == "external" and not (system["config"] or {}).get("endpoint"))
+
+
+def plan_pairs(engine: Engine, release_id: str, systems: list[str] | None = None) -> list[dict]:
+    """(system, query) pairs of the release without an ok report: the only work a run or backfill does.
+
+    Named systems are taken whether active or not (an explicit request); otherwise every active one.
+    """
+    require_published(engine, release_id)
+    with engine.connect() as conn:
+        if systems:
+            rows = conn.execute(sa.text("SELECT * FROM systems WHERE system_id = ANY(:s)"),
+                                {"s": list(systems)}).mappings().all()
+            missing = sorted(set(systems) - {r["system_id"] for r in rows})
+            if missing:
+                raise LookupError(f"unknown systems: {', '.join(missing)}")
+        else:
+            rows = conn.execute(sa.text("SELECT * FROM systems WHERE active")).mappings().all()
+        names = sorted(r["system_id"] for r in rows if _runnable(r))
+        pairs = conn.execute(sa.text("""
+            SELECT s.system_id, q.arxiv_id
+            FROM unnest(CAST(:names AS text[])) AS s(system_id)
+            CROSS JOIN release_queries q
+            WHERE q.release_id = :r
+              AND NOT EXISTS (SELECT 1 FROM reports p WHERE p.release_id = q.release_id
+                              AND p.system_id = s.system_id AND p.arxiv_id = q.arxiv_id AND p.status = 'ok')
+            ORDER BY s.system_id, q.arxiv_id"""), {"names": names, "r": release_id}).mappings().all()
+    return [{"release_id": release_id, **p} for p in pairs]
+
+
+def batch_pairs(pairs: list[dict], max_tasks: int = 1000) -> list[list[dict]]:
+    """One pair per mapped task, unless that would exceed Airflow's max_map_length: then even batches."""
+    if not pairs:
+        return []
+    n_batches = min(len(pairs), max_tasks)
+    size = -(-len(pairs) // n_batches)
+    return [pairs[i:i + size] for i in range(0, len(pairs), size)]
+
+
+def _load_query(engine: Engine, release_id: str, arxiv_id: str):
+    from deepscholar.systems.base import Query
+
+    with engine.connect() as conn:
+        q = conn.execute(sa.text(
+            "SELECT title, abstract, published FROM release_queries WHERE release_id = :r AND arxiv_id = :a"),
+            {"r": release_id, "a": arxiv_id}).mappings().first()
+    if q is None:
+        raise LookupError(f"release {release_id} has no query {arxiv_id}")
+    if q["published"] is None:
+        raise ValueError(f"query {arxiv_id} of {release_id} has no publication date: no search cutoff possible")
+    return Query(release_id, arxiv_id, q["title"], q["abstract"], q["published"])
+
+
+def llm_factory(engine: Engine):
+    def make(model: str, **kw):
+        from deepscholar.llm.client import LLMClient
+
+        return LLMClient(engine, model, **kw)
+
+    return make
+
+
+def generate_pair(engine: Engine, release_id: str, system_id: str, arxiv_id: str) -> dict:
+    """Write and store one report; a system's exception is stored as system_error, not raised."""
+    from deepscholar.llm.client import track_usage
+    from deepscholar.search import make_search
+    from deepscholar.systems.base import SystemContext, make_system
+    from deepscholar.systems.storage import ReportRecord, check_sources, store_report
+
+    system_row = get_system(engine, system_id)
+    query = _load_query(engine, release_id, arxiv_id)
+    config = system_row["config"] or {}
+    backend = config.get("search", os.environ.get("DEEPSCHOLAR_SEARCH_BACKEND", "local"))
+    record = ReportRecord(release_id=release_id, system_id=system_id, arxiv_id=arxiv_id, report=None,
+                          system_version=system_row["version"], system_config=config,
+                          search_backend=backend, search_cutoff=query.cutoff)
+    started = time.monotonic()
+    with track_usage() as usage:
+        try:
+            system = make_system(system_id, system_row["kind"], config,
+                                 SystemContext(engine=engine, llm=llm_factory(engine)))
+            search = make_search(backend, engine, query) if system.uses_search else None
+            report = system.generate(query, search)
+            check_sources(report)
+            record.report = report
+        except Exception as exc:  # any failure of the system is its result for this pair
+            record.error = f"{type(exc).__name__}: {exc}"
+            record.report = None
+            log.warning("%s on %s failed: %s\n%s", system_id, arxiv_id, record.error, traceback.format_exc(limit=5))
+    record.latency_ms = (time.monotonic() - started) * 1000
+    record.n_llm_calls, record.prompt_tokens = usage.calls, usage.prompt_tokens
+    record.completion_tokens, record.cost_usd = usage.completion_tokens, usage.cost_usd
+    store_report(engine, record)
+    status = "ok" if record.error is None else "system_error"
+    return {"system_id": system_id, "arxiv_id": arxiv_id, "status": status, "error": record.error,
+            "n_sources": len(record.report.sources) if record.report else 0, "llm_calls": usage.calls}
+
+
+def generate_batch(engine: Engine, pairs: list[dict]) -> list[dict]:
+    results = []
+    for n, p in enumerate(pairs, start=1):
+        result = generate_pair(engine, p["release_id"], p["system_id"], p["arxiv_id"])
+        log.info("report %d of %d: %s / %s -> %s", n, len(pairs), p["system_id"], p["arxiv_id"], result["status"])
+        results.append(result)
+    return results
+
+
+def generate_release(engine: Engine, release_id: str, systems: list[str] | None = None) -> dict:
+    """The generation half outside Airflow (same functions as the DAG's tasks)."""
+    results = generate_batch(engine, plan_pairs(engine, release_id, systems))
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    return {"pairs": len(results), **counts}
+
+
+def list_reports(engine: Engine, release_id: str) -> list[dict]:
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(sa.text("""
+            SELECT r.system_id, r.arxiv_id, r.status, r.error,
+                   (SELECT count(*) FROM report_sources s WHERE s.report_id = r.report_id) AS n_sources,
+                   r.n_citations, r.n_unresolved_citations, r.n_leaked_sources AS leaked_sources,
+                   r.n_llm_calls, r.latency_ms
+            FROM reports r WHERE r.release_id = :r ORDER BY r.system_id, r.arxiv_id"""),
+            {"r": release_id}).mappings()]

@@ -1,0 +1,166 @@
+"""One fake OpenAI-compatible chat-completions server for every test that drives LLMClient.
+
+It is a real threaded HTTP server (pytest_httpserver), not a mocked `litellm.completion`, because the
+behaviour under test lives in the layers a mock would skip: litellm's request building and error
+mapping, the OpenAI SDK's transport, our retries, cache and concurrency bound.
+
+Answers come from `script` (served first, one item per request, in arrival order) and then from
+`default(body)`, a function of the request body. An answer is
+- a str: the assistant's text;
+- an int: that HTTP status with an OpenAI-style error body (429 and 5xx are retried by the client);
+- a dict: the whole assistant message, e.g. `tool_calls_message(tool_call("search", {"query": "x"}))`;
+- a callable: called with the body, returning one of the above (lets a script item look at the request).
+
+Usage:
+    with OpenAIStub() as stub:
+        stub.script = [429, "hello"]
+        LLMClient(engine, "openai/m", api_base=stub.url, api_key="test").complete(...)
+        assert stub.requests == 2
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
+
+__all__ = ["OpenAIStub", "tool_call", "tool_calls_message", "echo_last_message", "first_user_text"]
+
+Answer = str | int | dict | Callable[[dict], Any]
+
+
+def echo_last_message(body: dict) -> str:
+    """Default answer: the last message's text, so distinct prompts get distinct, checkable answers."""
+    return body["messages"][-1].get("content") or ""
+
+
+def first_user_text(body: dict) -> str:
+    """The first user message: what a request is about, also in re-asks (which append to the conversation)."""
+    return next((m.get("content") or "" for m in body["messages"] if m.get("role") == "user"), "")
+
+
+_call_ids = itertools.count(1)
+
+
+def tool_call(name: str, arguments: Mapping[str, Any] | str, call_id: str | None = None) -> dict:
+    """One OpenAI tool call; a str `arguments` is sent as is (to script malformed JSON)."""
+    args = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
+    return {"id": call_id or f"call_{next(_call_ids)}", "type": "function",
+            "function": {"name": name, "arguments": args}}
+
+
+def tool_calls_message(*calls: dict, content: str | None = None) -> dict:
+    return {"role": "assistant", "content": content, "tool_calls": list(calls)}
+
+
+class OpenAIStub:
+    """`/v1/chat/completions` answering from a script, recording every request body and the peak load."""
+
+    def __init__(self, *, model_suffix: str = "-2025-01-01", usage: tuple[int, int] = (12, 5)) -> None:
+        self.server = HTTPServer(threaded=True)  # threaded, or concurrent calls would be serialised here
+        self.script: list[Answer] = []
+        self.default: Callable[[dict], Any] = echo_last_message
+        self.delay = 0.0  # seconds each request takes, to make concurrency observable
+        self.model_suffix = model_suffix  # the served model is reported as the requested one + suffix
+        self.usage = usage
+        self.bodies: list[dict] = []
+        self.errors: list[BaseException] = []  # failures of answer functions (a test bug, surfaced later)
+        self.in_flight = self.max_in_flight = 0
+        self._lock = threading.Lock()
+
+    # -- lifecycle --
+
+    def start(self) -> OpenAIStub:
+        self.server.start()
+        self.server.expect_request("/v1/chat/completions", method="POST").respond_with_handler(self._handle)
+        return self
+
+    def stop(self) -> None:
+        self.server.clear()
+        if self.server.is_running():
+            self.server.stop()
+
+    def __enter__(self) -> OpenAIStub:
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def raise_errors(self) -> None:
+        """Re-raise the first exception an answer function raised (call at the end of a test or fixture)."""
+        if self.errors:
+            raise self.errors[0]
+
+    # -- what tests read --
+
+    @property
+    def url(self) -> str:
+        """The api_base to give litellm."""
+        return self.server.url_for("/v1")
+
+    @property
+    def requests(self) -> int:
+        return len(self.bodies)
+
+    @property
+    def log(self) -> list:
+        """(request, response) pairs as pytest_httpserver saw them: every HTTP exchange, errors included."""
+        return self.server.log
+
+    def bodies_where(self, predicate: Callable[[dict], bool]) -> list[dict]:
+        with self._lock:
+            return [b for b in self.bodies if predicate(b)]
+
+    # -- serving --
+
+    def _handle(self, request: Request) -> Response:
+        body = request.get_json()
+        with self._lock:
+            self.bodies.append(body)
+            number = len(self.bodies)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            item = self.script.pop(0) if self.script else self.default
+        try:
+            if self.delay:
+                time.sleep(self.delay)
+            try:
+                answer = item(body) if callable(item) else item
+            except Exception as exc:  # a bug in the test's answer function: a 400 is not retried
+                with self._lock:
+                    self.errors.append(exc)
+                return _error(400, f"stub answer function failed: {type(exc).__name__}: {exc}")
+            return self._respond(body, answer, number)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _respond(self, body: dict, answer: Any, number: int) -> Response:
+        if isinstance(answer, bool) or not isinstance(answer, (str, int, dict)):
+            raise TypeError(f"stub answers must be str, int or dict, got {type(answer).__name__}")
+        if isinstance(answer, int):
+            return _error(answer, f"scripted failure {answer}")
+        message = answer if isinstance(answer, dict) else {"role": "assistant", "content": answer}
+        prompt_tokens, completion_tokens = self.usage
+        completion = {
+            "id": f"chatcmpl-{number}", "object": "chat.completion", "created": 1700000000,
+            "model": f"{body['model']}{self.model_suffix}",
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        }
+        return Response(json.dumps(completion), content_type="application/json")
+
+
+def _error(status: int, message: str) -> Response:
+    # One neutral error type for every status: litellm maps errors partly by matching strings in the body
+    # (e.g. "invalid_request_error"), and the status alone should decide what the client sees.
+    return Response(json.dumps({"error": {"message": message, "type": "server_error"}}), status=status,
+                    content_type="application/json")
