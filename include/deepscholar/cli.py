@@ -140,7 +140,7 @@ def cmd_import_reports(args) -> int:
 
     summary = import_reports(_engine(), args.system, Path(args.path), args.release, fmt=args.format)
     print(json.dumps(getattr(summary, "__dict__", summary), default=str, indent=2))
-    return 0
+    return 1 if summary.n_errors else 0  # stored what it could; the errors above say what was not
 
 
 def cmd_generate(args) -> int:

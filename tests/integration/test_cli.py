@@ -65,3 +65,50 @@ def test_unknown_release_is_a_clear_error(engine, db_url):
     out = run_cli("release", "summary", "1999-01", db_url=db_url)
     assert out.returncode == 2
     assert "no release 1999-01" in out.stderr
+
+
+def test_systems_import_reports_generate_and_reports(engine, db_url, shared_fixtures, tmp_path):
+    assert run_cli("import-official", str(shared_fixtures / "deepscholar_official"), "--release", "official",
+                   db_url=db_url).returncode == 0
+    with engine.begin() as conn:  # generation only runs on published releases; the import publishes
+        assert conn.exec_driver_sql("SELECT status FROM releases").scalar() == "published"
+
+    added = run_cli("systems", "add", "oracle", "--kind", "oracle", db_url=db_url)
+    assert added.returncode == 0, added.stderr
+    bad = run_cli("systems", "add", "x", "--kind", "no_such_kind", db_url=db_url)
+    assert bad.returncode == 2 and "unknown system kind" in bad.stderr
+
+    outputs = shared_fixtures / "deepscholar_official" / "system_outputs_paper0" / "search_ai_gpt_4.1"
+    keyed = tmp_path / "2506.02838v1"
+    import shutil
+
+    shutil.copytree(outputs, keyed)
+    # An output whose query cannot be known is reported, stored nowhere, and fails the command.
+    unkeyed = run_cli("import-reports", "search_ai", str(keyed), "--release", "official", db_url=db_url)
+    assert unkeyed.returncode == 1 and "names no arXiv id" in unkeyed.stdout
+    imported = run_cli("import-reports", "search_ai", str(tmp_path), "--release", "official", db_url=db_url)
+    assert imported.returncode == 0, imported.stdout + imported.stderr
+    assert json.loads(imported.stdout)["n_stored"] == 1
+
+    generated = run_cli("generate", "--release", "official", "--system", "oracle", db_url=db_url)
+    assert generated.returncode == 0, generated.stderr
+    assert json.loads(generated.stdout)["pairs"] == 5
+
+    listed = json.loads(run_cli("systems", "list", "--json", db_url=db_url).stdout)
+    assert {s["system_id"]: s["kind"] for s in listed} == {"oracle": "oracle", "search_ai": "external"}
+
+    reports = run_cli("reports", "--release", "official", "--json", db_url=db_url)
+    assert reports.returncode == 0, reports.stderr
+    rows = json.loads(reports.stdout)
+    by_system = {}
+    for r in rows:
+        by_system.setdefault(r["system_id"], []).append(r)
+    assert len(by_system["oracle"]) == 5
+    (search_ai,) = by_system["search_ai"]
+    assert search_ai["arxiv_id"] == "2506.02838" and search_ai["status"] == "ok"
+    assert search_ai["n_sources"] > 0 and search_ai["n_unresolved_citations"] == 0
+    assert set(search_ai) >= {"system_id", "arxiv_id", "status", "n_sources", "n_citations",
+                              "n_unresolved_citations", "leaked_sources"}
+
+    assert run_cli("systems", "deactivate", "oracle", db_url=db_url).returncode == 0
+    assert json.loads(run_cli("systems", "list", "--json", db_url=db_url).stdout)[0]["active"] is False
