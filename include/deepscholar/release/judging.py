@@ -13,13 +13,12 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from typing import Literal, Protocol, runtime_checkable
 
 from sqlalchemy.engine import Engine
 
 from deepscholar.llm.client import Judged, LLMClient, ParseError, parse_json_array, parse_json_object
+from deepscholar.prompts import Prompt, load_prompt_file
 
 __all__ = [
     "QueryContext",
@@ -154,33 +153,8 @@ def _authors_text(authors: str | Sequence[str] | None) -> str:
 
 # --- prompts ---------------------------------------------------------------------------------------
 
-_PLACEHOLDER_RE = re.compile(r"\{\{(\w+)\}\}")
-
-
-@dataclass(frozen=True)
-class Prompt:
-    name: str
-    version: str  # part of judge_config: a prompt change is a new version
-    template: str
-
-    def render(self, **values: object) -> str:
-        def substitute(m: re.Match) -> str:
-            if m.group(1) not in values:
-                raise KeyError(f"prompt {self.version} needs a value for {m.group(1)}")
-            return str(values[m.group(1)])
-
-        # One pass, so braces inside substituted text (a section quoting JSON) are never expanded.
-        return _PLACEHOLDER_RE.sub(substitute, self.template)
-
-
-@cache
 def load_prompt(name: str) -> Prompt:
-    raw = resources.files("deepscholar.release").joinpath("prompts", f"{name}.txt").read_text("utf-8")
-    first, _, body = raw.partition("\n")
-    m = re.fullmatch(r"version:\s*(\S+)", first.strip())
-    if not m:
-        raise ValueError(f"prompt {name}.txt must start with a 'version: <id>' line")
-    return Prompt(name=name, version=m.group(1), template=body.strip() + "\n")
+    return load_prompt_file("deepscholar.release", name)
 
 
 # --- LLM judge -------------------------------------------------------------------------------------

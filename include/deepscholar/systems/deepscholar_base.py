@@ -31,11 +31,10 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from typing import Any
 
 from deepscholar.llm.client import Judged, LLMClient, ParseError, parse_json_array
+from deepscholar.prompts import Prompt, load_prompt_file
 from deepscholar.systems.base import (
     Query,
     Report,
@@ -50,7 +49,6 @@ from deepscholar.systems.base import (
 
 __all__ = [
     "DeepScholarBase",
-    "SystemPrompt",
     "load_system_prompt",
     "build_llm_client",
     "source_key",
@@ -236,30 +234,8 @@ def parse_section(text: str, n_sources: int) -> str:
 
 # --- shared helpers --------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class SystemPrompt:
-    name: str
-    version: str  # recorded in every trace: a prompt change is a new version
-    template: str
-
-    def render(self, **values: object) -> str:
-        def substitute(m: re.Match) -> str:
-            if m.group(1) not in values:
-                raise KeyError(f"prompt {self.version} needs a value for {m.group(1)}")
-            return str(values[m.group(1)])
-
-        # One pass, so braces inside substituted text (an abstract quoting code) are never expanded.
-        return re.sub(r"\{\{(\w+)\}\}", substitute, self.template)
-
-
-@cache
-def load_system_prompt(name: str) -> SystemPrompt:
-    raw = resources.files("deepscholar.systems").joinpath("prompts", f"{name}.txt").read_text("utf-8")
-    first, _, body = raw.partition("\n")
-    m = re.fullmatch(r"version:\s*(\S+)", first.strip())
-    if not m:
-        raise ValueError(f"prompt {name}.txt must start with a 'version: <id>' line")
-    return SystemPrompt(name=name, version=m.group(1), template=body.strip() + "\n")
+def load_system_prompt(name: str) -> Prompt:
+    return load_prompt_file("deepscholar.systems", name)
 
 
 def build_llm_client(config: dict[str, Any], context: SystemContext, *, concurrency: int = 8) -> LLMClient:
