@@ -25,7 +25,7 @@ from bibtexparser.model import (
 )
 from pylatexenc.latex2text import LatexNodes2Text
 
-from .latex import LatexProject, find_main_tex, flatten, latex_to_text, read_tex
+from .latex import LatexProject, brace_group_end, find_main_tex, flatten, latex_to_text, read_tex
 
 __all__ = [
     "BibEntry",
@@ -336,25 +336,6 @@ def _skip_balanced(text: str, pos: int, open_c: str, close_c: str) -> int | None
     return None
 
 
-def _brace_end(text: str, pos: int) -> int | None:
-    """Index just past the brace group opening at ``pos``."""
-    depth = 0
-    i = pos
-    while i < len(text):
-        c = text[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return None
-
-
 def parse_bbl(text: str, source_file: str | None = None) -> Bibliography:
     """Parse natbib/plain ``thebibliography`` items, or biblatex's ``\\entry`` blocks."""
     if re.search(r"\\entry\s*\{", text) and "\\endentry" in text:
@@ -460,7 +441,7 @@ def _parse_biblatex_bbl(text: str, source_file: str | None) -> Bibliography:
         key, etype, body = m.group(1).strip(), m.group(2).strip().lower(), m.group(3)
         fields: dict[str, str] = {}
         for fm in re.finditer(r"\\field\s*\{(\w+)\}\s*\{", body):
-            close = _brace_end(body, fm.end() - 1)
+            close = brace_group_end(body, fm.end() - 1)
             if close is not None:
                 fields.setdefault(fm.group(1).lower(), body[fm.end() : close - 1])
         for vm in re.finditer(r"\\verb\s*\{(\w+)\}\s*\n?\s*\\verb\s(.*?)\n?\s*\\endverb", body, re.DOTALL):
@@ -468,7 +449,7 @@ def _parse_biblatex_bbl(text: str, source_file: str | None) -> Bibliography:
         names = []
         nm = re.search(r"\\name\s*\{(?:author|editor)\}\s*\{\d+\}\s*\{[^{}]*\}\s*\{", body)
         if nm:
-            close = _brace_end(body, nm.end() - 1)
+            close = brace_group_end(body, nm.end() - 1)
             block = body[nm.end() : close - 1] if close else ""
             # Each name is ``{{<options>}{family={..}, given={..}, ...}}``.
             for part in re.split(r"\{\{[^{}]*\}\{", block)[1:]:

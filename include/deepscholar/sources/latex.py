@@ -486,7 +486,7 @@ def is_related_work_title(title_text: str) -> bool:
     return related_work_title_quality(title_text) is not None
 
 
-def _balanced(text: str, open_pos: int) -> int | None:
+def brace_group_end(text: str, open_pos: int) -> int | None:
     """Index just past the brace group that opens at ``open_pos``."""
     depth = 0
     i = open_pos
@@ -517,7 +517,7 @@ class _Heading:
 
 def _iter_headings(live: str, start: int = 0):
     for m in _HEADING_RE.finditer(live, start):
-        close = _balanced(live, m.end() - 1)
+        close = brace_group_end(live, m.end() - 1)
         if close is None:
             continue
         yield _Heading(
@@ -632,7 +632,7 @@ def simple_macros(live: str) -> dict[str, str]:
         args = (m.group("args") or "[0]").replace(" ", "")
         if args != "[0]" or name in _PROTECTED_MACROS or "cite" in name:
             continue
-        close = _balanced(live, m.end() - 1)
+        close = brace_group_end(live, m.end() - 1)
         if close is None:
             continue
         body = live[m.end() : close - 1]

@@ -77,18 +77,24 @@ class Candidate:
     found_by: str  # the first query that returned it
 
 
+def llm_system_settings(kind: str, config: dict[str, Any], defaults: dict[str, int]) -> dict[str, int]:
+    """Defaults overlaid with the config's integer settings; a bad value or a missing model fails early."""
+    settings = {**defaults, **{k: v for k, v in config.items() if k in defaults}}
+    for key, value in settings.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{kind} config {key!r} must be a positive integer, got {value!r}")
+    if not config.get("model"):
+        raise ValueError(f"{kind} config needs a 'model' (a litellm model string)")
+    return settings
+
+
 @register_system("deepscholar_base")
 class DeepScholarBase(System):
     """Query writing, search, relevance filter, top-K ranking, aggregation (see the module docstring)."""
 
     def __init__(self, name: str, config: dict[str, Any], context: SystemContext):
         super().__init__(name, config, context)
-        self.settings = {**DEFAULTS, **{k: v for k, v in self.config.items() if k in DEFAULTS}}
-        for key, value in self.settings.items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{self.kind} config {key!r} must be a positive integer, got {value!r}")
-        if not self.config.get("model"):
-            raise ValueError(f"{self.kind} config needs a 'model' (a litellm model string)")
+        self.settings = llm_system_settings(self.kind, self.config, DEFAULTS)
         self.prompts = {stage: load_system_prompt(f"deepscholar_base_{stage}_v1") for stage in STAGES}
 
     def generate(self, query: Query, search: SearchTool) -> Report:

@@ -37,6 +37,7 @@ from deepscholar.systems.base import (
 from deepscholar.systems.deepscholar_base import (
     build_llm_client,
     cited_numbers,
+    llm_system_settings,
     load_system_prompt,
     make_snippet,
     parse_section,
@@ -87,12 +88,7 @@ class SearchAgent(System):
 
     def __init__(self, name: str, config: dict[str, Any], context: SystemContext):
         super().__init__(name, config, context)
-        self.settings = {**DEFAULTS, **{k: v for k, v in self.config.items() if k in DEFAULTS}}
-        for key, value in self.settings.items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{self.kind} config {key!r} must be a positive integer, got {value!r}")
-        if not self.config.get("model"):
-            raise ValueError(f"{self.kind} config needs a 'model' (a litellm model string)")
+        self.settings = llm_system_settings(self.kind, self.config, DEFAULTS)
         self.prompt = load_system_prompt("search_agent_v1")
         self.final_prompt = load_system_prompt("search_agent_final_v1")
 
