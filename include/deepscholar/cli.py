@@ -166,6 +166,62 @@ def cmd_reports(args) -> int:
     return 0
 
 
+def _metric_models(pairs: list[str] | None) -> dict[str, str]:
+    out = {}
+    for pair in pairs or []:
+        metric, sep, model = pair.partition("=")
+        if not sep or not metric or not model:
+            raise ValueError(f"--metric-model takes METRIC=MODEL, got {pair!r}")
+        out[metric] = model
+    return out
+
+
+def cmd_evaluate(args) -> int:
+    from deepscholar.evaluation.runner import evaluate_release
+
+    result = evaluate_release(_engine(), args.release, judge=args.judge,
+                              metric_models=_metric_models(args.metric_model), metrics=args.metrics or None,
+                              systems=args.system or None, api_base=args.api_base, concurrency=args.concurrency)
+    if args.json:
+        print(json.dumps(result, default=str, indent=2))
+    else:
+        from tabulate import tabulate
+
+        cols = ["metric", "system_id", "reports", "items", "unscored_reports", "llm_requests", "seconds"]
+        print(tabulate([[r[c] if c != "seconds" else round(r[c], 2) for c in cols] for r in result["runs"]],
+                       headers=cols))
+        print(f"\n{result['reports_judged']} report scores written under {result['judge_config']}, "
+              f"{result['llm_requests']} LLM requests, {result['unscored_reports']} unscored; "
+              f"leaderboard rows: {result.get('leaderboard_rows', 0)}")
+    return 0
+
+
+def cmd_leaderboard(args) -> int:
+    from deepscholar.evaluation.judges import JudgeSpec
+    from deepscholar.evaluation.leaderboard import format_leaderboard, load_leaderboard
+
+    judge_config = JudgeSpec.parse(args.judge).config_id if args.judge else None
+    rows = load_leaderboard(_engine(), args.release, judge_config)
+    if not rows:
+        where = f"release {args.release}" if args.release else "any release"
+        print(f"deepscholar: no leaderboard for {where} yet: run `deepscholar evaluate --release ...` "
+              "or the benchmark DAG", file=sys.stderr)
+        return 1
+    print(format_leaderboard(rows, args.format))
+    return 0
+
+
+def cmd_web(args) -> int:
+    import uvicorn
+
+    from deepscholar.web import create_app
+
+    _engine()  # schema ready before the first page asks for it
+    print(f"DeepScholar leaderboard on http://{args.host}:{args.port}/ (Ctrl-C to stop)")
+    uvicorn.run(create_app(), host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
 def cmd_replay_serve(args) -> int:
     from deepscholar.replay.server import serve_forever
 
@@ -250,6 +306,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--release", required=True)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_reports)
+
+    p = sub.add_parser("evaluate", help="judge a release's reports and roll up its leaderboard (same code as the DAG)")
+    p.add_argument("--release", required=True)
+    p.add_argument("--judge", default=os.environ.get("DEEPSCHOLAR_JUDGE", "local"),
+                   help="'local' (offline embedding judge) or a litellm model string, e.g. openai/gpt-4o")
+    p.add_argument("--metric-model", action="append", metavar="METRIC=MODEL",
+                   help="a different judge model for one metric (repeatable), e.g. nugget_coverage=openai/gpt-4.1")
+    p.add_argument("--metrics", nargs="+", metavar="METRIC", help="only these metrics")
+    p.add_argument("--system", action="append", help="only this system's reports (repeatable)")
+    p.add_argument("--api-base", default=None, help="judge API base URL (default: DEEPSCHOLAR_JUDGE_API_BASE)")
+    p.add_argument("--concurrency", type=int, default=None, help="judge requests in flight (default 16)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("leaderboard", help="print a month's leaderboard (the latest by default)")
+    p.add_argument("--release", default=None)
+    p.add_argument("--judge", default=None, help="which judge's board: 'local' or a model (default: all)")
+    p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table")
+    p.set_defaults(func=cmd_leaderboard)
+
+    p = sub.add_parser("web", help="serve the leaderboard page (the same app the Airflow plugin mounts)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8050)
+    p.set_defaults(func=cmd_web)
 
     latex = sub.add_parser("latex", help="LaTeX tools").add_subparsers(dest="latex_command", required=True)
     p = latex.add_parser("inspect", help="show the related-work section and its references")

@@ -98,6 +98,9 @@ def _engine_for(url: str) -> Engine:
     return sa.create_engine(
         url,
         pool_pre_ping=True,
+        # Judge tasks run many LLM calls at once, each touching the llm_calls cache briefly.
+        pool_size=8,
+        max_overflow=24,
         connect_args={"options": f"-csearch_path={SCHEMA},public"},
     )
 

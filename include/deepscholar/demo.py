@@ -166,9 +166,23 @@ def run_demo(month: str = "2025-06") -> int:
               f"(systems: {', '.join(n for n, _, _ in DEMO_SYSTEMS)}; {DEMO_EXTERNAL_SYSTEM} imported from JSONL)")
         started = time.monotonic()
         rc = run_benchmark_dag(month, endpoints, home, log_file)
-        generation_time = time.monotonic() - started
+        benchmark_time = time.monotonic() - started
     print_reports_table(engine, month)
-    print(f"generation wall time: {generation_time:.1f} s; airflow exit code {rc}")
+    print(f"benchmark wall time (generation + judging + roll-up): {benchmark_time:.1f} s; airflow exit code {rc}")
     if rc != 0:
         print(f"the benchmark DAG run failed; see {log_file}", file=sys.stderr)
+        return rc
+    print_leaderboard(engine, month)
     return rc
+
+
+def print_leaderboard(engine, release_id: str) -> None:
+    from deepscholar.evaluation.judges import JudgeSpec
+    from deepscholar.evaluation.leaderboard import format_leaderboard, load_leaderboard
+
+    judge_config = JudgeSpec.parse("local").config_id
+    print(f"\nLeaderboard of {release_id} (judge {judge_config}: the offline embedding judge, for demos and CI)")
+    print(format_leaderboard(load_leaderboard(engine, release_id, judge_config), "table"))
+    print("\nSQL:  SELECT * FROM deepscholar.leaderboard_latest;   CLI: deepscholar leaderboard --format markdown")
+    print("Page: deepscholar web (http://127.0.0.1:8050/), or in the Airflow UI under "
+          "'DeepScholar leaderboard' (plugins/deepscholar_leaderboard.py, mounted at /deepscholar/)")

@@ -70,10 +70,18 @@ def airflow_metadata_url(db_url):
 
 
 @pytest.fixture
-def standalone(tmp_path, db_url, airflow_metadata_url):
+def openalex_replay(two_published_months, tmp_path):
+    """Judging freezes the cited-by counts of the papers reports cite: OpenAlex must answer (replayed)."""
+    with ReplayServer(tmp_path / f"snapshot_{MONTHS[-1]}") as server:
+        yield server.openalex_url
+
+
+@pytest.fixture
+def standalone(tmp_path, db_url, airflow_metadata_url, openalex_replay):
     home = tmp_path / "home"
     port = _free_port()
     env = airflow_env(home, {
+        "DEEPSCHOLAR_OPENALEX_URL": openalex_replay,
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": airflow_metadata_url,
         "DEEPSCHOLAR_DB_URL": db_url,
         "DEEPSCHOLAR_TASK_RETRIES": "0",
@@ -105,6 +113,11 @@ def standalone(tmp_path, db_url, airflow_metadata_url):
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
         log.close()
+
+
+def _leaderboard_systems(engine) -> set[tuple[str, str]]:
+    with engine.connect() as conn:
+        return {tuple(r) for r in conn.execute(sa.text("SELECT release_id, system_id FROM leaderboard"))}
 
 
 def _airflow(env, *args) -> subprocess.CompletedProcess:
@@ -165,8 +178,19 @@ def test_backfill_produces_exactly_the_new_systems_missing_reports(two_published
     assert all(r.status == "ok" for r in new)
     # Nothing else was touched: the existing system's reports keep their exact rows.
     assert _report_keys(engine, "extractive") == before
+    # ... then judged on all seven metrics (its reports only) and rolled into each month's leaderboard.
+    deadline = time.monotonic() + 600
+    while _leaderboard_systems(engine) != {(m, "extractive_tight") for m in MONTHS}:
+        assert time.monotonic() < deadline, log_path.read_text()[-5000:]
+        time.sleep(5)
+    with engine.connect() as conn:
+        scored = conn.execute(sa.text("""
+            SELECT r.system_id, count(DISTINCT (m.report_id, m.metric)) FROM metric_scores m
+            JOIN reports r USING (report_id) GROUP BY 1""")).all()
+    assert dict(scored) == {"extractive_tight": len(expected) * 7}
     counts_after = db.row_counts(engine)
     assert counts_after["reports"] == counts_before["reports"] + len(expected)
-    assert {k: v for k, v in counts_after.items() if k not in ("reports", "report_sources", "systems",
-                                                                 "llm_calls")} == \
-        {k: v for k, v in counts_before.items() if k not in ("reports", "report_sources", "systems", "llm_calls")}
+    produced = ("reports", "report_sources", "systems", "llm_calls", "judgments", "metric_scores",
+                "source_cited_by", "leaderboard", "leaderboard_metrics")
+    assert {k: v for k, v in counts_after.items() if k not in produced} == \
+        {k: v for k, v in counts_before.items() if k not in produced}

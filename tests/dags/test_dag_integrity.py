@@ -7,7 +7,7 @@ import pytest
 
 DAGS_FOLDER = Path(__file__).resolve().parents[2] / "dags"
 # Quality checks: a failure is a verdict on the data, not a transient error, so they are never retried.
-VERDICT_TASKS = {"quality_gate", "check_reports"}
+VERDICT_TASKS = {"quality_gate", "check_reports", "check_leaderboard"}
 
 
 @pytest.fixture(scope="module")
@@ -59,3 +59,20 @@ def test_dag_files_do_no_heavy_work_at_import():
         heavy = [line for line in out.stdout.splitlines() if line.startswith("HEAVY=")][-1][len("HEAVY="):]
         assert heavy == "", f"{path.name} imports {heavy} at parse time"
         assert time.monotonic() - start < 60
+
+
+def test_benchmark_dag_runs_generation_lanes_in_their_provider_pools_then_judges(dagbag):
+    from deepscholar.orchestration import GENERATION_LANES
+
+    dag = dagbag.dags["deepscholar_benchmark"]
+    pools = {t.task_id: t.pool for t in dag.tasks}
+    assert {f"generate_{lane}" for lane in GENERATION_LANES} <= set(pools)
+    assert pools["generate_offline"] == "default_pool"
+    assert pools["generate_openai"] == "llm_openai" and pools["generate_anthropic"] == "llm_anthropic"
+    # Judging starts only once every lane is generated and the reports passed their check.
+    assert dag.get_task("check_reports").upstream_task_ids == {f"generate_{lane}" for lane in GENERATION_LANES}
+    assert "check_reports" in dag.get_task("plan_judging").upstream_task_ids
+    assert dag.get_task("roll_up").upstream_task_ids == {"judge_metric"}
+    assert dag.get_task("publish_leaderboard").upstream_task_ids == {"check_leaderboard"}
+    assert [a.uri for a in dag.get_task("publish_leaderboard").outlets] == [
+        "postgres://warehouse:5432/deepscholar/deepscholar/leaderboard"]

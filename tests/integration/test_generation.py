@@ -100,6 +100,14 @@ def test_named_systems_narrow_the_plan_and_inactive_ones_are_skipped(engine):
         plan_pairs(engine, "2025-06", ["zzz"])
 
 
+def test_each_pair_carries_the_lane_of_its_system_provider(engine):
+    _release(engine, n_queries=1)
+    add_system(engine, "offline_one", "test_cites_corpus")
+    add_system(engine, "claude_one", "test_cites_corpus", {"model": "anthropic/claude-sonnet-4"})
+    assert {p["system_id"]: p["lane"] for p in plan_pairs(engine, "2025-06")} == {
+        "offline_one": "offline", "claude_one": "anthropic"}
+
+
 def test_file_imported_external_systems_are_not_planned(engine):
     _release(engine)
     with engine.begin() as conn:

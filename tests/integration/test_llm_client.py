@@ -201,3 +201,12 @@ def test_parse_json_array_rejects_objects():
     assert parse_json_array('["x"]') == ["x"]
     with pytest.raises(ParseError, match="expected a JSON array"):
         parse_json_array('{"x": 1}')
+
+
+def test_a_missing_api_key_fails_at_once_instead_of_being_retried_or_unscored(engine, fake_llm, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    client = LLMClient(engine, "openai/judge-a", api_base=fake_llm.url, backoff_base=0.01)
+    started = time.monotonic()
+    with pytest.raises(Exception, match="Missing credentials|api_key"):
+        client.ask(user("is this ok?"), parse_json_object, purpose="test.no_key")
+    assert fake_llm.requests == 0 and time.monotonic() - started < 5

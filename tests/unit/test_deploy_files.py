@@ -355,7 +355,7 @@ def test_airflow_components_wait_for_init_and_databases(services, airflow_servic
                 f"{name} must wait for {INIT}"
 
 
-def test_init_migrates_creates_pools_and_benchmark_schema(services):
+def test_init_migrates_creates_pools_and_benchmark_schema(services, common):
     init = services[INIT]
     script = "\n".join(command_words(init)) if isinstance(init.get("command"), list) else init["command"]
     assert "airflow db migrate" in script
@@ -363,7 +363,12 @@ def test_init_migrates_creates_pools_and_benchmark_schema(services):
     assert "deepscholar db init" in script
     pools = interpolate(env_of(init)["DEEPSCHOLAR_POOLS"])
     names = {spec.split(":")[0].strip() for spec in pools.split(",")}
-    assert "llm_openai" in names
+    # Every pool the benchmark DAG uses in the container exists once init has run.
+    from deepscholar.orchestration import GENERATION_LANES, lane_pool
+
+    used = {lane_pool(lane, {}) for lane in GENERATION_LANES} - {"default_pool"}
+    used.add(interpolate(env_of(common)["DEEPSCHOLAR_JUDGE_POOL"]))
+    assert used <= names, f"pools used but never created: {sorted(used - names)}"
     for spec in pools.split(","):
         assert re.fullmatch(r"[a-z0-9_]+:\d+", spec.strip()), f"bad pool spec {spec!r}"
 

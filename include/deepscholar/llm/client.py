@@ -131,8 +131,18 @@ def _litellm():
     return litellm
 
 
+# litellm reports a missing API key as an InternalServerError raised before any request is made.
+_MISSING_KEY_MARKERS = ("Missing credentials", "api_key client option must be set")
+
+
+def _missing_credentials(exc: BaseException) -> bool:
+    return any(marker in str(exc) for marker in _MISSING_KEY_MARKERS)
+
+
 def is_transient_error(exc: BaseException) -> bool:
     """429, 408, 5xx, timeouts and connection failures are worth retrying; 4xx answers are not."""
+    if _missing_credentials(exc):
+        return False
     litellm = _litellm()
     import openai
 
@@ -154,7 +164,8 @@ def is_transient_error(exc: BaseException) -> bool:
 def _is_config_error(exc: BaseException) -> bool:
     """Errors that no item can survive (bad key, unknown model): raising beats marking everything unscored."""
     litellm = _litellm()
-    return isinstance(exc, (litellm.AuthenticationError, litellm.PermissionDeniedError, litellm.NotFoundError))
+    return _missing_credentials(exc) or isinstance(
+        exc, (litellm.AuthenticationError, litellm.PermissionDeniedError, litellm.NotFoundError))
 
 
 # --- the client ------------------------------------------------------------------------------------

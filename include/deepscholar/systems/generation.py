@@ -64,7 +64,25 @@ def plan_pairs(engine: Engine, release_id: str, systems: list[str] | None = None
               AND NOT EXISTS (SELECT 1 FROM reports p WHERE p.release_id = q.release_id
                               AND p.system_id = s.system_id AND p.arxiv_id = q.arxiv_id AND p.status = 'ok')
             ORDER BY s.system_id, q.arxiv_id"""), {"names": names, "r": release_id}).mappings().all()
-    return [{"release_id": release_id, **p} for p in pairs]
+    lane_of = {r["system_id"]: system_lane(r["kind"], r["config"] or {}) for r in rows}
+    return [{"release_id": release_id, **p, "lane": lane_of[p["system_id"]]} for p in pairs]
+
+
+def system_lane(kind: str, config: dict) -> str:
+    """Which generation lane (and so which Airflow pool) a system's tasks run in: its LLM provider's."""
+    from deepscholar.orchestration import provider_lane
+
+    return provider_lane(config.get("model")) if config.get("model") else "offline"
+
+
+def pairs_by_lane(pairs: list[dict], max_tasks: int = 1000) -> dict[str, list[list[dict]]]:
+    """Every lane of the DAG gets its own batches (possibly none), so each can map over its own list."""
+    from deepscholar.orchestration import GENERATION_LANES
+
+    unknown = {p["lane"] for p in pairs} - set(GENERATION_LANES)
+    if unknown:
+        raise ValueError(f"pairs in unknown lanes: {sorted(unknown)}")
+    return {lane: batch_pairs([p for p in pairs if p["lane"] == lane], max_tasks) for lane in GENERATION_LANES}
 
 
 def batch_pairs(pairs: list[dict], max_tasks: int = 1000) -> list[list[dict]]:

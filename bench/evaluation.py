@@ -1,0 +1,211 @@
+"""Evaluation of the demo month: judge calls per report vs METRICS.md's floor, concurrency efficiency, re-run cost.
+
+Usage: .venv/bin/python bench/evaluation.py [--latency 0.2] [--concurrency 16]
+Builds the demo month through the library (embedded Postgres in a throwaway DEEPSCHOLAR_HOME), times the
+local judge over it, then judges it again with an LLM judge served by a local OpenAI-compatible server
+(the test suite's stub, real HTTP through litellm) that takes `latency` seconds per request and answers
+every prompt with a well-formed, prompt-dependent verdict. Per metric it prints requests, requests per
+report against the floor, wall time and efficiency = (requests x latency / concurrency) / wall time.
+A second full evaluation must make 0 requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+logging.getLogger("werkzeug").setLevel(logging.WARNING)
+
+
+def scripted_judge(body: dict) -> str:
+    """A well-formed answer for each metric's prompt; yes/no verdicts vary deterministically with the prompt."""
+    from support.openai_stub import first_user_text
+
+    prompt = first_user_text(body)
+    coin = int(hashlib.sha256(prompt.encode()).hexdigest(), 16) % 100
+    if '"decision"' in prompt:
+        return json.dumps({"decision": "A" if coin < 50 else "B", "explanation": "clearer grouping"})
+    if '"grade"' in prompt:
+        return json.dumps({"grade": coin % 3, "explanation": "by topic"})
+    if m := re.search(r"exactly (\d+) strings", prompt):
+        labels = ["support", "partial_support", "not_support"]
+        return json.dumps([labels[(coin + i) % 3] for i in range(int(m.group(1)))])
+    if '"supported"' in prompt:
+        return json.dumps({"supported": coin < 60, "explanation": "as stated"})
+    return "unrecognised prompt"
+
+
+def serve_stub(latency: float, conn) -> None:
+    """The judge server in its own process, as a real provider would be: its CPU is not ours."""
+    from support.openai_stub import OpenAIStub
+
+    with OpenAIStub() as stub:
+        stub.default = scripted_judge
+        stub.delay = latency
+        conn.send(stub.url)
+        while conn.recv() != "stop":
+            conn.send((stub.requests, stub.max_in_flight, [repr(e) for e in stub.errors]))
+
+
+class RemoteStub:
+    def __init__(self, latency: float) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._process = ctx.Process(target=serve_stub, args=(latency, child), daemon=True)
+        self._process.start()
+        self.url = self._conn.recv()
+
+    def stats(self) -> tuple[int, int, list]:
+        self._conn.send("count")
+        return self._conn.recv()
+
+    @property
+    def requests(self) -> int:
+        return self.stats()[0]
+
+    def close(self) -> None:
+        self._conn.send("stop")
+        self._process.join(10)
+
+
+def floors(contexts) -> dict[str, tuple[float, float]]:
+    """Per metric: (floor, ceiling) of requests per report by METRICS.md, averaged over the reports."""
+    n = max(len(contexts), 1)
+    relevance_per_query: dict[str, set] = {}
+    for c in contexts:
+        relevance_per_query.setdefault(c.arxiv_id, set()).update(c.cited_arxiv_ids)
+    pairs = sum(len({(s.index, k) for s in c.sentences for k in s.citations if k in c.sources}) for c in contexts)
+    nuggets = sum(0 if c.is_human_exemplar else math.ceil(len(c.query.nuggets) / 10) for c in contexts)
+    organization = sum(0 if c.is_human_exemplar else 2 for c in contexts)
+    sentences = sum(len(c.sentences) for c in contexts)
+    relevance = sum(len(v) for v in relevance_per_query.values())
+    return {
+        "organization": (organization / n, organization / n),
+        "nugget_coverage": (nuggets / n, nuggets / n),
+        "relevance_rate": (relevance / n, relevance / n),
+        "reference_coverage": (0, 0),
+        "document_importance": (0, 0),
+        "citation_precision": (pairs / n, pairs / n),
+        "claim_coverage": (sentences / n, sentences * 6 / n),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--concurrency", type=int, default=16)
+    args = parser.parse_args()
+
+    home = Path(tempfile.mkdtemp(prefix="deepscholar_bench_eval_"))
+    os.environ["DEEPSCHOLAR_HOME"] = str(home)
+    os.environ.pop("DEEPSCHOLAR_DB_URL", None)
+    from support.demo_month import build_demo_month
+
+    from deepscholar import db
+    from deepscholar.evaluation.base import METRIC_ORDER
+    from deepscholar.evaluation.context import load_reports
+    from deepscholar.evaluation.judges import JudgeSpec
+    from deepscholar.evaluation.runner import evaluate_release, judge_metric
+    from deepscholar.replay.server import ReplayServer
+
+    engine = db.get_engine()
+    db.init_db(engine)
+    try:
+        t0 = time.monotonic()
+        built = build_demo_month(engine, home)
+        month = built["month"]
+        print(f"demo month {month} built in {time.monotonic() - t0:.1f} s: {built['generated']}")
+        with engine.connect() as conn:
+            ids = [r[0] for r in conn.exec_driver_sql(
+                "SELECT report_id FROM reports WHERE status = 'ok' ORDER BY report_id")]
+        contexts = load_reports(engine, ids)
+        print(f"{len(contexts)} ok reports, {sum(len(c.sentences) for c in contexts)} sentences")
+
+        with ReplayServer(built["snapshot"]) as server:
+            os.environ["DEEPSCHOLAR_OPENALEX_URL"] = server.openalex_url
+            t0 = time.monotonic()
+            local = evaluate_release(engine, month, judge="local")
+            print(f"\nlocal judge, all metrics + roll-up: {time.monotonic() - t0:.1f} s "
+                  f"({local['reports_judged']} report scores, {local['llm_requests']} LLM requests)")
+
+            os.environ.setdefault("OPENAI_API_KEY", "bench")  # the stub accepts any key
+            spec = JudgeSpec.parse("openai/bench-judge")
+            bounds = floors(contexts)
+            print(f"\nLLM judge at {args.latency * 1000:.0f} ms per request, concurrency {args.concurrency}:")
+            print(f"{'metric':<22}{'requests':>9}{'per report':>12}{'floor':>8}{'ceiling':>9}"
+                  f"{'wall s':>9}{'ideal s':>9}{'efficiency':>12}")
+            total_requests, total_wall = 0, 0.0
+            from deepscholar.llm.client import _litellm
+
+            _litellm()  # its ~4 s import is paid once per process, not by the first metric timed
+            stub = RemoteStub(args.latency)
+            try:
+                for metric in METRIC_ORDER:
+                    before = stub.requests
+                    t0 = time.monotonic()
+                    run = judge_metric(engine, month, metric, judge=spec, api_base=stub.url,
+                                       concurrency=args.concurrency)
+                    wall = time.monotonic() - t0
+                    requests = stub.requests - before
+                    ideal = requests * args.latency / args.concurrency
+                    total_requests += requests
+                    total_wall += wall
+                    low, high = bounds[metric]
+                    eff = f"{ideal / wall:.2f}" if requests else "-"
+                    print(f"{metric:<22}{requests:>9}{requests / len(contexts):>12.2f}{low:>8.2f}{high:>9.2f}"
+                          f"{wall:>9.2f}{ideal:>9.2f}{eff:>12}  unscored={run.unscored_reports}")
+                ideal_all = total_requests * args.latency / args.concurrency
+                print(f"{'all':<22}{total_requests:>9}{total_requests / len(contexts):>12.2f}{'':>17}"
+                      f"{total_wall:>9.2f}{ideal_all:>9.2f}{ideal_all / total_wall:>12.2f}")
+                errors = stub.stats()[2]
+                if errors:
+                    raise RuntimeError(f"the scripted judge failed: {errors[0]}")
+                print("(one metric at a time: each drains its last wave alone)")
+
+                # The whole month as `deepscholar evaluate` runs it: every (metric, system) task at once
+                # through one client, under a fresh judge model so nothing is cached yet.
+                first = stub.requests
+                t0 = time.monotonic()
+                full = evaluate_release(engine, month, judge="openai/bench-judge-full", api_base=stub.url,
+                                        concurrency=args.concurrency)
+                wall = time.monotonic() - t0
+                requests = stub.requests - first
+                ideal = requests * args.latency / args.concurrency
+                print(f"\nfull evaluation (all tasks together, + roll-up): {requests} requests "
+                      f"({requests / len(contexts):.1f} per report), {wall:.2f} s vs ideal {ideal:.2f} s: "
+                      f"efficiency {ideal / wall:.2f}; peak in flight {stub.stats()[1]}; "
+                      f"{full['unscored_reports']} unscored")
+                first = stub.requests
+                t0 = time.monotonic()
+                again = evaluate_release(engine, month, judge="openai/bench-judge-full", api_base=stub.url,
+                                         concurrency=args.concurrency)
+                print(f"second full evaluation: {stub.requests - first} requests, "
+                      f"{again['reports_judged']} reports re-judged, {time.monotonic() - t0:.2f} s")
+            finally:
+                stub.close()
+        from deepscholar.evaluation.leaderboard import format_leaderboard, load_leaderboard
+
+        print()
+        print(format_leaderboard(load_leaderboard(engine, month, full["judge_config"]), "table"))
+    finally:
+        engine.dispose()
+        db.stop_embedded_server(home)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Judging reports on the seven metrics of METRICS.md and rolling the scores up into the leaderboard."""

@@ -1,0 +1,246 @@
+"""What every metric shares: the report it judges, the items it asks about, and what it stores.
+
+A metric is split into items (a nugget batch, a cited source, a (sentence, citation) pair, ...) so the
+runner can send the items of *all* reports of a month through one bounded-concurrency client at once,
+rather than one report at a time. Judging an item gives an `ItemJudgment` (stored in `judgments`);
+scoring a report from its judgments gives `Score`s (stored in `metric_scores`), one per variant.
+
+Unscored is explicit everywhere: an item the judge could not answer keeps its reason, and a report with
+any unscored item is unscored for that metric (METRICS.md: never silently 0, never dropped from a
+denominator unnoticed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from deepscholar.systems.citations import Sentence
+
+if TYPE_CHECKING:
+    from deepscholar.llm.client import LLMClient
+
+__all__ = [
+    "DIMENSIONS",
+    "METRIC_ORDER",
+    "HEADLINE_VARIANT",
+    "QueryInfo",
+    "ExemplarReference",
+    "NuggetInfo",
+    "SourceDoc",
+    "ReportContext",
+    "Item",
+    "ItemJudgment",
+    "Score",
+    "Metric",
+    "unscored_item",
+    "report_unscored",
+    "compose_version",
+    "JudgeFreeMetric",
+]
+
+# The paper's three dimensions, in Table 2's order; the leaderboard groups its columns this way.
+DIMENSIONS: dict[str, tuple[str, ...]] = {
+    "knowledge_synthesis": ("organization", "nugget_coverage"),
+    "retrieval_quality": ("relevance_rate", "reference_coverage", "document_importance"),
+    "verifiability": ("citation_precision", "claim_coverage"),
+}
+METRIC_ORDER: tuple[str, ...] = tuple(m for ms in DIMENSIONS.values() for m in ms)
+# The variant of each metric that the leaderboard shows (METRICS.md headlines); the others are stored too.
+HEADLINE_VARIANT: dict[str, str] = {
+    "organization": "score",
+    "nugget_coverage": "strict_all",
+    "relevance_rate": "score",
+    "reference_coverage": "score",
+    "document_importance": "score",
+    "citation_precision": "per_pair",
+    "claim_coverage": "w1",
+}
+
+
+# --- what a metric reads -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ExemplarReference:
+    cite_key: str
+    arxiv_id: str | None  # resolved, version-less; None when the reference is not on arXiv
+    title: str | None
+    cited_by_count: int | None  # frozen at release time
+    is_important: bool | None
+
+
+@dataclass(frozen=True)
+class NuggetInfo:
+    idx: int
+    text: str
+    importance: str  # vital | okay
+
+
+@dataclass(frozen=True)
+class QueryInfo:
+    release_id: str
+    arxiv_id: str
+    title: str
+    abstract: str
+    published: datetime | None
+    exemplar_text: str  # the human related-work section, cleaned; citations appear as [@key]
+    exemplar_references: tuple[ExemplarReference, ...] = ()
+    nuggets: tuple[NuggetInfo, ...] = ()
+
+    @property
+    def important_arxiv(self) -> tuple[ExemplarReference, ...]:
+        """E: the exemplar's references labelled important that are on arXiv."""
+        return tuple(r for r in self.exemplar_references if r.arxiv_id and r.is_important)
+
+    @property
+    def arxiv_references(self) -> tuple[ExemplarReference, ...]:
+        """S*: the exemplar's references that are on arXiv."""
+        return tuple(r for r in self.exemplar_references if r.arxiv_id)
+
+
+@dataclass(frozen=True)
+class SourceDoc:
+    idx: int  # [idx] in the report text
+    arxiv_id: str | None  # version-less
+    title: str | None
+    text: str  # what the judge reads as this source: the snippet the system saw, else title + abstract
+    abstract: str | None = None  # from the corpus, when the paper is there
+    cited_by_count: int | None = None  # frozen for the release (source_cited_by)
+
+
+@dataclass(frozen=True)
+class ReportContext:
+    report_id: int
+    release_id: str
+    system_id: str
+    system_kind: str
+    arxiv_id: str
+    text: str
+    query: QueryInfo
+    sources: dict[int, SourceDoc]  # by idx
+    sentences: tuple[Sentence, ...]  # the report body's sentences with their cited numbers
+
+    @property
+    def is_human_exemplar(self) -> bool:
+        return self.system_kind == "human_exemplar"
+
+    @property
+    def cited_sources(self) -> tuple[SourceDoc, ...]:
+        """Sources actually cited in the text (a stored bibliography entry nobody cites is not cited)."""
+        cited = dict.fromkeys(n for s in self.sentences for n in s.citations)
+        return tuple(self.sources[n] for n in cited if n in self.sources)
+
+    @property
+    def cited_arxiv_ids(self) -> tuple[str, ...]:
+        """S: the distinct version-less arXiv ids the report cites, in first-cited order."""
+        return tuple(dict.fromkeys(s.arxiv_id for s in self.cited_sources if s.arxiv_id))
+
+    def cited_arxiv_sources(self) -> tuple[SourceDoc, ...]:
+        """One SourceDoc per id of S (the first cited one when a paper appears under two numbers)."""
+        seen: dict[str, SourceDoc] = {}
+        for s in self.cited_sources:
+            if s.arxiv_id and s.arxiv_id not in seen:
+                seen[s.arxiv_id] = s
+        return tuple(seen.values())
+
+
+# --- what a metric produces --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Item:
+    key: str  # stable within (report, metric): the judgments row's item_key
+    payload: Any = None
+
+
+@dataclass(frozen=True)
+class ItemJudgment:
+    key: str
+    label: Any  # JSON-serialisable parsed answer; None when unscored
+    unscored_reason: str | None = None
+    explanation: str | None = None
+    calls: int = 0
+
+    @property
+    def scored(self) -> bool:
+        return self.unscored_reason is None
+
+
+@dataclass(frozen=True)
+class Score:
+    variant: str
+    value: float | None
+    unscored_reason: str | None = None
+    n_items: int = 0
+    details: dict = field(default_factory=dict)
+
+
+def unscored_item(key: str, reason: str, calls: int = 0) -> ItemJudgment:
+    return ItemJudgment(key=key, label=None, unscored_reason=reason, calls=calls)
+
+
+def report_unscored(variants: Sequence[str], judgments: Sequence[ItemJudgment]) -> list[Score] | None:
+    """Every variant unscored when any item is, naming how many and the first reason; else None."""
+    failed = [j for j in judgments if not j.scored]
+    if not failed:
+        return None
+    reason = f"{len(failed)} of {len(judgments)} items unscored; first: {failed[0].key}: {failed[0].unscored_reason}"
+    return [Score(v, None, reason, n_items=len(judgments)) for v in variants]
+
+
+@runtime_checkable
+class Metric(Protocol):
+    """One metric of METRICS.md. Implementations live one per file in deepscholar.evaluation.metrics."""
+
+    name: str  # e.g. "organization"
+    headline: str  # the variant the leaderboard shows
+    variants: tuple[str, ...]  # every variant score() returns, headline included
+
+    @property
+    def version(self) -> str:
+        """metric_version: the definition's version plus every prompt's version; a change to either bumps it."""
+        ...
+
+    def items(self, report: ReportContext) -> list[Item]:
+        """The questions to ask about this report; [] for metrics computed without a judge."""
+        ...
+
+    def judge_llm(self, client: LLMClient, report: ReportContext, item: Item) -> ItemJudgment:
+        """Answer one item with the LLM judge (client.ask with this metric's prompt); never raises for a bad answer."""
+        ...
+
+    def judge_local(self, report: ReportContext, items: Sequence[Item]) -> list[ItemJudgment]:
+        """Answer all items of one report with the offline embedding judge, in order, deterministically."""
+        ...
+
+    def score(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
+        """One Score per variant from this report's judgments (in items() order)."""
+        ...
+
+
+def compose_version(definition: str, *prompt_versions: str) -> str:
+    """metric_version = definition version + the versions of the prompts it uses, e.g. 'd1+organization_v1'."""
+    return "+".join((definition, *prompt_versions))
+
+
+class JudgeFreeMetric:
+    """A metric computed from the report and the release's frozen labels alone: no items, no judge calls."""
+
+    name: str
+    headline = "score"
+    variants: tuple[str, ...] = ("score",)
+    definition = "d1"
+
+    @property
+    def version(self) -> str:
+        return compose_version(self.definition)
+
+    def items(self, report: ReportContext) -> list[Item]:
+        return []  # METRICS.md: 0 judge calls per report
+
+    def judge_llm(self, client: LLMClient, report: ReportContext, item: Item) -> ItemJudgment:
+        raise RuntimeError(f"{self.name} has no items to judge")
+
+    def judge_local(self, report: ReportContext, items: Sequence[Item]) -> list[ItemJudgment]:
+        return []

@@ -1,0 +1,106 @@
+"""Loading what the metrics read: a report, its cited sources, its query paper and the exemplar's labels.
+
+Two round trips per batch of reports, whatever its size, so judging a month does not turn into one
+query per report per metric.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from deepscholar.evaluation.base import ExemplarReference, NuggetInfo, QueryInfo, ReportContext, SourceDoc
+from deepscholar.systems.citations import split_sentences
+
+__all__ = ["load_queries", "load_reports", "source_text"]
+
+
+def source_text(title: str | None, snippet: str | None, abstract: str | None, *, prefer_abstract: bool) -> str:
+    """What the judge reads as a cited source (METRICS.md, Verifiability).
+
+    The snippet the system saw; for systems that give none (external imports) and for the human exemplar,
+    whose authors read the papers rather than a snippet, the title and abstract from the corpus.
+    """
+    abstract_text = ". ".join(x.strip() for x in (title, abstract) if x and x.strip())
+    if prefer_abstract and abstract and abstract.strip():
+        return abstract_text
+    if snippet and snippet.strip():
+        return snippet.strip()
+    return abstract_text
+
+
+def load_queries(engine: Engine, release_id: str, arxiv_ids: Iterable[str] | None = None) -> dict[str, QueryInfo]:
+    ids = sorted(set(arxiv_ids)) if arxiv_ids is not None else None
+    where = "release_id = :r" + (" AND arxiv_id = ANY(:ids)" if ids is not None else "")
+    params = {"r": release_id, "ids": ids}
+    with engine.connect() as conn:
+        queries = conn.execute(sa.text(
+            f"SELECT arxiv_id, title, abstract, published, section_text FROM release_queries WHERE {where}"),
+            params).mappings().all()
+        refs = conn.execute(sa.text(f"""
+            SELECT arxiv_id, cite_key, resolved_arxiv_id, coalesce(resolved_title, bib_title) AS title,
+                   cited_by_count, is_important
+            FROM exemplar_references WHERE {where} ORDER BY arxiv_id, cite_key"""), params).mappings().all()
+        nuggets = conn.execute(sa.text(
+            f"SELECT arxiv_id, nugget_idx, text, importance FROM nuggets WHERE {where} "
+            "ORDER BY arxiv_id, nugget_idx"), params).mappings().all()
+    refs_of: dict[str, list[ExemplarReference]] = {}
+    for r in refs:
+        refs_of.setdefault(r["arxiv_id"], []).append(ExemplarReference(
+            r["cite_key"], r["resolved_arxiv_id"], r["title"], r["cited_by_count"], r["is_important"]))
+    nuggets_of: dict[str, list[NuggetInfo]] = {}
+    for n in nuggets:
+        nuggets_of.setdefault(n["arxiv_id"], []).append(NuggetInfo(n["nugget_idx"], n["text"], n["importance"]))
+    return {q["arxiv_id"]: QueryInfo(
+        release_id=release_id, arxiv_id=q["arxiv_id"], title=q["title"], abstract=q["abstract"],
+        published=q["published"], exemplar_text=q["section_text"],
+        exemplar_references=tuple(refs_of.get(q["arxiv_id"], ())),
+        nuggets=tuple(nuggets_of.get(q["arxiv_id"], ()))) for q in queries}
+
+
+def load_reports(engine: Engine, report_ids: Sequence[int]) -> list[ReportContext]:
+    """ReportContexts for ok reports, in the order of report_ids (unknown or failed ids are skipped)."""
+    if not report_ids:
+        return []
+    with engine.connect() as conn:
+        reports = conn.execute(sa.text("""
+            SELECT r.report_id, r.release_id, r.system_id, s.kind, r.arxiv_id, r.text
+            FROM reports r JOIN systems s USING (system_id)
+            WHERE r.report_id = ANY(:ids) AND r.status = 'ok'"""), {"ids": list(report_ids)}).mappings().all()
+        sources = conn.execute(sa.text("""
+            SELECT rs.report_id, rs.source_idx, rs.arxiv_id, coalesce(c.title, rs.title) AS title, rs.snippet,
+                   c.abstract, f.cited_by_count
+            FROM report_sources rs
+            JOIN reports r USING (report_id)
+            LEFT JOIN corpus c ON c.arxiv_id = rs.arxiv_id
+            LEFT JOIN source_cited_by f ON f.release_id = r.release_id AND f.arxiv_id = rs.arxiv_id
+            WHERE rs.report_id = ANY(:ids)
+            ORDER BY rs.report_id, rs.source_idx"""), {"ids": list(report_ids)}).mappings().all()
+    kind_of = {r["report_id"]: r["kind"] for r in reports}
+    sources_of: dict[int, dict[int, SourceDoc]] = {}
+    for s in sources:
+        # The corpus title first: the same paper then reads the same in every system's report, so a
+        # question about it (its relevance to the query) is one cached call per query, not per report.
+        prefer_abstract = kind_of.get(s["report_id"]) == "human_exemplar"
+        sources_of.setdefault(s["report_id"], {})[s["source_idx"]] = SourceDoc(
+            idx=s["source_idx"], arxiv_id=s["arxiv_id"], title=s["title"],
+            text=source_text(s["title"], s["snippet"], s["abstract"], prefer_abstract=prefer_abstract),
+            abstract=s["abstract"], cited_by_count=s["cited_by_count"])
+    queries: dict[tuple[str, str], QueryInfo] = {}
+    for release_id in {r["release_id"] for r in reports}:
+        wanted = {r["arxiv_id"] for r in reports if r["release_id"] == release_id}
+        for arxiv_id, q in load_queries(engine, release_id, wanted).items():
+            queries[(release_id, arxiv_id)] = q
+    by_id = {r["report_id"]: r for r in reports}
+    out = []
+    for report_id in report_ids:
+        r = by_id.get(report_id)
+        if r is None:
+            continue
+        out.append(ReportContext(
+            report_id=r["report_id"], release_id=r["release_id"], system_id=r["system_id"], system_kind=r["kind"],
+            arxiv_id=r["arxiv_id"], text=r["text"] or "", query=queries[(r["release_id"], r["arxiv_id"])],
+            sources=sources_of.get(r["report_id"], {}), sentences=tuple(split_sentences(r["text"] or ""))))
+    return out

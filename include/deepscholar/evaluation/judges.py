@@ -1,0 +1,62 @@
+"""Which judge scores a month: the offline `local` embedding judge, or LLMs through litellm.
+
+The judge_config string names it and keys every judgment, score and leaderboard row, so LLM-judged and
+locally judged results never mix. Per-metric models are allowed (the paper used gpt-4.1 for nuggets and
+gpt-4o for the rest): `JudgeSpec.parse("openai/gpt-4o", {"nugget_coverage": "openai/gpt-4.1"})`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from sqlalchemy.engine import Engine
+
+from deepscholar.evaluation.base import METRIC_ORDER
+
+__all__ = ["JudgeSpec", "LOCAL_JUDGE_VERSION"]
+
+LOCAL_JUDGE_VERSION = "v1"
+
+
+@dataclass(frozen=True)
+class JudgeSpec:
+    model: str  # "local" or a litellm model string
+    metric_models: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, spec: str, metric_models: Mapping[str, str] | None = None) -> JudgeSpec:
+        spec = (spec or "").strip()
+        if not spec:
+            raise ValueError("a judge is required: 'local' or a litellm model string such as openai/gpt-4o")
+        overrides = dict(metric_models or {})
+        unknown = sorted(set(overrides) - set(METRIC_ORDER))
+        if unknown:
+            raise ValueError(f"per-metric judge models for unknown metrics: {', '.join(unknown)}")
+        if spec == "local" and overrides:
+            raise ValueError("the local judge takes no per-metric models")
+        return cls(spec, overrides)
+
+    @property
+    def is_local(self) -> bool:
+        return self.model == "local"
+
+    @property
+    def config_id(self) -> str:
+        if self.is_local:
+            from deepscholar.llm.local_judge import MODEL_ID
+
+            return f"local:{MODEL_ID}:{LOCAL_JUDGE_VERSION}"
+        extra = "".join(f";{m}={model}" for m, model in sorted(self.metric_models.items()) if model != self.model)
+        return f"llm:{self.model}{extra}"
+
+    def model_for(self, metric: str) -> str:
+        return self.metric_models.get(metric, self.model)
+
+    def client_for(self, engine: Engine, metric: str, *, api_base: str | None = None, api_key: str | None = None,
+                   concurrency: int = 16):
+        from deepscholar.llm.client import LLMClient
+
+        if self.is_local:
+            raise ValueError("the local judge has no LLM client")
+        return LLMClient(engine, self.model_for(metric), api_base=api_base, api_key=api_key, concurrency=concurrency)

@@ -1,0 +1,325 @@
+"""Reading the stored leaderboard and printing it like the paper's Table 2.
+
+Readers (CLI, web page, DAG) go through `load_leaderboard`, so "the latest board" means the same thing
+everywhere: the latest month with rows (deepscholar.leaderboard_releases orders them) and, when no judge
+is named, that month's most complete board (most systems with all seven means; a partial trial run of
+another judge on one metric must not hide the full board), then the largest, then the newest.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from deepscholar.db import SQL_DIR
+from deepscholar.evaluation.base import DIMENSIONS, HEADLINE_VARIANT, METRIC_ORDER
+
+__all__ = [
+    "FORMATS",
+    "METRIC_LABELS",
+    "DIMENSION_LABELS",
+    "NamedQuery",
+    "load_leaderboard",
+    "format_leaderboard",
+    "analyst_queries",
+]
+
+FORMATS = ("table", "csv", "json", "markdown")
+DIMENSION_LABELS = {
+    "knowledge_synthesis": "Knowledge synthesis",
+    "retrieval_quality": "Retrieval quality",
+    "verifiability": "Verifiability",
+}
+# Table 2's column names.
+METRIC_LABELS = {
+    "organization": "Org",
+    "nugget_coverage": "Nugget cov",
+    "relevance_rate": "Rel rate",
+    "reference_coverage": "Ref cov",
+    "document_importance": "Doc imp",
+    "citation_precision": "Cite-P",
+    "claim_coverage": "Claim cov (w=1)",
+}
+ANALYST_QUERIES = SQL_DIR / "queries" / "analyst_examples.sql"
+
+SIGNIFICANT_MARK = "†"
+UNSCORED_MARK = "*"
+
+
+# --------------------------------------------------------------------------------------------- reading
+
+_PICK_SQL = """
+    SELECT release_id, judge_config FROM leaderboard_releases
+    WHERE (CAST(:r AS text) IS NULL OR release_id = :r) AND (CAST(:j AS text) IS NULL OR judge_config = :j)
+    ORDER BY month DESC, release_id DESC, n_complete DESC, n_systems DESC, computed_at DESC, judge_config
+    LIMIT 1"""
+
+_ROWS_SQL = """
+    SELECT l.*, s.kind AS system_kind
+    FROM leaderboard l JOIN systems s ON s.system_id = l.system_id
+    WHERE l.release_id = :r AND l.judge_config = :j
+    ORDER BY l.rank, l.system_id"""
+
+_METRICS_SQL = """
+    SELECT system_id, metric, variant, metric_version, mean, n, n_unscored, ci_low, ci_high, is_best,
+           significant, p_value, runner_up, n_pairs
+    FROM leaderboard_metrics WHERE release_id = :r AND judge_config = :j
+    ORDER BY system_id, metric_position"""
+
+
+def load_leaderboard(engine: Engine, release_id: str | None = None, judge_config: str | None = None) -> list[dict]:
+    """One release's board under one judge, best first; [] when there is none.
+
+    Each row has the leaderboard columns, `system_kind`, and `metrics`: {metric: its leaderboard_metrics
+    detail}, in Table 2's order. With release_id None, the latest release that has a board (under
+    judge_config when given); with judge_config None, the most complete board of that release.
+    """
+    with engine.connect() as conn:
+        picked = conn.execute(sa.text(_PICK_SQL), {"r": release_id, "j": judge_config}).first()
+        if picked is None:
+            return []
+        params = {"r": picked.release_id, "j": picked.judge_config}
+        rows = [dict(r) for r in conn.execute(sa.text(_ROWS_SQL), params).mappings()]
+        details: dict[str, dict[str, dict]] = {}
+        for d in conn.execute(sa.text(_METRICS_SQL), params).mappings():
+            details.setdefault(d["system_id"], {})[d["metric"]] = {k: v for k, v in d.items() if k != "system_id"}
+    for row in rows:
+        found = details.get(row["system_id"], {})
+        row["metrics"] = {m: found.get(m, _missing_detail(m)) for m in METRIC_ORDER}
+    return rows
+
+
+def _missing_detail(metric: str) -> dict:
+    return {"metric": metric, "variant": HEADLINE_VARIANT[metric], "metric_version": None, "mean": None, "n": 0,
+            "n_unscored": 0, "ci_low": None, "ci_high": None, "is_best": False, "significant": False,
+            "p_value": None, "runner_up": None, "n_pairs": None}
+
+
+# ------------------------------------------------------------------------------------------ formatting
+
+def truncate_score(x: float, decimals: int = 3) -> float:
+    """A score cut (not rounded) to `decimals`, as the paper's Table 2 prints them.
+
+    Recomputed from its printed means, Table 2's geometric means are .30913, .28593 and .28758: the table
+    shows .309, .285 and .287, i.e. truncated (rounding would give .286 and .288). We print the same way
+    so our numbers read like the paper's. The epsilon keeps a stored 0.3 (0.29999...) from becoming .299.
+    """
+    scale = 10 ** decimals
+    return math.floor(float(x) * scale + 1e-9) / scale
+
+
+def format_score(x: float | None, decimals: int = 3, *, leading_zero: bool = True, missing: str = "n/a") -> str:
+    """How every human-facing view (CLI table and markdown, the web page) shows a score."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return missing
+    text = f"{truncate_score(x, decimals):.{decimals}f}"
+    return text if leading_zero or not text.startswith("0.") else text[1:]
+
+
+def _num(x: float | None) -> str:
+    """Table 2 style: three decimals, no leading zero (.309); n/a for a mean with nothing scored."""
+    return format_score(x, leading_zero=False)
+
+
+def _ci(low: float | None, high: float | None) -> str:
+    return "" if low is None or high is None else f"[{_num(low)}, {_num(high)}]"
+
+
+def _detail(row: dict, metric: str) -> dict:
+    return (row.get("metrics") or {}).get(metric) or {"mean": row.get(metric), "n_unscored": 0}
+
+
+def _title(rows: Sequence[dict]) -> str:
+    releases = sorted({r["release_id"] for r in rows})
+    judges = sorted({r["judge_config"] for r in rows})
+    n_queries = sorted({r["n_queries"] for r in rows})
+    return (f"Leaderboard {', '.join(releases)} · judge {', '.join(judges)} · "
+            f"{', '.join(map(str, n_queries))} queries")
+
+
+def _legend(markdown: bool) -> list[str]:
+    best = "**bold** = best on that metric; " if markdown else ""
+    unscored = "\\*" if markdown else UNSCORED_MARK
+    return [
+        f"{best}{SIGNIFICANT_MARK} = best and significantly better than the runner-up "
+        "(paired two-tailed t-test over the queries both scored, p < 0.05); "
+        f"{unscored} = some queries unscored on that metric (excluded from its mean).",
+        "Means of each metric's headline variant; Geo mean = geometric mean of the seven (0 if any is 0); "
+        "95% CI = seeded bootstrap over queries.",
+    ]
+
+
+def _cells(row: dict, markdown: bool) -> list[str]:
+    cells = [str(row["rank"]), row["system_id"]]
+    for m in METRIC_ORDER:
+        d = _detail(row, m)
+        text = _num(d.get("mean"))
+        if markdown and d.get("is_best"):
+            text = f"**{text}**"
+        if d.get("significant"):
+            text += SIGNIFICANT_MARK
+        if d.get("n_unscored"):
+            text += "\\*" if markdown else UNSCORED_MARK
+        cells.append(text)
+    gm = _num(row.get("geometric_mean"))
+    if markdown and row.get("rank") == 1 and row.get("geometric_mean") is not None:
+        gm = f"**{gm}**"
+    cells += [gm, _ci(row.get("geometric_mean_ci_low"), row.get("geometric_mean_ci_high")),
+              f"{row['n_reports']}/{row['n_queries']}" + (f" ({row['n_failed']} failed)" if row["n_failed"] else "")]
+    return cells
+
+
+_HEAD = ["Rank", "System", *(METRIC_LABELS[m] for m in METRIC_ORDER), "Geo mean", "95% CI", "Reports"]
+_FIRST_METRIC_COL = 2
+
+
+def _format_table(rows: Sequence[dict]) -> str:
+    body = [_cells(r, markdown=False) for r in rows]
+    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(_HEAD)]
+    # Widen a dimension's last column until its label fits over the group.
+    col = _FIRST_METRIC_COL
+    spans = []
+    for dim, metrics in DIMENSIONS.items():
+        first, last = col, col + len(metrics) - 1
+        label = DIMENSION_LABELS[dim]
+        span = sum(widths[first:last + 1]) + 2 * (last - first)
+        widths[last] += max(0, len(label) - span)
+        spans.append((first, last, label))
+        col = last + 1
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i < _FIRST_METRIC_COL else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+
+    starts = [sum(widths[:i]) + 2 * i for i in range(len(widths))]
+    groups, rules = [" "] * (starts[-1] + widths[-1]), [" "] * (starts[-1] + widths[-1])
+    for first, last, label in spans:
+        start, end = starts[first], starts[last] + widths[last]
+        groups[start:end] = label.center(end - start)
+        rules[start:end] = "─" * (end - start)
+    out = [_title(rows), "".join(groups).rstrip(), "".join(rules).rstrip(), line(_HEAD),
+           line(["-" * w for w in widths]), *(line(b) for b in body), "", *_legend(markdown=False)]
+    return "\n".join(out)
+
+
+def _format_markdown(rows: Sequence[dict]) -> str:
+    groups = " · ".join(f"{DIMENSION_LABELS[d]}: {', '.join(METRIC_LABELS[m] for m in ms)}"
+                        for d, ms in DIMENSIONS.items())
+    align = ["---:", ":---", *["---:"] * len(METRIC_ORDER), "---:", ":---:", "---:"]
+    out = [f"**{_title(rows)}**", "", f"Columns by dimension — {groups}.", "",
+           "| " + " | ".join(_HEAD) + " |", "| " + " | ".join(align) + " |"]
+    out += ["| " + " | ".join(c.replace("|", "\\|") for c in _cells(r, markdown=True)) + " |" for r in rows]
+    out += [""] + _legend(markdown=True)
+    return "\n".join(out)
+
+
+def _round(x: float | None, digits: int = 3) -> float | None:
+    return None if x is None else round(float(x), digits)
+
+
+def _format_csv(rows: Sequence[dict]) -> str:
+    """One line per system: means in Table 2's order (3 decimals), then each metric's n, unscored and CI."""
+    head = ["release_id", "judge_config", "rank", "system_id", "n_queries", "n_reports", "n_failed",
+            *METRIC_ORDER, "geometric_mean", "geometric_mean_ci_low", "geometric_mean_ci_high"]
+    extra = ("n", "n_unscored", "ci_low", "ci_high", "is_best", "significant", "p_value")
+    head += [f"{m}_{k}" for m in METRIC_ORDER for k in extra]
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(head)
+    for r in rows:
+        line = [r["release_id"], r["judge_config"], r["rank"], r["system_id"], r["n_queries"], r["n_reports"],
+                r["n_failed"], *(_round(_detail(r, m).get("mean")) for m in METRIC_ORDER),
+                _round(r.get("geometric_mean")), _round(r.get("geometric_mean_ci_low")),
+                _round(r.get("geometric_mean_ci_high"))]
+        for m in METRIC_ORDER:
+            d = _detail(r, m)
+            p = d.get("p_value")
+            line += [d.get("n"), d.get("n_unscored"), _round(d.get("ci_low")), _round(d.get("ci_high")),
+                     d.get("is_best"), d.get("significant"), None if p is None else f"{p:.3g}"]
+        writer.writerow(["" if v is None else v for v in line])
+    return buf.getvalue()
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return value
+
+
+def _format_json(rows: Sequence[dict]) -> str:
+    """Full precision (the numbers are data here, not a table to read); CI as [low, high]."""
+    out = []
+    for r in rows:
+        metrics = {}
+        for dim, ms in DIMENSIONS.items():
+            for m in ms:
+                d = _detail(r, m)
+                metrics[m] = {"dimension": dim, "variant": d.get("variant", HEADLINE_VARIANT[m]),
+                              "mean": d.get("mean"), "n": d.get("n"), "n_unscored": d.get("n_unscored"),
+                              "ci": [d.get("ci_low"), d.get("ci_high")], "is_best": d.get("is_best"),
+                              "significant": d.get("significant"), "p_value": d.get("p_value"),
+                              "runner_up": d.get("runner_up"), "metric_version": d.get("metric_version")}
+        out.append({
+            "release_id": r["release_id"], "judge_config": r["judge_config"], "system_id": r["system_id"],
+            "system_kind": r.get("system_kind"), "rank": r["rank"], "n_queries": r["n_queries"],
+            "n_reports": r["n_reports"], "n_failed": r["n_failed"], "metrics": metrics,
+            "geometric_mean": r.get("geometric_mean"),
+            "geometric_mean_ci": [r.get("geometric_mean_ci_low"), r.get("geometric_mean_ci_high")],
+            "metric_versions": r.get("metric_versions") or {}, "computed_at": _jsonable(r.get("computed_at")),
+        })
+    return json.dumps(out, indent=2, default=_jsonable)
+
+
+def format_leaderboard(rows: Sequence[dict], fmt: str = "table") -> str:
+    """Render load_leaderboard's rows as table | csv | json | markdown."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt == "json":
+        return _format_json(rows)
+    if fmt == "csv":
+        return _format_csv(rows)
+    if not rows:
+        return "(no leaderboard rows)"
+    return _format_markdown(rows) if fmt == "markdown" else _format_table(rows)
+
+
+# ------------------------------------------------------------------------------------- analyst queries
+
+@dataclass(frozen=True)
+class NamedQuery:
+    name: str
+    description: str
+    sql: str
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        """Bind parameters (:name) the query needs, in order of first use; casts (::) are not binds."""
+        return tuple(dict.fromkeys(re.findall(r"(?<![:\w]):([A-Za-z_]\w*)", _strip_comments(self.sql))))
+
+
+def _strip_comments(sql: str) -> str:
+    return "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
+
+
+def analyst_queries(path: Path | str = ANALYST_QUERIES) -> dict[str, NamedQuery]:
+    """The example queries of sql/queries/analyst_examples.sql by name (`-- name:` blocks)."""
+    queries: dict[str, NamedQuery] = {}
+    blocks = re.split(r"^-- name:\s*", Path(path).read_text(), flags=re.MULTILINE)[1:]
+    for block in blocks:
+        name, _, rest = block.partition("\n")
+        lines = rest.splitlines()
+        description = lines[0].removeprefix("--").strip() if lines and lines[0].startswith("--") else ""
+        sql = "\n".join(lines[1:] if description else lines).strip().rstrip(";").strip()
+        queries[name.strip()] = NamedQuery(name.strip(), description, sql)
+    return queries

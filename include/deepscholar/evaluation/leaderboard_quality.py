@@ -1,0 +1,139 @@
+"""Great Expectations check on a rolled-up board, before it is published.
+
+Frames come from SQL in one read-only REPEATABLE READ snapshot (the pattern of release/quality.py), with
+the counts the board must agree with (ok reports, active systems) computed beside its rows, so GX compares
+the stored board to the data it claims to summarise rather than to itself.
+
+Which systems must be on the board: every *active* system with ok reports in the release, once. A
+system deactivated later keeps its past rows (its reports are still there), so inactive systems are
+allowed on a board but not required.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pandas as pd
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from deepscholar.db import SCHEMA
+from deepscholar.evaluation.base import METRIC_ORDER
+from deepscholar.release.quality import Check, GateResult, import_gx, run_checks
+
+__all__ = ["CHECK_NAMES", "load_leaderboard_frames", "check_leaderboard"]
+
+log = logging.getLogger("deepscholar.evaluation")
+
+_ROWS_SQL = f"""
+    SELECT l.system_id, l.n_reports, l.n_failed, {", ".join(f"l.{m}" for m in METRIC_ORDER)},
+           l.geometric_mean, l.geometric_mean_ci_low, l.geometric_mean_ci_high,
+           coalesce(c.ok_reports, 0) AS ok_reports,
+           (SELECT count(*) FROM {SCHEMA}.leaderboard_metrics d
+             WHERE d.release_id = l.release_id AND d.system_id = l.system_id
+               AND d.judge_config = l.judge_config) AS n_metric_rows
+    FROM {SCHEMA}.leaderboard l
+    LEFT JOIN (SELECT system_id, count(*) AS ok_reports FROM {SCHEMA}.reports
+               WHERE release_id = :r AND status = 'ok' GROUP BY system_id) c ON c.system_id = l.system_id
+    WHERE l.release_id = :r AND l.judge_config = :j
+    ORDER BY l.system_id"""
+
+# Active systems with ok reports, and how many board rows each has (0 = missing).
+_EXPECTED_SQL = f"""
+    SELECT s.system_id, count(DISTINCT r.arxiv_id) AS ok_reports,
+           (SELECT count(*) FROM {SCHEMA}.leaderboard l
+             WHERE l.release_id = :r AND l.judge_config = :j AND l.system_id = s.system_id) AS n_rows
+    FROM {SCHEMA}.systems s
+    JOIN {SCHEMA}.reports r ON r.system_id = s.system_id AND r.release_id = :r AND r.status = 'ok'
+    WHERE s.active
+    GROUP BY s.system_id
+    ORDER BY s.system_id"""
+
+_METRIC_ROWS_SQL = f"""
+    SELECT d.system_id, d.metric, d.mean, d.ci_low, d.ci_high, d.n, d.n_unscored, l.n_reports,
+           l.n_reports - d.n - d.n_unscored AS reports_left
+    FROM {SCHEMA}.leaderboard_metrics d
+    JOIN {SCHEMA}.leaderboard l USING (release_id, system_id, judge_config)
+    WHERE d.release_id = :r AND d.judge_config = :j
+    ORDER BY d.system_id, d.metric_position"""
+
+_FRAMES = {"rows": _ROWS_SQL, "expected_systems": _EXPECTED_SQL, "metric_rows": _METRIC_ROWS_SQL}
+
+UNIT_COLUMNS = (*METRIC_ORDER, "geometric_mean", "geometric_mean_ci_low", "geometric_mean_ci_high")
+CHECK_NAMES = (
+    "board_present",
+    *(f"{c}_in_unit_range" for c in UNIT_COLUMNS),
+    "n_reports_equals_ok_reports",
+    "rows_have_ok_reports",
+    "seven_metric_rows",
+    "one_row_per_active_system",
+    "metric_mean_in_unit_range",
+    "metric_ci_low_in_unit_range",
+    "metric_ci_high_in_unit_range",
+    "scored_plus_unscored_within_reports",
+)
+
+
+def load_leaderboard_frames(engine: Engine, release_id: str, judge_config: str) -> dict[str, pd.DataFrame]:
+    with engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn:
+        with conn.begin():
+            conn.execute(sa.text("SET TRANSACTION READ ONLY"))
+            params = {"r": release_id, "j": judge_config}
+            frames = {}
+            for name, sql in _FRAMES.items():
+                result = conn.execute(sa.text(sql), params)
+                frames[name] = pd.DataFrame(result.all(), columns=list(result.keys()))
+    for col in UNIT_COLUMNS:  # all-NULL columns come back as object; GX range checks need numbers
+        frames["rows"][col] = pd.to_numeric(frames["rows"][col], errors="coerce").astype(float)
+    for col in ("mean", "ci_low", "ci_high"):
+        frames["metric_rows"][col] = pd.to_numeric(frames["metric_rows"][col], errors="coerce").astype(float)
+    return frames
+
+
+def _checks(gxe) -> list[Check]:
+    between = gxe.ExpectColumnValuesToBeBetween
+    sys_key = ["system_id"]
+    checks = [Check("board_present", "rows", gxe.ExpectTableRowCountToBeBetween(min_value=1), [])]
+    # GX skips NULLs in range checks: a NULL mean (nothing scored) is allowed, and shown as n/a.
+    checks += [Check(f"{c}_in_unit_range", "rows", between(column=c, min_value=0, max_value=1), sys_key)
+               for c in UNIT_COLUMNS]
+    checks += [
+        Check("n_reports_equals_ok_reports", "rows",
+              gxe.ExpectColumnPairValuesToBeEqual(column_A="n_reports", column_B="ok_reports"), sys_key),
+        # A row for a system without ok reports would also pass the equality (0 = 0).
+        Check("rows_have_ok_reports", "rows", between(column="ok_reports", min_value=1), sys_key),
+        Check("seven_metric_rows", "rows",
+              between(column="n_metric_rows", min_value=len(METRIC_ORDER), max_value=len(METRIC_ORDER)), sys_key),
+        Check("one_row_per_active_system", "expected_systems", between(column="n_rows", min_value=1, max_value=1),
+              ["system_id", "ok_reports"]),
+        Check("metric_mean_in_unit_range", "metric_rows", between(column="mean", min_value=0, max_value=1),
+              ["system_id", "metric"]),
+        Check("metric_ci_low_in_unit_range", "metric_rows", between(column="ci_low", min_value=0, max_value=1),
+              ["system_id", "metric"]),
+        Check("metric_ci_high_in_unit_range", "metric_rows", between(column="ci_high", min_value=0, max_value=1),
+              ["system_id", "metric"]),
+        Check("scored_plus_unscored_within_reports", "metric_rows", between(column="reports_left", min_value=0),
+              ["system_id", "metric", "n", "n_unscored", "n_reports"]),
+    ]
+    return checks
+
+
+def check_leaderboard(engine: Engine, release_id: str, judge_config: str) -> GateResult:
+    """Validate the stored board of one release under one judge; failures name the offending systems."""
+    started = time.perf_counter()
+    gx, gxe = import_gx()
+    frames = load_leaderboard_frames(engine, release_id, judge_config)
+    checks = _checks(gxe)
+    results = run_checks(gx, checks, frames)
+    failed = [c for c in results if not c["success"]]
+    for c in failed:
+        log.warning("leaderboard %s (%s): check %s FAILED: observed=%s details=%s", release_id, judge_config,
+                    c["name"], c["observed"], c["details"])
+    n_rows = len(frames["rows"])
+    summary = (f"leaderboard {release_id} ({judge_config}): {n_rows} systems; "
+               + (f"all {len(results)} checks passed" if not failed
+                  else f"{len(failed)} of {len(results)} checks failed ({', '.join(c['name'] for c in failed)})"))
+    return GateResult(release_id=release_id, success=not failed, checks=results, summary=summary,
+                      gx_version=gx.__version__, duration_seconds=round(time.perf_counter() - started, 3),
+                      config={"judge_config": judge_config})

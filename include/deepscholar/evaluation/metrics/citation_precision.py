@@ -1,0 +1,180 @@
+"""Citation precision (METRICS.md, Verifiability): does each cited source back what its sentence says?
+
+One item per distinct (sentence, cited number) pair. The judge reads only the sentence and the source's
+text, so the same sentence citing the same source in another report is the same request and the call
+cache answers it free. A cited number that resolves to no source cannot support anything: it counts as
+an imprecise pair without asking anyone. The human exemplar is judged like any report; its sources'
+text is their title and abstract (context.py), as METRICS.md asks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from deepscholar.evaluation.base import (
+    Item,
+    ItemJudgment,
+    ReportContext,
+    Score,
+    compose_version,
+    report_unscored,
+    unscored_item,
+)
+from deepscholar.evaluation.metrics import load_metric_prompt
+from deepscholar.llm.client import ParseError, parse_json_object
+from deepscholar.systems.citations import split_sentences
+
+__all__ = ["CitationPrecision", "METRIC", "SUPPORT_COSINE", "parse_support", "strip_citation_numbers",
+           "resolved_text", "support_cosines"]
+
+NAME = "citation_precision"
+# Local judge: a pair is precise when the sentence's best cosine against the source (its whole text or
+# one of its sentences) reaches this. "At least one claim" is a weaker test than claim coverage's.
+SUPPORT_COSINE = 0.50
+
+# Numbered markers ([3], [2][7], [2, 7], [2-4], \[3\]): noise to the judge, who sees one source at a time.
+_NUMBER_MARKER_RE = re.compile(r"\s*\\?\[\s*\d{1,3}(?:\s*[-\u2010-\u2014\u2212,;]\s*\d{1,3})*\s*\\?\]")
+
+
+def strip_citation_numbers(text: str) -> str:
+    text = _NUMBER_MARKER_RE.sub("", text or "")
+    text = re.sub(r"\s+([.,;:!?)])", r"\1", text)
+    return " ".join(text.split())
+
+
+def parse_support(text: str) -> tuple[bool, str]:
+    """{"supported": true|false, "explanation": "..."}, strictly (the verifiability prompts share it)."""
+    obj = parse_json_object(text)
+    supported, explanation = obj.get("supported"), obj.get("explanation")
+    if not isinstance(supported, bool):
+        raise ParseError('"supported" must be the JSON literal true or false')
+    if not isinstance(explanation, str) or not explanation.strip():
+        raise ParseError('"explanation" must be a non-empty string')
+    return supported, explanation.strip()
+
+
+def resolved_text(report: ReportContext, number: int) -> str | None:
+    """The text a judge can read for cited number `number`; None when it names no usable source."""
+    source = report.sources.get(number)
+    if source is None or not (source.text or "").strip():
+        return None
+    return source.text.strip()
+
+
+def support_cosines(claims: Sequence[str], texts: Sequence[str]) -> list[list[float]]:
+    """[claim][text]: best cosine of the claim against the text as a whole or any of its sentences.
+
+    Rounded to 4 decimals so float noise cannot flip a comparison with a threshold between runs.
+    """
+    from deepscholar.llm import local_judge
+
+    pieces_of = [list(dict.fromkeys([t, *(s.text for s in split_sentences(t))])) for t in texts]
+    pieces = list(dict.fromkeys(p for ps in pieces_of for p in ps))
+    if not claims or not pieces:
+        return [[0.0] * len(texts) for _ in claims]
+    sims = local_judge.similarity(list(claims), pieces)
+    col = {p: j for j, p in enumerate(pieces)}
+    return [[round(float(max(sims[i, col[p]] for p in ps)), 4) for ps in pieces_of]
+            for i in range(len(claims))]
+
+
+class CitationPrecision:
+    name = NAME
+    headline = "per_pair"
+    variants = ("per_pair", "per_sentence")
+
+    def __init__(self) -> None:
+        self.prompt = load_metric_prompt("citation_precision_v1")
+
+    @property
+    def version(self) -> str:
+        return compose_version("d1", self.prompt.version)
+
+    def items(self, report: ReportContext) -> list[Item]:
+        """payload = (position of the sentence in report.sentences, cited number); [n][n] is one pair."""
+        return [Item(f"s{sentence.index}:c{n}", (pos, n))
+                for pos, sentence in enumerate(report.sentences)
+                for n in dict.fromkeys(sentence.citations)]
+
+    def judge_llm(self, client, report: ReportContext, item: Item) -> ItemJudgment:
+        pos, number = item.payload
+        source = resolved_text(report, number)
+        if source is None:
+            return _unresolved(item.key, number)
+        prompt = self.prompt.render(sentence=strip_citation_numbers(report.sentences[pos].text), source=source)
+        judged = client.ask([{"role": "user", "content": prompt}], parse_support, purpose=f"metric.{NAME}")
+        if not judged.scored:
+            return unscored_item(item.key, judged.unscored_reason, judged.calls)
+        supported, explanation = judged.value
+        return ItemJudgment(item.key, int(supported), explanation=explanation, calls=judged.calls)
+
+    def judge_local(self, report: ReportContext, items: Sequence[Item]) -> list[ItemJudgment]:
+        from deepscholar.llm.local_judge import MODEL_ID
+
+        items = list(items)
+        claims = list(dict.fromkeys(strip_citation_numbers(report.sentences[pos].text) for pos, _ in
+                                    (it.payload for it in items)))
+        texts = list(dict.fromkeys(t for _, n in (it.payload for it in items)
+                                   if (t := resolved_text(report, n)) is not None))
+        cosines = support_cosines(claims, texts)
+        row_of = {c: i for i, c in enumerate(claims)}
+        col_of = {t: j for j, t in enumerate(texts)}
+        out = []
+        for item in items:
+            pos, number = item.payload
+            source = resolved_text(report, number)
+            if source is None:
+                out.append(_unresolved(item.key, number))
+                continue
+            cosine = cosines[row_of[strip_citation_numbers(report.sentences[pos].text)]][col_of[source]]
+            precise = cosine >= SUPPORT_COSINE
+            out.append(ItemJudgment(item.key, int(precise), explanation=(
+                f"local embedding judge ({MODEL_ID}), not an LLM: best cosine {cosine:.3f} between the sentence "
+                f"(markers removed) and source [{number}] (whole text or one of its sentences) is "
+                f"{'>=' if precise else '<'} {SUPPORT_COSINE}")))
+        return out
+
+    def score(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
+        items = self.items(report)
+        if not items:
+            # METRICS.md: a report with no citations scores 0 (a score, not a failure).
+            return [Score(v, 0.0, details={"n_pairs": 0, "note": "the report cites nothing"})
+                    for v in self.variants]
+        by_key = {j.key: j for j in judgments}
+        ordered = [by_key.get(it.key) or unscored_item(it.key, "no judgment for this pair") for it in items]
+        failed = report_unscored(self.variants, ordered)
+        if failed:
+            return failed
+        labels = [_label(j) for j in ordered]
+        per_sentence: dict[int, list[int]] = {}
+        for item, label in zip(items, labels, strict=True):
+            per_sentence.setdefault(item.payload[0], []).append(label)
+        details = {
+            "n_pairs": len(labels),
+            "n_precise": sum(labels),
+            "n_unresolved": sum(resolved_text(report, it.payload[1]) is None for it in items),
+            "n_sentences_citing": len(per_sentence),
+        }
+        n = len(items)
+        return [
+            Score("per_pair", sum(labels) / n, n_items=n, details=details),
+            Score("per_sentence", sum(sum(ls) / len(ls) for ls in per_sentence.values()) / len(per_sentence),
+                  n_items=n, details=details),
+        ]
+
+
+def _unresolved(key: str, number: int) -> ItemJudgment:
+    return ItemJudgment(key, 0, explanation=(
+        f"[{number}] resolves to no source with text, so it cannot support the sentence: counted as "
+        "imprecise without a judge call"))
+
+
+def _label(judgment: ItemJudgment) -> int:
+    label = judgment.label
+    if label not in (0, 1):
+        raise ValueError(f"{NAME}: label of {judgment.key} must be 0 or 1, got {label!r}")
+    return int(label)
+
+
+METRIC = CitationPrecision()

@@ -1,0 +1,180 @@
+"""Claim coverage (METRICS.md, Verifiability): is each sentence backed by the references around it?
+
+For sentence i the references at window w are the sources cited in sentences i-w .. i+w (clipped to the
+report) plus the query paper's own title and abstract, which a writer may always lean on. Each sentence
+gets its *minimal* covering window: windows 0, 1, 2, ... are asked in turn up to W_max and the first
+success ends the loop. A window that brings no new source leaves the question unchanged, so it is not
+asked again. Coverage at every w <= W_max then follows from the stored minima with no more calls. (The
+reference implementation's score ignores w; here coverage at w counts only minima <= w.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from deepscholar.evaluation.base import (
+    Item,
+    ItemJudgment,
+    ReportContext,
+    Score,
+    compose_version,
+    report_unscored,
+    unscored_item,
+)
+from deepscholar.evaluation.metrics import load_metric_prompt
+from deepscholar.evaluation.metrics.citation_precision import (
+    parse_support,
+    resolved_text,
+    strip_citation_numbers,
+    support_cosines,
+)
+
+__all__ = ["ClaimCoverage", "METRIC", "DEFAULT_W_MAX", "SUPPORT_COSINE", "query_text", "references_at",
+           "coverage_at"]
+
+NAME = "claim_coverage"
+DEFAULT_W_MAX = 5  # METRICS.md
+# Local judge: a sentence is covered when its best cosine against a reference (whole text or one of its
+# sentences) reaches this; stricter than citation precision's, since *every* claim must be backed.
+SUPPORT_COSINE = 0.65
+
+
+def query_text(report: ReportContext) -> str:
+    """The implicit reference: the query paper's title and abstract."""
+    return ". ".join(x.strip() for x in (report.query.title, report.query.abstract) if x and x.strip())
+
+
+def references_at(report: ReportContext, pos: int, window: int) -> tuple[str, ...]:
+    """Reference texts for the sentence at `pos` and window `window`: the query paper first, then the
+    resolved sources cited in the window by number, each distinct text once."""
+    lo, hi = max(0, pos - window), min(len(report.sentences), pos + window + 1)
+    numbers = sorted({n for s in report.sentences[lo:hi] for n in s.citations})
+    texts = [t for t in [query_text(report)] if t]
+    for n in numbers:
+        text = resolved_text(report, n)
+        if text is not None and text not in texts:
+            texts.append(text)
+    return tuple(texts)
+
+
+def coverage_at(minima: Sequence[int | None], window: int) -> float:
+    """Share of sentences covered at `window`: minimal window known and no larger than it."""
+    return sum(m is not None and m <= window for m in minima) / len(minima)
+
+
+class ClaimCoverage:
+    name = NAME
+    headline = "w1"
+
+    def __init__(self, w_max: int = DEFAULT_W_MAX) -> None:
+        if w_max < 1:
+            raise ValueError("w_max must be at least 1 (the headline is coverage at w=1)")
+        self.w_max = w_max
+        self.variants = tuple(f"w{w}" for w in range(w_max + 1))
+        self.prompt = load_metric_prompt("claim_coverage_v1")
+
+    @property
+    def version(self) -> str:
+        # W_max is part of the definition: a minimum of null means "not covered up to W_max".
+        return compose_version(f"d1.wmax{self.w_max}", self.prompt.version)
+
+    def items(self, report: ReportContext) -> list[Item]:
+        """payload = the sentence's position in report.sentences."""
+        return [Item(f"s{sentence.index}", pos) for pos, sentence in enumerate(report.sentences)]
+
+    def _search(self, report: ReportContext, key: str, pos: int,
+                covered: Callable[[int, tuple[str, ...]], tuple[bool | None, str, int]]) -> ItemJudgment:
+        """The early-exit loop shared by both judges; `covered` answers (supported or None, note, calls)."""
+        asked: list[int] = []
+        notes: list[str] = []
+        calls = 0
+        previous: frozenset[str] | None = None
+        for window in range(self.w_max + 1):
+            refs = references_at(report, pos, window)
+            if frozenset(refs) == previous:
+                continue  # no new source: the same question, hence the same (negative) answer
+            previous = frozenset(refs)
+            supported, note, n_calls = covered(window, refs)
+            calls += n_calls
+            asked.append(window)
+            if supported is None:
+                return unscored_item(key, f"window {window}: {note}", calls)
+            notes.append(f"w{window} ({len(refs)} references): {'covered' if supported else 'not covered'}: {note}")
+            if supported:
+                return ItemJudgment(key, {"min_window": window, "asked": asked}, explanation="; ".join(notes),
+                                    calls=calls)
+        notes.append(f"not covered at any window up to {self.w_max}")
+        return ItemJudgment(key, {"min_window": None, "asked": asked}, explanation="; ".join(notes), calls=calls)
+
+    def judge_llm(self, client, report: ReportContext, item: Item) -> ItemJudgment:
+        pos = item.payload
+        sentence = strip_citation_numbers(report.sentences[pos].text)
+        query = query_text(report)
+
+        def ask(window: int, refs: tuple[str, ...]) -> tuple[bool | None, str, int]:
+            prompt = self.prompt.render(references=_listed(refs, query), sentence=sentence)
+            judged = client.ask([{"role": "user", "content": prompt}], parse_support, purpose=f"metric.{NAME}")
+            if not judged.scored:
+                return None, judged.unscored_reason or "unscored", judged.calls
+            supported, explanation = judged.value
+            return supported, explanation, judged.calls
+
+        return self._search(report, item.key, pos, ask)
+
+    def judge_local(self, report: ReportContext, items: Sequence[Item]) -> list[ItemJudgment]:
+        from deepscholar.llm.local_judge import MODEL_ID
+
+        items = list(items)
+        claims = [strip_citation_numbers(report.sentences[it.payload].text) for it in items]
+        texts = list(dict.fromkeys(t for it in items for t in references_at(report, it.payload, self.w_max)))
+        cosines = support_cosines(claims, texts)
+        col_of = {t: j for j, t in enumerate(texts)}
+        out = []
+        for item, row in zip(items, cosines, strict=True):
+            def covered(window: int, refs: tuple[str, ...], row=row) -> tuple[bool, str, int]:
+                best = max((row[col_of[t]] for t in refs), default=0.0)
+                ok = best >= SUPPORT_COSINE
+                return ok, f"best cosine {best:.3f} {'>=' if ok else '<'} {SUPPORT_COSINE}", 0
+
+            judged = self._search(report, item.key, item.payload, covered)
+            out.append(ItemJudgment(judged.key, judged.label, judged.unscored_reason, explanation=(
+                f"local embedding judge ({MODEL_ID}), not an LLM: the sentence (markers removed) against the "
+                f"references (whole texts and their sentences): {judged.explanation}")))
+        return out
+
+    def score(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
+        items = self.items(report)
+        if not items:
+            return [Score(v, 0.0, details={"n_sentences": 0, "note": "the report has no sentences"})
+                    for v in self.variants]
+        by_key = {j.key: j for j in judgments}
+        ordered = [by_key.get(it.key) or unscored_item(it.key, "no judgment for this sentence") for it in items]
+        failed = report_unscored(self.variants, ordered)
+        if failed:
+            return failed
+        minima = [self._minimum(j) for j in ordered]
+        counts = {str(w): minima.count(w) for w in range(self.w_max + 1)}
+        counts["none"] = minima.count(None)
+        details = {"n_sentences": len(minima), "w_max": self.w_max, "min_window_counts": counts}
+        return [Score(f"w{w}", coverage_at(minima, w), n_items=len(items),
+                      details={**details, "n_covered": sum(m is not None and m <= w for m in minima)})
+                for w in range(self.w_max + 1)]
+
+    def _minimum(self, judgment: ItemJudgment) -> int | None:
+        label = judgment.label
+        value = label.get("min_window") if isinstance(label, dict) else "missing"
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= self.w_max:
+            raise ValueError(f"{NAME}: min_window of {judgment.key} must be null or 0..{self.w_max}, "
+                             f"got {value!r}")
+        return value
+
+
+def _listed(refs: Sequence[str], query: str) -> str:
+    """References numbered by position only (not by the report's [n]), so identical sets read identically."""
+    return "\n\n".join(f"Reference {i}{' (the query paper)' if text == query else ''}:\n{text}"
+                         for i, text in enumerate(refs, 1))
+
+
+METRIC = ClaimCoverage()

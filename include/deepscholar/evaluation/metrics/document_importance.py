@@ -1,0 +1,93 @@
+"""Document importance (METRICS.md, Retrieval quality): are the papers a report cites as notable as the
+ones the human authors cited?
+
+DI = min(median{cites(s) : s in S} / median{cites(x) : x in S*}, 1), cites() being the OpenAlex cited-by
+count frozen for the release (exemplar references when the release was built; report sources by
+deepscholar.evaluation.source_counts), so a month's scores never drift. The median is the statistical
+one: the mean of the two middle values for an even count.
+
+Missing counts, decided here and kept visible in the score's details:
+- a source of S without a frozen count (OpenAlex does not know it, or its lookup failed) is left out of
+  the median and listed; it is not a 0, which would punish a report for OpenAlex's gaps;
+- no source of S has a count -> unscored (nothing to take a median of);
+- no reference of S* has a count, or median(S*) = 0 -> unscored for every system (the query gives no
+  scale), checked before |S| = 0 so a query's failure is the same for every system;
+- |S| = 0 -> 0, a score (a report that cites no arXiv paper retrieved nothing).
+Duplicates (two [n] or two cite keys for one version-less id) count once.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from deepscholar.evaluation.base import ItemJudgment, JudgeFreeMetric, ReportContext, Score
+from deepscholar.text import strip_arxiv_version
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["METRIC", "DocumentImportance", "MAX_DI", "document_importance"]
+
+MAX_DI = 1.0  # METRICS.md: min(..., 1)
+
+
+def _distinct(pairs: Sequence[tuple[str | None, int | None]]) -> dict[str, int | None]:
+    """Version-less id -> count, first occurrence wins unless a later duplicate carries the count."""
+    out: dict[str, int | None] = {}
+    for arxiv_id, count in pairs:
+        if not arxiv_id or not arxiv_id.strip():
+            continue
+        key = strip_arxiv_version(arxiv_id)[0]
+        if out.get(key) is None:
+            out[key] = count
+    return out
+
+
+def document_importance(source_counts: dict[str, int | None],
+                        exemplar_counts: dict[str, int | None]) -> tuple[float | None, str | None, dict]:
+    """(value, unscored_reason, details) from the frozen counts of S and S*, by the rules above."""
+    ref_known = sorted(c for c in exemplar_counts.values() if c is not None)
+    details: dict = {
+        "n_sources": len(source_counts),
+        "n_exemplar_arxiv": len(exemplar_counts),
+        "n_exemplar_with_count": len(ref_known),
+    }
+    if not ref_known:
+        return None, (f"no frozen cited-by count for any of the exemplar's {len(exemplar_counts)} arXiv "
+                      "references (S*); DI has no scale for this query"), details
+    ref_median = statistics.median(ref_known)
+    details["median_exemplar"] = ref_median
+    if ref_median == 0:
+        reason = "median cited-by count of the exemplar's arXiv references (S*) is 0; DI is undefined"
+        return None, reason, details
+    if not source_counts:
+        return 0.0, None, details
+    known = sorted(c for c in source_counts.values() if c is not None)
+    missing = sorted(k for k, c in source_counts.items() if c is None)
+    details |= {"n_sources_with_count": len(known), "n_sources_missing_count": len(missing),
+                "sources_missing_count": missing}
+    if not known:
+        return None, (f"none of the report's {len(source_counts)} cited arXiv papers has a frozen cited-by "
+                      "count"), details
+    src_median = statistics.median(known)
+    ratio = src_median / ref_median
+    details |= {"median_sources": src_median, "ratio": ratio, "capped": ratio > MAX_DI}
+    return min(ratio, MAX_DI), None, details
+
+
+class DocumentImportance(JudgeFreeMetric):
+    name = "document_importance"
+
+    def score(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
+        if report.is_human_exemplar:
+            # METRICS.md, the human-exemplar row: DI is 1 by construction (S = S*).
+            return [Score("score", 1.0, details={"by_construction": True})]
+        sources = _distinct([(s.arxiv_id, s.cited_by_count) for s in report.cited_arxiv_sources()])
+        exemplar = _distinct([(r.arxiv_id, r.cited_by_count) for r in report.query.arxiv_references])
+        value, reason, details = document_importance(sources, exemplar)
+        return [Score("score", value, reason, details=details)]
+
+
+METRIC = DocumentImportance()

@@ -1,0 +1,211 @@
+"""Organization (METRICS.md, Knowledge synthesis): pairwise against the exemplar, judged in both orders.
+
+Judging twice with the report first and then second cancels a judge's preference for a position: a
+report that only wins from one place scores 0.5, like a tie. Both sections are shown in the same shape
+(numbered [n] markers, no reference list) so that formatting cannot decide.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from deepscholar.evaluation.base import (
+    Item,
+    ItemJudgment,
+    ReportContext,
+    Score,
+    compose_version,
+    report_unscored,
+    unscored_item,
+)
+from deepscholar.evaluation.metrics import load_metric_prompt
+from deepscholar.evaluation.metrics.nugget_coverage import strip_citation_numbers
+from deepscholar.llm.client import ParseError, parse_json_object
+
+__all__ = ["Organization", "METRIC", "ORDERS", "render_exemplar", "report_body", "parse_decision",
+           "coherence", "Coherence", "COHESION_WEIGHT", "SEPARATION_WEIGHT", "DUPLICATE_WEIGHT",
+           "DUPLICATE_COSINE"]
+
+NAME = "organization"
+# item key -> where the report is shown
+ORDERS: dict[str, str] = {"order:report_first": "A", "order:report_second": "B"}
+# Local judge: coherence = cohesion within paragraphs + separation between them - near-duplicate share.
+COHESION_WEIGHT = 0.5
+SEPARATION_WEIGHT = 0.5
+DUPLICATE_WEIGHT = 1.0
+DUPLICATE_COSINE = 0.9
+
+
+def render_exemplar(text: str) -> str:
+    """The exemplar with its [@key] markers as [n], numbered by first appearance, like a report's."""
+    from deepscholar.release.judging import cited_keys
+    from deepscholar.systems.exemplar import renumber_citations
+
+    number_of = {key: n for n, key in enumerate(cited_keys(text or ""), 1)}
+    return renumber_citations(text or "", number_of)[0].strip()
+
+
+def report_body(text: str) -> str:
+    """The report without its reference list: the exemplar has none, and formatting must not decide."""
+    # The same rule split_sentences uses to keep reference lists out of the sentences.
+    from deepscholar.systems.citations import _reference_spans
+
+    lines = (text or "").splitlines()
+    drop = {i for a, b in _reference_spans(lines) for i in range(a, b)}
+    return "\n".join(line for i, line in enumerate(lines) if i not in drop).strip()
+
+
+def parse_decision(text: str) -> tuple[str, str]:
+    obj = parse_json_object(text)
+    decision, explanation = obj.get("decision"), obj.get("explanation")
+    if not isinstance(decision, str) or decision.strip().upper() not in ("A", "B"):
+        raise ParseError('"decision" must be "A" or "B" (no ties)')
+    if not isinstance(explanation, str) or not explanation.strip():
+        raise ParseError('"explanation" must be a non-empty string')
+    return decision.strip().upper(), explanation.strip()
+
+
+def _winner(decision: str, report_at: str) -> str:
+    return "report" if decision == report_at else "exemplar"
+
+
+class Organization:
+    name = NAME
+    headline = "score"
+    variants = ("score",)
+
+    def __init__(self) -> None:
+        self.prompt = load_metric_prompt("organization_v1")
+
+    @property
+    def version(self) -> str:
+        return compose_version("d1", self.prompt.version)
+
+    def items(self, report: ReportContext) -> list[Item]:
+        if report.is_human_exemplar:
+            return []  # against itself: 0.5 by construction
+        return [Item(key, report_at) for key, report_at in ORDERS.items()]
+
+    def judge_llm(self, client, report: ReportContext, item: Item) -> ItemJudgment:
+        report_at = item.payload
+        ours, theirs = report_body(report.text), render_exemplar(report.query.exemplar_text)
+        a, b = (ours, theirs) if report_at == "A" else (theirs, ours)
+        prompt = self.prompt.render(title=report.query.title, abstract=report.query.abstract,
+                                    section_a=a, section_b=b)
+        judged = client.ask([{"role": "user", "content": prompt}], parse_decision, purpose=f"metric.{NAME}")
+        if not judged.scored:
+            return unscored_item(item.key, judged.unscored_reason, judged.calls)
+        decision, explanation = judged.value
+        return ItemJudgment(item.key, {"decision": decision, "winner": _winner(decision, report_at)},
+                            explanation=explanation, calls=judged.calls)
+
+    def judge_local(self, report: ReportContext, items: Sequence[Item]) -> list[ItemJudgment]:
+        from deepscholar.llm.local_judge import MODEL_ID
+
+        items = list(items)
+        if not items:
+            return []
+        # Position-free: each section gets one score, so the report wins both orders or loses both
+        # (an exact tie goes to A in each order, which splits them: 0.5).
+        ours = coherence(report_body(report.text))
+        theirs = coherence(render_exemplar(report.query.exemplar_text))
+        out = []
+        for item in items:
+            report_at = item.payload
+            a, b = (ours, theirs) if report_at == "A" else (theirs, ours)
+            decision = "A" if a.score >= b.score else "B"
+            out.append(ItemJudgment(item.key, {"decision": decision, "winner": _winner(decision, report_at)},
+                                    explanation=(
+                f"local embedding judge ({MODEL_ID}), not an LLM: coherence A {a.describe()} vs "
+                f"B {b.describe()}; the higher wins, a tie goes to A")))
+        return out
+
+    def score(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
+        if report.is_human_exemplar:
+            return [Score("score", 0.5, details={"by_construction": True})]
+        failed = report_unscored(self.variants, judgments)
+        if failed:
+            return failed
+        winner = {j.key: j.label["winner"] for j in judgments}
+        missing = [k for k in ORDERS if k not in winner]
+        if missing:
+            return [Score("score", None, f"no judgment for {', '.join(missing)}", n_items=len(judgments))]
+        wins = sum(winner[k] == "report" for k in ORDERS)
+        return [Score("score", wins / len(ORDERS), n_items=len(judgments),
+                      details={k.removeprefix("order:"): winner[k] for k in ORDERS})]
+
+
+# --- the local judge's coherence ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Coherence:
+    cohesion: float
+    separation: float
+    duplicates: float
+    n_paragraphs: int
+    n_sentences: int
+
+    @property
+    def score(self) -> float:
+        # Rounded so float noise cannot turn a tie into a win.
+        return round(COHESION_WEIGHT * self.cohesion + SEPARATION_WEIGHT * self.separation
+                     - DUPLICATE_WEIGHT * self.duplicates, 4)
+
+    def describe(self) -> str:
+        return (f"{self.score:.4f} (adjacent-sentence cohesion {self.cohesion:.3f}, paragraph separation "
+                f"{self.separation:.3f}, near-duplicate share {self.duplicates:.3f}; {self.n_paragraphs} "
+                f"paragraphs, {self.n_sentences} sentences)")
+
+
+def _paragraph_sentences(text: str) -> list[list[str]]:
+    """Body sentences grouped by paragraph (blank-line blocks); headings and reference lists left out."""
+    from deepscholar.systems.citations import split_sentences
+
+    body = {s.text for s in split_sentences(text)}
+    paragraphs = []
+    for block in re.split(r"\n\s*\n", text or ""):
+        sentences = [strip_citation_numbers(s.text) for s in split_sentences(block) if s.text in body]
+        sentences = [s for s in sentences if s]
+        if sentences:
+            paragraphs.append(sentences)
+    return paragraphs
+
+
+def coherence(text: str) -> Coherence:
+    """A section's coherence from sentence embeddings (METRICS.md organisation criteria, approximated).
+
+    Cohesion: mean cosine of adjacent sentences inside a paragraph (sentences that flow). Separation:
+    1 - mean cosine between paragraph centroids (each paragraph its own topic). Duplicates: share of
+    sentences nearly repeating an earlier one (redundancy).
+    """
+    from deepscholar.llm import local_judge
+
+    paragraphs = _paragraph_sentences(text)
+    flat = [s for p in paragraphs for s in p]
+    if not flat:
+        return Coherence(0.0, 0.0, 0.0, 0, 0)
+    vectors = local_judge.embed(flat)
+    spans, start = [], 0
+    for p in paragraphs:
+        spans.append((start, start + len(p)))
+        start += len(p)
+    adjacent = [float(vectors[i] @ vectors[i + 1]) for a, b in spans for i in range(a, b - 1)]
+    cohesion = float(np.mean(adjacent)) if adjacent else 0.0
+    if len(spans) > 1:
+        centroids = np.stack([vectors[a:b].mean(axis=0) for a, b in spans])
+        centroids /= np.linalg.norm(centroids, axis=1, keepdims=True)
+        sims = centroids @ centroids.T
+        upper = sims[np.triu_indices(len(spans), k=1)]
+        separation = 1.0 - float(upper.mean())
+    else:
+        separation = 0.0
+    sims = vectors @ vectors.T
+    repeats = sum(1 for i in range(1, len(flat)) if float(sims[i, :i].max()) >= DUPLICATE_COSINE)
+    return Coherence(cohesion, separation, repeats / len(flat), len(spans), len(flat))
+
+
+METRIC = Organization()

@@ -1,0 +1,134 @@
+"""Reference coverage (METRICS.md, Retrieval quality): the share of the exemplar's important arXiv
+references that the report also cites.
+
+RC = |S ∩ E| / |E|. A source s matches an important reference e by version-less arXiv id, else by
+normalised-title similarity >= TITLE_MATCH_THRESHOLD. The intersection is a one-to-one matching: each e
+is covered at most once and each s covers at most one e (a paper is one paper), id matches first, then
+title matches from the most similar pair down. The title key and similarity are the project's shared ones
+(deepscholar.text): `normalise_title` casefolds, drops LaTeX accents, commands and braces, Unicode
+accents and punctuation, and collapses spaces; `title_similarity` is difflib's SequenceMatcher ratio of
+the two keys (1.0 when the keys are equal, 0.0 when either is empty).
+
+No judge: the importance labels were made once per query when the release was built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from deepscholar.evaluation.base import (
+    ExemplarReference,
+    ItemJudgment,
+    JudgeFreeMetric,
+    ReportContext,
+    Score,
+    SourceDoc,
+)
+from deepscholar.text import normalise_title, strip_arxiv_version, title_similarity
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["METRIC", "ReferenceCoverage", "TITLE_MATCH_THRESHOLD", "Match", "match_important",
+           "normalise_title", "title_similarity", "version_less"]
+
+# METRICS.md: "else by normalised-title similarity >= 0.8".
+TITLE_MATCH_THRESHOLD = 0.8
+
+
+def version_less(arxiv_id: str | None) -> str | None:
+    """The id without its vN suffix, so 2401.00001v2 and 2401.00001 are the same paper."""
+    if not arxiv_id or not arxiv_id.strip():
+        return None
+    return strip_arxiv_version(arxiv_id)[0]
+
+
+@dataclass(frozen=True)
+class Match:
+    reference: ExemplarReference
+    source: SourceDoc
+    by: str  # "id" or "title"
+    similarity: float | None = None  # the title similarity, for title matches
+
+    def as_detail(self) -> dict:
+        out = {"cite_key": self.reference.cite_key, "arxiv_id": version_less(self.reference.arxiv_id),
+               "by": self.by, "source_idx": self.source.idx,
+               "source_arxiv_id": version_less(self.source.arxiv_id)}
+        if self.similarity is not None:
+            out["similarity"] = round(self.similarity, 4)
+        return out
+
+
+def _distinct_by_id(items: Sequence, id_of) -> list:
+    """First item per version-less id (two cite keys or two [n] for one paper are one paper)."""
+    seen: dict[str, object] = {}
+    for it in items:
+        key = version_less(id_of(it))
+        if key and key not in seen:
+            seen[key] = it
+    return list(seen.values())
+
+
+def match_important(sources: Sequence[SourceDoc], important: Sequence[ExemplarReference],
+                    threshold: float = TITLE_MATCH_THRESHOLD) -> list[Match]:
+    """A one-to-one matching of S to E: by id first, then by title, most similar pairs first."""
+    sources = _distinct_by_id(sources, lambda s: s.arxiv_id)
+    important = _distinct_by_id(important, lambda e: e.arxiv_id)
+    matches: list[Match] = []
+    source_by_id = {version_less(s.arxiv_id): s for s in sources}
+    used_sources: set[int] = set()
+    open_refs: list[ExemplarReference] = []
+    for e in important:
+        s = source_by_id.get(version_less(e.arxiv_id))
+        if s is not None:
+            matches.append(Match(e, s, "id"))
+            used_sources.add(id(s))
+        else:
+            open_refs.append(e)
+    open_sources = [s for s in sources if id(s) not in used_sources]
+    candidates = []
+    for i, e in enumerate(open_refs):
+        for j, s in enumerate(open_sources):
+            sim = title_similarity(e.title, s.title)
+            if sim >= threshold:
+                candidates.append((-sim, i, j))
+    taken_refs: set[int] = set()
+    taken_sources: set[int] = set()
+    for neg_sim, i, j in sorted(candidates):  # ties broken by exemplar order, then source order
+        if i in taken_refs or j in taken_sources:
+            continue
+        taken_refs.add(i)
+        taken_sources.add(j)
+        matches.append(Match(open_refs[i], open_sources[j], "title", -neg_sim))
+    order = {e.cite_key: k for k, e in enumerate(important)}
+    return sorted(matches, key=lambda m: order[m.reference.cite_key])
+
+
+class ReferenceCoverage(JudgeFreeMetric):
+    name = "reference_coverage"
+
+    def score(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
+        if report.is_human_exemplar:
+            # METRICS.md, the human-exemplar row: RC is 1 by construction.
+            return [Score("score", 1.0, details={"by_construction": True})]
+        important = _distinct_by_id(report.query.important_arxiv, lambda e: e.arxiv_id)
+        if not important:
+            reason = "no important exemplar reference on arXiv (|E| = 0); RC is undefined for this query"
+            return [Score("score", None, reason, details={"n_important": 0})]
+        sources = report.cited_arxiv_sources()
+        matches = match_important(sources, important)
+        matched_keys = {m.reference.cite_key for m in matches}
+        details = {
+            "n_important": len(important),
+            "n_sources": len(_distinct_by_id(sources, lambda s: s.arxiv_id)),
+            "n_matched": len(matches),
+            "threshold": TITLE_MATCH_THRESHOLD,
+            "matched": [m.as_detail() for m in matches],
+            "unmatched": [e.cite_key for e in important if e.cite_key not in matched_keys],
+        }
+        return [Score("score", len(matches) / len(important), details=details)]
+
+
+METRIC = ReferenceCoverage()

@@ -1,0 +1,128 @@
+"""Relevance rate (METRICS.md, Retrieval quality): how relevant the arXiv papers a report cites are.
+
+The judge grades a source against the query paper alone (title, abstract, exemplar section), never
+against the report citing it, so the prompt for one source of one query is the same for every system's
+report and the llm_calls cache answers all but the first. RR = sum of grades / (2 |S|).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from deepscholar.evaluation.base import (
+    Item,
+    ItemJudgment,
+    QueryInfo,
+    ReportContext,
+    Score,
+    SourceDoc,
+    compose_version,
+    report_unscored,
+    unscored_item,
+)
+from deepscholar.evaluation.metrics import load_metric_prompt
+from deepscholar.llm.client import ParseError, parse_json_object
+
+__all__ = ["RelevanceRate", "METRIC", "GRADES", "DIRECT_COSINE", "RELATED_COSINE", "parse_grade",
+           "source_fields", "relevance_rate"]
+
+NAME = "relevance_rate"
+GRADES = (0, 1, 2)  # off-topic, related background, directly relevant prior work
+# Local judge: cosine between the source's title+abstract and the query paper's title+abstract.
+DIRECT_COSINE = 0.55
+RELATED_COSINE = 0.20
+
+
+def parse_grade(text: str) -> tuple[int, str]:
+    obj = parse_json_object(text)
+    grade, explanation = obj.get("grade"), obj.get("explanation")
+    if isinstance(grade, bool) or not isinstance(grade, int) or grade not in GRADES:
+        raise ParseError('"grade" must be the number 0, 1 or 2')
+    if not isinstance(explanation, str) or not explanation.strip():
+        raise ParseError('"explanation" must be a non-empty string')
+    return grade, explanation.strip()
+
+
+def source_fields(source: SourceDoc) -> tuple[str, str]:
+    """(title, text) the judge reads: the corpus abstract when known, else what the report stored."""
+    title = " ".join((source.title or "").split()) or "(unknown)"
+    body = source.abstract if source.abstract and source.abstract.strip() else source.text
+    return title, " ".join((body or "").split()) or "(none)"
+
+
+def relevance_rate(grades: Sequence[int]) -> float:
+    """METRICS.md: RR = sum / (2 |S|), and 0 for a report that cites no arXiv source."""
+    return sum(grades) / (2 * len(grades)) if grades else 0.0
+
+
+def _query_text(query: QueryInfo) -> str:
+    return ". ".join(x.strip() for x in (query.title, query.abstract) if x and x.strip())
+
+
+class RelevanceRate:
+    name = NAME
+    headline = "score"
+    variants = ("score",)
+
+    def __init__(self) -> None:
+        self.prompt = load_metric_prompt("relevance_rate_v1")
+
+    @property
+    def version(self) -> str:
+        return compose_version("d1", self.prompt.version)
+
+    def items(self, report: ReportContext) -> list[Item]:
+        return [Item(f"src:{s.arxiv_id}", s) for s in report.cited_arxiv_sources()]
+
+    def judge_llm(self, client, report: ReportContext, item: Item) -> ItemJudgment:
+        title, text = source_fields(item.payload)
+        query = report.query
+        # Nothing of the report itself goes in: the same source is one cached question per query.
+        prompt = self.prompt.render(title=query.title, abstract=query.abstract,
+                                    section=(query.exemplar_text or "").strip(), source_title=title,
+                                    source_text=text)
+        judged = client.ask([{"role": "user", "content": prompt}], parse_grade, purpose=f"metric.{NAME}")
+        if not judged.scored:
+            return unscored_item(item.key, judged.unscored_reason, judged.calls)
+        grade, explanation = judged.value
+        return ItemJudgment(item.key, {"grade": grade}, explanation=explanation, calls=judged.calls)
+
+    def judge_local(self, report: ReportContext, items: Sequence[Item]) -> list[ItemJudgment]:
+        from deepscholar.llm import local_judge
+
+        items = list(items)
+        if not items:
+            return []
+        texts = [". ".join(source_fields(item.payload)) for item in items]
+        cosines = local_judge.similarity(texts, [_query_text(report.query)])[:, 0]
+        out = []
+        for item, cosine in zip(items, cosines, strict=True):
+            cosine = round(float(cosine), 4)
+            grade = 2 if cosine >= DIRECT_COSINE else 1 if cosine >= RELATED_COSINE else 0
+            out.append(ItemJudgment(item.key, {"grade": grade}, explanation=(
+                f"local embedding judge ({local_judge.MODEL_ID}), not an LLM: cosine {cosine:.3f} between "
+                f"the source's title+abstract and the query paper's title+abstract; grade 2 at >= "
+                f"{DIRECT_COSINE}, 1 at >= {RELATED_COSINE}, else 0")))
+        return out
+
+    def score(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
+        failed = report_unscored(self.variants, judgments)
+        if failed:
+            return failed
+        expected = [f"src:{a}" for a in report.cited_arxiv_ids]
+        if not expected:
+            return [Score("score", 0.0, details={"n_sources": 0, "why": (
+                "the report cites no arXiv source: it retrieved nothing (METRICS.md: RR = 0)")})]
+        grade_of = {j.key: j.label["grade"] for j in judgments}
+        missing = [k for k in expected if k not in grade_of]
+        if missing:
+            # |S| is the denominator whatever was judged: a missing source is not dropped from it.
+            return [Score("score", None, f"{len(missing)} of {len(expected)} cited sources have no grade "
+                          f"(first: {missing[0]})", n_items=len(judgments))]
+        grades = [grade_of[k] for k in expected]
+        counts = {str(g): grades.count(g) for g in GRADES}
+        return [Score("score", relevance_rate(grades), n_items=len(judgments),
+                      details={"n_sources": len(grades), "grades": counts})]
+
+
+METRIC = RelevanceRate()

@@ -1,0 +1,364 @@
+"""Rolling a month's scores up into the leaderboard (METRICS.md "Roll-up").
+
+Per (release, system, judge_config): each metric's mean of its headline variant over the queries scored
+(unscored ones excluded and counted), the geometric mean of the seven means, a seeded bootstrap 95 %
+interval for both, the rank, and per metric the best system with a paired t-test against the runner-up.
+
+The math is plain functions over numpy arrays and a pandas frame, testable without a database;
+`roll_up` reads the scores in one query, computes, and writes both tables in one transaction. Writes
+only touch rows whose values changed, so a re-run on unchanged scores leaves the tables byte-identical
+(computed_at included): a row-by-row comparison of two runs is a real reproducibility check.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import sqlalchemy as sa
+from scipy import stats
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.engine import Engine
+
+from deepscholar import db
+from deepscholar.evaluation.base import DIMENSIONS, HEADLINE_VARIANT, METRIC_ORDER
+
+__all__ = [
+    "ALPHA",
+    "CI_LEVEL",
+    "DEFAULT_N_BOOT",
+    "MetricSummary",
+    "PairedTest",
+    "summarize_metric",
+    "geometric_mean",
+    "geometric_means",
+    "bootstrap_intervals",
+    "paired_test",
+    "rank_by_geometric_mean",
+    "compute_leaderboard",
+    "load_scores",
+    "roll_up",
+]
+
+log = logging.getLogger("deepscholar.evaluation")
+
+ALPHA = 0.05  # METRICS.md: the best system is marked when p < 0.05
+CI_LEVEL = 0.95
+DEFAULT_N_BOOT = 1000
+ZERO_SPREAD = 1e-12  # scores live in [0, 1]: differences closer than this are float noise, not signal
+DIMENSION_OF = {m: d for d, ms in DIMENSIONS.items() for m in ms}
+
+LEADERBOARD_KEY = ("release_id", "system_id", "judge_config")
+METRICS_KEY = (*LEADERBOARD_KEY, "metric")
+
+
+# --------------------------------------------------------------------------------------------- the math
+
+@dataclass(frozen=True)
+class MetricSummary:
+    mean: float | None  # None when nothing was scored
+    n: int  # scored queries
+    n_unscored: int  # queries whose score row says unscored
+
+
+def _as_float_array(values: Sequence[float | None] | np.ndarray) -> np.ndarray:
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+
+def summarize_metric(values: Sequence[float | None] | np.ndarray) -> MetricSummary:
+    """One system's metric over its queries; None (or NaN) is an unscored query: out of the mean, counted."""
+    arr = _as_float_array(values)
+    scored = arr[~np.isnan(arr)]
+    mean = float(scored.mean()) if scored.size else None
+    return MetricSummary(mean, int(scored.size), int(arr.size - scored.size))
+
+
+def geometric_mean(means: Sequence[float | None]) -> float | None:
+    """Geometric mean of the seven means. A zero gives 0 (shown, not hidden); a missing mean gives None."""
+    arr = _as_float_array(means)
+    if arr.size == 0 or np.isnan(arr).any():
+        return None
+    if (arr == 0).any():
+        return 0.0  # gmean would say so too, with a log(0) warning on the way
+    return float(stats.gmean(arr))
+
+
+def geometric_means(matrix: np.ndarray) -> np.ndarray:
+    """Row-wise geometric_mean of a (k, metrics) array: NaN where a row has a NaN, 0 where it has a 0."""
+    matrix = np.asarray(matrix, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.exp(np.log(matrix).mean(axis=1))
+    out[(matrix == 0).any(axis=1)] = 0.0
+    out[np.isnan(matrix).any(axis=1)] = np.nan
+    return out
+
+
+def _interval(samples: np.ndarray) -> np.ndarray:
+    """Percentile interval per column; NaN replicates (a metric left with no scored query) are dropped."""
+    tail = (1 - CI_LEVEL) / 2 * 100
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column: nothing scored, interval NaN
+        return np.nanpercentile(samples, [tail, 100 - tail], axis=0).T
+
+
+def bootstrap_intervals(values: np.ndarray, *, seed: int = 0, n_boot: int = DEFAULT_N_BOOT
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded percentile bootstrap over one system's queries.
+
+    `values` is (queries, metrics) with NaN for a query not scored on a metric. Each replicate resamples
+    whole queries with replacement, so the metric means and the geometric mean of a replicate come from the
+    same queries. The draws are turned into per-query counts, so every replicate's sums are one matrix
+    product. A fresh generator per call: a system's interval depends on its scores and the seed only,
+    not on which other systems are on the board.
+    Returns ((metrics, 2) metric intervals, (2,) geometric-mean interval); NaN where nothing was scored.
+    """
+    values = np.asarray(values, dtype=float)
+    n_q, n_m = values.shape
+    if n_q == 0:
+        return np.full((n_m, 2), np.nan), np.full(2, np.nan)
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, n_q, size=(n_boot, n_q))  # replicate b picks queries draws[b]
+    flat = (draws + np.arange(n_boot)[:, None] * n_q).ravel()
+    counts = np.bincount(flat, minlength=n_boot * n_q).reshape(n_boot, n_q).astype(float)
+    scored = ~np.isnan(values)
+    sums = counts @ np.where(scored, values, 0.0)
+    n_scored = counts @ scored.astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = sums / n_scored  # NaN when a replicate drew none of the metric's scored queries
+    # The replicate's mean of a [0, 1] metric can exceed 1 by a rounding ulp; the interval must not.
+    means = np.clip(means, 0.0, 1.0)
+    return _interval(means), _interval(geometric_means(means)[:, None])[0]
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    p_value: float | None  # None when the test could not be run
+    n_pairs: int
+    significant: bool
+    note: str
+
+
+def paired_test(best: Mapping[str, float | None] | pd.Series, other: Mapping[str, float | None] | pd.Series,
+                alpha: float = ALPHA) -> PairedTest:
+    """Is `best` better than `other`? Paired two-tailed t-test over the queries both have scored."""
+    a = pd.Series(best, dtype=float)
+    b = pd.Series(other, dtype=float)
+    pairs = pd.concat([a.rename("a"), b.rename("b")], axis=1, join="inner").dropna()
+    n = len(pairs)
+    if n < 2:
+        # One pair has no variance to estimate: the t statistic does not exist.
+        return PairedTest(None, n, False, f"{n} shared scored queries: too few for a paired t-test")
+    diff = (pairs["a"] - pairs["b"]).to_numpy()
+    if np.ptp(diff) <= ZERO_SPREAD:
+        # Zero variance of the differences: t is ±inf or 0/0. A division by zero is not evidence, and the
+        # test's normal-errors model does not hold, so we claim nothing (typically identical scores).
+        # "Zero" up to float noise: .9 - .8 and .8 - .7 differ in the 17th digit and would give p ~ 1e-31.
+        return PairedTest(None, n, False, "the paired differences have zero variance: t-test undefined")
+    p = float(stats.ttest_rel(pairs["a"], pairs["b"]).pvalue)
+    if diff.mean() <= 0:
+        # Best by its mean over all its scored queries, yet not ahead on the shared ones: a small p would
+        # then point the other way, so it cannot mark the best as significantly better.
+        return PairedTest(p, n, False, "not ahead of the runner-up on the shared queries")
+    return PairedTest(p, n, p < alpha, f"paired t-test over {n} queries: p = {p:.3g}")
+
+
+def rank_by_geometric_mean(gms: Sequence[float | None]) -> list[int]:
+    """Competition ranks (ties share the better rank), best first; a missing geometric mean ranks last."""
+    arr = _as_float_array(gms)
+    known = arr[~np.isnan(arr)]
+    return [int((known > g).sum()) + 1 if not np.isnan(g) else int(known.size) + 1 for g in arr]
+
+
+def _versions(scores: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """metric_version per (system, metric); comma-joined when a system's scores mix versions."""
+    found: dict[tuple[str, str], list[str]] = {}
+    unique = scores[["system_id", "metric", "metric_version"]].dropna().drop_duplicates()
+    for system, metric, version in unique.sort_values(["system_id", "metric", "metric_version"]).itertuples(
+            index=False):
+        found.setdefault((system, metric), []).append(version)
+    return {k: ",".join(v) for k, v in found.items()}
+
+
+def _clean(x) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def compute_leaderboard(
+    scores: pd.DataFrame,
+    *,
+    release_id: str,
+    judge_config: str,
+    n_queries: int,
+    report_counts: Mapping[str, tuple[int, int]],
+    seed: int = 0,
+    n_boot: int = DEFAULT_N_BOOT,
+    reference_systems: frozenset[str] | set[str] = frozenset(),
+) -> tuple[list[dict], list[dict]]:
+    """Leaderboard and leaderboard_metrics rows from headline scores.
+
+    `reference_systems` (the human exemplar) are ranked alongside for comparison but never marked best:
+    three of their metrics are 1 by construction, so they would "win" those columns without competing.
+
+    `scores`: one row per (system_id, arxiv_id, metric) with `value` (NaN = unscored) and `metric_version`.
+    `report_counts[system] = (ok reports, system_error reports)`. Rows come out ordered by rank, system.
+    """
+    if scores.empty:
+        return [], []
+    scores = scores.assign(value=pd.to_numeric(scores["value"], errors="coerce").astype(float))
+    scores = scores[scores["metric"].isin(METRIC_ORDER)]
+    systems = sorted(scores["system_id"].unique())
+
+    grouped = scores.groupby(["system_id", "metric"], sort=True)
+    mean = grouped["value"].mean()
+    n = grouped["value"].count()
+    n_unscored = grouped["value"].size() - n
+    versions = _versions(scores)
+    for (system, metric), found in versions.items():
+        if "," in found:  # a prompt changed mid-month and not every report was re-judged
+            log.warning("%s %s under %s mixes metric versions %s", system, metric, judge_config, found)
+    # (system, query) x metric, NaN where unscored or never judged: the bootstrap's and t-test's input.
+    wide = (scores.set_index(["system_id", "arxiv_id", "metric"])["value"]
+            .unstack("metric").reindex(columns=list(METRIC_ORDER)).sort_index())
+
+    rows: dict[str, dict] = {}
+    details: dict[tuple[str, str], dict] = {}
+    for system in systems:
+        matrix = wide.loc[system].to_numpy()
+        metric_ci, gm_ci = bootstrap_intervals(matrix, seed=seed, n_boot=n_boot)
+        means = {m: _clean(mean.get((system, m))) for m in METRIC_ORDER}
+        ok, failed = report_counts.get(system, (0, 0))
+        gm = geometric_mean([means[m] for m in METRIC_ORDER])
+        rows[system] = {
+            "release_id": release_id, "system_id": system, "judge_config": judge_config,
+            "n_queries": int(n_queries), "n_reports": int(ok), "n_failed": int(failed), **means,
+            "geometric_mean": gm,
+            "geometric_mean_ci_low": _clean(gm_ci[0]) if gm is not None else None,
+            "geometric_mean_ci_high": _clean(gm_ci[1]) if gm is not None else None,
+            "metric_versions": {m: versions[(system, m)] for m in METRIC_ORDER if (system, m) in versions},
+        }
+        for i, m in enumerate(METRIC_ORDER):
+            details[(system, m)] = {
+                "release_id": release_id, "system_id": system, "judge_config": judge_config, "metric": m,
+                "dimension": DIMENSION_OF[m], "metric_position": i + 1, "variant": HEADLINE_VARIANT[m],
+                "metric_version": versions.get((system, m)), "mean": means[m],
+                "n": int(n.get((system, m), 0)), "n_unscored": int(n_unscored.get((system, m), 0)),
+                "ci_low": _clean(metric_ci[i, 0]) if means[m] is not None else None,
+                "ci_high": _clean(metric_ci[i, 1]) if means[m] is not None else None,
+                "is_best": False, "significant": False, "p_value": None, "runner_up": None, "n_pairs": None,
+            }
+
+    contenders = [s for s in systems if s not in reference_systems]
+    for m in METRIC_ORDER:
+        _mark_best(m, contenders, details, wide)
+
+    ranks = rank_by_geometric_mean([rows[s]["geometric_mean"] for s in systems])
+    for s, r in zip(systems, ranks, strict=True):
+        rows[s]["rank"] = r
+    order = sorted(systems, key=lambda s: (rows[s]["rank"], s))
+    return [rows[s] for s in order], [details[(s, m)] for s in order for m in METRIC_ORDER]
+
+
+def _mark_best(metric: str, systems: Sequence[str], details: dict, wide: pd.DataFrame) -> None:
+    """The best system on one metric, and whether it beats the runner-up significantly."""
+    ranked = sorted((details[(s, metric)]["mean"], s) for s in systems if details[(s, metric)]["mean"] is not None)
+    if not ranked:
+        return
+    top = ranked[-1][0]
+    best = [s for v, s in ranked if v == top]
+    for s in best:
+        details[(s, metric)]["is_best"] = True
+    if len(best) > 1:
+        return  # a tie for first: nobody is better than the runner-up
+    others = [(v, s) for v, s in ranked if v < top]
+    if not others:
+        return  # a single system: no runner-up to test against
+    second = others[-1][0]
+    runners = sorted(s for v, s in others if v == second)
+    row = details[(best[0], metric)]
+    best_scores = wide.loc[best[0], metric]
+    # Runner-ups tied on the mean: test against each and keep the least significant (largest p) result.
+    tests = [(paired_test(best_scores, wide.loc[r, metric]), r) for r in runners]
+    test, runner = max(tests, key=lambda t: (t[0].p_value is None, t[0].p_value or 0.0, not t[0].significant))
+    row.update(p_value=test.p_value, significant=test.significant, runner_up=runner, n_pairs=test.n_pairs)
+
+
+# ------------------------------------------------------------------------------------------ the database
+
+_SCORES_SQL = """
+    SELECT r.system_id, r.arxiv_id, m.metric, m.value, m.metric_version
+    FROM reports r
+    JOIN metric_scores m ON m.report_id = r.report_id
+    JOIN unnest(CAST(:metrics AS text[]), CAST(:variants AS text[])) AS h (metric, variant)
+      ON h.metric = m.metric AND h.variant = m.variant
+    WHERE r.release_id = :r AND r.status = 'ok' AND m.judge_config = :j
+    ORDER BY r.system_id, r.arxiv_id, m.metric"""
+
+
+def load_scores(conn: sa.Connection, release_id: str, judge_config: str) -> pd.DataFrame:
+    """Headline scores of the release's ok reports under one judge: one row per (system, query, metric)."""
+    result = conn.execute(sa.text(_SCORES_SQL), {
+        "r": release_id, "j": judge_config, "metrics": list(METRIC_ORDER),
+        "variants": [HEADLINE_VARIANT[m] for m in METRIC_ORDER]})
+    # Plain tuples: pandas probes Row objects attribute by attribute, which costs more than the query.
+    frame = pd.DataFrame([tuple(r) for r in result],
+                         columns=["system_id", "arxiv_id", "metric", "value", "metric_version"])
+    frame["value"] = pd.to_numeric(frame["value"], errors="coerce").astype(float)
+    return frame
+
+
+def _write_changed(conn: sa.Connection, table_name: str, rows: Sequence[dict], key: Sequence[str],
+                   touch: str | None = None) -> None:
+    """Upsert that leaves a row alone when no value differs, so a re-run writes nothing."""
+    if not rows:
+        return
+    tbl = db.table(conn, table_name)
+    stmt = pg_insert(tbl)
+    cols = [c for c in rows[0] if c not in key]
+    changed = sa.tuple_(*[tbl.c[c] for c in cols]).is_distinct_from(sa.tuple_(*[stmt.excluded[c] for c in cols]))
+    set_ = {c: stmt.excluded[c] for c in cols} | ({touch: sa.func.now()} if touch else {})
+    stmt = stmt.on_conflict_do_update(index_elements=list(key), set_=set_, where=changed)
+    for start in range(0, len(rows), 1000):
+        conn.execute(stmt, list(rows[start:start + 1000]))
+
+
+def roll_up(engine: Engine, release_id: str, judge_config: str, *, seed: int = 0,
+            n_boot: int = DEFAULT_N_BOOT) -> list[dict]:
+    """Compute and store the leaderboard of one release under one judge; returns its rows, best first.
+
+    Every system with an ok report scored under `judge_config` gets a row; rows of systems that no longer
+    have one are deleted. Concurrent roll-ups of the same board wait for each other (advisory lock).
+    """
+    started = time.perf_counter()
+    with engine.begin() as conn:
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:k))"),
+                     {"k": f"deepscholar_rollup:{release_id}:{judge_config}"})
+        n_queries = conn.execute(sa.text("""
+            SELECT (SELECT count(*) FROM release_queries q WHERE q.release_id = r.release_id)
+            FROM releases r WHERE r.release_id = :r"""), {"r": release_id}).scalar()
+        if n_queries is None:
+            raise LookupError(f"release {release_id!r} does not exist")
+        counts = {s: (int(ok), int(failed)) for s, ok, failed in conn.execute(sa.text("""
+            SELECT system_id, count(*) FILTER (WHERE status = 'ok'), count(*) FILTER (WHERE status = 'system_error')
+            FROM reports WHERE release_id = :r GROUP BY system_id"""), {"r": release_id})}
+        scores = load_scores(conn, release_id, judge_config)
+        references = set(conn.execute(sa.text(
+            "SELECT system_id FROM systems WHERE kind = 'human_exemplar'")).scalars())
+        rows, metric_rows = compute_leaderboard(scores, release_id=release_id, judge_config=judge_config,
+                                                n_queries=n_queries, report_counts=counts, seed=seed,
+                                                n_boot=n_boot, reference_systems=references)
+        systems = [r["system_id"] for r in rows]
+        # Rows of systems gone from this board (their reports or scores deleted); their details cascade.
+        conn.execute(sa.text("""
+            DELETE FROM leaderboard WHERE release_id = :r AND judge_config = :j AND NOT (system_id = ANY(:s))"""),
+            {"r": release_id, "j": judge_config, "s": systems})
+        _write_changed(conn, "leaderboard", rows, LEADERBOARD_KEY, touch="computed_at")
+        _write_changed(conn, "leaderboard_metrics", metric_rows, METRICS_KEY)
+    log.info("leaderboard %s (%s): %d systems, %d scores, %.2f s", release_id, judge_config, len(rows),
+             len(scores), time.perf_counter() - started)
+    return rows

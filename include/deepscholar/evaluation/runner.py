@@ -1,0 +1,252 @@
+"""Judging a month: one metric over the reports that lack a current score for it, then the roll-up.
+
+`judge_metric` is what one mapped Airflow task runs (one metric, one system); `evaluate_release` runs
+all of it outside Airflow with the same functions. Only reports without a score at the current
+metric_version under this judge_config are judged, so a re-run, a retry and a backfill do only the
+missing work, and a prompt change (a new metric_version) re-judges exactly that metric.
+
+The LLM path flattens the items of every pending report into one list and sends it through one client,
+so `concurrency` requests are in flight however the items are spread over reports.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from deepscholar import db
+from deepscholar.evaluation.base import METRIC_ORDER, ItemJudgment, Metric, ReportContext, Score
+from deepscholar.evaluation.judges import JudgeSpec
+
+__all__ = ["pending_reports", "judge_metric", "plan_judging", "evaluate_release", "JudgeRun",
+           "DEFAULT_CONCURRENCY"]
+
+log = logging.getLogger("deepscholar.evaluation")
+
+DEFAULT_CONCURRENCY = 16
+CHUNK_REPORTS = 100  # reports judged and stored per transaction: progress survives a killed task
+MAX_PARALLEL_TASKS = 32  # (metric, system) tasks run side by side by evaluate_release with an LLM judge
+
+
+@dataclass
+class JudgeRun:
+    metric: str
+    system_id: str | None
+    judge_config: str
+    metric_version: str
+    reports: int = 0
+    items: int = 0
+    unscored_reports: int = 0
+    llm_requests: int = 0  # calls that reached the provider (cache hits excluded)
+    cached_calls: int = 0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _env_concurrency() -> int:
+    return int(os.environ.get("DEEPSCHOLAR_JUDGE_CONCURRENCY", str(DEFAULT_CONCURRENCY)))
+
+
+def pending_reports(engine: Engine, release_id: str, metric: Metric, judge_config: str,
+                    system_id: str | None = None) -> list[int]:
+    """Ok reports of the release without a headline score at the current metric_version."""
+    with engine.connect() as conn:
+        return list(conn.execute(sa.text("""
+            SELECT r.report_id FROM reports r
+            WHERE r.release_id = :r AND r.status = 'ok' AND (CAST(:s AS text) IS NULL OR r.system_id = :s)
+              AND NOT EXISTS (
+                  SELECT 1 FROM metric_scores m
+                  WHERE m.report_id = r.report_id AND m.metric = :m AND m.judge_config = :j
+                    AND m.variant = :v AND m.metric_version = :ver)
+            ORDER BY r.system_id, r.arxiv_id"""),
+            {"r": release_id, "s": system_id, "m": metric.name, "j": judge_config, "v": metric.headline,
+             "ver": metric.version}).scalars())
+
+
+def _judge_llm(metric: Metric, client, contexts: Sequence[ReportContext]) -> dict[int, list[ItemJudgment]]:
+    work = [(ctx, item) for ctx in contexts for item in metric.items(ctx)]
+    answers = client.map(lambda pair: metric.judge_llm(client, pair[0], pair[1]), work)
+    out: dict[int, list[ItemJudgment]] = {ctx.report_id: [] for ctx in contexts}
+    for (ctx, _), judgment in zip(work, answers, strict=True):
+        out[ctx.report_id].append(judgment)
+    return out
+
+
+def _judge_local(metric: Metric, contexts: Sequence[ReportContext]) -> dict[int, list[ItemJudgment]]:
+    out = {}
+    for ctx in contexts:
+        items = metric.items(ctx)
+        out[ctx.report_id] = list(metric.judge_local(ctx, items)) if items else []
+    return out
+
+
+_JUDGMENT_UPSERT = sa.text("""
+    INSERT INTO judgments (report_id, metric, judge_config, item_key, metric_version, label, unscored_reason,
+                           explanation, n_calls, judged_at)
+    VALUES (:report_id, :metric, :judge_config, :item_key, :metric_version, CAST(:label AS jsonb),
+            :unscored_reason, :explanation, :n_calls, now())
+    ON CONFLICT (report_id, metric, judge_config, item_key) DO UPDATE SET
+        metric_version = EXCLUDED.metric_version, label = EXCLUDED.label,
+        unscored_reason = EXCLUDED.unscored_reason, explanation = EXCLUDED.explanation,
+        n_calls = EXCLUDED.n_calls, judged_at = now()""")
+
+
+def store_results(conn: sa.Connection, metric: Metric, judge_config: str, report_id: int,
+                  judgments: Sequence[ItemJudgment], scores: Sequence[Score]) -> None:
+    """Replace this report's judgments and scores for (metric, judge_config) by the new ones."""
+    keys = [j.key for j in judgments]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"{metric.name}: duplicate item keys for report {report_id}")
+    base = {"report_id": report_id, "metric": metric.name, "judge_config": judge_config}
+    if judgments:
+        conn.execute(_JUDGMENT_UPSERT, [
+            {**base, "item_key": j.key, "metric_version": metric.version,
+             # SQL NULL (not JSON null) for an unscored item, as the table's CHECK requires.
+             "label": None if j.label is None else json.dumps(j.label),
+             "unscored_reason": j.unscored_reason, "explanation": j.explanation, "n_calls": j.calls}
+            for j in judgments])
+    conn.execute(sa.text("""
+        DELETE FROM judgments WHERE report_id = :report_id AND metric = :metric AND judge_config = :judge_config
+          AND NOT (item_key = ANY(:keys))"""), {**base, "keys": keys})
+    variants = [s.variant for s in scores]
+    if set(variants) != set(metric.variants) or len(variants) != len(set(variants)):
+        raise ValueError(f"{metric.name}: score() returned variants {variants}, expected {list(metric.variants)}")
+    db.upsert(conn, "metric_scores", [
+        {**base, "variant": s.variant, "metric_version": metric.version, "value": s.value,
+         "unscored_reason": s.unscored_reason, "n_items": s.n_items, "details": s.details or {}}
+        for s in scores], key=["report_id", "metric", "judge_config", "variant"])
+    conn.execute(sa.text("""
+        DELETE FROM metric_scores WHERE report_id = :report_id AND metric = :metric
+          AND judge_config = :judge_config AND NOT (variant = ANY(:variants))"""), {**base, "variants": variants})
+
+
+def judge_metric(
+    engine: Engine,
+    release_id: str,
+    metric_name: str,
+    *,
+    system_id: str | None = None,
+    judge: str | JudgeSpec = "local",
+    api_base: str | None = None,
+    api_key: str | None = None,
+    concurrency: int | None = None,
+    client=None,
+) -> JudgeRun:
+    """Judge every report of the release (optionally one system's) lacking a current score for one metric.
+
+    `client` lets several of these share one LLMClient, so one concurrency bound covers them all.
+    """
+    from deepscholar.evaluation.metrics import get_metric
+    from deepscholar.llm.client import track_usage
+
+    started = time.perf_counter()
+    spec = judge if isinstance(judge, JudgeSpec) else JudgeSpec.parse(judge)
+    metric = get_metric(metric_name)
+    run = JudgeRun(metric_name, system_id, spec.config_id, metric.version)
+    pending = pending_reports(engine, release_id, metric, spec.config_id, system_id)
+    if not pending:
+        run.seconds = time.perf_counter() - started
+        return run
+    if metric_name == "document_importance":
+        # Counts of the papers reports cite are looked up once and frozen under the release.
+        from deepscholar.evaluation.source_counts import freeze_source_counts
+
+        freeze_source_counts(engine, release_id)
+    if client is None and not spec.is_local:
+        client = spec.client_for(
+            engine, metric_name, api_base=api_base or os.environ.get("DEEPSCHOLAR_JUDGE_API_BASE") or None,
+            api_key=api_key, concurrency=concurrency or _env_concurrency())
+    from deepscholar.evaluation.context import load_reports
+
+    with track_usage() as usage:
+        for start in range(0, len(pending), CHUNK_REPORTS):
+            contexts = load_reports(engine, pending[start:start + CHUNK_REPORTS])
+            judged = _judge_local(metric, contexts) if client is None else _judge_llm(metric, client, contexts)
+            with engine.begin() as conn:
+                for ctx in contexts:
+                    judgments = judged[ctx.report_id]
+                    scores = metric.score(ctx, judgments)
+                    store_results(conn, metric, spec.config_id, ctx.report_id, judgments, scores)
+                    run.reports += 1
+                    run.items += len(judgments)
+                    headline = next(s for s in scores if s.variant == metric.headline)
+                    if headline.value is None:
+                        run.unscored_reports += 1
+                        log.warning("%s unscored for report %s (%s / %s): %s", metric_name, ctx.report_id,
+                                    ctx.system_id, ctx.arxiv_id, headline.unscored_reason)
+    run.llm_requests = usage.calls - usage.cached_calls
+    run.cached_calls = usage.cached_calls
+    run.seconds = time.perf_counter() - started
+    log.info("%s on %s (%s, %s): %d reports, %d items, %d unscored, %d LLM requests, %.1f s", metric_name,
+             release_id, system_id or "all systems", spec.config_id, run.reports, run.items, run.unscored_reports,
+             run.llm_requests, run.seconds)
+    return run
+
+
+def plan_judging(engine: Engine, release_id: str, systems: Sequence[str] | None = None,
+                 metrics: Sequence[str] | None = None) -> list[dict]:
+    """(metric, system) tasks: every metric for every system with ok reports in the release."""
+    metrics = list(metrics or METRIC_ORDER)
+    unknown = sorted(set(metrics) - set(METRIC_ORDER))
+    if unknown:
+        raise ValueError(f"unknown metrics: {', '.join(unknown)}; known: {', '.join(METRIC_ORDER)}")
+    with engine.connect() as conn:
+        names = conn.execute(sa.text("""
+            SELECT DISTINCT system_id FROM reports
+            WHERE release_id = :r AND status = 'ok' AND (CAST(:s AS text[]) IS NULL OR system_id = ANY(:s))
+            ORDER BY system_id"""), {"r": release_id, "s": list(systems) if systems else None}).scalars().all()
+    return [{"release_id": release_id, "metric": m, "system_id": s} for m in metrics for s in names]
+
+
+def evaluate_release(
+    engine: Engine,
+    release_id: str,
+    *,
+    judge: str = "local",
+    metric_models: dict[str, str] | None = None,
+    metrics: Sequence[str] | None = None,
+    systems: Sequence[str] | None = None,
+    api_base: str | None = None,
+    concurrency: int | None = None,
+    roll_up: bool = True,
+) -> dict:
+    """The evaluation half outside Airflow: the DAG's judge tasks one after another, then the roll-up."""
+    from deepscholar.systems.generation import require_published
+
+    require_published(engine, release_id)
+    spec = JudgeSpec.parse(judge, metric_models)
+    tasks = plan_judging(engine, release_id, systems, metrics)
+    if spec.is_local:  # CPU-bound embeddings: one task after another
+        runs = [judge_metric(engine, release_id, t["metric"], system_id=t["system_id"], judge=spec) for t in tasks]
+    else:
+        # All (metric, system) tasks at once through one client per model, so `concurrency` requests stay
+        # in flight for the whole evaluation instead of draining at the end of every small task.
+        base = api_base or os.environ.get("DEEPSCHOLAR_JUDGE_API_BASE") or None
+        clients: dict[str, object] = {}
+        for t in tasks:
+            model = spec.model_for(t["metric"])
+            if model not in clients:
+                clients[model] = spec.client_for(engine, t["metric"], api_base=base,
+                                                 concurrency=concurrency or _env_concurrency())
+        with ThreadPoolExecutor(max_workers=max(1, min(len(tasks), MAX_PARALLEL_TASKS))) as pool:
+            runs = list(pool.map(lambda t: judge_metric(
+                engine, release_id, t["metric"], system_id=t["system_id"], judge=spec,
+                client=clients[spec.model_for(t["metric"])]), tasks))
+    result = {"release_id": release_id, "judge_config": spec.config_id, "runs": [r.as_dict() for r in runs],
+              "reports_judged": sum(r.reports for r in runs), "llm_requests": sum(r.llm_requests for r in runs),
+              "unscored_reports": sum(r.unscored_reports for r in runs)}
+    if roll_up:
+        from deepscholar.evaluation.rollup import roll_up as do_roll_up
+
+        result["leaderboard_rows"] = len(do_roll_up(engine, release_id, spec.config_id))
+    return result

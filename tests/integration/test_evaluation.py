@@ -1,0 +1,178 @@
+"""Evaluation end to end on the demo month (library path): judge, store, roll up, re-run for free.
+
+The demo month is built once for the module (release, offline systems' reports, an external import);
+the tests then judge it with the local judge and with an LLM judge served by a local OpenAI-compatible
+server over real HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from support.demo_month import build_demo_month
+from support.openai_stub import OpenAIStub
+
+from deepscholar import db
+from deepscholar.evaluation.base import HEADLINE_VARIANT, METRIC_ORDER
+from deepscholar.evaluation.judges import JudgeSpec
+from deepscholar.evaluation.metrics import get_metric
+from deepscholar.evaluation.runner import evaluate_release, judge_metric, pending_reports, plan_judging
+
+LOCAL = JudgeSpec.parse("local").config_id
+
+
+@pytest.fixture(scope="module")
+def demo(db_url):
+    """The demo month in the session database, with the replay server's OpenAlex reachable for DI lookups."""
+    from deepscholar.replay.server import ReplayServer
+
+    engine = db.get_engine(db_url)
+    with engine.begin() as conn:
+        names = conn.execute(sa.text(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'deepscholar' "
+            "AND table_type = 'BASE TABLE' AND table_name <> 'schema_files'")).scalars().all()
+        conn.execute(sa.text("TRUNCATE " + ", ".join(f'deepscholar."{n}"' for n in names) + " CASCADE"))
+    home = Path(tempfile.mkdtemp(prefix="deepscholar_eval_"))
+    built = build_demo_month(engine, home)
+    with ReplayServer(built["snapshot"]) as server, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DEEPSCHOLAR_OPENALEX_URL", server.openalex_url)
+        yield {"engine": engine, **built}
+
+
+def _scores(engine, judge_config=LOCAL):
+    with engine.connect() as conn:
+        return {(r.system_id, r.arxiv_id, r.metric, r.variant): (r.value, r.unscored_reason) for r in conn.execute(
+            sa.text("""SELECT r.system_id, r.arxiv_id, m.metric, m.variant, m.value, m.unscored_reason
+                       FROM metric_scores m JOIN reports r USING (report_id) WHERE m.judge_config = :j"""),
+            {"j": judge_config})}
+
+
+def test_local_evaluation_scores_every_report_on_every_metric_and_reruns_for_free(demo):
+    engine, month = demo["engine"], demo["month"]
+    result = evaluate_release(engine, month, judge="local")
+    assert result["judge_config"] == LOCAL and result["llm_requests"] == 0
+    with engine.connect() as conn:
+        reports = conn.execute(sa.text(
+            "SELECT system_id, arxiv_id FROM reports WHERE release_id = :r AND status = 'ok'"), {"r": month}).all()
+    systems = {s for s, _ in reports}
+    assert systems == {"extractive", "oracle", "human_exemplar", "external_jsonl_demo"}
+    scores = _scores(engine)
+    for system_id, arxiv_id in reports:
+        for metric in METRIC_ORDER:
+            value, reason = scores[(system_id, arxiv_id, metric, HEADLINE_VARIANT[metric])]
+            assert (value is None) != (reason is None)
+            if value is not None:
+                assert 0.0 <= value <= 1.0
+    # The human row's by-construction values (METRICS.md).
+    for (system_id, _, metric, variant), (value, _) in scores.items():
+        if system_id == "human_exemplar" and variant == HEADLINE_VARIANT[metric]:
+            if metric == "organization":
+                assert value == 0.5
+            elif metric in ("nugget_coverage", "reference_coverage", "document_importance"):
+                assert value == 1.0
+    # Claim coverage keeps every window, and coverage can only grow with the window.
+    for system_id, arxiv_id in reports:
+        windows = [scores[(system_id, arxiv_id, "claim_coverage", f"w{w}")][0] for w in range(6)]
+        if windows[0] is not None:
+            assert windows == sorted(windows)
+
+    from deepscholar.evaluation.leaderboard import load_leaderboard
+    from deepscholar.evaluation.leaderboard_quality import check_leaderboard
+
+    board = load_leaderboard(engine, month, LOCAL)
+    assert {r["system_id"] for r in board} == systems
+    assert check_leaderboard(engine, month, LOCAL).success
+
+    before_counts = db.row_counts(engine)
+    again = evaluate_release(engine, month, judge="local")
+    assert again["reports_judged"] == 0 and again["llm_requests"] == 0
+    assert db.row_counts(engine) == before_counts
+    assert _scores(engine) == scores
+
+
+def test_a_new_metric_version_rejudges_only_that_metric(demo):
+    engine, month = demo["engine"], demo["month"]
+    evaluate_release(engine, month, judge="local", roll_up=False)
+    relevance = get_metric("relevance_rate")
+    with engine.begin() as conn:
+        conn.execute(sa.text("""UPDATE metric_scores SET metric_version = 'd0+old_prompt'
+                                WHERE metric = 'relevance_rate' AND report_id = (
+                                    SELECT min(report_id) FROM reports WHERE system_id = 'extractive')"""))
+    assert len(pending_reports(engine, month, relevance, LOCAL)) == 1
+    assert pending_reports(engine, month, get_metric("organization"), LOCAL) == []
+    run = judge_metric(engine, month, "relevance_rate", judge="local")
+    assert run.reports == 1
+    assert pending_reports(engine, month, relevance, LOCAL) == []
+
+
+def test_plan_judging_is_metric_by_system_and_can_be_narrowed(demo):
+    engine, month = demo["engine"], demo["month"]
+    tasks = plan_judging(engine, month)
+    assert len(tasks) == 7 * 4 and {t["metric"] for t in tasks} == set(METRIC_ORDER)
+    assert {t["system_id"] for t in plan_judging(engine, month, ["oracle"], ["organization"])} == {"oracle"}
+    with pytest.raises(ValueError, match="unknown metrics"):
+        plan_judging(engine, month, metrics=["fluency"])
+
+
+def test_a_judge_answering_garbage_leaves_reports_unscored_with_reasons_and_the_board_counts_them(demo, monkeypatch):
+    engine, month = demo["engine"], demo["month"]
+    monkeypatch.setenv("OPENAI_API_KEY", "test")  # the provider key comes from the environment, as in production
+    with OpenAIStub() as stub:
+        stub.default = lambda body: "I would rather not say."
+        result = evaluate_release(engine, month, judge="openai/garbage-judge", metrics=["organization"],
+                                  systems=["extractive"], api_base=stub.url, concurrency=4)
+        requests_first = stub.requests
+        judge_config = "llm:openai/garbage-judge"
+        assert result["judge_config"] == judge_config
+        n_reports = result["reports_judged"]
+        assert n_reports > 0 and result["unscored_reports"] == n_reports
+        # Each order is asked once and re-asked max_reasks (2) times before it is given up.
+        assert requests_first == n_reports * 2 * 3
+        again = evaluate_release(engine, month, judge="openai/garbage-judge", metrics=["organization"],
+                                 systems=["extractive"], api_base=stub.url)
+        assert stub.requests == requests_first and again["reports_judged"] == 0
+    scores = _scores(engine, judge_config)
+    reasons = [reason for (system, _, metric, _), (value, reason) in scores.items() if metric == "organization"]
+    assert reasons and all(r and "unparseable" in r for r in reasons)
+    with engine.connect() as conn:
+        row = conn.execute(sa.text("""SELECT mean, n, n_unscored FROM leaderboard_metrics
+                                      WHERE release_id = :r AND system_id = 'extractive' AND judge_config = :j
+                                        AND metric = 'organization'"""), {"r": month, "j": judge_config}).one()
+    assert row.mean is None and row.n == 0 and row.n_unscored == n_reports
+    # Local and LLM results never mix: the garbage judge wrote nothing under the local judge_config.
+    with engine.connect() as conn:
+        configs = set(conn.execute(sa.text("SELECT DISTINCT judge_config FROM judgments")).scalars())
+    assert configs <= {LOCAL, judge_config}
+    assert all(v[0] is not None for k, v in _scores(engine).items() if k[2] == "organization")
+
+
+def test_cli_evaluate_reruns_for_free_and_leaderboard_prints_every_format(demo, db_url):
+    from test_cli import run_cli
+
+    engine, month = demo["engine"], demo["month"]
+    evaluate_release(engine, month, judge="local")
+    out = run_cli("evaluate", "--release", month, "--json", db_url=db_url)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["reports_judged"] == 0 and result["llm_requests"] == 0
+
+    out = run_cli("leaderboard", "--release", month, "--judge", "local", "--format", "json", db_url=db_url)
+    assert out.returncode == 0, out.stderr
+    board = json.loads(out.stdout)
+    with engine.connect() as conn:
+        expected = {r.system_id: r for r in conn.execute(sa.text(
+            "SELECT system_id, geometric_mean, rank FROM leaderboard WHERE release_id = :r AND judge_config = :j"),
+            {"r": month, "j": LOCAL})}
+    assert {b["system_id"] for b in board} == set(expected)
+    for b in board:
+        assert b["rank"] == expected[b["system_id"]].rank
+        assert b["geometric_mean"] == pytest.approx(expected[b["system_id"]].geometric_mean)
+    for fmt in ("table", "csv", "markdown"):
+        out = run_cli("leaderboard", "--release", month, "--format", fmt, db_url=db_url)
+        assert out.returncode == 0 and "human_exemplar" in out.stdout, out.stderr
+    out = run_cli("leaderboard", "--release", "2031-01", db_url=db_url)
+    assert out.returncode == 1 and "no leaderboard" in out.stderr

@@ -1,0 +1,40 @@
+"""Generation lanes: a system's LLM provider decides the Airflow pool its reports are written in."""
+
+import pytest
+
+from deepscholar.orchestration import GENERATION_LANES, lane_pool, provider_lane
+from deepscholar.systems.generation import pairs_by_lane, system_lane
+
+
+@pytest.mark.parametrize(("model", "lane"), [
+    ("openai/gpt-4.1", "openai"), ("gpt-4o", "openai"), ("o3-mini", "openai"), ("azure/my-deployment", "openai"),
+    ("anthropic/claude-sonnet-4", "anthropic"), ("claude-3-5-haiku", "anthropic"),
+    ("gemini/gemini-2.5-pro", "gemini"), ("vertex_ai/gemini-2.0-flash", "gemini"),
+    ("ollama/llama3", "local"), ("hosted_vllm/qwen", "local"),
+    ("mistral/mistral-large", "other"), ("some-unknown-model", "other"), (None, "offline"), ("", "offline"),
+])
+def test_provider_lane(model, lane):
+    assert provider_lane(model) == lane
+
+
+def test_systems_without_a_model_run_offline():
+    assert system_lane("extractive", {}) == "offline"
+    assert system_lane("external", {"endpoint": "http://x"}) == "offline"
+    assert system_lane("deepscholar_base", {"model": "anthropic/claude-sonnet-4"}) == "anthropic"
+
+
+def test_lane_pools_default_to_provider_pools_and_can_be_overridden():
+    assert lane_pool("offline", {}) == "default_pool"
+    assert lane_pool("openai", {}) == "llm_openai"
+    assert lane_pool("openai", {"DEEPSCHOLAR_POOL_OPENAI": "openai_tier2"}) == "openai_tier2"
+
+
+def test_pairs_by_lane_gives_every_lane_its_own_batches():
+    pairs = [{"system_id": f"s{i}", "arxiv_id": str(i), "lane": "openai" if i % 2 else "offline"} for i in range(5)]
+    lanes = pairs_by_lane(pairs, max_tasks=2)
+    assert set(lanes) == set(GENERATION_LANES)
+    assert sum(map(len, lanes["offline"])) == 3 and len(lanes["offline"]) == 2  # batched under the cap
+    assert [p["system_id"] for b in lanes["openai"] for p in b] == ["s1", "s3"]
+    assert lanes["anthropic"] == []
+    with pytest.raises(ValueError, match="unknown lanes"):
+        pairs_by_lane([{"system_id": "x", "arxiv_id": "1", "lane": "mars"}])
