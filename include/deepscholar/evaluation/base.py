@@ -37,6 +37,7 @@ __all__ = [
     "Metric",
     "unscored_item",
     "report_unscored",
+    "judgments_in_order",
     "compose_version",
     "JudgeFreeMetric",
 ]
@@ -178,6 +179,12 @@ class Score:
 
 def unscored_item(key: str, reason: str, calls: int = 0) -> ItemJudgment:
     return ItemJudgment(key=key, label=None, unscored_reason=reason, calls=calls)
+
+
+def judgments_in_order(items: Sequence[Item], judgments: Sequence[ItemJudgment], missing: str) -> list[ItemJudgment]:
+    """One judgment per item, in items() order; an item nobody judged is unscored with `missing` as reason."""
+    by_key = {j.key: j for j in judgments}
+    return [by_key.get(it.key) or unscored_item(it.key, missing) for it in items]
 
 
 def report_unscored(variants: Sequence[str], judgments: Sequence[ItemJudgment]) -> list[Score] | None:

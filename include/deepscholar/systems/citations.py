@@ -416,6 +416,17 @@ def _paragraphs(markdown: str) -> list[str]:
                     and not _MARKER_RE.search(p[0]))]
 
 
+# Numbered markers ([3], [2][7], [2, 7], [2-4], [2–4], \[3\]) with the space before them.
+_NUMBER_MARKER_RE = re.compile(r"\s*\\?\[\s*\d{1,3}(?:\s*[-\u2010-\u2014\u2212,;]\s*\d{1,3})*\s*\\?\]")
+
+
+def strip_citation_numbers(text: str) -> str:
+    """A sentence as a judge or an embedding should read it: numbered markers are noise there."""
+    text = _NUMBER_MARKER_RE.sub("", text or "")
+    text = re.sub(r"\s+([.,;:!?)])", r"\1", text)
+    return " ".join(text.split())
+
+
 def split_sentences(markdown: str) -> list[Sentence]:
     """Sentences of a report body with their citations; headings, blank lines and reference lists are not sentences."""
     sentences: list[Sentence] = []

@@ -9,7 +9,6 @@ text is their title and abstract (context.py), as METRICS.md asks.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from deepscholar.evaluation.base import (
@@ -18,12 +17,13 @@ from deepscholar.evaluation.base import (
     ReportContext,
     Score,
     compose_version,
+    judgments_in_order,
     report_unscored,
     unscored_item,
 )
 from deepscholar.evaluation.metrics import load_metric_prompt
 from deepscholar.llm.client import ParseError, parse_json_object
-from deepscholar.systems.citations import split_sentences
+from deepscholar.systems.citations import split_sentences, strip_citation_numbers
 
 __all__ = ["CitationPrecision", "METRIC", "SUPPORT_COSINE", "parse_support", "strip_citation_numbers",
            "resolved_text", "support_cosines"]
@@ -32,15 +32,6 @@ NAME = "citation_precision"
 # Local judge: a pair is precise when the sentence's best cosine against the source (its whole text or
 # one of its sentences) reaches this. "At least one claim" is a weaker test than claim coverage's.
 SUPPORT_COSINE = 0.50
-
-# Numbered markers ([3], [2][7], [2, 7], [2-4], \[3\]): noise to the judge, who sees one source at a time.
-_NUMBER_MARKER_RE = re.compile(r"\s*\\?\[\s*\d{1,3}(?:\s*[-\u2010-\u2014\u2212,;]\s*\d{1,3})*\s*\\?\]")
-
-
-def strip_citation_numbers(text: str) -> str:
-    text = _NUMBER_MARKER_RE.sub("", text or "")
-    text = re.sub(r"\s+([.,;:!?)])", r"\1", text)
-    return " ".join(text.split())
 
 
 def parse_support(text: str) -> tuple[bool, str]:
@@ -141,8 +132,7 @@ class CitationPrecision:
             # METRICS.md: a report with no citations scores 0 (a score, not a failure).
             return [Score(v, 0.0, details={"n_pairs": 0, "note": "the report cites nothing"})
                     for v in self.variants]
-        by_key = {j.key: j for j in judgments}
-        ordered = [by_key.get(it.key) or unscored_item(it.key, "no judgment for this pair") for it in items]
+        ordered = judgments_in_order(items, judgments, "no judgment for this pair")
         failed = report_unscored(self.variants, ordered)
         if failed:
             return failed

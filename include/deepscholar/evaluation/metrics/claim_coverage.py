@@ -18,6 +18,7 @@ from deepscholar.evaluation.base import (
     ReportContext,
     Score,
     compose_version,
+    judgments_in_order,
     report_unscored,
     unscored_item,
 )
@@ -25,9 +26,9 @@ from deepscholar.evaluation.metrics import load_metric_prompt
 from deepscholar.evaluation.metrics.citation_precision import (
     parse_support,
     resolved_text,
-    strip_citation_numbers,
     support_cosines,
 )
+from deepscholar.systems.citations import strip_citation_numbers
 
 __all__ = ["ClaimCoverage", "METRIC", "DEFAULT_W_MAX", "SUPPORT_COSINE", "query_text", "references_at",
            "coverage_at"]
@@ -147,8 +148,7 @@ class ClaimCoverage:
         if not items:
             return [Score(v, 0.0, details={"n_sentences": 0, "note": "the report has no sentences"})
                     for v in self.variants]
-        by_key = {j.key: j for j in judgments}
-        ordered = [by_key.get(it.key) or unscored_item(it.key, "no judgment for this sentence") for it in items]
+        ordered = judgments_in_order(items, judgments, "no judgment for this sentence")
         failed = report_unscored(self.variants, ordered)
         if failed:
             return failed

@@ -7,7 +7,6 @@ variants come from the same labels, so they never disagree about which nuggets w
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from deepscholar.evaluation.base import (
@@ -22,6 +21,7 @@ from deepscholar.evaluation.base import (
 )
 from deepscholar.evaluation.metrics import load_metric_prompt
 from deepscholar.llm.client import ParseError, parse_json_array
+from deepscholar.systems.citations import strip_citation_numbers
 
 __all__ = ["NuggetCoverage", "METRIC", "LABELS", "BATCH_SIZE", "SUPPORT_COSINE", "PARTIAL_COSINE",
            "strip_citation_numbers", "parse_nugget_labels", "coverage"]
@@ -32,15 +32,6 @@ BATCH_SIZE = 10  # METRICS.md: batches of at most 10 nuggets per call
 # Local judge: a nugget's best cosine against one report sentence.
 SUPPORT_COSINE = 0.65
 PARTIAL_COSINE = 0.45
-
-# Numbered markers ([3], [2, 7], [2-4], \[3\]) mean nothing to an embedding; remove them with their space.
-_NUMBER_MARKER_RE = re.compile(r"\s*\\?\[\s*\d{1,3}(?:\s*[-\u2013,;]\s*\d{1,3})*\s*\\?\]")
-
-
-def strip_citation_numbers(text: str) -> str:
-    text = _NUMBER_MARKER_RE.sub("", text or "")
-    text = re.sub(r"\s+([.,;:!?)])", r"\1", text)
-    return " ".join(text.split())
 
 
 def parse_nugget_labels(text: str, count: int) -> list[str]:

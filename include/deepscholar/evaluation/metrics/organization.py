@@ -23,8 +23,8 @@ from deepscholar.evaluation.base import (
     unscored_item,
 )
 from deepscholar.evaluation.metrics import load_metric_prompt
-from deepscholar.evaluation.metrics.nugget_coverage import strip_citation_numbers
 from deepscholar.llm.client import ParseError, parse_json_object
+from deepscholar.systems.citations import strip_citation_numbers
 
 __all__ = ["Organization", "METRIC", "ORDERS", "render_exemplar", "report_body", "parse_decision",
            "coherence", "Coherence", "COHESION_WEIGHT", "SEPARATION_WEIGHT", "DUPLICATE_WEIGHT",
