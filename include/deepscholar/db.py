@@ -1,4 +1,4 @@
-"""The warehouse: engine resolution, idempotent schema setup and upserts on natural keys.
+"""The warehouse: engine resolution, schema upgrades (deepscholar.migrations) and upserts on natural keys.
 
 Engine resolution order: an explicit URL, `DEEPSCHOLAR_DB_URL`, the Airflow connection `deepscholar_db`,
 else an embedded PostgreSQL (pgserver) under `$DEEPSCHOLAR_HOME/pgdata`. The benchmark data always lives
@@ -7,7 +7,6 @@ in its own database, apart from Airflow's metadata.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import sys
@@ -114,43 +113,15 @@ def describe_url(engine: Engine) -> str:
     return engine.url.render_as_string(hide_password=True)
 
 
-def sql_files(sql_dir: Path = SQL_DIR) -> list[Path]:
-    files = sorted(p for p in sql_dir.glob("*.sql") if p.name[:3].isdigit())
-    if not files:
-        raise FileNotFoundError(f"no schema files (NNN_*.sql) in {sql_dir}")
-    return files
+def init_db(engine: Engine) -> list[str]:
+    """Upgrade the warehouse to the newest schema revision, keeping every row (deepscholar.migrations).
 
-
-def init_db(engine: Engine, sql_dir: Path = SQL_DIR) -> list[str]:
-    """Apply every ordered schema file; each is written to be re-runnable, so this is idempotent.
-
-    An advisory lock serialises concurrent callers (mapped tasks may all call it at start-up).
+    Returns the revision ids applied, empty when already at head (then it costs one SELECT). An
+    advisory lock serialises concurrent callers (mapped tasks may all call it at start-up).
     """
-    applied = []
-    with engine.begin() as conn:
-        conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext('deepscholar_init_db'))"))
-        conn.execute(sa.text(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}"))
-        conn.execute(sa.text(
-            f"CREATE TABLE IF NOT EXISTS {SCHEMA}.schema_files ("
-            " filename text PRIMARY KEY, sha256 text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
-        ))
-        for path in sql_files(sql_dir):
-            body = path.read_text()
-            digest = hashlib.sha256(body.encode()).hexdigest()
-            seen = conn.execute(
-                sa.text(f"SELECT sha256 FROM {SCHEMA}.schema_files WHERE filename = :f"), {"f": path.name}
-            ).scalar()
-            if seen == digest:
-                continue
-            conn.exec_driver_sql(body)
-            conn.execute(
-                sa.text(
-                    f"INSERT INTO {SCHEMA}.schema_files (filename, sha256) VALUES (:f, :d) "
-                    "ON CONFLICT (filename) DO UPDATE SET sha256 = excluded.sha256, applied_at = now()"
-                ),
-                {"f": path.name, "d": digest},
-            )
-            applied.append(path.name)
+    from deepscholar import migrations
+
+    applied = migrations.upgrade(engine)
     _tables.cache_clear()
     return applied
 

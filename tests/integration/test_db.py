@@ -6,7 +6,7 @@ from deepscholar import db
 
 
 def test_init_db_is_idempotent(engine):
-    assert db.init_db(engine) == []  # the session fixture already applied every file
+    assert db.init_db(engine) == []  # the session fixture already applied every revision
     before = db.row_counts(engine)
     db.init_db(engine)
     assert db.row_counts(engine) == before

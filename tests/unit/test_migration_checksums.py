@@ -1,0 +1,92 @@
+"""Released schema revisions are frozen: their SQL is pinned here, so an edit fails loudly.
+
+A warehouse that already ran a revision never runs it again, so editing it would make old and new
+warehouses silently differ. To change the schema, add a revision (deepscholar/migrations/__init__.py)
+and pin its checksum below once it is final.
+"""
+
+import hashlib
+import re
+import shutil
+from pathlib import Path
+
+from deepscholar import migrations
+
+# revision -> migrations.sql_checksum(revision). Never edit a line here; only add new ones.
+RELEASED = {
+    "0001_baseline": "134acd245f462615f25def4b67c7a5bf2c034c715eec7948b4e1a0379e2d39bb",
+    "0002_report_quality_flags": "841311b1787d7f8752be9dab9c64a2744bca3a8d1c0d1240ae888188a2070e0c",
+    "0003_benchmark_runs": "fc1f319980fdc142783956f73556f9bf71dd045aa85b74d58ec8502717a94b75",
+    "0004_retrieved_sources": "9a4da3e95de2f5be492ec595631fb890ba0bfc0378738d3debbb49be522a42c5",
+}
+# The sha256 the pre-migration init_db recorded in schema_files for sql/001..004: the baseline is
+# exactly those files, so adopted warehouses match it.
+PRE_MIGRATION_FILES = {
+    "001_release.sql": "c27f2ad7f9fabefe81331a32b740ab64c98232a52cf2d7ed113f55f8c5728c3b",
+    "002_systems.sql": "ff7d65325408d2b6b07ff2f93ed05da9763325ff3d6ec9caa02577b4026ed36c",
+    "003_evaluation.sql": "f1d568518677422abee8ff6d1bb3ce50172084c554ed84ee5852134139bd35b4",
+    "004_leaderboard.sql": "12b2cdc49031429c064f0c0db01c639405eaed60b929d310c6d2080e11531a2a",
+}
+
+
+def test_released_revisions_are_unchanged():
+    problems = migrations.released_revision_problems(RELEASED)
+    assert not problems, "\n".join(problems)
+
+
+def test_an_edited_released_revision_is_refused(tmp_path):
+    versions = tmp_path / "versions"
+    shutil.copytree(migrations.VERSIONS_DIR, versions)
+    systems = versions / "0001_baseline" / "002_systems.sql"
+    systems.write_text(systems.read_text().replace("    kind           text NOT NULL,\n",
+                                                   "    kind           text NOT NULL,\n    tier text,\n"))
+    flags = versions / "0002_report_quality_flags.sql"
+    flags.write_text(flags.read_text() + "\n")  # even whitespace counts
+    problems = migrations.released_revision_problems(RELEASED, versions)
+    assert len(problems) == 2, problems
+    for revision, problem in zip(["0001_baseline", "0002_report_quality_flags"], problems, strict=True):
+        assert f"released revision {revision} was edited" in problem
+        assert "add a new revision instead" in problem
+
+
+def test_a_new_revision_must_be_pinned(tmp_path):
+    versions = tmp_path / "versions"
+    shutil.copytree(migrations.VERSIONS_DIR, versions)
+    (versions / "0003_example.py").write_text('revision = "0003_example"\ndown_revision = "0002_report_quality_flags"\n')
+    (versions / "0003_example.sql").write_text("SELECT 1;\n")
+    (problem,) = migrations.released_revision_problems(RELEASED, versions)
+    assert "0003_example has no pinned checksum" in problem
+
+
+def test_baseline_is_the_pre_migration_schema_files():
+    paths = migrations.sql_paths(migrations.BASELINE)
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths} == PRE_MIGRATION_FILES
+    assert [p.name for p in paths] == sorted(PRE_MIGRATION_FILES)  # run in the old file-name order
+
+
+def test_revision_files_form_one_linear_chain_named_after_their_ids():
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations.MIGRATIONS_DIR))
+    script = ScriptDirectory.from_config(cfg)
+    ids = migrations.revision_ids()
+    assert script.get_heads() == [ids[-1]] == [migrations.head_revision()]
+    previous = None
+    for revision_id in ids:
+        revision = script.get_revision(revision_id)
+        assert Path(revision.path).stem == revision_id
+        assert revision.down_revision == previous, f"{revision_id} must follow {previous}"
+        assert len(revision_id) <= 32, "Alembic's version_num column is varchar(32)"
+        assert migrations.sql_paths(revision_id), f"{revision_id} has no SQL"
+        previous = revision_id
+    # Every .py in versions/ is a revision the file-name ordering sees (no stray or misnamed files).
+    assert sorted(p.stem for p in migrations.VERSIONS_DIR.glob("*.py")) == ids
+
+
+def test_schema_changes_are_revisions_not_loose_sql_files():
+    root_sql = Path(__file__).resolve().parents[2] / "sql"
+    loose = [p.name for p in root_sql.glob("*.sql") if re.match(r"\d{3}_", p.name)]
+    assert not loose, (f"{loose} in sql/ would never run: the schema changes through revisions in "
+                       "include/deepscholar/migrations/versions/ (see docs/ARCHITECTURE.md)")
