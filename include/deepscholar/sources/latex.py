@@ -77,7 +77,9 @@ def read_tex(path: Path) -> str:
             continue
     else:
         text = data.decode("latin-1")
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+    # NUL is an ignored character to TeX (catcode 9) and PostgreSQL text and jsonb refuse it: a stray one
+    # in a source used to make storing the paper's section fail and stop the whole extraction step.
+    return text.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n")
 
 
 # Every construct starts with a backslash or a percent sign; leading with that character class lets
@@ -357,6 +359,9 @@ class FlatDocument:
     pieces: list[_Piece]
     offsets: list[int]
     included: list[str]
+    # Comment-free text of the project's own .sty files the preamble loads (\usepackage{macros}),
+    # dependencies first: they define macros but are not part of the document's text.
+    packages: list[str] = field(default_factory=list)
 
     def locate(self, pos: int) -> tuple[_Piece, int]:
         i = max(0, bisect.bisect_right(self.offsets, pos) - 1)
@@ -421,13 +426,48 @@ def flatten(project: LatexProject, main_tex: str) -> FlatDocument:
     for piece in pieces:
         offsets.append(total)
         total += len(piece.text)
+    live = "".join(p.text for p in pieces)
+    begin = _BEGIN_DOC_RE.search(live)
     return FlatDocument(
         main_tex=main_tex,
-        live="".join(p.text for p in pieces),
+        live=live,
         pieces=pieces,
         offsets=offsets,
         included=included,
+        packages=local_packages(project, live[: begin.start()] if begin else live, main_tex),
     )
+
+
+_USEPACKAGE_RE = re.compile(
+    r"\\(?:usepackage|RequirePackage)(?![A-Za-z@])\s*(?:\[[^\]]*\]\s*)?\{(?P<names>[^{}]*)\}"
+)
+_MAX_LOCAL_PACKAGES = 50
+_MAX_PACKAGE_DEPTH = 5
+
+
+def local_packages(project: LatexProject, preamble: str, main_tex: str) -> list[str]:
+    """Comment-free text of the .sty files of the project itself that ``preamble`` loads.
+
+    Papers often keep their macros in a local package (``\\usepackage{macros}`` + macros.sty);
+    packages from the TeX distribution are not in the folder and are skipped.
+    """
+    found: list[str] = []
+    seen: set[str] = set()
+
+    def visit(text: str, current: str, depth: int) -> None:
+        for m in _USEPACKAGE_RE.finditer(text):
+            for name in m.group("names").split(","):
+                rel = project.resolve_input(name.strip() + ".sty", current=current, main=main_tex)
+                if rel is None or rel in seen or len(seen) >= _MAX_LOCAL_PACKAGES:
+                    continue
+                seen.add(rel)
+                sty = project.source(rel).live
+                if depth < _MAX_PACKAGE_DEPTH:
+                    visit(sty, rel, depth + 1)
+                found.append(sty)
+
+    visit(preamble, main_tex, 0)
+    return found
 
 
 # --------------------------------------------------------------------------------------------------
@@ -588,7 +628,12 @@ def related_work_in_document(doc: FlatDocument) -> RelatedWorkSection | None:
     if stop is not None:
         end = stop.start()
 
-    body_live = expand_simple_macros(live[heading.end : end], simple_macros(live[: heading.start]))
+    # User macros (\newcommand{\sysname}{...}) from local packages, the preamble and every file read
+    # before the heading, then any defined inside the section; see latex_macros for what is expanded.
+    from .latex_macros import MacroTable  # here: latex_macros itself uses this module
+
+    macros = MacroTable.from_sources([*doc.packages, live[: heading.start]])
+    body_live = macros.expand(live[heading.end : end])
     raw = doc.raw_between(heading.end, end)
     title_latex = _strip_labels(heading.title_latex).strip()
     command = "\\" + heading.level + ("*" if heading.star else "") + "{" + title_latex + "}"
@@ -605,62 +650,6 @@ def related_work_in_document(doc: FlatDocument) -> RelatedWorkSection | None:
 
 
 _LABEL_RE = re.compile(r"\\label\s*\{[^{}]*\}")
-_MACRO_DEF_RE = re.compile(
-    r"\\(?:(?:re)?newcommand|providecommand|DeclareRobustCommand)\*?\s*"
-    r"(?:\{\s*\\(?P<n1>[A-Za-z]+)\s*\}|\\(?P<n2>[A-Za-z]+))"
-    r"\s*(?P<args>\[[^\]]*\])?\s*\{"
-    r"|\\(?:g|e|x)?def\s*\\(?P<n3>[A-Za-z]+)\s*\{"
-)
-_MAX_MACRO_BODY = 300
-_DEFINING_RE = re.compile(r"(?:command\*?\s*\{?|def)\s*$")
-# Never expand over names whose meaning the extractor relies on (citations, headings, floats).
-_PROTECTED_MACROS = frozenset({
-    "cite", "label", "ref", "footnote", "url", "href", "item", "caption", "input", "include",
-    "section", "subsection", "paragraph", "begin", "end",
-})
-
-
-def simple_macros(live: str) -> dict[str, str]:
-    """Argument-free ``\\newcommand``/``\\def`` macros (e.g. ``\\newcommand{\\sys}{sybilhunter\\xspace}``).
-
-    Papers name their own system or recurring terms this way; without expansion the cleaned text
-    silently loses those words.
-    """
-    macros: dict[str, str] = {}
-    for m in _MACRO_DEF_RE.finditer(live):
-        name = m.group("n1") or m.group("n2") or m.group("n3")
-        args = (m.group("args") or "[0]").replace(" ", "")
-        if args != "[0]" or name in _PROTECTED_MACROS or "cite" in name:
-            continue
-        close = brace_group_end(live, m.end() - 1)
-        if close is None:
-            continue
-        body = live[m.end() : close - 1]
-        if len(body) > _MAX_MACRO_BODY or "#" in body or "\\def" in body or "newcommand" in body:
-            continue
-        macros[name] = body
-    return macros
-
-
-def expand_simple_macros(latex: str, macros: dict[str, str]) -> str:
-    if not macros:
-        return latex
-    names = "|".join(re.escape(n) for n in sorted(macros, key=len, reverse=True))
-    pattern = re.compile(r"\\(" + names + r")(?![A-Za-z@])")
-
-    def repl(m: re.Match[str]) -> str:
-        if _DEFINING_RE.search(m.string, max(0, m.start() - 30), m.start()):
-            return m.group(0)  # the name being (re)defined, not a use
-        return "{" + macros[m.group(1)] + "}"
-
-    for _ in range(3):  # macros may use other macros
-        new = pattern.sub(repl, latex)
-        if new == latex:
-            break
-        latex = new
-    return latex
-
-
 def _strip_labels(latex: str) -> str:
     return _LABEL_RE.sub("", latex)
 
@@ -947,6 +936,20 @@ def _unwrap_plain_groups(latex: str) -> str:
 _SPECIAL_CHARS_RE = re.compile(r"[\\{}$&~%^_#]|--|``|''|[!?]`")
 
 
+# pylatexenc's time grows faster than the text (a 2 MB one-line section took 80 s): past this size the
+# crude strip below is used, as for input pylatexenc cannot parse. A section under the word cap (1000
+# words) is a few tens of thousands of characters, so only sections dropped as too long take this path.
+_MAX_PARSED_CHARS = 100_000
+
+
+def _crude_text(latex: str) -> str:
+    """Commands and braces dropped; citations kept as markers, as the real conversion writes them."""
+    def marker(m: re.Match[str]) -> str:
+        return " " + _marker(cite_keys_in_latex(m.group(0))) + " "
+
+    return re.sub(r"\\[A-Za-z@]+\*?|[{}]", " ", _CITE_CALL_RE.sub(marker, latex))
+
+
 def latex_to_text(latex: str) -> str:
     """Plain text of a LaTeX fragment (comments must already be stripped)."""
     if not latex.strip():
@@ -954,6 +957,8 @@ def latex_to_text(latex: str) -> str:
     latex = _unwrap_plain_groups(latex)
     if not _SPECIAL_CHARS_RE.search(latex):
         return normalise_whitespace(latex)
+    if len(latex) > _MAX_PARSED_CHARS:
+        return normalise_whitespace(_crude_text(latex))
     latex = _prepare(latex)
     extra = tuple(sorted({m for m in _CITE_NAME_RE.findall(latex) if m not in _CITE_MACROS}))
     walker_db, text_db = _contexts(extra)
@@ -962,7 +967,7 @@ def latex_to_text(latex: str) -> str:
         nodes, _, _ = walker.get_latex_nodes()
         text = LatexNodes2Text(latex_context=text_db, math_mode="verbatim").nodelist_to_text(nodes)
     except Exception:  # pylatexenc on hostile input: degrade to a crude strip, never sink a whole run
-        text = re.sub(r"\\[A-Za-z@]+\*?|[{}]", " ", latex)
+        text = _crude_text(latex)
     return normalise_whitespace(text)
 
 
