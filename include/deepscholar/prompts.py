@@ -2,6 +2,12 @@
 
 The version is recorded wherever the prompt's output is stored (judge_config, report traces), so a
 prompt change is always a new version.
+
+A prompt whose second line is `fence: <<< >>>` quotes untrusted text (reports, titles, abstracts,
+snippets) between a line `<<<` and a line `>>>`, and tells the model that text there is data, never
+instructions. Rendering it breaks up every run of three or more `<` or `>` inside the substituted values
+(`>>>` becomes `> > >`), so a report cannot close its fence and speak to the judge as the prompt. (A tag
+such as `<report>` would not do: the text can type `</report>` itself.)
 """
 
 from __future__ import annotations
@@ -12,6 +18,13 @@ from functools import cache
 from importlib import resources
 
 _PLACEHOLDER_RE = re.compile(r"\{\{(\w+)\}\}")
+FENCE_OPEN, FENCE_CLOSE = "<<<", ">>>"
+_FENCE_RUN_RE = re.compile(r"<{3,}|>{3,}")
+
+
+def neutralise_fences(text: str) -> str:
+    """`>>>` -> `> > >` (and `<<<`, longer runs alike): the text can no longer open or close a fence."""
+    return _FENCE_RUN_RE.sub(lambda m: " ".join(m.group(0)), text)
 
 
 @dataclass(frozen=True)
@@ -19,12 +32,14 @@ class Prompt:
     name: str
     version: str
     template: str
+    fenced: bool = False  # values are quoted data: fence sequences in them are broken up
 
     def render(self, **values: object) -> str:
         def substitute(m: re.Match) -> str:
             if m.group(1) not in values:
                 raise KeyError(f"prompt {self.version} needs a value for {m.group(1)}")
-            return str(values[m.group(1)])
+            text = str(values[m.group(1)])
+            return neutralise_fences(text) if self.fenced else text
 
         # One pass, so braces inside substituted text (a section quoting JSON) are never expanded.
         return _PLACEHOLDER_RE.sub(substitute, self.template)
@@ -38,4 +53,10 @@ def load_prompt_file(package: str, name: str) -> Prompt:
     m = re.fullmatch(r"version:\s*(\S+)", first.strip())
     if not m:
         raise ValueError(f"prompt {name}.txt must start with a 'version: <id>' line")
-    return Prompt(name=name, version=m.group(1), template=body.strip() + "\n")
+    second, _, rest = body.partition("\n")
+    fenced = second.strip().startswith("fence:")
+    if fenced:
+        if second.split(":", 1)[1].split() != [FENCE_OPEN, FENCE_CLOSE]:
+            raise ValueError(f"prompt {name}.txt: the only fence is '{FENCE_OPEN} {FENCE_CLOSE}'")
+        body = rest
+    return Prompt(name=name, version=m.group(1), template=body.strip() + "\n", fenced=fenced)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from support.demo_month import build_demo_month
-from support.openai_stub import OpenAIStub
+from support.openai_stub import OpenAIStub, first_user_text
 
 from deepscholar import db
 from deepscholar.evaluation.base import HEADLINE_VARIANT, METRIC_ORDER
@@ -34,7 +34,7 @@ def demo(db_url):
     with engine.begin() as conn:
         names = conn.execute(sa.text(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'deepscholar' "
-            "AND table_type = 'BASE TABLE' AND table_name <> 'schema_files'")).scalars().all()
+            "AND table_type = 'BASE TABLE' AND table_name NOT IN ('schema_files', 'alembic_version')")).scalars().all()
         conn.execute(sa.text("TRUNCATE " + ", ".join(f'deepscholar."{n}"' for n in names) + " CASCADE"))
     home = Path(tempfile.mkdtemp(prefix="deepscholar_eval_"))
     built = build_demo_month(engine, home)
@@ -175,4 +175,97 @@ def test_cli_evaluate_reruns_for_free_and_leaderboard_prints_every_format(demo, 
         out = run_cli("leaderboard", "--release", month, "--format", fmt, db_url=db_url)
         assert out.returncode == 0 and "human_exemplar" in out.stdout, out.stderr
     out = run_cli("leaderboard", "--release", "2031-01", db_url=db_url)
-    assert out.returncode == 1 and "no leaderboard" in out.stderr
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "no release 2031-01" in out.stderr
+    out = run_cli("leaderboard", "--release", month, "--judge", "openai/never-used", db_url=db_url)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert f"no leaderboard for release {month} judged by openai/never-used yet" in out.stderr
+    assert f"deepscholar evaluate --release {month}" in out.stderr
+
+
+def _forget(engine, judge_config: str, model: str) -> None:
+    """As if this judge had never run: its scores, judgments and cached calls gone."""
+    with engine.begin() as conn:
+        for table in ("judgments", "metric_scores", "leaderboard_metrics", "leaderboard"):
+            conn.execute(sa.text(f"DELETE FROM {table} WHERE judge_config = :j"), {"j": judge_config})
+        conn.execute(sa.text("DELETE FROM llm_calls WHERE model = :m"), {"m": model})
+
+
+def _organization_judge(body: dict) -> str:
+    return json.dumps({"decision": "A", "explanation": "scripted"})
+
+
+@pytest.mark.parametrize("concurrency", [1, 16])
+def test_judge_runs_count_every_request_token_and_cost_the_provider_served(demo, monkeypatch, concurrency):
+    """The judge-run records against the stub's own log, at concurrency 1 and 16; replays counted apart."""
+    import litellm
+
+    engine, month = demo["engine"], demo["month"]
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    model, judge_config = "openai/gpt-4o-mini", "llm:openai/gpt-4o-mini"  # a model litellm prices
+    _forget(engine, judge_config, model)
+    kwargs = {"judge": model, "metrics": ["organization", "relevance_rate"], "systems": ["extractive", "oracle"],
+              "concurrency": concurrency, "roll_up": False}
+    with OpenAIStub(model_suffix="") as stub:
+        stub.default = lambda body: (_organization_judge(body) if "comparing two related-work" in first_user_text(
+            body) else json.dumps({"grade": 1, "explanation": "scripted"}))
+        result = evaluate_release(engine, month, api_base=stub.url, **kwargs)
+        served = stub.requests
+        runs = result["runs"]
+        assert len(runs) == 4 and served > 30 and result["unscored_reports"] == 0
+        assert result["llm_requests"] == served == sum(r["llm_requests"] for r in runs)
+        # relevance_rate asks once per (query, source): a source both systems cite is replayed the 2nd time
+        assert result["llm_attempts"] == served and result["cached_calls"] == sum(r["cached_calls"] for r in runs)
+        assert (result["prompt_tokens"], result["completion_tokens"]) == (12 * served, 5 * served)
+        unit = sum(litellm.cost_per_token(model="gpt-4o-mini", prompt_tokens=12, completion_tokens=5))
+        with engine.connect() as conn:
+            logged = conn.execute(sa.text("SELECT count(*), sum(cost_usd) FROM llm_calls WHERE api_base = :b"),
+                                  {"b": stub.url}).one()
+        assert logged[0] == served
+        assert result["cost_usd"] == pytest.approx(unit * served) == pytest.approx(logged[1])
+
+        # Judged again from scratch: every answer replayed from llm_calls, no request, no cost.
+        with engine.begin() as conn:
+            conn.execute(sa.text("DELETE FROM metric_scores WHERE judge_config = :j"), {"j": judge_config})
+        again = evaluate_release(engine, month, api_base=stub.url, **kwargs)
+        assert stub.requests == served
+        assert (again["llm_requests"], again["cached_calls"], again["cost_usd"]) == (
+            0, served + result["cached_calls"], 0)
+    stub.raise_errors()
+
+
+def test_a_judge_provider_down_fails_the_task_and_scores_nothing(demo, monkeypatch):
+    """A 503 storm is not the judge's verdict: judge_metric (the DAG task) raises, nothing is stored."""
+    from deepscholar.errors import InfrastructureError
+
+    engine, month = demo["engine"], demo["month"]
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    with OpenAIStub() as stub:
+        stub.default = lambda body: 503
+        with pytest.raises(InfrastructureError, match="unavailable") as err:
+            judge_metric(engine, month, "organization", system_id="extractive", judge="openai/down-judge",
+                         api_base=stub.url, concurrency=16)
+        attempts = stub.requests
+    # named by the client (the provider and endpoint) or by the host's circuit breaker (http_guard)
+    assert stub.url.split("//")[1].split("/")[0] in str(err.value)
+    with engine.connect() as conn:
+        stored = conn.execute(sa.text("SELECT (SELECT count(*) FROM judgments WHERE judge_config = :j) + "
+                                      "(SELECT count(*) FROM metric_scores WHERE judge_config = :j)"),
+                              {"j": "llm:openai/down-judge"}).scalar()
+    assert stored == 0
+    n_reports = len(pending_reports(engine, month, get_metric("organization"), "llm:openai/down-judge", "extractive"))
+    # Items not yet started when the outage showed are dropped, not each retried into the same wall.
+    assert 5 <= attempts <= 5 * min(16, 2 * n_reports)
+
+
+def test_evaluate_names_a_missing_key_before_any_request_and_refuses_an_empty_release(demo, monkeypatch):
+    from deepscholar.errors import MissingCredentials, UserError
+
+    engine, month = demo["engine"], demo["month"]
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with OpenAIStub() as stub:
+        with pytest.raises(MissingCredentials, match="OPENAI_API_KEY is not set"):
+            evaluate_release(engine, month, judge="openai/no-key-judge", metrics=["organization"],
+                             api_base=stub.url)
+        assert stub.requests == 0
+    with pytest.raises(UserError, match="has no ok reports of nobody to judge"):
+        evaluate_release(engine, month, judge="local", systems=["nobody"])

@@ -8,8 +8,9 @@ import pytest
 import sqlalchemy as sa
 from support.openai_stub import OpenAIStub
 
+from deepscholar.errors import InfrastructureError, MissingCredentials, UserError
 from deepscholar.llm.cache import request_hash
-from deepscholar.llm.client import LLMClient, ParseError, parse_json_array, parse_json_object
+from deepscholar.llm.client import LLMClient, ParseError, parse_json_array, parse_json_object, track_usage
 
 
 @pytest.fixture
@@ -74,15 +75,20 @@ def test_garbage_every_time_is_unscored_with_the_parse_error(engine, fake_llm):
     assert judged.calls == 3 and fake_llm.requests == 3
 
 
-def test_persistent_500_is_unscored_by_ask_and_raised_by_complete(engine, fake_llm):
+@pytest.mark.parametrize("status,error", [(500, "InternalServerError"), (503, "ServiceUnavailableError"),
+                                          (429, "RateLimitError")])
+def test_a_provider_down_past_the_retries_is_an_infrastructure_error_never_unscored(engine, fake_llm, status, error):
     import litellm
 
-    fake_llm.default = lambda body: 500
+    fake_llm.default = lambda body: status
     client = make_client(engine, fake_llm, max_retries=2)
-    judged = client.ask(user("anything"), parse_json_object, purpose="test.fail")
-    assert judged.value is None and "InternalServerError" in judged.unscored_reason
+    # A judge cannot be blamed for an outage: ask() raises (the task fails and is retried) instead of
+    # leaving the item unscored.
+    with pytest.raises(InfrastructureError, match=f"LLM provider openai/judge-a at {fake_llm.url} unavailable") as err:
+        client.ask(user("anything"), parse_json_object, purpose="test.fail")
+    assert isinstance(err.value.__cause__, getattr(litellm, error))  # the provider's error, kept as the cause
     assert fake_llm.requests == 3  # max_retries + 1
-    with pytest.raises(litellm.InternalServerError):
+    with pytest.raises(InfrastructureError):
         client.complete(user("anything"), purpose="test.fail")
     assert fake_llm.requests == 6
     assert llm_call_rows(engine) == []  # failures are not cached
@@ -203,10 +209,53 @@ def test_parse_json_array_rejects_objects():
         parse_json_array('{"x": 1}')
 
 
-def test_a_missing_api_key_fails_at_once_instead_of_being_retried_or_unscored(engine, fake_llm, monkeypatch):
+def test_a_missing_api_key_fails_at_once_naming_the_variable(engine, fake_llm, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     client = LLMClient(engine, "openai/judge-a", api_base=fake_llm.url, backoff_base=0.01)
     started = time.monotonic()
-    with pytest.raises(Exception, match="Missing credentials|api_key"):
+    with pytest.raises(MissingCredentials, match="^OPENAI_API_KEY is not set") as err:
         client.ask(user("is this ok?"), parse_json_object, purpose="test.no_key")
+    assert isinstance(err.value, UserError) and err.value.variable == "OPENAI_API_KEY"
     assert fake_llm.requests == 0 and time.monotonic() - started < 5
+    # A call already in llm_calls needs no key: nothing is sent.
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    first = LLMClient(engine, "openai/judge-a", api_base=fake_llm.url).complete(user("cached"), purpose="t")
+    monkeypatch.delenv("OPENAI_API_KEY")
+    again = LLMClient(engine, "openai/judge-a", api_base=fake_llm.url).complete(user("cached"), purpose="t")
+    assert again.cached and again.text == first.text and fake_llm.requests == 1
+
+
+@pytest.mark.parametrize("concurrency", [1, 16])
+def test_usage_tracking_sees_every_call_made_in_the_worker_threads(engine, fake_llm, concurrency):
+    """Counts, tokens and cost in track_usage() against the stub's own log, at any concurrency."""
+    import litellm
+
+    fake_llm.model_suffix = ""  # served as gpt-4o-mini: a model litellm prices
+    fake_llm.script = [429]  # one retried attempt: an attempt, not a call
+    client = make_client(engine, fake_llm, model="openai/gpt-4o-mini", concurrency=concurrency)
+    with track_usage() as usage:
+        client.map(lambda i: client.complete(user(f"u{i}"), purpose="test.usage"), range(40))
+        # nested fan-out, as a system's filter stage inside map() does
+        client.map(lambda i: client.map(lambda j: client.complete(user(f"n{i}.{j}"), purpose="test.usage"),
+                                        range(3)), range(4))
+        client.complete(user("u0"), purpose="test.usage")  # replayed from llm_calls
+    answered = fake_llm.requests - 1  # the 429
+    assert answered == 40 + 12
+    assert (usage.calls, usage.cached_calls, usage.requests, usage.attempts) == (53, 1, answered, answered + 1)
+    assert usage.request_prompt_tokens == 12 * answered and usage.request_completion_tokens == 5 * answered
+    assert (usage.prompt_tokens, usage.completion_tokens) == (12 * 53, 5 * 53)
+    unit = sum(litellm.cost_per_token(model="gpt-4o-mini", prompt_tokens=12, completion_tokens=5))
+    logged = sum(r["cost_usd"] for r in llm_call_rows(engine))
+    assert unit > 0 and usage.request_cost_usd == pytest.approx(unit * answered) == pytest.approx(logged)
+    assert usage.cost_usd == pytest.approx(unit * 53)
+
+
+def test_empty_choices_are_reasked_then_unscored_not_raised(engine, httpserver):
+    """A provider answering 200 with no choice gave no verdict: the judge's miss, not an outage."""
+    httpserver.expect_request("/v1/chat/completions").respond_with_json(
+        {"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": [],
+         "usage": {"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1}})
+    client = LLMClient(engine, "openai/m", api_base=httpserver.url_for("/v1"), api_key="test", backoff_base=0.01)
+    judged = client.ask(user("verdict?"), parse_json_object, purpose="test.empty")
+    assert judged.unscored_reason == "unparseable after 3 answers: empty answer" and judged.calls == 3
+    assert len(httpserver.log) == 3

@@ -74,7 +74,7 @@ def make_judge(engine, server) -> LLMReleaseJudge:
 
 def test_config_id_names_model_and_prompt_versions(engine, judge_server):
     assert make_judge(engine, judge_server).config_id == (
-        "llm:openai/judge-model:importance_v1+nuggetize_v1+nugget_labels_v1")
+        "llm:openai/judge-model:importance_v2+nuggetize_v2+nugget_labels_v2")
 
 
 def test_importance_one_call_per_reference_and_garbage_is_unscored(engine, judge_server):

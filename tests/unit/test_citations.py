@@ -229,4 +229,27 @@ def test_a_placeholder_reference_is_counted_unresolved_not_dropped():
     assert [(s.idx, s.arxiv_id) for s in report.sources] == [(1, "2308.10363")]
     stats = citation_stats(report.text, report.sources)
     assert (stats.n_citations, stats.n_unresolved, stats.unresolved) == (3, 2, (2, 3))
-    assert any("2306.XXXXX" in note for note in report.trace["import"]["notes"])
+    assert report.trace["import"]["unresolved"] == [
+        {"n": 2, "entry": "Placeholder paper. *arXiv:2306.XXXXX*, 2023.",
+         "reason": "names no resolvable arXiv id ('2306.XXXXX')", "in_text": True},
+        {"n": 3, "entry": "", "reason": "no entry with this number in the reference list", "in_text": True}]
+
+
+def test_reference_entries_with_dois_resolve_and_placeholder_dois_do_not():
+    refs = parse_reference_list(
+        "Text [1][2][3][4].\n\n## References\n\n"
+        "[1] Fairness. In SIGIR, 2024. doi:10.1145/3626772.3657766\n"
+        "[2] ACL paper. https://doi.org/10.18653/v1/2020.acl-main.1.\n"
+        "[3] arXiv DOI. DOI 10.48550/arXiv.2308.10363\n"
+        "[4] Invented. doi: 10.xxxx/xxxxx\n")
+    assert [(r.arxiv_id, r.url, r.doi, r.problem) for r in refs.values()] == [
+        (None, "https://doi.org/10.1145/3626772.3657766", "10.1145/3626772.3657766", None),
+        (None, "https://doi.org/10.18653/v1/2020.acl-main.1", "10.18653/v1/2020.acl-main.1", None),
+        ("2308.10363", None, "10.48550/arXiv.2308.10363", None),
+        (None, None, None, "names no resolvable DOI ('10.xxxx/xxxxx')")]
+
+
+def test_retrieved_only_sources_never_resolve_a_citation():
+    sources = [Source(idx=1, title="Cited", snippet="", arxiv_id="2308.10363"),
+               Source(idx=2, title="Only retrieved", snippet="s", arxiv_id="2309.00001", cited=False)]
+    assert citation_stats("A [1]. B [2].", sources).unresolved == (2,)

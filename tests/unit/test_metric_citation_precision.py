@@ -73,8 +73,8 @@ def test_registered_with_headline_and_version():
     assert get_metric("citation_precision") is METRIC
     assert METRIC.headline == HEADLINE_VARIANT["citation_precision"] == "per_pair"
     assert METRIC.variants == ("per_pair", "per_sentence")
-    assert METRIC.version == "d1+citation_precision_v1"
-    assert METRIC.prompt.version == "citation_precision_v1"
+    assert METRIC.version == "d2+citation_precision_v2"
+    assert METRIC.prompt.version == "citation_precision_v2"
 
 
 def test_one_item_per_distinct_pair_and_a_repeated_marker_counts_once():

@@ -83,7 +83,7 @@ def test_registered_with_headline_variants_and_version():
     assert get_metric("claim_coverage") is METRIC
     assert METRIC.headline == HEADLINE_VARIANT["claim_coverage"] == "w1"
     assert METRIC.variants == ("w0", "w1", "w2", "w3", "w4", "w5")
-    assert METRIC.version == "d1.wmax5+claim_coverage_v1"
+    assert METRIC.version == "d2.wmax5+claim_coverage_v2"
     assert ClaimCoverage(w_max=2).variants == ("w0", "w1", "w2")
     assert ClaimCoverage(w_max=2).version != METRIC.version
     with pytest.raises(ValueError):

@@ -77,7 +77,7 @@ def test_registry_and_protocol():
     assert get_metric("nugget_coverage") is METRIC and isinstance(METRIC, Metric)
     assert METRIC.variants == ("strict_all", "all", "strict_vital", "vital")
     assert METRIC.headline == "strict_all"
-    assert METRIC.version == "d1+nugget_coverage_v1"
+    assert METRIC.version == "d2+nugget_coverage_v2"
 
 
 def test_items_are_batches_of_ten_in_nugget_idx_order():

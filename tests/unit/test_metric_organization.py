@@ -87,7 +87,7 @@ def test_registry_and_protocol():
     assert get_metric("organization") is METRIC
     assert isinstance(METRIC, Metric)
     assert METRIC.variants == ("score",) and METRIC.headline == "score"
-    assert METRIC.version == "d1+organization_v1"
+    assert METRIC.version == "d2+organization_v2"
 
 
 def test_items_are_the_two_orders():

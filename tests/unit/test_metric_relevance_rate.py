@@ -75,7 +75,7 @@ class FakeClient:
 
 def test_registry_and_protocol():
     assert get_metric("relevance_rate") is METRIC and isinstance(METRIC, Metric)
-    assert METRIC.variants == ("score",) and METRIC.version == "d1+relevance_rate_v1"
+    assert METRIC.variants == ("score",) and METRIC.version == "d1+relevance_rate_v2"
 
 
 def test_items_are_the_distinct_cited_arxiv_sources():

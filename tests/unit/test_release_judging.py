@@ -120,7 +120,7 @@ def test_make_release_judge_picks_the_backend():
     assert local.config_id == "local:all-MiniLM-L6-v2:v1"
     llm = make_release_judge("openai/gpt-4.1", object(), api_base="http://judge/v1", concurrency=3)
     assert isinstance(llm, LLMReleaseJudge) and isinstance(llm, ReleaseJudge)
-    assert llm.config_id == "llm:openai/gpt-4.1:importance_v1+nuggetize_v1+nugget_labels_v1"
+    assert llm.config_id == "llm:openai/gpt-4.1:importance_v2+nuggetize_v2+nugget_labels_v2"
     assert llm.client.concurrency == 3 and llm.client.api_base == "http://judge/v1"
     with pytest.raises(ValueError, match="engine"):
         make_release_judge("openai/gpt-4.1", None)

@@ -76,7 +76,7 @@ def load_reports(engine: Engine, report_ids: Sequence[int]) -> list[ReportContex
             JOIN reports r USING (report_id)
             LEFT JOIN corpus c ON c.arxiv_id = rs.arxiv_id
             LEFT JOIN source_cited_by f ON f.release_id = r.release_id AND f.arxiv_id = rs.arxiv_id
-            WHERE rs.report_id = ANY(:ids)
+            WHERE rs.report_id = ANY(:ids) AND rs.cited  -- retrieved-only sources are no citations
             ORDER BY rs.report_id, rs.source_idx"""), {"ids": list(report_ids)}).mappings().all()
     kind_of = {r["report_id"]: r["kind"] for r in reports}
     sources_of: dict[int, dict[int, SourceDoc]] = {}

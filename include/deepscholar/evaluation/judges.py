@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine
 
+from deepscholar.errors import InvalidInput
 from deepscholar.evaluation.base import METRIC_ORDER
 
 __all__ = ["JudgeSpec", "LOCAL_JUDGE_VERSION"]
@@ -28,13 +29,13 @@ class JudgeSpec:
     def parse(cls, spec: str, metric_models: Mapping[str, str] | None = None) -> JudgeSpec:
         spec = (spec or "").strip()
         if not spec:
-            raise ValueError("a judge is required: 'local' or a litellm model string such as openai/gpt-4o")
+            raise InvalidInput("a judge is required: 'local' or a litellm model string such as openai/gpt-4o")
         overrides = dict(metric_models or {})
         unknown = sorted(set(overrides) - set(METRIC_ORDER))
         if unknown:
-            raise ValueError(f"per-metric judge models for unknown metrics: {', '.join(unknown)}")
+            raise InvalidInput(f"per-metric judge models for unknown metrics: {', '.join(unknown)}")
         if spec == "local" and overrides:
-            raise ValueError("the local judge takes no per-metric models")
+            raise InvalidInput("the local judge takes no per-metric models")
         return cls(spec, overrides)
 
     @property

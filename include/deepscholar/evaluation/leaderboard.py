@@ -24,6 +24,7 @@ from sqlalchemy.engine import Engine
 
 from deepscholar.db import SQL_DIR
 from deepscholar.evaluation.base import DIMENSIONS, HEADLINE_VARIANT, METRIC_ORDER
+from deepscholar.release.window import validate_release_id
 
 __all__ = [
     "FORMATS",
@@ -85,6 +86,8 @@ def load_leaderboard(engine: Engine, release_id: str | None = None, judge_config
     detail}, in Table 2's order. With release_id None, the latest release that has a board (under
     judge_config when given); with judge_config None, the most complete board of that release.
     """
+    if release_id is not None:
+        validate_release_id(release_id)  # InvalidInput for what no release can be named (NUL bytes, quotes)
     with engine.connect() as conn:
         picked = conn.execute(sa.text(_PICK_SQL), {"r": release_id, "j": judge_config}).first()
         if picked is None:

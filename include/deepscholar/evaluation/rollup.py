@@ -27,6 +27,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Engine
 
 from deepscholar import db
+from deepscholar.errors import NotFound
 from deepscholar.evaluation.base import DIMENSIONS, HEADLINE_VARIANT, METRIC_ORDER
 
 __all__ = [
@@ -342,7 +343,7 @@ def roll_up(engine: Engine, release_id: str, judge_config: str, *, seed: int = 0
             SELECT (SELECT count(*) FROM release_queries q WHERE q.release_id = r.release_id)
             FROM releases r WHERE r.release_id = :r"""), {"r": release_id}).scalar()
         if n_queries is None:
-            raise LookupError(f"release {release_id!r} does not exist")
+            raise NotFound(f"release {release_id!r} does not exist")
         counts = {s: (int(ok), int(failed)) for s, ok, failed in conn.execute(sa.text("""
             SELECT system_id, count(*) FILTER (WHERE status = 'ok'), count(*) FILTER (WHERE status = 'system_error')
             FROM reports WHERE release_id = :r GROUP BY system_id"""), {"r": release_id})}

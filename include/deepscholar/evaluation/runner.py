@@ -11,6 +11,7 @@ so `concurrency` requests are in flight however the items are spread over report
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import os
@@ -23,6 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar import db
+from deepscholar.errors import InvalidInput, UserError
 from deepscholar.evaluation.base import METRIC_ORDER, ItemJudgment, Metric, ReportContext, Score
 from deepscholar.evaluation.judges import JudgeSpec
 
@@ -46,7 +48,11 @@ class JudgeRun:
     items: int = 0
     unscored_reports: int = 0
     llm_requests: int = 0  # calls that reached the provider (cache hits excluded)
-    cached_calls: int = 0
+    cached_calls: int = 0  # calls answered from llm_calls: no request, no cost
+    llm_attempts: int = 0  # HTTP requests sent, retried failures included
+    prompt_tokens: int = 0  # of the provider requests
+    completion_tokens: int = 0
+    cost_usd: float | None = None  # of the provider requests; None when the provider's prices are unknown
     seconds: float = 0.0
 
     def as_dict(self) -> dict:
@@ -73,20 +79,32 @@ def pending_reports(engine: Engine, release_id: str, metric: Metric, judge_confi
              "ver": metric.version}).scalars())
 
 
-def _judge_llm(metric: Metric, client, contexts: Sequence[ReportContext]) -> dict[int, list[ItemJudgment]]:
+def _judge_llm(metric: Metric, client, contexts: Sequence[ReportContext],
+               label: str = "judge calls") -> dict[int, list[ItemJudgment]]:
+    from deepscholar.progress import Progress
+
     work = [(ctx, item) for ctx in contexts for item in metric.items(ctx)]
-    answers = client.map(lambda pair: metric.judge_llm(client, pair[0], pair[1]), work)
+    tracker = Progress(label, len(work))
+
+    def one(pair) -> ItemJudgment:
+        judgment = metric.judge_llm(client, pair[0], pair[1])
+        tracker.advance()
+        return judgment
+
+    answers = client.map(one, work)
     out: dict[int, list[ItemJudgment]] = {ctx.report_id: [] for ctx in contexts}
     for (ctx, _), judgment in zip(work, answers, strict=True):
         out[ctx.report_id].append(judgment)
     return out
 
 
-def _judge_local(metric: Metric, contexts: Sequence[ReportContext]) -> dict[int, list[ItemJudgment]]:
+def _judge_local(metric: Metric, contexts: Sequence[ReportContext], tracker=None) -> dict[int, list[ItemJudgment]]:
     out = {}
     for ctx in contexts:
         items = metric.items(ctx)
         out[ctx.report_id] = list(metric.judge_local(ctx, items)) if items else []
+        if tracker is not None:
+            tracker.advance()
     return out
 
 
@@ -167,11 +185,19 @@ def judge_metric(
             engine, metric_name, api_base=api_base or os.environ.get("DEEPSCHOLAR_JUDGE_API_BASE") or None,
             api_key=api_key, concurrency=concurrency or _env_concurrency())
     from deepscholar.evaluation.context import load_reports
+    from deepscholar.progress import Progress
 
+    label = f"{metric_name} on {release_id} ({system_id or 'all systems'}, {spec.config_id})"
+    reports_done = Progress(f"{label}: reports", len(pending)) if client is None else None
     with track_usage() as usage:
         for start in range(0, len(pending), CHUNK_REPORTS):
             contexts = load_reports(engine, pending[start:start + CHUNK_REPORTS])
-            judged = _judge_local(metric, contexts) if client is None else _judge_llm(metric, client, contexts)
+            if client is None:
+                judged = _judge_local(metric, contexts, reports_done)
+            else:
+                chunk = (f", reports {start + 1}-{start + len(contexts)} of {len(pending)}"
+                         if len(pending) > CHUNK_REPORTS else "")
+                judged = _judge_llm(metric, client, contexts, f"{label}: judge calls{chunk}")
             with engine.begin() as conn:
                 for ctx in contexts:
                     judgments = judged[ctx.report_id]
@@ -184,12 +210,13 @@ def judge_metric(
                         run.unscored_reports += 1
                         log.warning("%s unscored for report %s (%s / %s): %s", metric_name, ctx.report_id,
                                     ctx.system_id, ctx.arxiv_id, headline.unscored_reason)
-    run.llm_requests = usage.calls - usage.cached_calls
-    run.cached_calls = usage.cached_calls
+    run.llm_requests, run.cached_calls, run.llm_attempts = usage.requests, usage.cached_calls, usage.attempts
+    run.prompt_tokens, run.completion_tokens = usage.request_prompt_tokens, usage.request_completion_tokens
+    run.cost_usd = usage.request_cost_usd if usage.requests else 0.0
     run.seconds = time.perf_counter() - started
-    log.info("%s on %s (%s, %s): %d reports, %d items, %d unscored, %d LLM requests, %.1f s", metric_name,
-             release_id, system_id or "all systems", spec.config_id, run.reports, run.items, run.unscored_reports,
-             run.llm_requests, run.seconds)
+    log.info("%s on %s (%s, %s): %d reports, %d items, %d unscored, %d LLM requests (%d cached calls), %.1f s",
+             metric_name, release_id, system_id or "all systems", spec.config_id, run.reports, run.items,
+             run.unscored_reports, run.llm_requests, run.cached_calls, run.seconds)
     return run
 
 
@@ -199,13 +226,30 @@ def plan_judging(engine: Engine, release_id: str, systems: Sequence[str] | None 
     metrics = list(metrics or METRIC_ORDER)
     unknown = sorted(set(metrics) - set(METRIC_ORDER))
     if unknown:
-        raise ValueError(f"unknown metrics: {', '.join(unknown)}; known: {', '.join(METRIC_ORDER)}")
+        raise InvalidInput(f"unknown metrics: {', '.join(unknown)}; known: {', '.join(METRIC_ORDER)}")
     with engine.connect() as conn:
         names = conn.execute(sa.text("""
             SELECT DISTINCT system_id FROM reports
             WHERE release_id = :r AND status = 'ok' AND (CAST(:s AS text[]) IS NULL OR system_id = ANY(:s))
             ORDER BY system_id"""), {"r": release_id, "s": list(systems) if systems else None}).scalars().all()
     return [{"release_id": release_id, "metric": m, "system_id": s} for m in metrics for s in names]
+
+
+def _check_judge_credentials(engine: Engine, release_id: str, spec: JudgeSpec, tasks: Sequence[dict],
+                             clients: dict) -> None:
+    """A missing API key is named before anything runs, if any judge model has work (a re-run answered
+    entirely from llm_calls needs no key)."""
+    from deepscholar.evaluation.base import JudgeFreeMetric
+    from deepscholar.evaluation.metrics import get_metric
+
+    checked: set[str] = set()
+    for t in tasks:
+        model, metric = spec.model_for(t["metric"]), get_metric(t["metric"])
+        if model in checked or isinstance(metric, JudgeFreeMetric):
+            continue
+        if pending_reports(engine, release_id, metric, spec.config_id, t["system_id"]):
+            clients[model].check_credentials()
+            checked.add(model)
 
 
 def evaluate_release(
@@ -226,6 +270,11 @@ def evaluate_release(
     require_published(engine, release_id)
     spec = JudgeSpec.parse(judge, metric_models)
     tasks = plan_judging(engine, release_id, systems, metrics)
+    if not tasks:
+        which = f" of {', '.join(systems)}" if systems else ""
+        raise UserError(f"release {release_id} has no ok reports{which} to judge: write them first with "
+                        f"`deepscholar generate --release {release_id}` (or the benchmark DAG), or import them "
+                        "with `deepscholar import-reports`")
     if spec.is_local:  # CPU-bound embeddings: one task after another
         runs = [judge_metric(engine, release_id, t["metric"], system_id=t["system_id"], judge=spec) for t in tasks]
     else:
@@ -238,12 +287,20 @@ def evaluate_release(
             if model not in clients:
                 clients[model] = spec.client_for(engine, t["metric"], api_base=base,
                                                  concurrency=concurrency or _env_concurrency())
+        # Each task runs in a copy of this thread's context, so a caller's track_usage() sees its calls.
+        contexts = [contextvars.copy_context() for _ in tasks]
+        _check_judge_credentials(engine, release_id, spec, tasks, clients)
         with ThreadPoolExecutor(max_workers=max(1, min(len(tasks), MAX_PARALLEL_TASKS))) as pool:
-            runs = list(pool.map(lambda t: judge_metric(
-                engine, release_id, t["metric"], system_id=t["system_id"], judge=spec,
-                client=clients[spec.model_for(t["metric"])]), tasks))
+            runs = list(pool.map(lambda ctx, t: ctx.run(
+                judge_metric, engine, release_id, t["metric"], system_id=t["system_id"], judge=spec,
+                client=clients[spec.model_for(t["metric"])]), contexts, tasks))
+    costs = [r.cost_usd for r in runs if r.cost_usd is not None]
     result = {"release_id": release_id, "judge_config": spec.config_id, "runs": [r.as_dict() for r in runs],
               "reports_judged": sum(r.reports for r in runs), "llm_requests": sum(r.llm_requests for r in runs),
+              "cached_calls": sum(r.cached_calls for r in runs), "llm_attempts": sum(r.llm_attempts for r in runs),
+              "prompt_tokens": sum(r.prompt_tokens for r in runs),
+              "completion_tokens": sum(r.completion_tokens for r in runs),
+              "cost_usd": sum(costs) if costs else None,
               "unscored_reports": sum(r.unscored_reports for r in runs)}
     if roll_up:
         from deepscholar.evaluation.rollup import roll_up as do_roll_up

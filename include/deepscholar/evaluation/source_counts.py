@@ -11,6 +11,12 @@ URL and e-mail from the runtime endpoints, 429/5xx backoff in its session).
 Frozen means a row, once written, is never looked up again: re-running makes 0 requests. A lookup that
 failed (HTTP error, timeout) is stored with `lookup_error` starting "error:" and stays frozen too, unless
 the caller asks for `retry_errors=True`; "not found" is an answer and is never retried.
+
+OpenAlex down is not a paper's failure: after a few lookups in a row fail on the host (connection,
+timeout, 5xx after the session's retries) its circuit breaker opens (http_guard) and the step stops with
+HostUnavailable, to be retried later. The failed lookups of that streak are then not stored, so the retry
+looks them up again; rows written before stay. An isolated failure followed by answers is stored as an
+"error:" row as before.
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.config import ReleaseConfig
+from deepscholar.errors import InfrastructureError
+from deepscholar.http_guard import is_host_failure
+from deepscholar.progress import Progress
 
 __all__ = ["freeze_source_counts", "arxiv_doi", "NOT_FOUND_PREFIX", "ERROR_PREFIX"]
 
@@ -54,7 +63,7 @@ def _todo(conn: sa.Connection, release_id: str, retry_errors: bool) -> tuple[lis
         JOIN reports r ON r.report_id = rs.report_id AND r.status = 'ok' AND r.release_id = :r
         LEFT JOIN corpus c ON c.arxiv_id = rs.arxiv_id
         LEFT JOIN source_cited_by f ON f.release_id = :r AND f.arxiv_id = rs.arxiv_id
-        WHERE rs.arxiv_id IS NOT NULL AND rs.arxiv_id <> ''
+        WHERE rs.arxiv_id IS NOT NULL AND rs.arxiv_id <> '' AND rs.cited
         GROUP BY rs.arxiv_id ORDER BY rs.arxiv_id"""), {"r": release_id}).mappings().all()
     todo, frozen = [], 0
     for row in rows:
@@ -77,8 +86,12 @@ def _exemplar_counts(conn: sa.Connection, release_id: str, arxiv_ids: list[str])
     return {r["resolved_arxiv_id"]: dict(r) for r in rows}
 
 
-def _look_up(openalex, arxiv_id: str, doi: str | None, title: str | None, threshold: float) -> dict:
-    """One paper's row: openalex_id and count, or the reason there is none. Never raises."""
+def _look_up(openalex, arxiv_id: str, doi: str | None, title: str | None,
+             threshold: float) -> tuple[dict, bool]:
+    """One paper's row: openalex_id and count, or the reason there is none, and whether the host failed.
+
+    Raises only InfrastructureError (the host's breaker is open): that stops the step, not one paper.
+    """
     try:
         work = openalex.work_by_doi(doi or arxiv_doi(arxiv_id))
         if work is None and title:
@@ -86,23 +99,34 @@ def _look_up(openalex, arxiv_id: str, doi: str | None, title: str | None, thresh
             # A title hit that OpenAlex ties to another arXiv paper is a different paper.
             if work is not None and work.arxiv_id and work.arxiv_id != arxiv_id:
                 work = None
+    except InfrastructureError:
+        raise
     except Exception as exc:  # one bad lookup never blocks the others
         return {"openalex_id": None, "cited_by_count": None,
-                "lookup_error": f"{ERROR_PREFIX} {type(exc).__name__}: {exc}"[:1000]}
+                "lookup_error": f"{ERROR_PREFIX} {type(exc).__name__}: {exc}"[:1000]}, is_host_failure(exc)
     if work is None:
         how = f"doi {doi or arxiv_doi(arxiv_id)}" + (" or title" if title else "")
         return {"openalex_id": None, "cited_by_count": None,
-                "lookup_error": f"{NOT_FOUND_PREFIX} no OpenAlex work by {how}"}
-    return {"openalex_id": work.openalex_id, "cited_by_count": work.cited_by_count, "lookup_error": None}
+                "lookup_error": f"{NOT_FOUND_PREFIX} no OpenAlex work by {how}"}, False
+    return {"openalex_id": work.openalex_id, "cited_by_count": work.cited_by_count, "lookup_error": None}, False
+
+
+def _store(engine: Engine, rows: list[dict]) -> int:
+    """Upsert rows, one transaction each (a killed task keeps its progress); the number of error rows."""
+    for row in rows:
+        with engine.begin() as conn:
+            conn.execute(_UPSERT, row)
+    return sum(1 for r in rows if (r["lookup_error"] or "").startswith(ERROR_PREFIX))
 
 
 def freeze_source_counts(engine: Engine, release_id: str, runtime: ReleaseConfig | None = None, *,
-                         retry_errors: bool = False) -> dict:
+                         retry_errors: bool = False, openalex=None) -> dict:
     """Freeze a cited-by count for every arXiv paper cited by an ok report of the release.
 
     Returns {from_exemplar, looked_up, not_found, errors, already_frozen}: rows copied from the exemplar
     references, rows found in OpenAlex, rows OpenAlex does not know, failed lookups, and papers skipped
-    because they already had a row. `runtime` supplies the endpoints (default: this process's environment).
+    because they already had a row. `runtime` supplies the endpoints (default: this process's environment);
+    `openalex` an OpenAlexSource with other timeouts or retries (default: one built from those endpoints).
     """
     from deepscholar.release.steps import ReleaseContext
     from deepscholar.sources.openalex import OpenAlexSource
@@ -131,22 +155,29 @@ def freeze_source_counts(engine: Engine, release_id: str, runtime: ReleaseConfig
             remaining = [t for t in todo if t["arxiv_id"] not in from_exemplar]
             if remaining:
                 cfg = ReleaseContext.load(engine, release_id, runtime=runtime).config
-                openalex = OpenAlexSource(base_url=cfg.openalex_url, email=cfg.openalex_email)
-            for n, t in enumerate(remaining, start=1):
-                row = {**base, "arxiv_id": t["arxiv_id"],
-                       **_look_up(openalex, t["arxiv_id"], t["doi"], t["title"], cfg.title_match_threshold)}
-                with engine.begin() as conn:  # one row per transaction: a killed task keeps its progress
-                    conn.execute(_UPSERT, row)
+                openalex = openalex or OpenAlexSource(base_url=cfg.openalex_url, email=cfg.openalex_email)
+                tracker = Progress(f"OpenAlex cited-by counts for {release_id}", len(remaining))
+            # Failed lookups while the host keeps failing wait here: stored once OpenAlex answers again,
+            # dropped (looked up again on retry) when its breaker opens and stops the step.
+            host_failed: list[dict] = []
+            for t in remaining:
+                found, host_down = _look_up(openalex, t["arxiv_id"], t["doi"], t["title"],
+                                            cfg.title_match_threshold)
+                row = {**base, "arxiv_id": t["arxiv_id"], **found}
                 if row["cited_by_count"] is not None:
                     counts["looked_up"] += 1
                 elif row["lookup_error"].startswith(NOT_FOUND_PREFIX):
                     counts["not_found"] += 1
                 else:
-                    counts["errors"] += 1
                     log.warning("OpenAlex lookup of %s failed: %s", t["arxiv_id"], row["lookup_error"])
-                if n % 100 == 0 or n == len(remaining):
-                    log.info("source counts for %s: %d of %d looked up (%s)", release_id, n, len(remaining),
-                             counts)
+                if host_down:
+                    host_failed.append(row)
+                else:
+                    counts["errors"] += _store(engine, [*host_failed, row])
+                    host_failed = []
+                tracker.advance(note=f"{counts['looked_up']} found, {counts['not_found']} not found, "
+                                     f"{counts['errors'] + len(host_failed)} failed")
+            counts["errors"] += _store(engine, host_failed)
         finally:
             lock_conn.execute(sa.text("SELECT pg_advisory_unlock(hashtext(:k))"), {"k": lock_key})
             lock_conn.commit()

@@ -27,6 +27,8 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy.engine import Engine
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from deepscholar.errors import InfrastructureError, MissingCredentials
+from deepscholar.http_guard import BREAKER, host_of
 from deepscholar.llm import cache
 
 __all__ = [
@@ -139,6 +141,12 @@ def _missing_credentials(exc: BaseException) -> bool:
     return any(marker in str(exc) for marker in _MISSING_KEY_MARKERS)
 
 
+def _key_variable(model: str) -> str:
+    """The API key variable litellm reads for a model's provider (for the error message)."""
+    missing = _litellm().validate_environment(model=model).get("missing_keys") or []
+    return " or ".join(k for k in missing if k.endswith("_API_KEY")) or "the provider's API key"
+
+
 def is_transient_error(exc: BaseException) -> bool:
     """429, 408, 5xx, timeouts and connection failures are worth retrying; 4xx answers are not."""
     if _missing_credentials(exc):
@@ -159,6 +167,19 @@ def is_transient_error(exc: BaseException) -> bool:
         return True
     status = getattr(exc, "status_code", None)
     return isinstance(status, int) and (status in (408, 429) or status >= 500)
+
+
+def _is_provider_down(exc: BaseException) -> bool:
+    """For the host's circuit breaker: unreachable, timing out or failing (5xx); not a 429 or a refusal."""
+    if _missing_credentials(exc):
+        return False
+    litellm = _litellm()
+    import openai
+
+    if isinstance(exc, (litellm.APIConnectionError, litellm.Timeout, openai.APIConnectionError)):
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and status >= 500
 
 
 def _is_config_error(exc: BaseException) -> bool:
@@ -202,6 +223,7 @@ class LLMClient:
         # Identical requests issued concurrently wait for the first one and are then served by the cache.
         self._key_locks: dict[str, list] = {}
         self._key_guard = threading.Lock()
+        self._credentials_checked = False
 
     def __repr__(self) -> str:
         return f"LLMClient(model={self.model!r}, api_base={self.api_base!r}, concurrency={self.concurrency})"
@@ -228,9 +250,43 @@ class LLMClient:
             hit = cache.lookup(self.engine, key)
             if hit is not None:
                 return _record_usage(_result_from_row(hit, cached=True))
-            row = self._call_with_retries(key, request, messages, call_params, purpose)
+            self.check_credentials()
+            try:
+                row = self._call_with_retries(key, request, messages, call_params, purpose)
+            except Exception as exc:
+                if _missing_credentials(exc):
+                    raise MissingCredentials(_key_variable(self.model), self.model) from exc
+                if is_transient_error(exc):  # the provider is down or throttling us past our retries
+                    raise InfrastructureError(self.service, exc) from exc
+                raise
             cache.store(self.engine, row)
             return _record_usage(_result_from_row(row, cached=False))
+
+    @property
+    def service(self) -> str:
+        """How errors name the provider: the model and, when not the provider's default, the endpoint."""
+        return f"LLM provider {self.model}" + (f" at {self.api_base}" if self.api_base else "")
+
+    @property
+    def breaker_host(self) -> str:
+        """The circuit breaker's key (http_guard): the endpoint's host, else the provider's default API."""
+        if self.api_base:
+            return host_of(self.api_base)
+        return f"{self.model.split('/', 1)[0] if '/' in self.model else 'openai'} API"
+
+    def check_credentials(self) -> None:
+        """Before the first request: a missing API key is the caller's to fix, named, not a 500 to retry.
+
+        Only `*_API_KEY` variables count: endpoints, regions and cloud credentials (AWS, Azure AD,
+        Vertex) have other sources litellm's check cannot see, and must not block a working setup.
+        """
+        if self._credentials_checked or self._api_key:
+            return
+        missing = [k for k in _litellm().validate_environment(model=self.model, api_base=self.api_base).get(
+            "missing_keys") or [] if k.endswith("_API_KEY")]
+        if missing:
+            raise MissingCredentials(" or ".join(missing), self.model)
+        self._credentials_checked = True
 
     def _call_with_retries(self, key, request, messages, call_params, purpose) -> cache.CachedCall:
         retrying = Retrying(
@@ -243,11 +299,21 @@ class LLMClient:
                 rs.attempt_number, rs.outcome.exception() if rs.outcome else None),
             reraise=True,
         )
-        return retrying(self._call_once, key, request, messages, call_params, purpose)
+        host = self.breaker_host
+
+        def attempt() -> cache.CachedCall:
+            BREAKER.check(host)  # opened by another thread meanwhile: no more retries, fail at once
+            return self._call_once(key, request, messages, call_params, purpose)
+
+        # A provider that stays down trips its breaker after a few calls: the items still queued in
+        # map() then fail at once instead of each waiting out its own retries.
+        with BREAKER.guard(host, _is_provider_down):
+            return retrying(attempt)
 
     def _call_once(self, key, request, messages, call_params, purpose) -> cache.CachedCall:
         litellm = _litellm()
         with self._in_flight:
+            _record_attempt()
             started = time.perf_counter()
             response = litellm.completion(
                 model=self.model,
@@ -315,9 +381,11 @@ class LLMClient:
     ) -> Judged[T]:
         """A judged question: parsed strictly, re-asked on a bad answer, unscored when it cannot be had.
 
-        Never raises for a bad answer or a call that failed after its retries (the item becomes unscored
-        with the reason); configuration errors (authentication, unknown model) do raise, since they
-        would make every item unscored.
+        Never raises for a bad answer or a request the provider rejects (e.g. a 400: the item becomes
+        unscored with the reason). Raises InfrastructureError when the provider stays down or throttles
+        past the retries (the task fails and is retried; the item is not the judge's to score) and
+        configuration errors (missing key, authentication, unknown model), which would make every
+        item unscored.
         """
         conversation = list(messages)
         calls = 0
@@ -352,25 +420,51 @@ class LLMClient:
             return []
         if self.concurrency == 1 or len(items) == 1:
             return [fn(item) for item in items]
+        # One copy of the *caller's* context per item, taken here in the calling thread: a copy taken
+        # inside a worker would be the worker's own empty context, and the calls made there would be
+        # missing from the caller's track_usage() (one copy per item: a Context runs in one thread at a time).
+        contexts = [contextvars.copy_context() for _ in items]
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(items)),
                                 thread_name_prefix="llm") as pool:
-            # Each worker runs in a copy of the caller's context, so usage tracking follows the calls.
-            return list(pool.map(lambda item: contextvars.copy_context().run(fn, item), items))
+            futures = [pool.submit(ctx.run, fn, item) for ctx, item in zip(contexts, items, strict=True)]
+            try:
+                return [f.result() for f in futures]
+            except BaseException:
+                # e.g. the provider is down: items not started yet would each wait out their retries only
+                # to fail the same way; the running ones finish, the rest are dropped.
+                for f in futures:
+                    f.cancel()
+                raise
 
 
 @dataclass
 class Usage:
-    """LLM calls made inside a `track_usage()` block (e.g. while one system writes one report)."""
+    """LLM calls made inside a `track_usage()` block (e.g. while one system writes one report).
+
+    `calls` counts every answer the caller got, `cached_calls` those replayed from `llm_calls` (no
+    request made); tokens and cost are summed over all calls (a replayed call carries its original
+    request's numbers) and, in the `request_*` fields, over provider requests only: what this block
+    cost. `attempts` counts HTTP requests sent to providers, retried failures included.
+    """
 
     calls: int = 0
     cached_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
+    request_prompt_tokens: int = 0
+    request_completion_tokens: int = 0
+    request_cost_usd: float | None = None
+    attempts: int = 0
     latency_ms: float = 0.0
 
     def __post_init__(self):
         self._lock = threading.Lock()
+
+    @property
+    def requests(self) -> int:
+        """Calls that reached a provider and were answered (each once, however many attempts it took)."""
+        return self.calls - self.cached_calls
 
     def add(self, result: LLMResult) -> None:
         with self._lock:
@@ -380,7 +474,24 @@ class Usage:
             self.completion_tokens += result.completion_tokens or 0
             if result.cost_usd is not None:
                 self.cost_usd = (self.cost_usd or 0.0) + result.cost_usd
-            self.latency_ms += 0.0 if result.cached else (result.latency_ms or 0.0)
+            if not result.cached:
+                self.request_prompt_tokens += result.prompt_tokens or 0
+                self.request_completion_tokens += result.completion_tokens or 0
+                if result.cost_usd is not None:
+                    self.request_cost_usd = (self.request_cost_usd or 0.0) + result.cost_usd
+                self.latency_ms += result.latency_ms or 0.0
+
+    def add_attempt(self) -> None:
+        with self._lock:
+            self.attempts += 1
+
+    def as_dict(self) -> dict:
+        return {"calls": self.calls, "cached_calls": self.cached_calls, "requests": self.requests,
+                "attempts": self.attempts, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "cost_usd": self.cost_usd,
+                "request_prompt_tokens": self.request_prompt_tokens,
+                "request_completion_tokens": self.request_completion_tokens,
+                "request_cost_usd": self.request_cost_usd}
 
 
 _ACTIVE_USAGE: contextvars.ContextVar[tuple[Usage, ...]] = contextvars.ContextVar("llm_usage", default=())
@@ -401,6 +512,11 @@ def _record_usage(result: LLMResult) -> LLMResult:
     for usage in _ACTIVE_USAGE.get():
         usage.add(result)
     return result
+
+
+def _record_attempt() -> None:
+    for usage in _ACTIVE_USAGE.get():
+        usage.add_attempt()
 
 
 def _is_api_error(exc: BaseException) -> bool:

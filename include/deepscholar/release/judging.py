@@ -192,9 +192,9 @@ class LLMReleaseJudge:
 
     def __init__(self, client: LLMClient) -> None:
         self.client = client
-        self.importance_prompt = load_prompt("importance_v1")
-        self.nuggetize_prompt = load_prompt("nuggetize_v1")
-        self.labels_prompt = load_prompt("nugget_labels_v1")
+        self.importance_prompt = load_prompt("importance_v2")
+        self.nuggetize_prompt = load_prompt("nuggetize_v2")
+        self.labels_prompt = load_prompt("nugget_labels_v2")
         self.config_id = (f"llm:{client.model}:{self.importance_prompt.version}+"
                           f"{self.nuggetize_prompt.version}+{self.labels_prompt.version}")
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from deepscholar.sources.arxiv import _QUERY_STOP, ARXIV_API_URL, ArxivPaper, ArxivSource
+from deepscholar.errors import InfrastructureError
+from deepscholar.sources.arxiv import _QUERY_STOP, ARXIV_API_URL, ArxivPaper, ArxivSource, _is_transient
 from deepscholar.systems.base import SearchResult
 from deepscholar.text import strip_arxiv_version
 
@@ -66,7 +67,12 @@ class ArxivSearch:
     def _paper_search(self, query: str, k: int) -> list[ArxivPaper]:
         # ArxivSource has no public free-text search; _search_query is its paged, rate-limited,
         # retried relevance search (the one search_title uses).
-        return self.source._search_query(query, k)
+        try:
+            return self.source._search_query(query, k)
+        except Exception as exc:
+            if _is_transient(exc):  # still down after ArxivSource's retries: not the calling system's fault
+                raise InfrastructureError(f"arXiv search at {self.source.api_url}", exc) from exc
+            raise
 
     def search(self, text: str, k: int = 10) -> list[SearchResult]:
         k = max(0, min(int(k), MAX_K))

@@ -16,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from deepscholar.errors import InfrastructureError, is_warehouse_outage
 from deepscholar.systems.base import SearchResult
 from deepscholar.text import strip_arxiv_version
 
@@ -77,6 +78,15 @@ class LocalSearch:
         self.history.append(entry)
         if not k or not _WORD_RE.search(text):
             return []
+        try:
+            return self._search(text, k, entry)
+        except Exception as exc:
+            if is_warehouse_outage(exc):
+                raise InfrastructureError(f"warehouse full-text search at {self.engine.url.host or 'local socket'}",
+                                          exc) from exc
+            raise
+
+    def _search(self, text: str, k: int, entry: dict[str, Any]) -> list[SearchResult]:
         with self.engine.connect() as conn:
             hits = self._run(conn, text, k)
             entry["n_and"] = len(hits)

@@ -5,7 +5,8 @@ is per client instance. arXiv asks for at most one request every 3 seconds over 
 for the whole process, so this wrapper runs the client with `num_retries=0` and `delay_seconds=0`,
 fetches page by page itself, spaces requests with a process-wide limiter and retries with
 exponential backoff (tenacity) only what can succeed later: 5xx, 429, empty pages, timeouts and
-dropped connections.
+dropped connections. A call still failing after its retries counts towards the host's circuit breaker
+(http_guard): once it opens, every further call to that host fails at once with HostUnavailable.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import urllib3
 from requests.adapters import HTTPAdapter
 from tenacity import Retrying, before_sleep_log, retry_if_exception, stop_after_attempt, wait_exponential
 
+from deepscholar.http_guard import BREAKER, host_of, is_host_failure
 from deepscholar.text import ARXIV_NEW_ID_RE, ARXIV_OLD_ID_RE, strip_arxiv_version, title_similarity
 
 __all__ = [
@@ -163,6 +165,11 @@ def _is_transient(exc: BaseException) -> bool:
     )
 
 
+def _host_failed(exc: BaseException) -> bool:
+    """For the breaker: connection failures, timeouts, 5xx, and 200 pages that are not feeds (a proxy's)."""
+    return isinstance(exc, MalformedFeedError) or is_host_failure(exc)
+
+
 def _retrying(max_retries: int, backoff_seconds: float) -> Retrying:
     return Retrying(
         stop=stop_after_attempt(max_retries + 1),
@@ -215,6 +222,7 @@ class ArxivSource:
         self.timeout = timeout
         self.backoff_seconds = backoff_seconds
         self.id_batch_size = id_batch_size
+        self.host = host_of(self.api_url)  # the circuit breaker's key (http_guard)
         # Pacing and retries are ours (see module docstring), so the client must not add its own.
         self._client = arxiv.Client(page_size=page_size, delay_seconds=0.0, num_retries=0)
         self._client.query_url_format = self.api_url + "?{}"
@@ -228,16 +236,17 @@ class ArxivSource:
         # `_format_url`/`_parse_feed` are the client's page primitives (arxiv 4.0.2, pinned): the
         # public `results()` hides totalResults and retries inside, which we need to own.
         url = self._client._format_url(search, start, size)
-        for attempt in _retrying(self.max_retries, self.backoff_seconds):
-            with attempt:
-                with API_RATE_LIMITER.slot(self.delay_seconds):
-                    feed = self._client._parse_feed(url, first_page=start == 0)
-                # The client logs and returns an empty feed; read as "no results" it would silently
-                # end a month's search, so it is retried like a 5xx.
-                if feed.malformed:
-                    tries = attempt.retry_state.attempt_number - 1
-                    raise MalformedFeedError(url, tries, f"malformed feed: {feed.error}")
-                return feed
+        with BREAKER.guard(self.host, _host_failed):
+            for attempt in _retrying(self.max_retries, self.backoff_seconds):
+                with attempt:
+                    with API_RATE_LIMITER.slot(self.delay_seconds):
+                        feed = self._client._parse_feed(url, first_page=start == 0)
+                    # The client logs and returns an empty feed; read as "no results" it would silently
+                    # end a month's search, so it is retried like a 5xx.
+                    if feed.malformed:
+                        tries = attempt.retry_state.attempt_number - 1
+                        raise MalformedFeedError(url, tries, f"malformed feed: {feed.error}")
+                    return feed
         raise AssertionError("unreachable")  # pragma: no cover - tenacity reraises
 
     def _paginate(self, search: arxiv.Search, limit: int | None = None) -> Iterator[arxiv.Result]:
@@ -383,10 +392,11 @@ def fetch_eprint(
     extractor sniffs the bytes itself, so we hand it what the server stored.
     """
     url = f"{base_url.rstrip('/')}/{versioned_id}"
-    for attempt in _retrying(max_retries, backoff_seconds):
-        with attempt:
-            with EPRINT_RATE_LIMITER.slot(delay_seconds):
-                return _download(url, timeout, max_bytes)
+    with BREAKER.guard(host_of(base_url)):
+        for attempt in _retrying(max_retries, backoff_seconds):
+            with attempt:
+                with EPRINT_RATE_LIMITER.slot(delay_seconds):
+                    return _download(url, timeout, max_bytes)
     raise AssertionError("unreachable")  # pragma: no cover - tenacity reraises
 
 

@@ -5,7 +5,8 @@ configurable base URL (the replay server), a polite e-mail, a timeout and 429 ba
 pyalex builds a fresh requests session for every call through `pyalex.api._get_requests_session`,
 so that factory is wrapped once: inside an `OpenAlexSource` call it returns a session built from
 that source's settings; everywhere else it defers to whatever factory was there before. Nothing
-leaks between sources, threads or tests.
+leaks between sources, threads or tests. Each lookup, retries included, is one call for the host's
+circuit breaker (http_guard): when OpenAlex stays down, lookups fail at once with HostUnavailable.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util import Retry
 
+from deepscholar.http_guard import BREAKER, host_of
 from deepscholar.text import normalise_title, title_similarity
 
 __all__ = ["OPENALEX_URL", "OpenAlexSource", "OpenAlexWork", "arxiv_id_from_work"]
@@ -167,6 +169,7 @@ class OpenAlexSource:
         self.timeout = timeout
         self.max_retries = max_retries
         self.backoff_seconds = backoff_seconds
+        self.host = host_of(self.base_url or OPENALEX_URL)  # the circuit breaker's key (http_guard)
         _install_session_hook()
 
     def _make_session(self) -> requests.Session:
@@ -203,7 +206,7 @@ class OpenAlexSource:
         key = bare_doi(doi)
         if not key:
             return None
-        with self.routed():
+        with BREAKER.guard(self.host), self.routed():
             try:
                 work = pyalex.Works()[f"https://doi.org/{key}"]
             except requests.HTTPError as exc:
@@ -217,7 +220,7 @@ class OpenAlexSource:
         query = normalise_title(title)
         if not query:
             return []
-        with self.routed():
+        with BREAKER.guard(self.host), self.routed():
             results = pyalex.Works().search_filter(title=query).get(per_page=max(1, min(per_page, 200)))
         return [OpenAlexWork.from_json(dict(w)) for w in results]
 

@@ -52,6 +52,9 @@ class Source:
     arxiv_id: str | None = None
     url: str | None = None
     published: datetime | None = None
+    # False: a source the system says it retrieved but the report does not list (an external system's
+    # paper.csv or ctxs). Stored for the leakage check only; [n] never resolves to it.
+    cited: bool = True
 
 
 @dataclass

@@ -172,6 +172,7 @@ class ParsedReference:
     url: str | None = None
     text: str = ""  # the entry as written, marker removed
     problem: str | None = None  # why the entry cannot be resolved although it claims an id
+    doi: str | None = None
 
     @property
     def resolvable(self) -> bool:
@@ -287,14 +288,33 @@ def reference_title(entry: str) -> str:
     return first.strip(" ,.")[:500]
 
 
+# "doi:10.1145/3442188.3445922", "DOI 10.18653/v1/…", "https://doi.org/10.…" (a placeholder "10.xxxx/…" too).
+_DOI_RE = re.compile(r"(?:\bdoi\s*[:=]?\s*|doi\.org/)(?P<doi>10\.[^\s/]+/[^\s,;)\]>]+)", re.IGNORECASE)
+
+
+def _doi(body: str) -> tuple[str | None, str | None]:
+    """(DOI, problem) named by a reference entry; a DOI with a placeholder ("10.xxxx/…") names nothing."""
+    m = _DOI_RE.search(body)
+    if m is None:
+        return None, None
+    doi = m.group("doi").rstrip(".*_`'\"")
+    if not re.fullmatch(r"10\.\d{4,9}/\S+", doi) or re.search(r"[Xx?]{3,}", doi.split("/", 1)[1]):
+        return None, f"names no resolvable DOI ({doi!r})"
+    return doi, None
+
+
 def _parse_entry(number: int, body: str) -> ParsedReference:
     urls = [u.rstrip(".,;*_`") for u in _URL_RE.findall(body)]
     arxiv_id, problem = arxiv_id_from_text(body)
     url = next((u for u in urls if _ARXIV_URL_RE.search(u)), urls[0] if urls else None)
+    doi, doi_problem = _doi(body)
     if arxiv_id is not None:
         problem = None
+    elif doi is not None and problem is None:
+        url = url or f"https://doi.org/{doi}"  # a DOI names the paper as well as a URL does
+    problem = problem or (doi_problem if arxiv_id is None and not url else None)
     return ParsedReference(number=number, title=reference_title(body), arxiv_id=arxiv_id, url=url, text=body,
-                           problem=problem)
+                           problem=problem, doi=doi)
 
 
 def parse_reference_list(markdown: str) -> dict[int, ParsedReference]:
@@ -331,7 +351,7 @@ _NUMBERED_ABBREVIATIONS = {
     "fig", "figs", "eq", "eqs", "sec", "secs", "no", "nos", "vol", "vols", "pp", "p", "ch", "chap", "ref", "refs",
     "tab", "alg", "thm", "def", "prop", "lemma", "appx", "app", "art", "para",
 }
-_LIST_ITEM_RE = re.compile(r"^\s{0,3}(?:[-*+]|\d{1,3}[.)])\s+")
+_LIST_ITEM_RE = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+")  # nested items (any indent) too
 _RULE_RE = re.compile(r"^\s{0,3}(?:[-*_]\s*){3,}$|^\s*\|?\s*:?-{3,}")
 _TAG_LINE_RE = re.compile(r"^\s*</?[A-Za-z_][\w-]*>\s*$")
 _TERMINAL_RE = re.compile(r"[.!?]+[\"'\u201d\u2019)]*")
@@ -379,19 +399,49 @@ def _split_paragraph(paragraph: str) -> list[str]:
     return [" ".join(p.split()) for p in pieces if re.search(r"\w", _MARKER_RE.sub("", p))]
 
 
-def _paragraphs(markdown: str) -> list[str]:
+_SETEXT_RE = re.compile(r"^\s{0,3}(?:=+|-+)\s*$")
+_QUOTE_RE = re.compile(r"^\s{0,3}(?:>\s?)+")
+_TABLE_CELL_SPLIT_RE = re.compile(r"(?<!\\)\|")
+_TABLE_DELIMITER_CELL_RE = re.compile(r"^\s*:?-+:?\s*$")
+
+
+def _table_cells(line: str) -> list[str] | None:
+    """The cells of a pipe-table line (outer pipes optional, `\\|` escapes a pipe); None without a pipe."""
+    if not _TABLE_CELL_SPLIT_RE.search(line):
+        return None
+    text = line.strip()
+    text = text[1:] if text.startswith("|") else text
+    text = text[:-1] if text.endswith("|") and not text.endswith("\\|") else text
+    return [c.strip().replace("\\|", "|") for c in _TABLE_CELL_SPLIT_RE.split(text)]
+
+
+def _is_table_delimiter(line: str) -> bool:
+    """| --- | :---: | (the row under a table's header)."""
+    cells = _table_cells(line)
+    return bool(cells) and all(_TABLE_DELIMITER_CELL_RE.match(c) for c in cells)
+
+
+def _is_heading_like(lines: list[str]) -> bool:
+    """A short single line without a full stop or citation ("Related Works", "**Methods**")."""
+    return (len(lines) == 1 and len(lines[0].split()) <= 10 and not re.search(r"[.!?:]\W*$", lines[0])
+            and not _MARKER_RE.search(lines[0]))
+
+
+def _statement_blocks(markdown: str) -> list[tuple[str, bool]]:
+    """(text, is_table_row) blocks of a report body: prose blocks are split into sentences, rows are not."""
     lines = (markdown or "").splitlines()
     skip: set[int] = set()
     for a, b in _reference_spans(lines):
         skip.update(range(a, b))
-    paragraphs: list[list[str]] = []
+    blocks: list[tuple[str, bool]] = []
     current: list[str] = []
     in_fence = False
+    in_table = False
 
     def flush():
         nonlocal current
-        if current:
-            paragraphs.append(current)
+        if current and not _is_heading_like(current):
+            blocks.append(("\n".join(current), False))
         current = []
 
     for i, line in enumerate(lines):
@@ -399,9 +449,31 @@ def _paragraphs(markdown: str) -> list[str]:
             in_fence = not in_fence
             flush()
             continue
-        if in_fence or i in skip or _HEADING_RE.match(line) or _RULE_RE.match(line) or _TAG_LINE_RE.match(line):
+        if in_fence or i in skip:
             flush()
             continue
+        # Tables: the header row (the line above a delimiter row) and the delimiter are no statements;
+        # each body row is one, its non-empty cells joined by "; ".
+        cells = _table_cells(line)
+        header = cells is not None and i + 1 < len(lines) and _is_table_delimiter(lines[i + 1])
+        if header or (cells is not None and _is_table_delimiter(line)):
+            flush()
+            in_table = True
+            continue
+        if cells is not None and (in_table or line.lstrip().startswith("|")):
+            flush()
+            row = "; ".join(c for c in cells if c)
+            if re.search(r"\w", _MARKER_RE.sub("", row)):
+                blocks.append((" ".join(row.split()), True))
+            continue
+        in_table = False
+        if len(current) == 1 and _SETEXT_RE.match(line) and not _LIST_ITEM_RE.match(lines[i - 1]):
+            current = []  # "Title" underlined with === or ---: a heading
+            continue
+        if _HEADING_RE.match(line) or _RULE_RE.match(line) or _TAG_LINE_RE.match(line):
+            flush()
+            continue
+        line = _QUOTE_RE.sub("", line)
         if not line.strip():
             flush()
             continue
@@ -410,10 +482,7 @@ def _paragraphs(markdown: str) -> list[str]:
             line = _LIST_ITEM_RE.sub("", line, count=1)
         current.append(line.strip())
     flush()
-    # A short single line without a full stop or citation ("Related Works", "**Methods**") is a heading.
-    return ["\n".join(p) for p in paragraphs
-            if not (len(p) == 1 and len(p[0].split()) <= 10 and not re.search(r"[.!?:]\W*$", p[0])
-                    and not _MARKER_RE.search(p[0]))]
+    return blocks
 
 
 # Numbered markers ([3], [2][7], [2, 7], [2-4], [2–4], \[3\]) with the space before them.
@@ -428,10 +497,27 @@ def strip_citation_numbers(text: str) -> str:
 
 
 def split_sentences(markdown: str) -> list[Sentence]:
-    """Sentences of a report body with their citations; headings, blank lines and reference lists are not sentences."""
+    """The statements of a report body, in order, with their cited numbers: the one definition of a
+    "sentence" for every sentence-level metric (citation precision, claim coverage, nugget coverage and
+    organisation under the local judge) and for the citation counts stored with each report.
+
+    - Prose: paragraphs (blank-line separated) are split at sentence ends (". ", "! ", "? "), except after
+      abbreviations ("et al.", "e.g.", "Fig. 3") and initials; markers right after the stop ("... work.[3]")
+      belong to the sentence before; a line ending with ":" ends a statement too.
+    - Headings are not statements: "#" headings, lines underlined with === or ---, and a paragraph that is
+      one short line (at most 10 words) with no final punctuation and no citation ("**Methods**").
+    - Lists: each item ("-", "*", "+", "1.", "1)"; nested too) is its own paragraph, split like prose;
+      indented continuation lines belong to the item.
+    - Tables: each body row is one statement, its non-empty cells joined by "; " (however many sentences a
+      cell holds); the header row and the delimiter row (| --- |) are not statements. Lines starting with
+      "|" count as rows without a delimiter too.
+    - Block quotes are prose without their ">" markers.
+    - Dropped: fenced code blocks (``` or ~~~), horizontal rules, lone HTML/agent tag lines, the numbered
+      reference list(s), and any piece with no word character once citation markers are removed.
+    """
     sentences: list[Sentence] = []
-    for paragraph in _paragraphs(markdown):
-        for text in _split_paragraph(paragraph):
+    for block, is_row in _statement_blocks(markdown):
+        for text in ([block] if is_row else _split_paragraph(block)):
             sentences.append(Sentence(index=len(sentences), text=text, citations=citation_numbers(text)))
     return sentences
 
@@ -452,10 +538,13 @@ def _attr(source: Any, name: str) -> Any:
 
 
 def citation_stats(text: str, sources: Iterable[Any]) -> CitationStats:
-    """Counts stored with every report; a cited number is unresolved without a source that names anything."""
+    """Counts stored with every report; a cited number is unresolved without a source that names anything.
+
+    Sources the system only retrieved (`cited` false) never resolve a number."""
     by_idx = {}
     for s in sources or []:
-        by_idx.setdefault(_attr(s, "idx"), s)
+        if _attr(s, "cited") is not False:
+            by_idx.setdefault(_attr(s, "idx"), s)
     pairs = 0
     distinct: dict[int, None] = {}
     for sentence in split_sentences(text or ""):

@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from deepscholar.errors import MissingCredentials
 from deepscholar.llm.client import Judged, LLMClient, ParseError, parse_json_array
 from deepscholar.prompts import Prompt, load_prompt_file
 from deepscholar.systems.base import (
@@ -250,8 +251,8 @@ def build_llm_client(config: dict[str, Any], context: SystemContext, *, concurre
     if config.get("api_base"):
         kwargs["api_base"] = config["api_base"]
     if env := config.get("api_key_env"):
-        if not os.environ.get(env):
-            raise SystemFailure(f"environment variable {env} (config api_key_env) is not set")
+        if not os.environ.get(env):  # the deployment's to fix, not the system's failure
+            raise MissingCredentials(env, str(config.get("model")))
         kwargs["api_key"] = os.environ[env]
     if context.llm is not None:
         return context.llm(config["model"], **kwargs)

@@ -3,6 +3,8 @@
 The DAG maps one task over the planned pairs and the CLI loops over them; both call `generate_pair`,
 which never raises for a system's failure (it is stored as system_error) so one broken system cannot
 fail the run for the others, and which upserts on (release, system, query) so retries never duplicate.
+A failure of the infrastructure (warehouse, LLM provider, search backend: deepscholar.errors) is not the
+system's: it propagates, the Airflow task fails and is retried, and nothing is stored for the pair.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ import traceback
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from deepscholar.errors import MissingCredentials, NotFound, infrastructure_cause
 from deepscholar.systems.registry import get_system
 
 log = logging.getLogger("deepscholar.generation")
 
 
-class ReleaseNotPublished(LookupError):
+class ReleaseNotPublished(NotFound):
     """Systems only run on a release that passed its gate."""
 
 
@@ -52,7 +55,7 @@ def plan_pairs(engine: Engine, release_id: str, systems: list[str] | None = None
                                 {"s": list(systems)}).mappings().all()
             missing = sorted(set(systems) - {r["system_id"] for r in rows})
             if missing:
-                raise LookupError(f"unknown systems: {', '.join(missing)}")
+                raise NotFound(f"unknown systems: {', '.join(missing)}; register them with `deepscholar systems add`")
         else:
             rows = conn.execute(sa.text("SELECT * FROM systems WHERE active")).mappings().all()
         names = sorted(r["system_id"] for r in rows if _runnable(r))
@@ -118,7 +121,12 @@ def llm_factory(engine: Engine):
 
 
 def generate_pair(engine: Engine, release_id: str, system_id: str, arxiv_id: str) -> dict:
-    """Write and store one report; a system's exception is stored as system_error, not raised."""
+    """Write and store one report; a system's exception is stored as system_error, not raised.
+
+    Raises, storing nothing (a previous row stays as it was), when the infrastructure failed
+    (InfrastructureError, the warehouse unreachable) or the deployment lacks an API key
+    (MissingCredentials): neither says anything about the system.
+    """
     from deepscholar.llm.client import track_usage
     from deepscholar.search import make_search
     from deepscholar.systems.base import SystemContext, make_system
@@ -140,13 +148,22 @@ def generate_pair(engine: Engine, release_id: str, system_id: str, arxiv_id: str
             report = system.generate(query, search)
             check_sources(report)
             record.report = report
-        except Exception as exc:  # any failure of the system is its result for this pair
+        except Exception as exc:  # any failure of the system itself is its result for this pair
+            if isinstance(exc, MissingCredentials):  # the deployment's to fix: every pair would fail alike
+                raise
+            if (cause := infrastructure_cause(exc)) is not None:
+                log.error("%s on %s not stored, infrastructure failed: %s", system_id, arxiv_id, cause)
+                raise
             record.error = f"{type(exc).__name__}: {exc}"
             record.report = None
             log.warning("%s on %s failed: %s\n%s", system_id, arxiv_id, record.error, traceback.format_exc(limit=5))
     record.latency_ms = (time.monotonic() - started) * 1000
+    # The report's own numbers: every call it made, also those replayed from llm_calls (a re-run after a
+    # failure costs the same as the first); the split is kept in the trace.
     record.n_llm_calls, record.prompt_tokens = usage.calls, usage.prompt_tokens
     record.completion_tokens, record.cost_usd = usage.completion_tokens, usage.cost_usd
+    if record.report is not None and usage.calls:
+        record.report.trace["llm_usage"] = usage.as_dict()
     store_report(engine, record)
     status = "ok" if record.error is None else "system_error"
     return {"system_id": system_id, "arxiv_id": arxiv_id, "status": status, "error": record.error,
@@ -154,6 +171,7 @@ def generate_pair(engine: Engine, release_id: str, system_id: str, arxiv_id: str
 
 
 def generate_batch(engine: Engine, pairs: list[dict]) -> list[dict]:
+    """What one mapped Airflow task runs; raises on an infrastructure failure so the task fails and retries."""
     results = []
     for n, p in enumerate(pairs, start=1):
         result = generate_pair(engine, p["release_id"], p["system_id"], p["arxiv_id"])
@@ -172,11 +190,16 @@ def generate_release(engine: Engine, release_id: str, systems: list[str] | None 
 
 
 def list_reports(engine: Engine, release_id: str) -> list[dict]:
+    """A release's reports; an unknown release is the caller's mistake, not an empty list."""
     with engine.connect() as conn:
+        if conn.execute(sa.text("SELECT 1 FROM releases WHERE release_id = :r"), {"r": release_id}).first() is None:
+            raise NotFound(f"no release {release_id}; `deepscholar releases` lists the releases there are")
         return [dict(r) for r in conn.execute(sa.text("""
             SELECT r.system_id, r.arxiv_id, r.status, r.error,
-                   (SELECT count(*) FROM report_sources s WHERE s.report_id = r.report_id) AS n_sources,
+                   (SELECT count(*) FROM report_sources s WHERE s.report_id = r.report_id AND s.cited) AS n_sources,
+                   (SELECT count(*) FROM report_sources s WHERE s.report_id = r.report_id AND NOT s.cited)
+                       AS n_retrieved_uncited,
                    r.n_citations, r.n_unresolved_citations, r.n_leaked_sources AS leaked_sources,
-                   r.n_llm_calls, r.latency_ms
+                   r.n_leaked_retrieved AS leaked_retrieved, r.quality_flags, r.n_llm_calls, r.latency_ms
             FROM reports r WHERE r.release_id = :r ORDER BY r.system_id, r.arxiv_id"""),
             {"r": release_id}).mappings()]

@@ -2,22 +2,73 @@
 
 from __future__ import annotations
 
+import re
+
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar import db
+from deepscholar.errors import InvalidInput, NotFound, UserError
+
+# The systems table's CHECK constraint, checked here first so a bad name gets a sentence, not a traceback.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+_NAME_RE = re.compile(NAME_PATTERN)
+MAX_NAME_LENGTH = 100
+# Where and how to reach a system, not what it is: they may change under the same name (a service moved,
+# a key renamed, a longer timeout). Every other config key defines the system's output.
+LOCATION_KEYS = frozenset({"endpoint", "api_base", "api_key_env", "timeout", "attempts", "retry_wait"})
+
+
+class SystemConflict(UserError):
+    """Re-registering a name as a different system: its old reports would stay on the board under it."""
+
+
+def validate_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name) or len(name) > MAX_NAME_LENGTH:
+        raise InvalidInput(f"invalid system name {name!r}: use letters, digits, '.', '_' and '-', starting with a "
+                           f"letter or digit (pattern {NAME_PATTERN}), at most {MAX_NAME_LENGTH} characters")
+    return name
+
+
+def _identity(config: dict) -> dict:
+    return {k: v for k, v in config.items() if k not in LOCATION_KEYS}
 
 
 def add_system(engine: Engine, name: str, kind: str, config: dict | None = None, version: str = "1",
-               active: bool = True) -> None:
-    """Register or update a system (a plain SQL insert into `systems` works too)."""
+               active: bool = True) -> str:
+    """Register a system; returns "registered", "unchanged" or "updated" (location keys only).
+
+    A name is one system for good: its reports stay on the leaderboard under it, so registering it
+    again with another kind, version or output-defining config is refused (SystemConflict). A new
+    version of a system is a new name (e.g. `my_system_v2`). Re-registering the same system is a no-op
+    (its `active` flag is left alone); only LOCATION_KEYS may change in place.
+    """
     from deepscholar.systems.base import system_kinds
 
+    validate_name(name)
     if kind not in system_kinds():
-        raise LookupError(f"unknown system kind {kind!r}; known: {', '.join(sorted(system_kinds()))}")
+        raise NotFound(f"unknown system kind {kind!r}; known: {', '.join(sorted(system_kinds()))}")
+    config = dict(config or {})
     with engine.begin() as conn:
-        db.upsert(conn, "systems", [{"system_id": name, "kind": kind, "version": version,
-                                     "config": config or {}, "active": active}], key=["system_id"])
+        row = conn.execute(sa.text("SELECT kind, version, config FROM systems WHERE system_id = :s FOR UPDATE"),
+                           {"s": name}).mappings().first()
+        new = {"system_id": name, "kind": kind, "version": version, "config": config, "active": active}
+        if row is None:
+            db.upsert(conn, "systems", [new], key=["system_id"], update=[])  # a concurrent first write wins
+            return "registered"
+        old = dict(row["config"] or {})
+        differences = [f"{what} {theirs!r} -> {ours!r}" for what, theirs, ours in (
+            ("kind", row["kind"], kind), ("version", row["version"], version),
+            ("config", _identity(old), _identity(config))) if theirs != ours]
+        if differences:
+            raise SystemConflict(
+                f"system {name!r} is already registered as another system ({'; '.join(differences)}); its "
+                f"reports would stay on the leaderboard under the new definition. Register the new one under a "
+                f"new name, e.g. {name}_v2 (and `deepscholar systems deactivate {name}` to stop running the old)")
+        if old == config:
+            return "unchanged"
+        db.upsert(conn, "systems", [new], key=["system_id"], update=["config"])
+        return "updated"
 
 
 def set_active(engine: Engine, name: str, active: bool) -> None:
@@ -25,7 +76,7 @@ def set_active(engine: Engine, name: str, active: bool) -> None:
         n = conn.execute(sa.text("UPDATE systems SET active = :a, updated_at = now() WHERE system_id = :s"),
                          {"a": active, "s": name}).rowcount
     if not n:
-        raise LookupError(f"no system {name!r}")
+        raise NotFound(f"no system {name!r}; `deepscholar systems list` shows the registered ones")
 
 
 def list_systems(engine: Engine) -> list[dict]:
@@ -40,5 +91,5 @@ def get_system(engine: Engine, name: str) -> dict:
     with engine.connect() as conn:
         row = conn.execute(sa.text("SELECT * FROM systems WHERE system_id = :s"), {"s": name}).mappings().first()
     if row is None:
-        raise LookupError(f"no system {name!r}; register it with `deepscholar systems add`")
+        raise NotFound(f"no system {name!r}; register it with `deepscholar systems add`")
     return dict(row)

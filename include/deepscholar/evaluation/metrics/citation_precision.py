@@ -76,11 +76,12 @@ class CitationPrecision:
     variants = ("per_pair", "per_sentence")
 
     def __init__(self) -> None:
-        self.prompt = load_metric_prompt("citation_precision_v1")
+        self.prompt = load_metric_prompt("citation_precision_v2")
 
     @property
     def version(self) -> str:
-        return compose_version("d1", self.prompt.version)
+        # d2: report sentences as systems.citations.split_sentences defines them (table rows, list items).
+        return compose_version("d2", self.prompt.version)
 
     def items(self, report: ReportContext) -> list[Item]:
         """payload = (position of the sentence in report.sentences, cited number); [n][n] is one pair."""

@@ -72,12 +72,13 @@ class ClaimCoverage:
             raise ValueError("w_max must be at least 1 (the headline is coverage at w=1)")
         self.w_max = w_max
         self.variants = tuple(f"w{w}" for w in range(w_max + 1))
-        self.prompt = load_metric_prompt("claim_coverage_v1")
+        self.prompt = load_metric_prompt("claim_coverage_v2")
 
     @property
     def version(self) -> str:
         # W_max is part of the definition: a minimum of null means "not covered up to W_max".
-        return compose_version(f"d1.wmax{self.w_max}", self.prompt.version)
+        # d2: report sentences as systems.citations.split_sentences defines them (table rows, list items).
+        return compose_version(f"d2.wmax{self.w_max}", self.prompt.version)
 
     def items(self, report: ReportContext) -> list[Item]:
         """payload = the sentence's position in report.sentences."""

@@ -79,11 +79,12 @@ class Organization:
     variants = ("score",)
 
     def __init__(self) -> None:
-        self.prompt = load_metric_prompt("organization_v1")
+        self.prompt = load_metric_prompt("organization_v2")
 
     @property
     def version(self) -> str:
-        return compose_version("d1", self.prompt.version)
+        # d2: the local judge reads sentences as split_sentences defines them (table rows, list items).
+        return compose_version("d2", self.prompt.version)
 
     def items(self, report: ReportContext) -> list[Item]:
         if report.is_human_exemplar:

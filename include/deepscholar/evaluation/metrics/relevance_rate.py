@@ -65,7 +65,7 @@ class RelevanceRate:
     variants = ("score",)
 
     def __init__(self) -> None:
-        self.prompt = load_metric_prompt("relevance_rate_v1")
+        self.prompt = load_metric_prompt("relevance_rate_v2")
 
     @property
     def version(self) -> str:

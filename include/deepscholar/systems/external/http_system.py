@@ -2,17 +2,21 @@
 
 The service does its own retrieval, so it gets no search tool; the cutoff travels with the request and
 leakage is checked on what comes back, as for every report. Transient failures (timeouts, connection
-errors, 5xx) are retried; anything else is the system's failure for that query.
+errors, 5xx) are retried; anything else is the system's failure for that query. A query still failing
+after its retries counts towards the endpoint host's circuit breaker (http_guard): after a few in a row
+the batch stops with HostUnavailable (the task is retried later) instead of failing every query in turn.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import requests
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from deepscholar.http_guard import BREAKER, host_of
 from deepscholar.systems.base import Query, Report, SearchTool, System, SystemFailure, register_system
 from deepscholar.systems.external.formats import report_from_json
 
@@ -55,6 +59,9 @@ class ExternalHTTPSystem(System):
         attempts = int(self.config.get("attempts", DEFAULT_ATTEMPTS))
         wait = float(self.config.get("retry_wait", 1.0))
         state = {"n": 0}
+        host = host_of(endpoint)
+        BREAKER.check(host)
+        started = time.monotonic()
 
         def once() -> requests.Response:
             state["n"] += 1
@@ -73,8 +80,11 @@ class ExternalHTTPSystem(System):
                             wait=wait_exponential(multiplier=wait, max=max(wait * 8, wait)), reraise=False)(once)
         except RetryError as exc:
             cause = exc.last_attempt.exception()
+            if (opened := BREAKER.failure(host, str(cause), started)) is not None:
+                raise opened from cause
             raise SystemFailure(f"external system {self.name} at {endpoint} failed after {state['n']} attempts: "
                                 f"{cause}") from cause
+        BREAKER.success(host)  # it answered, even if to refuse
         if resp.status_code >= 400:
             raise SystemFailure(f"external system {self.name} at {endpoint} refused the query: "
                                 f"HTTP {resp.status_code}: {resp.text[:200]}")

@@ -1,0 +1,76 @@
+"""Who is at fault: the exception types that decide what a failure becomes.
+
+- `UserError`: the person running a command asked for something impossible (an unknown release, a bad
+  name, a missing API key). The CLI prints its message as one line and exits 2; nothing is retried.
+- `InfrastructureError`: a service we depend on (the warehouse, an LLM provider, a search backend) was
+  down or refused us after the retries of the layer that called it. It is never a system's or a
+  judge's fault, so generation and judging let it propagate: the Airflow task fails and is retried,
+  and nothing is stored for the work it interrupted.
+- Anything else raised while a system writes a report is that system's failure (`system_error`);
+  anything else in the CLI is a bug and is shown with its traceback (exit 1).
+
+This module imports nothing heavy so every layer (DAG files included) can use it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DeepScholarError", "UserError", "NotFound", "InvalidInput", "MissingCredentials",
+           "InfrastructureError", "infrastructure_cause", "is_warehouse_outage"]
+
+
+class DeepScholarError(Exception):
+    """Base of the project's own exception types."""
+
+
+class UserError(DeepScholarError):
+    """The caller is at fault and can fix it; the message says how (CLI: one line, exit 2)."""
+
+
+class NotFound(UserError, LookupError):
+    """A release, system, metric or file the user named does not exist (still a LookupError for callers)."""
+
+
+class InvalidInput(UserError, ValueError):
+    """A value the user gave is malformed or not allowed (still a ValueError for callers)."""
+
+
+class MissingCredentials(UserError):
+    """A provider's API key is not configured; `variable` names the environment variable to set."""
+
+    def __init__(self, variable: str, model: str) -> None:
+        self.variable = variable
+        self.model = model
+        super().__init__(f"{variable} is not set: the LLM provider of {model} needs it (export {variable}=...)")
+
+
+class InfrastructureError(DeepScholarError):
+    """A dependency failed after its retries: `service` names it (e.g. "LLM provider openai/gpt-4o at
+    https://api.openai.com/v1", "arXiv search at http://export.arxiv.org/api/query"); the original
+    exception is `__cause__`."""
+
+    def __init__(self, service: str, cause: BaseException | str) -> None:
+        self.service = service
+        detail = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
+        super().__init__(f"{service} unavailable: {detail}")
+
+
+def is_warehouse_outage(exc: BaseException) -> bool:
+    """The warehouse itself failed (connection refused or lost), as opposed to a bad query."""
+    import sqlalchemy.exc
+
+    return isinstance(exc, (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)) or bool(
+        isinstance(exc, sqlalchemy.exc.DBAPIError) and exc.connection_invalidated)
+
+
+def infrastructure_cause(exc: BaseException, *, max_depth: int = 10) -> BaseException | None:
+    """The infrastructure failure behind `exc`, if any: itself or an exception it was raised from or
+    while handling (a system wrapping a provider outage in its own error does not make it the system's
+    fault)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < max_depth:
+        seen.add(id(current))
+        if isinstance(current, InfrastructureError) or is_warehouse_outage(current):
+            return current
+        current = current.__cause__ or current.__context__
+    return None

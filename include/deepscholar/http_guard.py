@@ -1,0 +1,180 @@
+"""One circuit breaker per host, shared by every outbound client (arXiv API, e-prints, OpenAlex, HTTP
+external systems, LLM providers).
+
+Why: each client retries a failed request with backoff, which is right for a blip and wrong for an
+outage: with OpenAlex unreachable, document importance sat out one timeout-and-backoff cycle per source
+for over ten minutes, printing nothing. The breaker counts, per host, the *calls* that still failed after
+their client's own retries with a connection failure, a timeout or a 5xx. After
+`DEEPSCHOLAR_BREAKER_FAILURES` (default 5) such calls in a row, or at least two in a row spanning
+`DEEPSCHOLAR_BREAKER_SECONDS` (default 120), the call that tripped it and every later call to that host
+raise `HostUnavailable` at once: an `InfrastructureError`, which per-item loops let through, so the step
+fails with one line naming the host and Airflow retries it later instead of the step grinding through
+every item. Any answer from the host counts as a success and resets the count (a 404 is an answer; a
+429 or a 4xx raised as an exception counts neither way). After the same number of seconds the breaker
+lets calls through again; the next failure opens it at once, the next success closes it.
+
+The state lives in this process (`BREAKER`): an Airflow task is one process, so a retried task starts
+with a closed breaker.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from deepscholar.errors import InfrastructureError
+
+__all__ = ["BREAKER", "HostBreaker", "HostUnavailable", "host_of", "is_host_failure", "DEFAULT_FAILURES",
+           "DEFAULT_SECONDS"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_FAILURES = 5
+DEFAULT_SECONDS = 120.0
+FAILURES_ENV = "DEEPSCHOLAR_BREAKER_FAILURES"
+SECONDS_ENV = "DEEPSCHOLAR_BREAKER_SECONDS"
+
+
+class HostUnavailable(InfrastructureError):
+    """Calls to `host` failed `failures` times in a row over `seconds`; the step stops and is retried."""
+
+    def __init__(self, host: str, failures: int, seconds: float, last_error: str) -> None:
+        self.host, self.failures, self.seconds, self.last_error = host, failures, seconds, last_error
+        super().__init__(host, f"{failures} consecutive failures in {seconds:.0f} s (last: {last_error}); "
+                               "stopping this step — it will be retried")
+
+
+def host_of(url: str) -> str:
+    """The breaker key of a URL: host and, when given, port (two local servers are two hosts)."""
+    parts = urlsplit(url if "//" in url else f"//{url}")
+    return (parts.netloc.rsplit("@", 1)[-1] or url).lower()
+
+
+def _status(exc: BaseException) -> int | None:
+    for value in (getattr(exc, "status_code", None), getattr(exc, "status", None),
+                  getattr(getattr(exc, "response", None), "status_code", None)):
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def is_host_failure(exc: BaseException) -> bool:
+    """The host, not the request, failed: refused or dropped connections, timeouts, 5xx answers."""
+    import requests
+    import urllib3
+
+    if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
+                        requests.exceptions.ChunkedEncodingError, requests.exceptions.RetryError,
+                        urllib3.exceptions.TimeoutError, urllib3.exceptions.ProtocolError,
+                        urllib3.exceptions.NewConnectionError, urllib3.exceptions.MaxRetryError,
+                        ConnectionError, TimeoutError)):
+        return True
+    status = _status(exc)
+    return status is not None and status >= 500
+
+
+def _env_number(name: str, default: float, cast: Callable[[str], float]) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = cast(raw)
+    except ValueError:
+        log.warning("%s=%r is not a number; using %s", name, raw, default)
+        return default
+    return value if value > 0 else default
+
+
+@dataclass
+class _Streak:
+    failures: int = 0
+    since: float = 0.0  # when the first failed call of the streak started
+    last_error: str = ""
+    open_until: float | None = None
+
+
+class HostBreaker:
+    """Consecutive failed calls per host; `failures`/`seconds` of None read the environment at each use."""
+
+    def __init__(self, failures: int | None = None, seconds: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._failures, self._seconds, self._clock = failures, seconds, clock
+        self._hosts: dict[str, _Streak] = {}
+        self._lock = threading.Lock()
+
+    def limits(self) -> tuple[int, float]:
+        failures = self._failures or int(_env_number(FAILURES_ENV, DEFAULT_FAILURES, int))
+        seconds = self._seconds or float(_env_number(SECONDS_ENV, DEFAULT_SECONDS, float))
+        return failures, seconds
+
+    def _error(self, host: str, streak: _Streak) -> HostUnavailable:
+        return HostUnavailable(host, streak.failures, self._clock() - streak.since, streak.last_error)
+
+    def check(self, host: str) -> None:
+        """Raise HostUnavailable when the host's breaker is open (no request is made)."""
+        with self._lock:
+            streak = self._hosts.get(host)
+            if streak is None or streak.open_until is None:
+                return
+            if self._clock() < streak.open_until:
+                raise self._error(host, streak)
+            streak.open_until = None  # cooled down: let calls through; one more failure opens it again
+
+    def success(self, host: str) -> None:
+        with self._lock:
+            if self._hosts.pop(host, None) is not None:
+                log.info("%s answers again", host)
+
+    def failure(self, host: str, exc: BaseException | str, started: float | None = None) -> HostUnavailable | None:
+        """Count one failed call (started at `started`, default now); the error to raise when it opened
+        the breaker, else None."""
+        now = self._clock()
+        failures, seconds = self.limits()
+        detail = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            streak = self._hosts.setdefault(host, _Streak(since=now if started is None else started))
+            streak.failures += 1
+            streak.last_error = " ".join(detail.split())[:300]
+            if streak.failures >= failures or (streak.failures >= 2 and now - streak.since >= seconds):
+                streak.open_until = now + seconds
+                error = self._error(host, streak)
+            else:
+                return None
+        log.error("%s", error)
+        return error
+
+    @contextmanager
+    def guard(self, host: str, is_failure: Callable[[BaseException], bool] = is_host_failure) -> Iterator[None]:
+        """One call to `host` (with its retries inside): refused at once when open, counted when done."""
+        self.check(host)
+        started = self._clock()
+        try:
+            yield
+        except HostUnavailable:
+            raise
+        except BaseException as exc:
+            if is_failure(exc) and (opened := self.failure(host, exc, started)) is not None:
+                raise opened from exc
+            raise
+        self.success(host)
+
+    def reset(self, host: str | None = None) -> None:
+        with self._lock:
+            if host is None:
+                self._hosts.clear()
+            else:
+                self._hosts.pop(host, None)
+
+    def failures_of(self, host: str) -> int:
+        with self._lock:
+            streak = self._hosts.get(host)
+            return streak.failures if streak else 0
+
+
+BREAKER = HostBreaker()
