@@ -8,6 +8,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from tabulate import tabulate
 
+from deepscholar.errors import NotFound
 from deepscholar.release.steps import release_counts
 
 
@@ -40,7 +41,7 @@ def release_summary(engine: Engine, release_id: str) -> dict:
             "SELECT release_id, status, source, gx_success, gx_result FROM releases WHERE release_id = :r"),
             {"r": release_id}).mappings().first()
         if row is None:
-            raise LookupError(f"no release {release_id}")
+            raise NotFound(f"no release {release_id}; `deepscholar releases` lists the releases there are")
         stages = conn.execute(sa.text(
             "SELECT stage, status, coalesce(reason, '') AS reason, count(*) AS n FROM release_candidates "
             "WHERE release_id = :r GROUP BY 1, 2, 3"), {"r": release_id}).mappings().all()

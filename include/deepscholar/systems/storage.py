@@ -34,6 +34,7 @@ class ReportRecord:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
+    quality_flags: list[str] = field(default_factory=list)  # what an importer found wrong (reports.quality_flags)
 
 
 def source_dates(conn: sa.Connection, sources: list[Source]) -> list[tuple[datetime | None, str]]:
@@ -87,6 +88,9 @@ def store_report(engine: Engine, rec: ReportRecord) -> int:
         dates = source_dates(conn, sources)
         leaked = [d is not None and cutoff is not None and d >= cutoff for d, _ in dates]
         stats = citation_stats(rec.report.text, sources) if rec.report else None
+        # Leaks among the sources a report lists, and (apart) among those it only says it retrieved.
+        n_leaked = sum(lk for s, lk in zip(sources, leaked, strict=True) if s.cited)
+        n_leaked_retrieved = sum(lk for s, lk in zip(sources, leaked, strict=True) if not s.cited)
         row = {
             "release_id": rec.release_id, "system_id": rec.system_id, "arxiv_id": rec.arxiv_id,
             "status": "ok" if rec.report is not None and rec.error is None else "system_error",
@@ -97,7 +101,8 @@ def store_report(engine: Engine, rec: ReportRecord) -> int:
             "completion_tokens": rec.completion_tokens, "cost_usd": rec.cost_usd,
             "n_citations": stats.n_citations if stats else 0,
             "n_unresolved_citations": stats.n_unresolved if stats else 0,
-            "n_leaked_sources": sum(leaked), "trace": rec.report.trace if rec.report else {},
+            "n_leaked_sources": n_leaked, "n_leaked_retrieved": n_leaked_retrieved,
+            "quality_flags": list(rec.quality_flags), "trace": rec.report.trace if rec.report else {},
         }
         db.upsert(conn, "reports", [row], key=["release_id", "system_id", "arxiv_id"])
         report_id = conn.execute(sa.text(
@@ -106,7 +111,7 @@ def store_report(engine: Engine, rec: ReportRecord) -> int:
         conn.execute(sa.text("DELETE FROM report_sources WHERE report_id = :id"), {"id": report_id})
         db.upsert(conn, "report_sources", [
             {"report_id": report_id, "source_idx": s.idx, "arxiv_id": s.arxiv_id, "url": s.url, "title": s.title,
-             "snippet": s.snippet, "published": d, "date_basis": basis, "leaked": lk}
+             "snippet": s.snippet, "published": d, "date_basis": basis, "leaked": lk, "cited": s.cited}
             for s, (d, basis), lk in zip(sources, dates, leaked, strict=True)
         ], key=["report_id", "source_idx"])
     return report_id

@@ -6,8 +6,9 @@ judge explanations are untrusted — and a strict Content-Security-Policy forbid
 Cells carry data-* attributes (data-system, data-metric, data-value, ...) so tests and scrapers can read
 the numbers without parsing the visible text.
 
-The app reads only what the roll-up stored (sql/004_leaderboard.sql, sql/002, sql/003); it computes no
-metric itself, so a number on the page is always the number in Postgres.
+The app reads only what the roll-up stored (leaderboard, reports, judgments; schema in
+deepscholar/migrations/versions/); it computes no metric itself, so a number on the page is always the
+number in Postgres.
 """
 
 from __future__ import annotations
@@ -132,6 +133,7 @@ def _report(conn: sa.Connection, report_id: int) -> dict | None:
     rows = _rows(conn, """
         SELECT rp.report_id, rp.release_id, rp.system_id, rp.arxiv_id, rp.status, rp.error, rp.text,
                rp.system_version, rp.search_backend, rp.search_cutoff, rp.n_citations, rp.created_at,
+               rp.quality_flags, rp.n_unresolved_citations, rp.n_leaked_retrieved,
                q.title AS query_title, s.kind AS system_kind
         FROM deepscholar.reports rp
         LEFT JOIN deepscholar.release_queries q ON q.release_id = rp.release_id AND q.arxiv_id = rp.arxiv_id
@@ -583,6 +585,8 @@ def _json_text(value: Any) -> str:
 def render_report(report: Mapping, judge_config: str | None, base: str) -> str:
     rid = report["report_id"]
     system_link = f"{base}/system/{quote(report['system_id'], safe='')}{_qs(release=report['release_id'])}"
+    # What the importer found wrong with the report (reports.quality_flags); shown, never hidden.
+    flags_html = " ".join(f'<span class="quality-flag">{e(f)}</span>' for f in report.get("quality_flags") or [])
     parts = [f'<h1>Report <span data-report-id="{rid}">{rid}</span></h1>',
              "<table class=\"report-meta\"><tbody>"
              f'<tr><th>System</th><td data-field="system_id"><a href="{e(system_link)}">{e(report["system_id"])}</a>'
@@ -594,6 +598,10 @@ def render_report(report: Mapping, judge_config: str | None, base: str) -> str:
              f'{" — " + e(report["error"]) if report.get("error") else ""}</td></tr>'
              + (f'<tr><th>Search</th><td>{e(report["search_backend"])}, cutoff {e(report.get("search_cutoff"))}'
                 "</td></tr>" if report.get("search_backend") else "")
+             + (f'<tr><th>Quality flags</th><td data-field="quality_flags">{flags_html}'
+                f' <span class="muted">{e(report.get("n_unresolved_citations"))} unresolved citations, '
+                f'{e(report.get("n_leaked_retrieved"))} leaked retrieved-only sources</span></td></tr>'
+                if report.get("quality_flags") else "")
              + "</tbody></table>"]
     configs = sorted({s["judge_config"] for s in report["scores"]} | {j["judge_config"] for j in report["judgments"]})
     if len(configs) > 1:
@@ -602,6 +610,9 @@ def render_report(report: Mapping, judge_config: str | None, base: str) -> str:
                                "judge-config"))
     scores = [s for s in report["scores"] if judge_config is None or s["judge_config"] == judge_config]
     judgments = [j for j in report["judgments"] if judge_config is None or j["judge_config"] == judge_config]
+    if judge_config is not None and judge_config not in configs:
+        parts.append(f'<p class="muted" data-judge-missing="true">Not found: no scores or judgments of this report '
+                     f"under judge config <code>{e(judge_config)}</code>.</p>")
 
     parts.append("<h2>Scores</h2>")
     if scores:
@@ -641,7 +652,8 @@ def render_report(report: Mapping, judge_config: str | None, base: str) -> str:
             rows.append(
                 f'<tr id="source-{s["source_idx"]}" data-source-idx="{s["source_idx"]}">'
                 f'<td class="num">[{s["source_idx"]}]</td><td>{e(s.get("arxiv_id"))}</td><td>{title_html}</td>'
-                f'<td>{e(s.get("published"))}</td><td>{"leaked" if s.get("leaked") else ""}</td>'
+                f'<td>{e(s.get("published"))}</td><td>{"leaked" if s.get("leaked") else ""}'
+                f'{"" if s.get("cited", True) else " (retrieved, not cited)"}</td>'
                 f'<td class="muted">{e(s.get("snippet"))}</td></tr>')
         parts.append('<table class="sources"><thead><tr><th>#</th><th>arXiv</th><th>Title</th><th>Published</th>'
                      f'<th>Leak</th><th>Snippet the system saw</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
@@ -676,6 +688,15 @@ def render_report(report: Mapping, judge_config: str | None, base: str) -> str:
 
 # --- the app -----------------------------------------------------------------------------------------
 
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _has_control_characters(request: Request) -> bool:
+    """No release, system, judge or report name holds one, and PostgreSQL refuses a NUL in a query
+    parameter outright (psycopg2 raised before sending it: a 500 for `?release=%00`)."""
+    return any(_CONTROL_RE.search(v) for v in (request.scope.get("path", ""), *request.query_params.values()))
+
+
 def create_app(engine_factory: Callable[[], Engine] = db.get_engine) -> FastAPI:
     """The leaderboard app. The engine is made on the first request, so importing the Airflow plugin
     (done by every Airflow process) never opens a database connection."""
@@ -695,7 +716,13 @@ def create_app(engine_factory: Callable[[], Engine] = db.get_engine) -> FastAPI:
 
     @app.middleware("http")
     async def security_headers(request: Request, call_next):
-        response: Response = await call_next(request)
+        if _has_control_characters(request):
+            message = "Malformed request: a parameter holds a control character."
+            response: Response = (JSONResponse({"error": message}, status_code=400) if "/api/" in request.url.path
+                                  else _page("Bad request", f'<h1>Bad request</h1><p class="error">{e(message)}</p>',
+                                             base_of(request), 400))
+        else:
+            response = await call_next(request)
         response.headers.setdefault("Content-Security-Policy", CSP)
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("Referrer-Policy", "same-origin")

@@ -14,8 +14,17 @@ actually do):
 - storm: url_to_info.json maps each URL to the unified citation index its [n] use; the reference
   lists the polishing model writes into the article are not used.
 - jsonl: one report a line with explicit sources.
+- markdown: any other .md report; [n] follow its trailing numbered reference list.
 
-Sources are the report's bibliography: what its text cites or lists, not every passage retrieved.
+What a folder holds is decided by content: a deepscholar-base folder (intro.md + paper.csv) whose text
+has no arXiv links but [n] markers and a numbered reference list is read through that list, like any
+markdown report. A reference entry names an arXiv id, a URL or DOI, or only a title (resolved later
+against the corpus by the importer); an entry naming a placeholder (`arXiv:2301.XXXXX`) is unresolved
+and listed in the trace (`import.unresolved`), never dropped silently.
+
+Sources with `cited` true are the report's bibliography: what its text cites or lists. What the system
+says it retrieved but does not list (paper.csv rows, ctxs) is kept with `cited` false, numbered after
+every number the text uses, for the leakage check only.
 A PATH is one output or a folder of them; folders named by a number are rows of the dataset the
 outputs were made for, folders or files named by an arXiv id are that paper.
 """
@@ -41,6 +50,7 @@ from deepscholar.systems.citations import (
     citation_numbers,
     parse_reference_list,
     renumber_citations,
+    split_sentences,
 )
 from deepscholar.text import (
     ARXIV_NEW_ID_RE,
@@ -57,6 +67,7 @@ __all__ = [
     "read_deepresearcher",
     "read_deepscholar_base",
     "read_jsonl",
+    "read_markdown",
     "read_openscholar",
     "read_outputs",
     "read_search_ai",
@@ -66,11 +77,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("jsonl", "deepscholar-base", "search-ai", "openscholar", "deepresearcher", "storm")
+FORMATS = ("jsonl", "deepscholar-base", "search-ai", "openscholar", "deepresearcher", "storm", "markdown")
 _JSON_FORMATS = ("search-ai", "openscholar", "deepresearcher")
 _STORM_ARTICLES = ("storm_gen_article_polished.md", "storm_gen_article_polished.txt", "storm_gen_article.md",
                    "storm_gen_article.txt")
 _DSB_TEXTS = ("intro.md", "final_report.md")
+_MARKDOWN_SUFFIXES = (".md", ".markdown")
 S2_CORPUS_URL = "https://api.semanticscholar.org/CorpusID:{}"
 # A source matches a reference entry by title only when nearly identical (typos, casing, punctuation).
 _TITLE_MATCH = 0.9
@@ -88,6 +100,7 @@ class ExternalOutput:
     error: str | None = None  # why this output could not be read (it is reported, never stored)
     latency_ms: float | None = None
     cost_usd: float | None = None
+    skipped: str | None = None  # a file looked at and not taken as an output, and why (listed, never stored)
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -134,21 +147,73 @@ def _load_json(path: Path) -> Any:
         return json.load(fh)
 
 
-def _trace(fmt: str, path: Path, notes: list[str], **extra: Any) -> dict:
+def _trace(fmt: str, path: Path, notes: list[str], unresolved: list[dict] | None = None, **extra: Any) -> dict:
     info = {"format": fmt, "file": str(path), **{k: v for k, v in extra.items() if v not in (None, [], {})}}
     if notes:
         info["notes"] = notes
+    info["unresolved"] = list(unresolved or [])
     return {"import": info}
 
 
-def _sources_from_references(refs: dict[int, ParsedReference], notes: list[str]) -> list[Source]:
-    """An entry naming a placeholder id gives no source: its citations count as unresolved."""
-    out = []
-    for n, ref in sorted(refs.items()):
-        if ref.problem:
-            notes.append(f"[{n}] {ref.problem}")
+def unresolved_entry(n: int, entry: str, reason: str, in_text: bool = True) -> dict:
+    """One unresolved citation as listed in a report's trace (`import.unresolved`)."""
+    return {"n": n, "entry": entry, "reason": reason, "in_text": in_text}
+
+
+def body_citations(text: str) -> list[int]:
+    """Numbers the report body cites (its reference list excluded), first appearance first."""
+    return list(dict.fromkeys(n for s in split_sentences(text) for n in s.citations))
+
+
+def _list_sources(text: str, refs: dict[int, ParsedReference], retrieved: list[Source],
+                  unresolved: list[dict]) -> tuple[list[Source], set[int]]:
+    """Sources of a report whose [n] follow its own reference list, and the retrieved positions used.
+
+    An entry is matched to what the system retrieved (id, URL, near-identical title) for the snippet it
+    saw; an entry naming a placeholder, or a cited number without an entry, is unresolved.
+    """
+    cited = body_citations(text)
+    sources: list[Source] = []
+    used: set[int] = set()
+    for n in sorted(set(cited) | set(refs)):
+        ref = refs.get(n)
+        if ref is None:
+            if n >= 1:
+                unresolved.append(unresolved_entry(n, "", "no entry with this number in the reference list"))
             continue
-        out.append(Source(idx=n, title=ref.title, snippet="", arxiv_id=ref.arxiv_id, url=ref.url))
+        if ref.problem or not (ref.arxiv_id or ref.url or ref.title):
+            unresolved.append(unresolved_entry(n, ref.text, ref.problem or "the entry names nothing",
+                                               in_text=n in cited))
+            continue
+        pos = _match_ctx(ref, retrieved)
+        if pos is not None:
+            used.add(pos)
+            r = retrieved[pos]
+            sources.append(Source(idx=n, title=r.title or ref.title, snippet=r.snippet,
+                                  arxiv_id=ref.arxiv_id or r.arxiv_id, url=ref.url or r.url, published=r.published))
+        else:
+            sources.append(Source(idx=n, title=ref.title, snippet="", arxiv_id=ref.arxiv_id, url=ref.url))
+    return sources, used
+
+
+def _retrieved_only(text: str, sources: list[Source], retrieved: list[Source], used: set[int]) -> list[Source]:
+    """What the system retrieved and the report does not list: `cited` false, numbered after every
+    number the text or the sources use, so no [n] can ever reach one."""
+    start = max([0, *citation_numbers(text), *(s.idx for s in sources)]) + 1
+    seen_ids = {s.arxiv_id for s in sources if s.arxiv_id}
+    seen_urls = {s.url.rstrip("/") for s in sources if s.url}
+    out: list[Source] = []
+    for pos, r in enumerate(retrieved):
+        if pos in used or (r.arxiv_id and r.arxiv_id in seen_ids) or (r.url and r.url.rstrip("/") in seen_urls):
+            continue
+        if not (r.arxiv_id or r.url or r.title):
+            continue
+        if r.arxiv_id:
+            seen_ids.add(r.arxiv_id)
+        if r.url:
+            seen_urls.add(r.url.rstrip("/"))
+        out.append(Source(idx=start + len(out), title=r.title, snippet=r.snippet, arxiv_id=r.arxiv_id, url=r.url,
+                          published=r.published, cited=False))
     return out
 
 
@@ -191,20 +256,40 @@ def report_from_json(obj: Any, fmt: str = "jsonl", path: Path | str = "") -> Rep
     if not isinstance(text, str) or not text.strip():
         raise ValueError("report has no text")
     notes: list[str] = []
+    unresolved: list[dict] = []
     sources = _normalise_sources(obj.get("sources"), notes)
     if not sources:
-        numbered, ids = arxiv_links_to_numbers(text)
-        if ids:
-            text = numbered
-            sources = [Source(idx=n, title="", snippet="", arxiv_id=a, url=f"https://arxiv.org/abs/{a}")
-                       for n, a in sorted(ids.items())]
-            notes.append("sources from the text's arXiv links")
-        elif refs := parse_reference_list(text):
-            sources = _sources_from_references(refs, notes)
-            notes.append("sources from the text's reference list")
+        text, sources, numbering, _ = _markdown_sources(text, unresolved)
+        if numbering:
+            notes.append(f"sources from the text's {numbering.replace('_', ' ')}")
     trace = dict(obj["trace"]) if isinstance(obj.get("trace"), dict) else {}
-    trace.update(_trace(fmt, Path(path) if path else Path(""), notes))
+    trace.update(_trace(fmt, Path(path) if path else Path(""), notes, unresolved))
     return Report(text=text, sources=sources, trace=trace)
+
+
+def _markdown_sources(text: str, unresolved: list[dict], retrieved: list[Source] | None = None
+                      ) -> tuple[str, list[Source], str | None, set[int]]:
+    """(text, sources, numbering, retrieved positions used) of a markdown report that brings no source
+    list of its own: arXiv links become [n] (numbered in order of first appearance), else [n] follow the
+    trailing reference list."""
+    retrieved = retrieved or []
+    numbered, ids = arxiv_links_to_numbers(text)
+    if ids:
+        sources, used = [], set()
+        for n, a in sorted(ids.items()):
+            pos = next((i for i, x in enumerate(retrieved) if x.arxiv_id == a), None)
+            r = retrieved[pos] if pos is not None else None
+            if pos is not None:
+                used.add(pos)
+            sources.append(Source(idx=n, title=r.title if r else "", snippet=r.snippet if r else "", arxiv_id=a,
+                                  url=(r.url if r and r.url else f"https://arxiv.org/abs/{a}"),
+                                  published=r.published if r else None))
+        return numbered, sources, "arxiv_links", used
+    refs = parse_reference_list(text)
+    if refs:
+        sources, used = _list_sources(text, refs, retrieved, unresolved)
+        return text, sources, "reference_list", used
+    return text, [], None, set()
 
 
 # ------------------------------------------------------------------------------ unit discovery
@@ -212,10 +297,11 @@ def report_from_json(obj: Any, fmt: str = "jsonl", path: Path | str = "") -> Rep
 
 @dataclass
 class _Unit:
-    fmt: str
+    fmt: str  # a format, or "unreadable" / "skipped" (with `why`)
     path: Path
     key: str | int | None = None
     data: Any = field(default=None, repr=False)
+    why: str | None = None
 
 
 def _json_flavor(data: Any) -> str | None:
@@ -232,21 +318,59 @@ def _json_flavor(data: Any) -> str | None:
     return "search-ai"
 
 
-def _dir_units(d: Path) -> list[_Unit]:
-    """Outputs lying directly in folder d."""
+def _has_citations(text: str) -> bool:
+    """A markdown file is a report when it cites: [n] markers, arXiv links or a numbered reference list."""
+    return bool(citation_numbers(text) or arxiv_links_to_numbers(text)[1] or parse_reference_list(text))
+
+
+def _read_text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def _is_leaf_output(d: Path) -> str | None:
+    """A folder that is one output whatever else it holds (its subfolders are the system's state)."""
     if (d / "url_to_info.json").is_file() and any((d / a).is_file() for a in _STORM_ARTICLES):
-        return [_Unit("storm", d)]
+        return "storm"
     if (d / "paper.csv").is_file() and any((d / t).is_file() for t in _DSB_TEXTS):
-        return [_Unit("deepscholar-base", d)]
-    units = [_Unit("jsonl", p, _name_key(p.stem)) for p in sorted(d.glob("*.jsonl"))]
-    for p in sorted(d.glob("*.json")):
+        return "deepscholar-base"
+    return None
+
+
+def _file_unit(p: Path, explicit: bool) -> _Unit | None:
+    """One file as an output; unreadable files become units that report why, never silent skips."""
+    key = _name_key(p.stem)
+    if p.suffix == ".jsonl":
+        return _Unit("jsonl", p, key)
+    if p.suffix == ".json":
         try:
             data = _load_json(p)
-        except (OSError, ValueError):
-            continue
+        except (OSError, ValueError) as exc:
+            return _Unit("unreadable", p, key, why=f"not readable as JSON: {exc}")
         flavor = _json_flavor(data)
-        if flavor:
-            units.append(_Unit(flavor, p, _name_key(p.stem), data))
+        if flavor is None:  # in a folder: the system's other files (config, usage); given itself: a mistake
+            return _Unit("unreadable", p, key, why="not a system output (no 'output' or 'ctxs')") if explicit else None
+        return _Unit(flavor, p, key, data)
+    if p.suffix.lower() in _MARKDOWN_SUFFIXES:
+        try:
+            text = _read_text(p)
+        except (OSError, UnicodeDecodeError) as exc:
+            return _Unit("unreadable", p, key, why=f"not readable as UTF-8 text: {exc}")
+        if not explicit and not _has_citations(text):
+            return _Unit("skipped", p, key, why="no [n] markers, arXiv links or reference list "
+                                                "(give the file itself to import it as a report)")
+        return _Unit("markdown", p, key, text)
+    return None
+
+
+def _dir_units(d: Path) -> list[_Unit]:
+    """Outputs lying directly in folder d."""
+    if leaf := _is_leaf_output(d):
+        return [_Unit(leaf, d)]
+    files = sorted(p for p in d.iterdir() if p.is_file() and not p.name.startswith("."))
+    units = [u for p in files if p.suffix in (".jsonl", ".json") and (u := _file_unit(p, False))]
+    # A .md beside a JSON output (even an unreadable one) is that output's text.
+    if not any(u.fmt in _JSON_FORMATS or u.path.suffix == ".json" for u in units):
+        units += [u for p in files if p.suffix.lower() in _MARKDOWN_SUFFIXES and (u := _file_unit(p, False))]
     return units
 
 
@@ -256,34 +380,33 @@ def _natural(p: Path) -> tuple:
 
 def _discover(path: Path, depth: int = 0) -> list[_Unit]:
     if path.is_file():
-        if path.suffix == ".jsonl":
-            return [_Unit("jsonl", path, _name_key(path.stem))]
-        if path.suffix == ".json":
-            data = _load_json(path)
-            if (flavor := _json_flavor(data)) is None:
-                raise ValueError(f"{path} is not a system output (no 'output' or 'ctxs')")
-            return [_Unit(flavor, path, _name_key(path.stem), data)]
         if path.name in _STORM_ARTICLES or path.name in _DSB_TEXTS or path.name == "url_to_info.json":
-            return _discover(path.parent, depth)
-        raise ValueError(f"{path}: unsupported file type (give the output's folder, a .json or a .jsonl)")
+            if _is_leaf_output(path.parent):
+                return _discover(path.parent, depth)
+        unit = _file_unit(path, True)
+        if unit is None:
+            raise ValueError(f"{path}: unsupported file type (give the output's folder, a .json, .jsonl or .md)")
+        return [unit]
     if not path.is_dir():
         raise FileNotFoundError(path)
     units = _dir_units(path)
-    if not units and depth < 3:
-        for child in sorted((c for c in path.iterdir() if c.is_dir() and not c.name.startswith(".")), key=_natural):
-            found = _discover(child, depth + 1)
-            key = _name_key(child.name)
-            # A folder named by a row or an id holding one output keys that output.
-            if key is not None and len(found) == 1 and found[0].key is None:
-                found[0].key = key
-            units.extend(found)
+    if _is_leaf_output(path) or depth >= 3:
+        return units
+    for child in sorted((c for c in path.iterdir() if c.is_dir() and not c.name.startswith(".")), key=_natural):
+        found = _discover(child, depth + 1)
+        key = _name_key(child.name)
+        # A folder named by a row or an id holding one output keys that output.
+        outputs = [u for u in found if u.fmt != "skipped"]
+        if key is not None and len(outputs) == 1 and outputs[0].key is None:
+            outputs[0].key = key
+        units.extend(found)
     return units
 
 
 def detect_format(path: Path | str) -> str:
     """The format of one output or of a folder of outputs (all of one format)."""
     units = _discover(Path(path))
-    kinds = sorted({u.fmt for u in units})
+    kinds = sorted({u.fmt for u in units} - {"unreadable", "skipped"})
     if not kinds:
         raise ValueError(f"no system outputs recognised under {path}")
     if len(kinds) > 1:
@@ -352,11 +475,12 @@ def _answer_text(output: str) -> tuple[str, str | None]:
 def _parse_ctx_json(unit: _Unit, fmt: str) -> ExternalOutput:
     data = unit.data if unit.data is not None else _load_json(unit.path)
     notes: list[str] = []
+    unresolved: list[dict] = []
     text = _text(data.get("output"))
     if not text.strip():
         md = sorted(unit.path.parent.glob("*.md"))
         if len(md) == 1:
-            text = md[0].read_text(encoding="utf-8")
+            text = _read_text(md[0])
             notes.append(f"text from {md[0].name}")
     if fmt == "deepresearcher":
         text, note = _answer_text(text)
@@ -367,6 +491,7 @@ def _parse_ctx_json(unit: _Unit, fmt: str) -> ExternalOutput:
     ctxs = [c if isinstance(c, dict) else {} for c in (data.get("ctxs") or [])]
     ctx_sources = [_ctx_source(i + 1, c) for i, c in enumerate(ctxs)]
     sources: list[Source] = []
+    used: set[int] = set()
     extra: dict[str, Any] = {}
 
     if fmt == "openscholar" and ctxs:
@@ -379,21 +504,29 @@ def _parse_ctx_json(unit: _Unit, fmt: str) -> ExternalOutput:
             notes.append("0-based passage citations shifted to 1-based")
         extra["citation_base"] = base
         # The reference list's numbers say which passages it means; its text is the model's echo.
-        wanted = sorted(set(citation_numbers(text)) | set(parse_reference_list(text)))
-        sources = [ctx_sources[n - 1] for n in wanted if 1 <= n <= len(ctx_sources)]
+        cited = body_citations(text)
+        wanted = sorted(set(cited) | set(parse_reference_list(text)))
+        for n in wanted:
+            if 1 <= n <= len(ctx_sources):
+                sources.append(ctx_sources[n - 1])
+                used.add(n - 1)
+            elif n in cited:
+                unresolved.append(unresolved_entry(n, "", f"no passage {n - 1 + base} among the {len(ctxs)} ctxs"))
     else:
         refs = parse_reference_list(text)
-        cited = citation_numbers(text)
+        cited = body_citations(text)
         numbers = sorted(set(cited) | set(refs))
         moved = []
         for n in numbers:
             ref = refs.get(n)
-            if ref is not None and ref.problem:
-                notes.append(f"[{n}] {ref.problem}")
+            if ref is not None and (ref.problem or not (ref.arxiv_id or ref.url or ref.title)):
+                unresolved.append(unresolved_entry(n, ref.text, ref.problem or "the entry names nothing",
+                                                   in_text=n in cited))
                 continue
             if ref is not None:
                 pos = _match_ctx(ref, ctx_sources)
                 if pos is not None:
+                    used.add(pos)
                     ctx = ctx_sources[pos]
                     if pos != n - 1:
                         moved.append(f"[{n}]=ctxs[{pos}]")
@@ -403,9 +536,13 @@ def _parse_ctx_json(unit: _Unit, fmt: str) -> ExternalOutput:
                 else:
                     sources.append(Source(idx=n, title=ref.title, snippet="", arxiv_id=ref.arxiv_id, url=ref.url))
             elif 1 <= n <= len(ctx_sources):
+                used.add(n - 1)
                 ctx = ctx_sources[n - 1]
                 sources.append(Source(idx=n, title=ctx.title, snippet=ctx.snippet, arxiv_id=ctx.arxiv_id,
                                       url=ctx.url, published=ctx.published))
+            else:
+                unresolved.append(unresolved_entry(
+                    n, "", f"no entry with this number in the reference list and no ctxs[{n - 1}]"))
         extra["numbering"] = "reference_list" if refs else "ctxs"
         if moved:
             extra["reference_list_vs_ctx_order"] = moved
@@ -413,6 +550,9 @@ def _parse_ctx_json(unit: _Unit, fmt: str) -> ExternalOutput:
             s.idx == n and s.snippet for s in sources)]
         if refs and unmatched:
             notes.append(f"{len(unmatched)} reference entries match no retrieved passage: no snippet")
+    retrieved = _retrieved_only(text, sources, ctx_sources, used)
+    if retrieved:
+        extra["n_retrieved_uncited"] = len(retrieved)
 
     key, row = _resolve_key(unit, _arxiv_id(data.get("arxiv_id")) or _arxiv_id(data.get("abs_url")))
     latency = data.get("latency")
@@ -420,7 +560,8 @@ def _parse_ctx_json(unit: _Unit, fmt: str) -> ExternalOutput:
     cost = usage.get("total_cost_usd_dollar", usage.get("total_cost"))
     return ExternalOutput(
         key=key, row=row, path=str(unit.path), format=fmt,
-        report=Report(text=text, sources=sources, trace=_trace(fmt, unit.path, notes, **extra)),
+        report=Report(text=text, sources=sources + retrieved,
+                      trace=_trace(fmt, unit.path, notes, unresolved, **extra)),
         latency_ms=float(latency) * 1000 if isinstance(latency, int | float) else None,
         cost_usd=float(cost) if isinstance(cost, int | float) else None)
 
@@ -432,37 +573,59 @@ def _csv_rows(path: Path) -> list[dict[str, str]]:
 
 
 def _parse_deepscholar_base(unit: _Unit, fmt: str) -> ExternalOutput:
+    """intro.md cites with arXiv links, or with [n] and a numbered reference list (decided by content);
+    paper.csv is what the system retrieved: the snippets of what it cites, and the rest kept uncited."""
     d = unit.path
     text_file = next(d / t for t in _DSB_TEXTS if (d / t).is_file())
-    raw = text_file.read_text(encoding="utf-8")
-    text, ids = arxiv_links_to_numbers(raw)
+    raw = _read_text(text_file)
     notes: list[str] = []
-    by_id: dict[str, dict[str, str]] = {}
+    unresolved: list[dict] = []
+    retrieved = []
     for row in _csv_rows(d / "paper.csv"):
         aid = _arxiv_id(row.get("id")) or _arxiv_id(row.get("url"))
-        if aid:
-            by_id.setdefault(aid, row)
-    refs = parse_reference_list(text)
-    sources, missing = [], []
-    for n, aid in sorted(ids.items()):
-        row = by_id.get(aid)
-        if row is None:
-            missing.append(aid)
-        title = (row or {}).get("title", "").strip() or (refs[n].title if n in refs else "")
-        sources.append(Source(idx=n, title=title, snippet=(row or {}).get("snippet", ""), arxiv_id=aid,
-                              url=((row or {}).get("url") or "").strip() or f"https://arxiv.org/abs/{aid}",
-                              published=_published((row or {}).get("date"))))
-    if missing:
-        notes.append(f"not in paper.csv (no snippet): {', '.join(missing)}")
+        url = (row.get("url") or "").strip() or (f"https://arxiv.org/abs/{aid}" if aid else None)
+        retrieved.append(Source(idx=len(retrieved) + 1, title=(row.get("title") or "").strip(),
+                                snippet=row.get("snippet") or "", arxiv_id=aid, url=url,
+                                published=_published(row.get("date"))))
+    text, sources, numbering, used = _markdown_sources(raw, unresolved, retrieved)
+    if numbering == "arxiv_links":
+        known = {r.arxiv_id for r in retrieved if r.arxiv_id}
+        missing = [s.arxiv_id for s in sources if s.arxiv_id not in known]
+        if missing:
+            notes.append(f"not in paper.csv (no snippet): {', '.join(missing)}")
+        if not all(s.title for s in sources):  # a linked paper missing from paper.csv: the list's title
+            refs = parse_reference_list(text)
+            for s in sources:
+                s.title = s.title or (refs[s.idx].title if s.idx in refs else "")
+    elif numbering is None and body_citations(text):
+        notes.append("the text has [n] markers but neither arXiv links nor a numbered reference list")
+    uncited = _retrieved_only(text, sources, retrieved, used)
     return ExternalOutput(key=unit.key, path=str(text_file), format=fmt,
+                          report=Report(text=text, sources=sources + uncited,
+                                        trace=_trace(fmt, text_file, notes, unresolved, numbering=numbering or "none",
+                                                     n_retrieved_uncited=len(uncited) or None)))
+
+
+def _parse_markdown(unit: _Unit, fmt: str) -> ExternalOutput:
+    """A markdown report on its own: arXiv links, else [n] through its trailing reference list."""
+    raw = unit.data if isinstance(unit.data, str) else _read_text(unit.path)
+    if not raw.strip():
+        raise ValueError("the file is empty")
+    notes: list[str] = []
+    unresolved: list[dict] = []
+    text, sources, numbering, _ = _markdown_sources(raw, unresolved)
+    if numbering is None and body_citations(text):
+        notes.append("the text has [n] markers but neither arXiv links nor a numbered reference list")
+    key, row = _resolve_key(unit, None)
+    return ExternalOutput(key=key, row=row, path=str(unit.path), format=fmt,
                           report=Report(text=text, sources=sources,
-                                        trace=_trace(fmt, text_file, notes, numbering="arxiv_links")))
+                                        trace=_trace(fmt, unit.path, notes, unresolved, numbering=numbering or "none")))
 
 
 def _parse_storm(unit: _Unit, fmt: str) -> ExternalOutput:
     d = unit.path
     article = next(d / a for a in _STORM_ARTICLES if (d / a).is_file())
-    text = article.read_text(encoding="utf-8")
+    text = _read_text(article)
     info = _load_json(d / "url_to_info.json")
     notes: list[str] = []
     by_url = info.get("url_to_info", {}) if isinstance(info, dict) else {}
@@ -511,6 +674,7 @@ def _read_jsonl(unit: _Unit) -> list[ExternalOutput]:
 
 
 _PARSERS: dict[str, Callable[[_Unit, str], ExternalOutput]] = {
+    "markdown": _parse_markdown,
     "deepscholar-base": _parse_deepscholar_base,
     "storm": _parse_storm,
     "search-ai": _parse_ctx_json,
@@ -525,16 +689,20 @@ def read_outputs(path: Path | str, fmt: str = "auto") -> list[ExternalOutput]:
         raise ValueError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
     outputs: list[ExternalOutput] = []
     for unit in _discover(Path(path)):
+        if unit.fmt in ("unreadable", "skipped"):
+            outputs.append(ExternalOutput(key=unit.key, report=None, path=str(unit.path), format=unit.fmt,
+                                          **{"error" if unit.fmt == "unreadable" else "skipped": unit.why}))
+            continue
         if fmt != "auto" and unit.fmt != fmt and not (fmt in _JSON_FORMATS and unit.fmt in _JSON_FORMATS):
             outputs.append(ExternalOutput(key=unit.key, report=None, path=str(unit.path), format=unit.fmt,
-                                          error=f"a {unit.fmt} output, not {fmt}"))
+                                          error=f"a {unit.fmt} output, not {fmt} (--format auto reads it)"))
             continue
         use = unit.fmt if fmt == "auto" else fmt
-        if use == "jsonl":
-            outputs.extend(_read_jsonl(unit))
-            continue
         try:
-            outputs.append(_PARSERS[use](unit, use))
+            if use == "jsonl":
+                outputs.extend(_read_jsonl(unit))
+            else:
+                outputs.append(_PARSERS[use](unit, use))
         except Exception as exc:  # a broken output is reported with its path, the others still import
             log.warning("cannot read %s output %s: %s", use, unit.path, exc)
             outputs.append(ExternalOutput(key=unit.key, report=None, path=str(unit.path), format=use,
@@ -564,3 +732,7 @@ def read_deepresearcher(path: Path | str) -> list[ExternalOutput]:
 
 def read_storm(path: Path | str) -> list[ExternalOutput]:
     return read_outputs(path, "storm")
+
+
+def read_markdown(path: Path | str) -> list[ExternalOutput]:
+    return read_outputs(path, "markdown")

@@ -2,8 +2,13 @@
 
 An output reaches a query only by its arXiv id or by the dataset row its folder is named after (through
 release_queries.row_index, kept by the official import); an output that maps to no query is reported,
-never stored. Every report goes through storage.store_report, so imported reports get the same
-citation statistics and leakage check as our own, and importing again changes no row count.
+never stored. Every report goes through storage.store_report (one transaction: a report is stored whole
+or not at all), so imported reports get the same citation statistics and leakage check as our own, and
+importing again changes no row count.
+
+Nothing passes silently: title-only reference entries are resolved against the corpus (and arXiv title
+search) or listed as unresolved (systems.external.resolve), a report with no sources or too many
+unresolved citations is stored with `quality_flags`, and the summary counts all of it per format.
 """
 
 from __future__ import annotations
@@ -18,7 +23,16 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar import db
-from deepscholar.systems.external.formats import ExternalOutput, detect_format, read_outputs
+from deepscholar.errors import InvalidInput, NotFound
+from deepscholar.progress import progress
+from deepscholar.systems.external.formats import FORMATS, ExternalOutput, read_outputs
+from deepscholar.systems.external.resolve import (
+    DEFAULT_UNRESOLVED_SHARE,
+    TITLE_SEARCH,
+    TitleResolver,
+    finish_report,
+    quality_flags,
+)
 from deepscholar.systems.storage import ReportRecord, store_report
 
 __all__ = ["ImportSummary", "import_reports"]
@@ -26,30 +40,60 @@ __all__ = ["ImportSummary", "import_reports"]
 log = logging.getLogger(__name__)
 
 SEARCH_BACKEND = "external"
+_FORMAT_COUNTS = ("outputs", "reports", "cited", "resolved", "unresolved", "leaked", "leaked_retrieved",
+                  "flagged", "errors")
 
 
 @dataclass
 class ImportSummary:
-    """What an import stored and what it refused, with the reason for each refusal."""
+    """What an import stored and what it refused, with the reason for each refusal, counted per format."""
 
     system_id: str
     release_id: str
     path: str
     format: str
+    title_search: str = "arxiv"
+    max_unresolved_share: float = DEFAULT_UNRESOLVED_SHARE
     n_outputs: int = 0
     n_stored: int = 0
     n_errors: int = 0
+    n_flagged: int = 0
     errors: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
     reports: list[dict[str, Any]] = field(default_factory=list)
+    by_format: dict[str, dict[str, int]] = field(default_factory=dict)
     duration_seconds: float = 0.0
 
+    def _counts(self, fmt: str) -> dict[str, int]:
+        return self.by_format.setdefault(fmt, dict.fromkeys(_FORMAT_COUNTS, 0))
+
     def error(self, output: ExternalOutput, message: str) -> None:
-        self.errors.append({"path": output.path, "key": output.key, "error": message})
+        self.errors.append({"path": output.path, "key": output.key, "format": output.format, "error": message})
         self.n_errors = len(self.errors)
-        log.error("import-reports %s: %s (%s): %s", self.system_id, output.path, output.key, message)
+        self._counts(output.format)["errors"] += 1
+        # Reported in the summary (the CLI prints one line per output on stderr); the log keeps detail.
+        log.info("import-reports %s: %s (%s) not imported: %s", self.system_id, output.path, output.key, message)
+
+    def stored(self, fmt: str, row: dict[str, Any]) -> None:
+        self.reports.append(row)
+        self.n_stored += 1
+        counts = self._counts(fmt)
+        counts["reports"] += 1
+        counts["cited"] += row["n_cited_numbers"]
+        counts["resolved"] += row["n_cited_numbers"] - row["n_unresolved_citations"]
+        counts["unresolved"] += row["n_unresolved_citations"]
+        counts["leaked"] += row["n_leaked_sources"]
+        counts["leaked_retrieved"] += row["n_leaked_retrieved"]
+        if row["quality_flags"]:
+            counts["flagged"] += 1
+            self.n_flagged += 1
+
+    @property
+    def flagged(self) -> list[dict[str, Any]]:
+        return [r for r in self.reports if r["quality_flags"]]
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self) | {"flagged": self.flagged}
 
 
 def _ensure_system(engine: Engine, system_id: str, path: Path, fmt: str) -> dict:
@@ -61,7 +105,7 @@ def _ensure_system(engine: Engine, system_id: str, path: Path, fmt: str) -> dict
         row = conn.execute(sa.text(f"SELECT kind, version, config FROM {db.SCHEMA}.systems WHERE system_id = :s"),
                            {"s": system_id}).mappings().one()
     if row["kind"] != "external":
-        raise ValueError(f"system {system_id!r} is a {row['kind']} system; imported reports belong to an "
+        raise InvalidInput(f"system {system_id!r} is a {row['kind']} system; imported reports belong to an "
                          "external system (choose another name)")
     return dict(row)
 
@@ -70,7 +114,7 @@ def _release_keys(engine: Engine, release_id: str) -> tuple[set[str], dict[int, 
     with engine.connect() as conn:
         if conn.execute(sa.text(f"SELECT 1 FROM {db.SCHEMA}.releases WHERE release_id = :r"),
                         {"r": release_id}).first() is None:
-            raise LookupError(f"release {release_id!r} does not exist")
+            raise NotFound(f"release {release_id!r} does not exist; `deepscholar releases` lists the releases")
         rows = conn.execute(sa.text(f"SELECT arxiv_id, row_index FROM {db.SCHEMA}.release_queries "
                                     "WHERE release_id = :r"), {"r": release_id}).all()
     return {r.arxiv_id for r in rows}, {r.row_index: r.arxiv_id for r in rows if r.row_index is not None}
@@ -94,22 +138,54 @@ def _query_for(output: ExternalOutput, ids: set[str], rows: dict[int, str], rele
     return output.key
 
 
-def import_reports(engine: Engine, system_id: str, path: Path | str, release_id: str,
-                   fmt: str = "auto") -> ImportSummary:
-    """Import one output or a folder of outputs as `system_id`'s reports for `release_id`."""
+def import_reports(engine: Engine, system_id: str, path: Path | str, release_id: str, fmt: str = "auto", *,
+                   title_search: str = "arxiv",
+                   max_unresolved_share: float = DEFAULT_UNRESOLVED_SHARE) -> ImportSummary:
+    """Import one output or a folder of outputs as `system_id`'s reports for `release_id`.
+
+    `title_search`: where title-only reference entries are looked up ("arxiv": the corpus, then arXiv
+    title search; "corpus": the corpus only). `max_unresolved_share`: a report whose share of unresolved
+    distinct cited numbers is above it is flagged `unresolved_citations`.
+    """
     started = time.perf_counter()
+    from deepscholar.release.window import validate_release_id
+    from deepscholar.systems.registry import validate_name
+
+    validate_name(system_id)
+    validate_release_id(release_id)
+    if fmt != "auto" and fmt not in FORMATS:
+        raise InvalidInput(f"unknown format {fmt!r}; known: auto, {', '.join(FORMATS)}")
+    if title_search not in TITLE_SEARCH:
+        raise InvalidInput(f"title search must be one of {', '.join(TITLE_SEARCH)}, not {title_search!r}")
+    if not 0.0 <= max_unresolved_share <= 1.0:
+        raise InvalidInput(f"the unresolved-citation threshold is a share in [0, 1], not {max_unresolved_share}")
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist")
-    resolved = detect_format(path) if fmt == "auto" else fmt
+        raise NotFound(f"{path} does not exist")
     ids, rows = _release_keys(engine, release_id)
-    system = _ensure_system(engine, system_id, path, resolved)
-    summary = ImportSummary(system_id=system_id, release_id=release_id, path=str(path), format=resolved)
+    try:
+        outputs = read_outputs(path, fmt)
+    except (OSError, ValueError) as exc:  # unreadable, or nothing in it we know: the user's file, not a bug
+        raise InvalidInput(f"{path}: {exc}") from exc
+    formats = sorted({o.format for o in outputs if o.report is not None} or
+                     {o.format for o in outputs if o.format not in ("unreadable", "skipped")})
+    if not formats and not any(o.error for o in outputs):
+        skipped = "; ".join(f"{o.path}: {o.skipped}" for o in outputs if o.skipped)[:500]
+        raise InvalidInput(f"{path}: no system outputs recognised (formats: {', '.join(FORMATS)})"
+                           + (f"; skipped {skipped}" if skipped else ""))
+    resolved = formats[0] if len(formats) == 1 else ("+".join(formats) if formats else fmt)
+    # Registered only when something can be stored: a run of unreadable files leaves no system behind.
+    system = _ensure_system(engine, system_id, path, resolved) if any(o.report for o in outputs) else {}
+    summary = ImportSummary(system_id=system_id, release_id=release_id, path=str(path), format=resolved,
+                            title_search=title_search, max_unresolved_share=max_unresolved_share)
+    resolver = TitleResolver(engine, title_search)
 
-    outputs = read_outputs(path, resolved)
+    summary.skipped = [{"path": o.path, "why": o.skipped} for o in outputs if o.skipped]
+    outputs = [o for o in outputs if not o.skipped]
     summary.n_outputs = len(outputs)
     claimed: dict[str, str] = {}
-    for output in outputs:
+    for output in progress(outputs, f"import-reports {system_id} into {release_id}: outputs"):
+        summary._counts(output.format)["outputs"] += 1
         if output.error or output.report is None:
             summary.error(output, output.error or "no report")
             continue
@@ -123,20 +199,60 @@ def import_reports(engine: Engine, system_id: str, path: Path | str, release_id:
             continue
         claimed[arxiv_id] = output.path
         report = output.report
-        report.trace.setdefault("import", {})["system_path"] = str(path)
+        stats = finish_report(report, resolver)
+        flags, quality = quality_flags(report, stats, max_unresolved_share)
+        info = report.trace.setdefault("import", {})
+        info["system_path"] = str(path)
+        info["quality"] = quality
         record = ReportRecord(
             release_id=release_id, system_id=system_id, arxiv_id=arxiv_id, report=report,
             system_version=system["version"], system_config=system["config"] or {},
-            search_backend=SEARCH_BACKEND, latency_ms=output.latency_ms, cost_usd=output.cost_usd)
+            search_backend=SEARCH_BACKEND, latency_ms=output.latency_ms, cost_usd=output.cost_usd,
+            quality_flags=flags)
         report_id = store_report(engine, record)
-        summary.n_stored += 1
         with engine.connect() as conn:
             stored = conn.execute(sa.text(
-                f"SELECT n_citations, n_unresolved_citations, n_leaked_sources FROM {db.SCHEMA}.reports "
-                "WHERE report_id = :id"), {"id": report_id}).mappings().one()
-        summary.reports.append({"arxiv_id": arxiv_id, "report_id": report_id, "path": output.path,
-                                "n_sources": len(report.sources), **stored})
+                f"SELECT n_citations, n_unresolved_citations, n_leaked_sources, n_leaked_retrieved, quality_flags "
+                f"FROM {db.SCHEMA}.reports WHERE report_id = :id"), {"id": report_id}).mappings().one()
+        summary.stored(output.format, {
+            "arxiv_id": arxiv_id, "report_id": report_id, "path": output.path, "format": output.format,
+            "n_sources": quality["n_sources"], "n_retrieved_uncited": quality["n_retrieved_uncited"],
+            "n_cited_numbers": stats.n_distinct, **stored,
+            "unresolved": [u for u in info["unresolved"] if u.get("in_text", True)]})
     summary.duration_seconds = round(time.perf_counter() - started, 3)
-    log.info("import-reports %s into %s: %d of %d outputs stored, %d errors (%.2f s)", system_id, release_id,
-             summary.n_stored, summary.n_outputs, summary.n_errors, summary.duration_seconds)
+    log.info("import-reports %s into %s: %d of %d outputs stored, %d flagged, %d errors (%.2f s)", system_id,
+             release_id, summary.n_stored, summary.n_outputs, summary.n_flagged, summary.n_errors,
+             summary.duration_seconds)
     return summary
+
+
+def format_import_summary(summary: ImportSummary) -> str:
+    """What `deepscholar import-reports` prints: counts per format, then every flagged report and why."""
+    from tabulate import tabulate
+
+    head = (f"import-reports {summary.system_id} into {summary.release_id} from {summary.path}: "
+            f"{summary.n_outputs} outputs, {summary.n_stored} stored, {summary.n_flagged} flagged, "
+            f"{summary.n_errors} not imported ({summary.duration_seconds:.1f} s)")
+    cols = ["reports", "cited", "resolved", "unresolved", "leaked", "leaked_retrieved", "flagged", "errors"]
+    headers = ["format", "reports", "cited [n]", "resolved", "unresolved", "leaked", "leaked (retrieved only)",
+               "flagged", "not imported"]
+    table = [[fmt, *(c[k] for k in cols)] for fmt, c in sorted(summary.by_format.items())]
+    if len(table) > 1:
+        table.append(["total", *(sum(c[k] for c in summary.by_format.values()) for k in cols)])
+    lines = [head, tabulate(table, headers=headers)]
+    if summary.flagged:
+        lines.append(f"\nflagged reports ({len(summary.flagged)}; more than "
+                     f"{summary.max_unresolved_share:.0%} unresolved counts as unresolved_citations):")
+        for r in summary.flagged:
+            lines.append(f"  {r['arxiv_id']}  {', '.join(r['quality_flags'])}  "
+                         f"({r['n_unresolved_citations']} of {r['n_cited_numbers']} cited [n] unresolved, "
+                         f"{r['n_sources']} sources)  {r['path']}")
+            for u in r["unresolved"][:5]:
+                entry = f" {u['entry'][:80]}" if u["entry"] else ""
+                lines.append(f"      [{u['n']}]{entry}: {u['reason']}")
+            if len(r["unresolved"]) > 5:
+                lines.append(f"      ... {len(r['unresolved']) - 5} more in the report's trace (import.unresolved)")
+    if summary.skipped:
+        lines.append(f"\nskipped {len(summary.skipped)} files (not taken as outputs):")
+        lines += [f"  {s['path']}: {s['why']}" for s in summary.skipped]
+    return "\n".join(lines)
