@@ -1,0 +1,166 @@
+"""A canary API key must never be written anywhere: no table, no log line, no CLI output.
+
+OPENAI_API_KEY (the judge's key, read by litellm) and the variable an LLM system's config names
+(`api_key_env`) hold unique canary strings. An LLM system (deepscholar_base) writes its reports and an LLM
+judge scores them, against the local OpenAI-compatible stub, in-process with every logger at DEBUG, and
+once more through the `deepscholar evaluate -v` command with litellm's own debug logging on. The stub must
+have received the canaries (so they were really used); afterwards every row of every table, as text, and
+every captured log line and output stream are searched for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+import sqlalchemy as sa
+from support.openai_stub import OpenAIStub, first_user_text
+
+from deepscholar import db
+
+RELEASE = "2025-06"
+QUERIES = ["2506.00001"]
+JUDGE_CANARY = f"sk-canary-judge-{uuid.uuid4().hex}"
+SYSTEM_CANARY = f"sk-canary-system-{uuid.uuid4().hex}"
+CANARIES = (JUDGE_CANARY, SYSTEM_CANARY)
+
+
+def brain(body: dict) -> str:
+    """A cooperative model for deepscholar_base's stages and the judges' prompts."""
+    prompt = first_user_text(body)
+    if "search queries for an academic search engine" in prompt:
+        n = int(re.search(r"exactly (\d+) strings", prompt).group(1))
+        return json.dumps(["retrieval augmented generation", "retrieval generation passages"][:n] + ["x"] * (n - 2))
+    if "Search results (title and abstract of each)" in prompt or "Candidate papers" in prompt:
+        listed = sorted({int(n) for n in re.findall(r"^\[(\d+)\]", prompt, re.MULTILINE)})
+        k = re.search(r"Return the (\d+) most important", prompt)
+        return json.dumps(listed[:int(k.group(1))] if k else listed)
+    if "Sources you may cite" in prompt:
+        return "## Related Work\n\nRetrieval-augmented generation grounds answers in retrieved passages [1]."
+    if count := re.search(r"exactly (\d+) strings", prompt):
+        return json.dumps(["support"] * int(count.group(1)))
+    if prompt.startswith("You are comparing two related-work sections"):
+        return json.dumps({"decision": "A", "explanation": "clearer"})
+    if '"supported"' in prompt:
+        return json.dumps({"supported": True, "explanation": "stated"})
+    if '"grade"' in prompt:
+        return json.dumps({"grade": 2, "explanation": "on topic"})
+    raise AssertionError(f"unexpected prompt: {prompt[:200]}")
+
+
+def seed(engine) -> None:
+    with engine.begin() as conn:
+        db.upsert(conn, "releases", [{"release_id": RELEASE, "status": "published",
+                                      "window_start": datetime(2025, 6, 1, tzinfo=UTC),
+                                      "window_end": datetime(2025, 7, 1, tzinfo=UTC)}], key=["release_id"])
+        db.upsert(conn, "release_queries", [{
+            "release_id": RELEASE, "arxiv_id": q, "version": 1, "title": f"Retrieval augmented writing {q}",
+            "abstract": "We study retrieval augmented generation for writing related work.",
+            "published": datetime(2025, 6, 10, tzinfo=UTC), "section_raw_latex": "x",
+            "section_text": "Retrieval augmented generation conditions a generator on passages [@lewis].",
+            "word_count": 9} for q in QUERIES], key=["release_id", "arxiv_id"])
+        db.upsert(conn, "nuggets", [{"release_id": RELEASE, "arxiv_id": q, "nugget_idx": i,
+                                     "text": f"RAG fact {i}", "importance": "vital", "judge_config": "test"}
+                                    for q in QUERIES for i in range(3)], key=["release_id", "arxiv_id", "nugget_idx"])
+        db.upsert(conn, "corpus", [{"arxiv_id": f"2401.0000{i}", "title": f"Retrieval augmented generation {i}",
+                                    "abstract": "Retrieval augmented generation grounds a generator in passages.",
+                                    "published": datetime(2024, 1, i, tzinfo=UTC), "source": "reference"}
+                                   for i in (1, 2, 3)], key=["arxiv_id"])
+
+
+def rows_holding(engine, needle: str) -> dict[str, int]:
+    """Every table of the schema, each row as text (all columns, jsonb included): rows containing needle."""
+    found = {}
+    with engine.connect() as conn:
+        tables = conn.execute(sa.text("SELECT tablename FROM pg_tables WHERE schemaname = 'deepscholar'")).scalars()
+        for table in tables:
+            n = conn.execute(sa.text(f'SELECT count(*) FROM deepscholar."{table}" t WHERE strpos(t::text, :n) > 0'),
+                             {"n": needle}).scalar_one()
+            if n:
+                found[table] = n
+    return found
+
+
+def _authorizations(stub: OpenAIStub) -> set[str]:
+    return {request.headers.get("Authorization", "") for request, _ in stub.log}
+
+
+LEAK_CASES = [pytest.param(where, id=f"canary-absent-from-{where}") for where in (
+    "tables", "library-logs-at-debug", "cli-stdout-stderr")]
+
+
+@pytest.fixture(scope="module")
+def canary_run(db_url):
+    """Generation and LLM judging with the canary keys, once for the module; what every channel captured."""
+    from deepscholar.evaluation.runner import evaluate_release
+    from deepscholar.systems.generation import generate_release
+    from deepscholar.systems.registry import add_system
+
+    engine = db.get_engine(db_url)
+    with engine.begin() as conn:  # this module's own clean start (the `engine` fixture is per test)
+        names = conn.execute(sa.text("SELECT tablename FROM pg_tables WHERE schemaname = 'deepscholar' "
+                                     "AND tablename NOT IN ('schema_files', 'alembic_version')")).scalars().all()
+        conn.execute(sa.text("TRUNCATE " + ", ".join(f'deepscholar."{n}"' for n in names) + " CASCADE"))
+    seed(engine)
+    log_stream = io.StringIO()
+    handler = logging.StreamHandler(log_stream)
+    handler.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s %(args)s"))
+    root = logging.getLogger()
+    old_level = root.level
+    with OpenAIStub() as stub, pytest.MonkeyPatch.context() as mp:
+        stub.default = brain
+        mp.setenv("OPENAI_API_KEY", JUDGE_CANARY)
+        mp.setenv("DEEPSCHOLAR_CANARY_SYSTEM_KEY", SYSTEM_CANARY)
+        mp.delenv("DEEPSCHOLAR_JUDGE_API_BASE", raising=False)
+        add_system(engine, "llm_system", "deepscholar_base", {
+            "model": "openai/stub-writer", "api_base": stub.url, "api_key_env": "DEEPSCHOLAR_CANARY_SYSTEM_KEY",
+            "search_K": 3, "K": 2})
+        root.addHandler(handler)
+        root.setLevel(logging.DEBUG)  # every logger, litellm's and the OpenAI SDK's included
+        try:  # litellm's verbose mode prints rather than logs: its stdout and stderr are captured too
+            with contextlib.redirect_stdout(log_stream), contextlib.redirect_stderr(log_stream):
+                generated = generate_release(engine, RELEASE, ["llm_system"])
+                judged = evaluate_release(engine, RELEASE, judge="openai/stub-judge", api_base=stub.url,
+                                          metrics=["organization", "nugget_coverage", "citation_precision"])
+        finally:
+            root.removeHandler(handler)
+            root.setLevel(old_level)
+        env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", DEEPSCHOLAR_DB_URL=db_url, LITELLM_LOG="DEBUG")
+        cli = subprocess.run([sys.executable, "-m", "deepscholar.cli", "-v", "evaluate", "--release", RELEASE,
+                              "--judge", "openai/stub-judge", "--api-base", stub.url, "--metrics", "claim_coverage",
+                              "relevance_rate", "--json"], capture_output=True, text=True, env=env, timeout=300)
+        stub.raise_errors()
+        authorizations = _authorizations(stub)
+    assert cli.returncode == 0, cli.stderr[-3000:]
+    yield {"engine": engine, "generated": generated, "judged": judged, "library_log": log_stream.getvalue(),
+           "cli": cli.stdout + cli.stderr, "cli_result": json.loads(cli.stdout[cli.stdout.index("{"):]),
+           "authorizations": authorizations}
+
+
+@pytest.mark.parametrize("where", LEAK_CASES)
+def test_canary_keys_are_never_stored_or_logged(canary_run, where):
+    engine = canary_run["engine"]
+    # The keys were really used: the stub saw both, and real work was done and stored.
+    assert {f"Bearer {c}" for c in CANARIES} <= canary_run["authorizations"]
+    assert canary_run["generated"].get("ok") == len(QUERIES), canary_run["generated"]
+    assert canary_run["judged"]["llm_requests"] > 0 and canary_run["cli_result"]["llm_requests"] > 0
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM llm_calls")).scalar_one() > 0
+    for canary in CANARIES:
+        if where == "tables":
+            assert rows_holding(engine, canary) == {}
+        elif where == "library-logs-at-debug":
+            assert "Params passed to completion()" in canary_run["library_log"]  # litellm's debug output was on
+            assert canary not in canary_run["library_log"]
+        else:
+            assert "LiteLLM" in canary_run["cli"]  # LITELLM_LOG=DEBUG took effect: the most it ever says
+            assert canary not in canary_run["cli"]
