@@ -1,6 +1,22 @@
 """Monthly benchmark: every active system writes a report for every query of month M, every report is
 judged on the seven metrics, and the month's leaderboard is rolled up, checked and published.
 
+**Scheduling.** The DAG keeps a time-based schedule (the same monthly cron data interval as the release
+DAG) so past months can be backfilled from the UI, CLI or REST API with the usual params. At the cron
+tick both DAGs start for month M; a real release takes hours, so the first task, `wait_for_release`, is
+a sensor in *reschedule* mode: it holds no worker slot while it waits (bounded by
+DEEPSCHOLAR_RELEASE_WAIT_HOURS, default 96 h; poked every DEEPSCHOLAR_RELEASE_POKE_SECONDS, default
+300 s) and lets the run go on as soon as release M is published. We chose this over scheduling on the
+release Asset because an asset-triggered DAG cannot be backfilled by date, and a cron-plus-asset
+schedule would start two runs for the same month. If release M fails its quality gate the sensor ends
+the run at once (state `blocked`, the gate's message in the log and in `benchmark_runs`); when M is
+re-built and published, the release DAG starts a new benchmark run for M by itself
+(`start_benchmark`), because no run for M is waiting any more.
+
+**Honest final state.** `finish` runs last whatever happened (trigger rule all_done) and fails the run
+unless this run published the leaderboard of M; its log says why (release blocked, which task failed).
+So a run that did nothing never shows green.
+
 Generation maps one task per (system, query) pair still missing an ok report, in one lane per LLM
 provider so each provider's Airflow pool bounds its requests. Judging maps one task per (metric,
 system), each judging only the reports that lack a current score. So a scheduled run, a retry and a
@@ -13,8 +29,16 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
-import pendulum
-from airflow.sdk import Asset, CronDataIntervalTimetable, Metadata, Param, dag, get_current_context, task
+from airflow.sdk import (
+    Asset,
+    CronDataIntervalTimetable,
+    Metadata,
+    Param,
+    PokeReturnValue,
+    dag,
+    get_current_context,
+    task,
+)
 
 from deepscholar.orchestration import (
     BENCHMARK_DAG_ID,
@@ -24,6 +48,9 @@ from deepscholar.orchestration import (
     MAX_MAPPED_TASKS,
     MONTHLY_CRON,
     lane_pool,
+    release_poke_seconds,
+    release_wait_seconds,
+    schedule_window,
 )
 
 LEADERBOARD_PUBLISHED = Asset(name=LEADERBOARD_ASSET_NAME, uri=LEADERBOARD_ASSET_URI)
@@ -40,12 +67,22 @@ def _judge() -> str:
     return get_current_context()["params"].get("judge") or "local"
 
 
+def _run():
+    """This Airflow run as the warehouse records it in benchmark_runs."""
+    from deepscholar.evaluation.judges import JudgeSpec
+    from deepscholar.scheduling import BenchmarkRun
+
+    dag_run = get_current_context()["dag_run"]
+    return BenchmarkRun(release_id=_month(), run_id=dag_run.run_id, run_type=str(dag_run.run_type),
+                        triggered_by=str(getattr(dag_run, "triggered_by", None) or "") or None,
+                        judge_config=JudgeSpec.parse(_judge()).config_id)
+
+
 @dag(
     dag_id=BENCHMARK_DAG_ID,
     # Time-based (not asset-triggered) so months can be backfilled from the UI, CLI or REST API.
     schedule=CronDataIntervalTimetable(MONTHLY_CRON, timezone="UTC"),
-    start_date=pendulum.datetime(2025, 1, 1, tz="UTC"),
-    catchup=False,
+    **schedule_window(),  # start/end/catchup from DEEPSCHOLAR_SCHEDULE_START/_END, DEEPSCHOLAR_CATCHUP
     max_active_runs=2,
     tags=["deepscholar", "benchmark"],
     default_args={
@@ -54,7 +91,9 @@ def _judge() -> str:
         "retry_exponential_backoff": True,
     },
     params={
-        "month": Param(None, type=["null", "string"], pattern=r"^\d{4}-\d{2}$",
+        # ASCII digits, months 01-12 and exactly 7 characters: Python's \d takes '２０２５-０６' and `$` a
+        # trailing newline, and the run would fail later on them.
+        "month": Param(None, type=["null", "string"], pattern=r"^[0-9]{4}-(0[1-9]|1[0-2])$", maxLength=7,
                        description="Run this month instead of the run's data interval (YYYY-MM)."),
         "systems": Param([], type="array", items={"type": "string"},
                          description="Only these systems (e.g. a newly registered one); empty = all active."),
@@ -66,6 +105,22 @@ def _judge() -> str:
     doc_md=__doc__,
 )
 def deepscholar_benchmark():
+    # -- wait for release M (same cron tick as the release DAG) --
+
+    @task.sensor(mode="reschedule", poke_interval=release_poke_seconds(), timeout=release_wait_seconds())
+    def wait_for_release() -> PokeReturnValue:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from deepscholar.db import get_engine, init_db
+        from deepscholar.scheduling import ReleaseBlocked, poke_release
+
+        engine = get_engine()
+        init_db(engine)
+        try:
+            return PokeReturnValue(is_done=poke_release(engine, _run()))
+        except ReleaseBlocked as exc:  # the gate failed: end now, with its message, no retries
+            raise AirflowFailException(str(exc)) from exc
+
     # -- generation --
 
     @task
@@ -92,12 +147,19 @@ def deepscholar_benchmark():
 
     @task(max_active_tis_per_dagrun=int(os.environ.get("DEEPSCHOLAR_GENERATION_CONCURRENCY", "4")))
     def generate_report(pairs: list[dict]) -> list[dict]:
+        from airflow.sdk.exceptions import AirflowFailException
+
         from deepscholar.db import get_engine
+        from deepscholar.errors import UserError
         from deepscholar.systems.generation import generate_batch
 
-        return generate_batch(get_engine(), pairs)
+        try:
+            return generate_batch(get_engine(), pairs)
+        except UserError as exc:  # e.g. a provider's API key is not set: a retry cannot fix it
+            raise AirflowFailException(str(exc)) from exc
 
-    @task(retries=0, trigger_rule="all_done")
+    # none_failed: a lane with nothing to do is skipped (fine); a lane that failed stops the month.
+    @task(retries=0, trigger_rule="none_failed")
     def check_reports() -> dict:
         from airflow.sdk.exceptions import AirflowFailException
 
@@ -125,19 +187,31 @@ def deepscholar_benchmark():
     @task(max_active_tis_per_dagrun=int(os.environ.get("DEEPSCHOLAR_JUDGE_TASKS", "4")),
           pool=os.environ.get("DEEPSCHOLAR_JUDGE_POOL", "default_pool"))
     def judge_metric(job: dict) -> dict:
+        from airflow.sdk.exceptions import AirflowFailException
+
         from deepscholar.db import get_engine
+        from deepscholar.errors import UserError
         from deepscholar.evaluation.runner import judge_metric as judge
 
-        return judge(get_engine(), job["release_id"], job["metric"], system_id=job["system_id"],
-                     judge=_judge()).as_dict()
+        try:
+            return judge(get_engine(), job["release_id"], job["metric"], system_id=job["system_id"],
+                         judge=_judge()).as_dict()
+        except UserError as exc:  # a judge misconfigured (missing API key, unknown metric): no retries
+            raise AirflowFailException(str(exc)) from exc
 
-    @task
+    @task(trigger_rule="none_failed")  # judge tasks with nothing left to judge are skipped
     def roll_up() -> dict:
+        from airflow.sdk.exceptions import AirflowFailException
+
         from deepscholar.db import get_engine
         from deepscholar.evaluation.judges import JudgeSpec
         from deepscholar.evaluation.rollup import roll_up as roll
 
-        rows = roll(get_engine(), _month(), JudgeSpec.parse(_judge()).config_id)
+        release_id = _month()
+        rows = roll(get_engine(), release_id, JudgeSpec.parse(_judge()).config_id)
+        if not rows:
+            raise AirflowFailException(f"no system has judged reports for {release_id}: nothing to put on a "
+                                       "leaderboard (are any systems registered and active?)")
         return {"systems": len(rows)}
 
     @task(retries=0)
@@ -164,10 +238,34 @@ def deepscholar_benchmark():
         rows = load_leaderboard(get_engine(), release_id, judge_config)
         print(format_leaderboard(rows, "table"))
         top = rows[0]["system_id"] if rows else None
+        from deepscholar.scheduling import record_run
+
+        record_run(get_engine(), _run(), "published",
+                   f"leaderboard of {release_id} published ({len(rows)} systems, judge {judge_config})")
         yield Metadata(LEADERBOARD_PUBLISHED, {"release_id": release_id, "judge_config": judge_config,
                                                "systems": len(rows), "top_system": top})
 
+    @task(trigger_rule="all_done", retries=0)
+    def finish() -> dict:
+        """Fails the run unless it published M's leaderboard, saying why in the log and benchmark_runs."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from deepscholar.db import get_engine
+        from deepscholar.scheduling import finish_run
+
+        ctx = get_current_context()
+        states = ctx["ti"].get_task_states(dag_id=ctx["dag"].dag_id, run_ids=[ctx["run_id"]])
+        failed = sorted({task_id for task_id, state in (states.get(ctx["run_id"]) or {}).items()
+                         if state == "failed"})
+        ok, message = finish_run(get_engine(), _run(), failed)
+        print(message)
+        if not ok:
+            raise AirflowFailException(message)
+        return {"message": message}
+
+    waited = wait_for_release()
     planned = plan()
+    waited >> planned
     generated = [
         generate_report.override(task_id=f"generate_{lane}", pool=lane_pool(lane)).expand(
             pairs=lane_batches.override(task_id=f"plan_{lane}")(planned, lane))
@@ -178,7 +276,9 @@ def deepscholar_benchmark():
     jobs = plan_judging()
     checked >> jobs
     judged = judge_metric.expand(job=jobs)
-    judged >> roll_up() >> check_leaderboard() >> publish_leaderboard()
+    published = publish_leaderboard()
+    judged >> roll_up() >> check_leaderboard() >> published
+    published >> finish()
 
 
 deepscholar_benchmark()

@@ -1,6 +1,11 @@
 """Monthly dataset release: month M (the data interval) becomes a gated, published benchmark release.
 
 Wiring only: every task calls one function of deepscholar.release.steps.
+
+After `publish`, `benchmark_start_needed` looks at `benchmark_runs`: at the cron tick the benchmark run
+for M is already waiting for this release, so nothing is started; if no benchmark run for M is waiting
+or running (the earlier one stopped because the gate failed, or M was built by hand),
+`start_benchmark` triggers one, so every published month gets its leaderboard with no human step.
 """
 
 from __future__ import annotations
@@ -8,10 +13,17 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
-import pendulum
+from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import Asset, CronDataIntervalTimetable, Metadata, Param, dag, get_current_context, task
 
-from deepscholar.orchestration import MONTHLY_CRON, RELEASE_ASSET_NAME, RELEASE_ASSET_URI, RELEASE_DAG_ID
+from deepscholar.orchestration import (
+    BENCHMARK_DAG_ID,
+    MONTHLY_CRON,
+    RELEASE_ASSET_NAME,
+    RELEASE_ASSET_URI,
+    RELEASE_DAG_ID,
+    schedule_window,
+)
 
 RELEASE_PUBLISHED = Asset(name=RELEASE_ASSET_NAME, uri=RELEASE_ASSET_URI)
 
@@ -26,8 +38,7 @@ def _context(release_id: str):
 @dag(
     dag_id=RELEASE_DAG_ID,
     schedule=CronDataIntervalTimetable(MONTHLY_CRON, timezone="UTC"),
-    start_date=pendulum.datetime(2025, 1, 1, tz="UTC"),
-    catchup=False,
+    **schedule_window(),  # start/end/catchup from DEEPSCHOLAR_SCHEDULE_START/_END, DEEPSCHOLAR_CATCHUP
     max_active_runs=1,
     tags=["deepscholar", "release"],
     default_args={
@@ -36,7 +47,9 @@ def _context(release_id: str):
         "retry_exponential_backoff": True,
     },
     params={
-        "month": Param(None, type=["null", "string"], pattern=r"^\d{4}-\d{2}$",
+        # ASCII digits, months 01-12 and exactly 7 characters: Python's \d takes '２０２５-０６' and `$` a
+        # trailing newline, and the run would fail later on them.
+        "month": Param(None, type=["null", "string"], pattern=r"^[0-9]{4}-(0[1-9]|1[0-2])$", maxLength=7,
                        description="Build this month instead of the run's data interval (YYYY-MM)."),
         "categories": Param(None, type=["null", "array"], description="arXiv categories; default from env."),
         "require_venue": Param(None, type=["null", "boolean"], description="Keep only accepted papers."),
@@ -115,10 +128,31 @@ def deepscholar_release():
         yield Metadata(RELEASE_PUBLISHED, {"release_id": release_id, **{k: v for k, v in counts.items()
                                                                           if isinstance(v, int)}})
 
+    @task.short_circuit
+    def benchmark_start_needed(release_id: str) -> bool:
+        from deepscholar.db import get_engine
+        from deepscholar.scheduling import benchmark_start_needed as needed
+
+        start, reason = needed(get_engine(), release_id)
+        print(reason)
+        return start
+
     release_id = open_release()
     gate = quality_gate(release_id)
+    published = publish(release_id)
     (search(release_id) >> filter_papers(release_id) >> extract(release_id) >> resolve(release_id)
-     >> importance(release_id) >> nuggets(release_id) >> gate >> publish(release_id))
+     >> importance(release_id) >> nuggets(release_id) >> gate >> published)
+    start_benchmark = TriggerDagRunOperator(
+        task_id="start_benchmark",
+        trigger_dag_id=BENCHMARK_DAG_ID,
+        trigger_run_id="release_published__{{ ti.xcom_pull(task_ids='open_release') }}__{{ run_id }}",
+        conf={"month": "{{ ti.xcom_pull(task_ids='open_release') }}"},
+        # The month travels in conf; no logical date, so the run is never dropped as lying past the DAG's
+        # end_date (Airflow creates no task instances for such a run and marks it success).
+        logical_date=None,
+        skip_when_already_exists=True,  # a retried task must not start a second run
+    )
+    published >> benchmark_start_needed(release_id) >> start_benchmark
 
 
 deepscholar_release()

@@ -1,4 +1,4 @@
-"""Shared fixtures: a real PostgreSQL for integration tests and paths to ../shared fixtures.
+"""Shared fixtures: a real PostgreSQL for integration tests and the real test data (support/shared_data.py).
 
 The warehouse fixture uses the server at 127.0.0.1:5432 when one answers (as on CI), creating a
 throwaway database per test session; otherwise it starts the project's embedded PostgreSQL (pgserver).
@@ -20,9 +20,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import pytest  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
+from support import shared_data  # noqa: E402
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-SHARED_FIXTURES = PROJECT_ROOT.parent / "shared" / "fixtures"
+SHARED_FIXTURES = shared_data.shared_root()  # DEEPSCHOLAR_SHARED_FIXTURES, else ../shared/fixtures
 SERVER_ADMIN_URL = os.environ.get("DEEPSCHOLAR_TEST_ADMIN_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres")
 
 
@@ -44,9 +45,8 @@ def _server_answers(host: str = "127.0.0.1", port: int = 5432) -> bool:
 
 @pytest.fixture(scope="session")
 def shared_fixtures() -> Path:
-    if not SHARED_FIXTURES.is_dir():
-        pytest.fail(f"shared fixtures not found at {SHARED_FIXTURES} (../shared must sit beside the project)")
-    return SHARED_FIXTURES
+    """The real test data folder; skips the test when it is missing, fails it when CI=true."""
+    return shared_data.require()
 
 
 @pytest.fixture(scope="session")
@@ -87,7 +87,17 @@ def engine(db_url):
     with eng.begin() as conn:
         names = conn.execute(sa.text(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'deepscholar' "
-            "AND table_type = 'BASE TABLE' AND table_name <> 'schema_files'")).scalars().all()
+            "AND table_type = 'BASE TABLE' AND table_name NOT IN ('schema_files', 'alembic_version')")).scalars().all()
         if names:
             conn.execute(sa.text("TRUNCATE " + ", ".join(f'deepscholar."{n}"' for n in names) + " CASCADE"))
     return eng
+
+
+@pytest.fixture(autouse=True)
+def _closed_host_breakers():
+    """Every test starts with every host's circuit breaker closed (http_guard keeps state per process)."""
+    from deepscholar.http_guard import BREAKER
+
+    BREAKER.reset()
+    yield
+    BREAKER.reset()

@@ -7,7 +7,10 @@ import json
 import logging
 import os
 import sys
+import traceback
 from pathlib import Path
+
+from deepscholar.errors import InfrastructureError, UserError, is_warehouse_outage
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -21,12 +24,30 @@ def _engine():
 
 
 def cmd_db_init(args) -> int:
-    from deepscholar import db
+    from deepscholar import db, migrations
 
     engine = db.get_engine()
     applied = db.init_db(engine)
-    print(f"schema ready at {db.describe_url(engine)}; applied: {', '.join(applied) or 'nothing new'}")
+    print(f"schema ready at {db.describe_url(engine)} (revision {migrations.head_revision()}); "
+          f"applied: {', '.join(applied) or 'nothing new'}")
     return 0
+
+
+def cmd_db_status(args) -> int:
+    """Read-only: never creates or upgrades anything. Exit 1 when the warehouse is in an unknown state."""
+    from deepscholar import db, migrations
+
+    engine = db.get_engine()
+    status = migrations.status(engine) | {"url": db.describe_url(engine)}
+    if args.json:
+        print(json.dumps(status, indent=2))
+    else:
+        print(f"warehouse: {status['url']}\nstate:     {status['state']}\n"
+              f"current:   {status['current'] or 'none'}\nhead:      {status['head']}\n"
+              f"pending:   {', '.join(status['pending']) or 'none'}")
+        if status["detail"]:
+            print(f"note:      {status['detail']}")
+    return 1 if status["state"] == "unknown" else 0
 
 
 def cmd_db_url(args) -> int:
@@ -59,7 +80,7 @@ def cmd_release_summary(args) -> int:
     from deepscholar.reporting import print_release_summary, release_summary
 
     engine = _engine()
-    summary = release_summary(engine, args.release)  # raises LookupError for an unknown release
+    summary = release_summary(engine, args.release)  # NotFound (a UserError) for an unknown release
     if args.json:
         print(json.dumps(summary, default=str, indent=2))
     else:
@@ -82,9 +103,8 @@ def cmd_latex_inspect(args) -> int:
 
     try:
         result = inspect_latex(Path(args.path))
-    except EprintError as exc:
-        print(f"deepscholar: {args.path}: {exc}", file=sys.stderr)
-        return 2
+    except (EprintError, OSError) as exc:  # not a project we can read: the user's path, not a bug
+        raise UserError(f"{args.path}: {exc}") from exc
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
         return 0
@@ -104,11 +124,14 @@ def cmd_latex_inspect(args) -> int:
 def cmd_systems_add(args) -> int:
     from deepscholar.systems.registry import add_system
 
-    config = json.loads(args.config) if args.config else {}
+    try:
+        config = json.loads(args.config) if args.config else {}
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--config is not valid JSON ({exc})") from exc
     if not isinstance(config, dict):
-        raise ValueError("--config must be a JSON object")
-    add_system(_engine(), args.name, args.kind, config, version=args.version)
-    print(f"system {args.name} ({args.kind}) registered")
+        raise UserError("--config must be a JSON object")
+    outcome = add_system(_engine(), args.name, args.kind, config, version=args.version)
+    print(f"system {args.name} ({args.kind}) {outcome}")
     return 0
 
 
@@ -136,11 +159,15 @@ def cmd_systems_active(args) -> int:
 
 
 def cmd_import_reports(args) -> int:
-    from deepscholar.systems.external.importer import import_reports
+    """Exit 2 when any output could not be read or placed (one line each on stderr); the rest is stored."""
+    from deepscholar.systems.external.importer import format_import_summary, import_reports
 
-    summary = import_reports(_engine(), args.system, Path(args.path), args.release, fmt=args.format)
-    print(json.dumps(getattr(summary, "__dict__", summary), default=str, indent=2))
-    return 1 if summary.n_errors else 0  # stored what it could; the errors above say what was not
+    summary = import_reports(_engine(), args.system, Path(args.path), args.release, fmt=args.format,
+                             title_search=args.title_search, max_unresolved_share=args.max_unresolved)
+    print(json.dumps(summary.as_dict(), default=str, indent=2) if args.json else format_import_summary(summary))
+    for e in summary.errors:
+        print(f"deepscholar: error: {e['path']}: {' '.join(str(e['error']).split())}", file=sys.stderr)
+    return 2 if summary.n_errors else 0
 
 
 def cmd_generate(args) -> int:
@@ -161,8 +188,10 @@ def cmd_reports(args) -> int:
         print(json.dumps(rows, default=str, indent=2))
         return 0
     cols = ["system_id", "arxiv_id", "status", "n_sources", "n_citations", "n_unresolved_citations",
-            "leaked_sources"]
-    print(tabulate([[r[c] for c in cols] for r in rows], headers=cols))
+            "leaked_sources", "leaked_retrieved", "quality_flags"]
+    # disable_numparse: an arXiv id such as 2506.00418 is text, not the number 2506.0.
+    print(tabulate([[",".join(r[c]) if c == "quality_flags" else r[c] for c in cols] for r in rows], headers=cols,
+                   disable_numparse=True))
     return 0
 
 
@@ -171,7 +200,7 @@ def _metric_models(pairs: list[str] | None) -> dict[str, str]:
     for pair in pairs or []:
         metric, sep, model = pair.partition("=")
         if not sep or not metric or not model:
-            raise ValueError(f"--metric-model takes METRIC=MODEL, got {pair!r}")
+            raise UserError(f"--metric-model takes METRIC=MODEL, got {pair!r}")
         out[metric] = model
     return out
 
@@ -201,12 +230,17 @@ def cmd_leaderboard(args) -> int:
     from deepscholar.evaluation.leaderboard import format_leaderboard, load_leaderboard
 
     judge_config = JudgeSpec.parse(args.judge).config_id if args.judge else None
-    rows = load_leaderboard(_engine(), args.release, judge_config)
+    engine = _engine()
+    rows = load_leaderboard(engine, args.release, judge_config)
     if not rows:
+        from deepscholar.reporting import release_summary
+
+        if args.release:
+            release_summary(engine, args.release)  # NotFound names an unknown release
         where = f"release {args.release}" if args.release else "any release"
-        print(f"deepscholar: no leaderboard for {where} yet: run `deepscholar evaluate --release ...` "
-              "or the benchmark DAG", file=sys.stderr)
-        return 1
+        judged = f" judged by {args.judge}" if args.judge else ""
+        raise UserError(f"no leaderboard for {where}{judged} yet: run `deepscholar evaluate --release "
+                        f"{args.release or 'YYYY-MM'}` or the benchmark DAG")
     print(format_leaderboard(rows, args.format))
     return 0
 
@@ -240,7 +274,7 @@ def cmd_demo_snapshot(args) -> int:
 def cmd_demo(args) -> int:
     from deepscholar.demo import run_demo
 
-    return run_demo(month=args.month)
+    return run_demo(month=args.month, keep_running=args.keep_running)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -249,7 +283,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     dbp = sub.add_parser("db", help="warehouse administration").add_subparsers(dest="db_command", required=True)
-    dbp.add_parser("init", help="create or update the schema (idempotent)").set_defaults(func=cmd_db_init)
+    dbp.add_parser("init", help="upgrade the schema to the newest revision, keeping the data (idempotent)"
+                   ).set_defaults(func=cmd_db_init)
+    p = dbp.add_parser("status", help="current schema revision, head and pending revisions (read-only)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_db_status)
     dbp.add_parser("url", help="print the resolved warehouse URL").set_defaults(func=cmd_db_url)
 
     p = sub.add_parser("releases", help="list releases with status, window and counts")
@@ -294,7 +332,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--release", required=True)
     p.add_argument("--format", default="auto",
                    choices=["auto", "jsonl", "deepscholar-base", "search-ai", "openscholar", "deepresearcher",
-                            "storm"])
+                            "storm", "markdown"])
+    p.add_argument("--title-search", default="arxiv", choices=["arxiv", "corpus"],
+                   help="where reference entries that give only a title are looked up: the corpus, then arXiv "
+                        "title search (default), or the corpus only")
+    p.add_argument("--max-unresolved", type=float, default=0.2, metavar="SHARE",
+                   help="flag a report when more than this share of its cited [n] is unresolved (default 0.2)")
+    p.add_argument("--json", action="store_true", help="the whole summary as JSON")
     p.set_defaults(func=cmd_import_reports)
 
     p = sub.add_parser("generate", help="write the missing reports of a release (same code as the DAG)")
@@ -316,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics", nargs="+", metavar="METRIC", help="only these metrics")
     p.add_argument("--system", action="append", help="only this system's reports (repeatable)")
     p.add_argument("--api-base", default=None, help="judge API base URL (default: DEEPSCHOLAR_JUDGE_API_BASE)")
-    p.add_argument("--concurrency", type=int, default=None, help="judge requests in flight (default 16)")
+    p.add_argument("--concurrency", type=_positive_int, default=None, help="judge requests in flight (default 16)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_evaluate)
 
@@ -347,6 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="run the monthly flow offline through Airflow")
     demo.add_argument("--month", default="2025-06")
+    demo.add_argument("--keep-running", action="store_true",
+                      help="leave Airflow (UI, leaderboard page) running after the month until Ctrl-C")
     demo.set_defaults(func=cmd_demo)
     demo_sub = demo.add_subparsers(dest="demo_command")
     p = demo_sub.add_parser("snapshot", help="write the bundled demo snapshot to a folder")
@@ -356,15 +402,49 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _one_line(exc: BaseException, limit: int = 1000) -> str:
+    """The message on one line, its middle cut when a value it quotes is huge (a 10k-character name)."""
+    text = " ".join(str(exc).split())
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 2 // 3, limit // 3
+    return f"{text[:head]} [... {len(text) - head - tail} characters ...] {text[-tail:]}"
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Exit 0 on success; 2 for a usage error (argparse) or a UserError, as one line on stderr; 1 for an
+    infrastructure failure (one line: try again) and for anything else, which is a bug: its traceback."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Long steps report "n of N" on this logger (deepscholar.progress): shown without --verbose too.
+    logging.getLogger("deepscholar.progress").setLevel(logging.INFO)
     try:
         return args.func(args)
-    except (LookupError, ValueError, FileNotFoundError) as exc:
-        print(f"deepscholar: error: {exc}", file=sys.stderr)
+    except UserError as exc:
+        print(f"deepscholar: error: {_one_line(exc)}", file=sys.stderr)
         return 2
+    except InfrastructureError as exc:
+        print(f"deepscholar: {' '.join(str(exc).split())}; nothing was stored for the interrupted work, "
+              "run the command again once it is back", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        if is_warehouse_outage(exc):
+            print(f"deepscholar: the warehouse is unreachable: {' '.join(str(getattr(exc, 'orig', None) or exc).split())}; check "
+                  "DEEPSCHOLAR_DB_URL (`deepscholar db url`) and that PostgreSQL is running", file=sys.stderr)
+            return 1
+        traceback.print_exc()  # a bug: show where, never dress it up as a user error
+        return 1
 
 
 if __name__ == "__main__":

@@ -48,5 +48,54 @@ def lane_pool(lane: str, environ=None) -> str:
         return override
     return "default_pool" if lane == "offline" else f"llm_{lane}"
 
+# How a benchmark run waits for its month's release (see deepscholar.scheduling).
+DEFAULT_RELEASE_WAIT_HOURS = 96.0  # a real month at arXiv's rate limits takes hours; allow several days
+DEFAULT_RELEASE_POKE_SECONDS = 300.0
+
+
+def release_wait_seconds(environ=None) -> float:
+    """How long a benchmark run waits for its release before giving up (DEEPSCHOLAR_RELEASE_WAIT_HOURS)."""
+    import os
+
+    env = os.environ if environ is None else environ
+    return float(env.get("DEEPSCHOLAR_RELEASE_WAIT_HOURS", DEFAULT_RELEASE_WAIT_HOURS)) * 3600.0
+
+
+def release_poke_seconds(environ=None) -> float:
+    """How often a waiting benchmark run looks at its release (DEEPSCHOLAR_RELEASE_POKE_SECONDS)."""
+    import os
+
+    env = os.environ if environ is None else environ
+    return float(env.get("DEEPSCHOLAR_RELEASE_POKE_SECONDS", DEFAULT_RELEASE_POKE_SECONDS))
+
+
 LEADERBOARD_ASSET_NAME = "deepscholar_leaderboard"
 LEADERBOARD_ASSET_URI = "postgres://warehouse:5432/deepscholar/deepscholar/leaderboard"
+
+
+def schedule_window(environ=None) -> dict:
+    """start_date, end_date and catchup of both monthly DAGs, from the deployment's environment.
+
+    DEEPSCHOLAR_SCHEDULE_START (YYYY-MM, default 2025-01) is the first month the deployment covers;
+    DEEPSCHOLAR_SCHEDULE_END (YYYY-MM, optional) the last month the scheduler may start by itself;
+    DEEPSCHOLAR_CATCHUP (default false) lets the scheduler start every month in between. The demo and the
+    end-to-end tests use START = END = the demo month with catchup, so the real scheduler fires exactly
+    that month's runs for both DAGs, as the cron tick on the 1st does.
+    """
+    import os
+
+    import pendulum
+
+    env = os.environ if environ is None else environ
+
+    def month_start(value: str) -> pendulum.DateTime:
+        year, month = value.strip().split("-")
+        return pendulum.datetime(int(year), int(month), 1, tz="UTC")
+
+    end = env.get("DEEPSCHOLAR_SCHEDULE_END")
+    return {
+        "start_date": month_start(env.get("DEEPSCHOLAR_SCHEDULE_START") or "2025-01"),
+        # A monthly run's logical date is the first of its month: ending there admits that month, no later.
+        "end_date": month_start(end) if end else None,
+        "catchup": (env.get("DEEPSCHOLAR_CATCHUP") or "false").strip().lower() in ("1", "true", "yes"),
+    }

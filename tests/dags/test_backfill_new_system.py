@@ -19,12 +19,14 @@ import sqlalchemy as sa
 
 from deepscholar import db
 from deepscholar.config import ReleaseConfig
-from deepscholar.demo import airflow_bin, airflow_env
+from deepscholar.local_airflow import airflow_bin, airflow_env
 from deepscholar.release.steps import build_release
 from deepscholar.replay.demo_snapshot import write_demo_snapshot
 from deepscholar.replay.server import ReplayServer
 from deepscholar.systems.generation import generate_release
 from deepscholar.systems.registry import add_system
+
+pytestmark = pytest.mark.slow  # real Airflow processes: minutes, not seconds
 
 MONTHS = ("2025-05", "2025-06")
 
@@ -85,6 +87,8 @@ def standalone(tmp_path, db_url, airflow_metadata_url, openalex_replay):
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": airflow_metadata_url,
         "DEEPSCHOLAR_DB_URL": db_url,
         "DEEPSCHOLAR_TASK_RETRIES": "0",
+        # Only the two past months exist: no automatic run for the current month may start on unpause.
+        "DEEPSCHOLAR_SCHEDULE_START": MONTHS[0], "DEEPSCHOLAR_SCHEDULE_END": MONTHS[-1],
         "AIRFLOW__CORE__PARALLELISM": "4",
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
@@ -191,6 +195,6 @@ def test_backfill_produces_exactly_the_new_systems_missing_reports(two_published
     counts_after = db.row_counts(engine)
     assert counts_after["reports"] == counts_before["reports"] + len(expected)
     produced = ("reports", "report_sources", "systems", "llm_calls", "judgments", "metric_scores",
-                "source_cited_by", "leaderboard", "leaderboard_metrics")
+                "source_cited_by", "leaderboard", "leaderboard_metrics", "benchmark_runs")
     assert {k: v for k, v in counts_after.items() if k not in produced} == \
         {k: v for k, v in counts_before.items() if k not in produced}

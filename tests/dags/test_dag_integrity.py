@@ -7,7 +7,7 @@ import pytest
 
 DAGS_FOLDER = Path(__file__).resolve().parents[2] / "dags"
 # Quality checks: a failure is a verdict on the data, not a transient error, so they are never retried.
-VERDICT_TASKS = {"quality_gate", "check_reports", "check_leaderboard"}
+VERDICT_TASKS = {"quality_gate", "check_reports", "check_leaderboard", "finish"}
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +76,27 @@ def test_benchmark_dag_runs_generation_lanes_in_their_provider_pools_then_judges
     assert dag.get_task("publish_leaderboard").upstream_task_ids == {"check_leaderboard"}
     assert [a.uri for a in dag.get_task("publish_leaderboard").outlets] == [
         "postgres://warehouse:5432/deepscholar/deepscholar/leaderboard"]
+
+
+def test_benchmark_run_waits_for_its_release_and_its_final_state_tells_the_truth(dagbag):
+    dag = dagbag.dags["deepscholar_benchmark"]
+    sensor = dag.get_task("wait_for_release")
+    # Deployed, both DAGs fire at the same tick: the benchmark waits without holding a worker slot.
+    assert sensor.mode == "reschedule" and sensor.timeout >= 24 * 3600
+    assert dag.get_task("plan").upstream_task_ids == {"wait_for_release"}
+    # Lanes or judge tasks with nothing to do are skipped; that must not skip the month's leaderboard...
+    assert dag.get_task("check_reports").trigger_rule == "none_failed"
+    assert dag.get_task("roll_up").trigger_rule == "none_failed"
+    # ... and whatever happened, `finish` runs last and is the run's only leaf.
+    finish = dag.get_task("finish")
+    assert finish.trigger_rule == "all_done" and finish.upstream_task_ids == {"publish_leaderboard"}
+    assert [t.task_id for t in dag.tasks if not t.downstream_task_ids] == ["finish"]
+
+
+def test_release_dag_starts_a_benchmark_run_only_after_publishing(dagbag):
+    dag = dagbag.dags["deepscholar_release"]
+    start = dag.get_task("start_benchmark")
+    assert start.trigger_dag_id == "deepscholar_benchmark"
+    assert start.upstream_task_ids == {"benchmark_start_needed"}
+    assert "publish" in dag.get_task("benchmark_start_needed").upstream_task_ids
+    assert start.skip_when_already_exists  # a retried task never starts a second run

@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from support.demo_month import write_unresolvable_snapshot
 
 from deepscholar import db
 from deepscholar.demo import replay_endpoints, run_release_dag
+
+pytestmark = pytest.mark.slow  # real Airflow processes: minutes, not seconds
 
 MONTH = "2025-06"
 
@@ -88,16 +91,8 @@ def test_release_dag_publishes_the_month_and_a_rerun_changes_nothing(engine, db_
 
 
 def test_corrupted_snapshot_fails_the_gate_and_stays_unpublished(engine, db_url, snapshot, airflow_home, tmp_path):
-    import shutil
-
-    corrupted = tmp_path / "corrupted"
-    shutil.copytree(snapshot, corrupted)
     # Corruption: the referenced papers vanished from arXiv and OpenAlex, so nothing resolves.
-    month_prefix = MONTH[2:4] + MONTH[5:7] + "."
-    entries = (corrupted / "arxiv" / "entries.jsonl").read_text().splitlines()
-    (corrupted / "arxiv" / "entries.jsonl").write_text(
-        "\n".join(e for e in entries if json.loads(e)["id"].startswith(month_prefix)) + "\n")
-    (corrupted / "openalex" / "works.jsonl").write_text("")
+    corrupted = write_unresolvable_snapshot(snapshot, tmp_path / "corrupted", MONTH)
 
     rc, log = _run(corrupted, airflow_home, db_url)
     assert rc != 0

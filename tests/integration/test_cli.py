@@ -6,13 +6,12 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from support import shared_data
 
 CLI = [sys.executable, "-m", "deepscholar.cli"]
-LATEX_REAL = sorted(p for p in (Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "latex_real").iterdir()
-                    if p.is_dir())
+LATEX_REAL = shared_data.folder_names("latex_real")
 
 
 def run_cli(*args: str, db_url: str | None = None) -> subprocess.CompletedProcess:
@@ -22,8 +21,9 @@ def run_cli(*args: str, db_url: str | None = None) -> subprocess.CompletedProces
     return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=300)
 
 
-@pytest.mark.parametrize("project", LATEX_REAL, ids=[p.name for p in LATEX_REAL])
-def test_latex_inspect_json_agrees_with_labels(project):
+@pytest.mark.parametrize("name", LATEX_REAL)
+def test_latex_inspect_json_agrees_with_labels(name):
+    project = shared_data.require("latex_real", name)
     labels = json.loads((project / "labels.json").read_text())
     out = run_cli("latex", "inspect", str(project), "--json")
     assert out.returncode == 0, out.stderr
@@ -85,8 +85,9 @@ def test_systems_import_reports_generate_and_reports(engine, db_url, shared_fixt
     shutil.copytree(outputs, keyed)
     # An output whose query cannot be known is reported, stored nowhere, and fails the command.
     unkeyed = run_cli("import-reports", "search_ai", str(keyed), "--release", "official", db_url=db_url)
-    assert unkeyed.returncode == 1 and "names no arXiv id" in unkeyed.stdout
-    imported = run_cli("import-reports", "search_ai", str(tmp_path), "--release", "official", db_url=db_url)
+    assert unkeyed.returncode == 2 and "names no arXiv id" in unkeyed.stderr
+    imported = run_cli("import-reports", "search_ai", str(tmp_path), "--release", "official", "--json",
+                       db_url=db_url)
     assert imported.returncode == 0, imported.stdout + imported.stderr
     assert json.loads(imported.stdout)["n_stored"] == 1
 

@@ -31,3 +31,17 @@ def build_demo_month(engine: Engine, home: Path, month: str = MONTH) -> dict:
         register_demo_systems(engine, snapshot, home, month)
         generated = generate_release(engine, month, [name for name, _, _ in DEMO_SYSTEMS])
     return {"month": month, "snapshot": snapshot, "generated": generated}
+
+
+def write_unresolvable_snapshot(snapshot: Path, dest: Path, month: str = MONTH) -> Path:
+    """A copy of the demo snapshot whose referenced papers vanished from arXiv and OpenAlex: the month's
+    own papers are still there, but no reference resolves, so the release fails its quality gate."""
+    import shutil
+
+    shutil.copytree(snapshot, dest)
+    month_prefix = month[2:4] + month[5:7] + "."
+    entries = (dest / "arxiv" / "entries.jsonl").read_text().splitlines()
+    (dest / "arxiv" / "entries.jsonl").write_text(
+        "\n".join(e for e in entries if json.loads(e)["id"].startswith(month_prefix)) + "\n")
+    (dest / "openalex" / "works.jsonl").write_text("")
+    return dest

@@ -9,6 +9,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from support import shared_data
 
 from deepscholar.sources.eprint import (
     EprintError,
@@ -17,8 +18,6 @@ from deepscholar.sources.eprint import (
     extract_eprint,
 )
 from deepscholar.sources.inspect import inspect_latex
-
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "latex_real"
 
 TEX = (
     b"\\documentclass{article}\n\\begin{document}\n"
@@ -181,15 +180,16 @@ def test_too_large_actual_bytes_while_writing(dest, monkeypatch):
 
 
 def test_inspect_eprint_file(tmp_path):
+    paper = shared_data.require("latex_real", "sybilhunter")
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tf:
-        for p in sorted((FIXTURES / "sybilhunter").iterdir()):
+        for p in sorted(paper.iterdir()):
             if p.suffix in (".tex", ".bib"):
                 tf.add(p, arcname=p.name)
     path = tmp_path / "2016.00001.tar.gz"
     path.write_bytes(buf.getvalue())
     report = inspect_latex(path)
-    labels = json.loads((FIXTURES / "sybilhunter" / "labels.json").read_text())
+    labels = json.loads((paper / "labels.json").read_text())
     assert report["section_title"] == labels["section_title"]
     assert report["section_file"] == labels["section_file"]
     assert report["cite_keys"] == labels["cite_keys"]

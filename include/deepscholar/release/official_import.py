@@ -26,6 +26,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar import db
+from deepscholar.errors import InvalidInput
+from deepscholar.progress import progress
 from deepscholar.sources.latex import cite_keys_in_latex, latex_to_text, strip_comments, word_count
 from deepscholar.text import ARXIV_NEW_ID_RE, ARXIV_OLD_ID_RE, strip_arxiv_version
 
@@ -49,7 +51,7 @@ _TRUE = {"true", "1", "yes", "y", "important", "t"}
 _FALSE = {"false", "0", "no", "n", "not important", "unimportant", "f"}
 
 
-class OfficialImportError(ValueError):
+class OfficialImportError(InvalidInput):
     """The directory is not a DeepScholar-bench dataset we can import (missing files or columns)."""
 
 
@@ -416,7 +418,7 @@ def _write(engine: Engine, release_id: str, queries: dict[str, _Query], summary:
             "release_id": release_id, "source": "official", "window_start": window_start, "window_end": window_end,
             "config": config, "status": "published", "code_version": _code_version(),
         }], key=["release_id"])
-        for q in queries.values():
+        for q in progress(queries.values(), f"official import {release_id}: queries written", len(queries)):
             savepoint = conn.begin_nested()
             try:
                 _write_query(conn, q, queries)

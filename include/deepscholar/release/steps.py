@@ -2,7 +2,9 @@
 
 Each step reads what earlier steps stored, does only the work that is still missing, and writes with
 idempotent upserts, so re-running a month (or retrying one Airflow task) changes nothing. A paper that
-fails is recorded in `release_candidates` with its reason and never stops the month.
+fails is recorded in `release_candidates` with its reason and never stops the month; a service that is
+down (InfrastructureError, e.g. a host whose circuit breaker opened) stops the step instead, keeping what
+was stored, so the Airflow retry carries on from there.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from sqlalchemy.engine import Engine
 
 from deepscholar import db
 from deepscholar.config import ReleaseConfig
+from deepscholar.errors import InfrastructureError
+from deepscholar.progress import Progress
 from deepscholar.release.window import month_window
 
 log = logging.getLogger("deepscholar.release")
@@ -69,6 +73,14 @@ def open_release(engine: Engine, release_id: str, config: ReleaseConfig) -> Rele
         if status == "published":
             log.info("release %s is already published; re-running only fills what is missing", release_id)
         else:
+            if status == "failed":
+                # A re-build after a failed gate: the sources may have been fixed since, so references
+                # that found nothing are looked up again (a plain task retry keeps them).
+                retried = conn.execute(sa.text(
+                    "UPDATE exemplar_references SET resolution_method = NULL, resolution_error = NULL "
+                    "WHERE release_id = :r AND resolution_method = 'unresolved'"), {"r": release_id}).rowcount
+                log.info("release %s failed before: re-building, %d unresolved references will be looked up "
+                         "again", release_id, retried)
             db.upsert(conn, "releases", [{
                 "release_id": release_id, "source": "pipeline", "window_start": start, "window_end": end,
                 "config": config.to_dict(), "status": "building", "code_version": code_version(), "error": None,
@@ -190,6 +202,8 @@ def extract_exemplars(ctx: ReleaseContext) -> dict:
                                                         "detail": skip.detail}])
             counts[skip.reason] = counts.get(skip.reason, 0) + 1
             continue
+        except InfrastructureError:  # arXiv down is not this paper's failure: stop, retry the step later
+            raise
         except Exception as exc:  # one bad paper never stops the month; the error is kept for retry
             log.exception("extract %d of %d: %s failed", n, len(todo), arxiv_id)
             with ctx.engine.begin() as conn:
@@ -198,13 +212,22 @@ def extract_exemplars(ctx: ReleaseContext) -> dict:
                                                         "detail": str(exc)[:2000]}])
             counts["error"] = counts.get("error", 0) + 1
             continue
-        with ctx.engine.begin() as conn:
-            db.upsert(conn, "release_queries", [query], key=["release_id", "arxiv_id"])
-            db.upsert(conn, "exemplar_references", refs, key=["release_id", "arxiv_id", "cite_key"],
-                      update=[c for c in refs[0] if c.startswith("bib_")])
-            _set_candidates(conn, ctx.release_id, [{"arxiv_id": arxiv_id, "version": 1, "stage": "kept",
-                                                    "status": "kept", "reason": None,
-                                                    "detail": "; ".join(notes) or None}])
+        try:
+            with ctx.engine.begin() as conn:
+                db.upsert(conn, "release_queries", [query], key=["release_id", "arxiv_id"])
+                db.upsert(conn, "exemplar_references", refs, key=["release_id", "arxiv_id", "cite_key"],
+                          update=[c for c in refs[0] if c.startswith("bib_")])
+                _set_candidates(conn, ctx.release_id, [{"arxiv_id": arxiv_id, "version": 1, "stage": "kept",
+                                                        "status": "kept", "reason": None,
+                                                        "detail": "; ".join(notes) or None}])
+        except (sa.exc.DataError, ValueError) as exc:  # text PostgreSQL refuses: this paper's, not the month's
+            log.warning("extract %d of %d: %s could not be stored: %s", n, len(todo), arxiv_id, exc)
+            with ctx.engine.begin() as conn:  # the paper's rows were rolled back together
+                _set_candidates(conn, ctx.release_id, [{"arxiv_id": arxiv_id, "version": 1, "stage": "source",
+                                                        "status": "error", "reason": "unstorable_text",
+                                                        "detail": str(exc)[:2000]}])
+            counts["error"] = counts.get("error", 0) + 1
+            continue
         counts["kept"] += 1
         log.info("extract %d of %d: %s kept (%d words, %d references)", n, len(todo), arxiv_id,
                  query["word_count"], len(refs))
@@ -232,8 +255,10 @@ def _extract_one(ctx: ReleaseContext, cand: dict) -> tuple[dict, list[dict], lis
             raise SkipPaper("source", "no_source_pdf", str(exc)) from exc
         except EprintError as exc:
             raise SkipPaper("source", "unsafe_or_bad_archive", str(exc)) from exc
-        for name, why in contents.skipped_members:
-            notes.append(f"refused archive member {name!r}: {why}")
+        refused = contents.skipped_members  # shortened, at most 20 listed: a hostile archive may hold thousands
+        notes += [f"refused archive member {name[:200]!r}: {why[:200]}" for name, why in refused[:20]]
+        if len(refused) > 20:
+            notes.append(f"and {len(refused) - 20} more refused archive members")
         section = find_related_work(contents.root)
         if section is None:
             raise SkipPaper("section", "no_related_work", "no related-work section found")
@@ -303,7 +328,8 @@ def resolve_references(ctx: ReleaseContext) -> dict:
     by_id = {p.arxiv_id: p for p in arxiv.get_by_ids(sorted(set(ids_by_ref.values())))} if ids_by_ref else {}
 
     counts = {"arxiv": 0, "openalex": 0, "unresolved": 0}
-    for n, ref in enumerate(todo, start=1):
+    tracker = Progress(f"resolve references of {ctx.release_id}", len(todo))
+    for ref in todo:
         row = {"release_id": ctx.release_id, "arxiv_id": ref["arxiv_id"], "cite_key": ref["cite_key"]}
         paper, method, errors = None, None, []
         try:
@@ -315,6 +341,8 @@ def resolve_references(ctx: ReleaseContext) -> dict:
                 best = max(hits, key=lambda p: title_similarity(p.title, ref["bib_title"]), default=None)
                 if best and title_similarity(best.title, ref["bib_title"]) >= cfg.title_match_threshold:
                     paper, method = best, "arxiv_title_search"
+        except InfrastructureError:  # the host's breaker opened: stop the step, not this reference
+            raise
         except Exception as exc:
             errors.append(f"arxiv: {exc}")
         work = None
@@ -325,6 +353,8 @@ def resolve_references(ctx: ReleaseContext) -> dict:
             if work is None and (ref["bib_title"] or paper):
                 work = openalex.best_title_match(paper.title if paper else ref["bib_title"],
                                                  threshold=cfg.title_match_threshold)
+        except InfrastructureError:
+            raise
         except Exception as exc:
             errors.append(f"openalex: {exc}")
         if paper is None and work is not None and work.arxiv_id:
@@ -348,8 +378,7 @@ def resolve_references(ctx: ReleaseContext) -> dict:
             db.upsert(conn, "exemplar_references", [row], key=["release_id", "arxiv_id", "cite_key"])
             if paper is not None:
                 db.upsert(conn, "corpus", [_corpus_row(paper, "reference")], key=["arxiv_id"], update=[])
-        if n % 25 == 0 or n == len(todo):
-            log.info("resolve %d of %d references (%s)", n, len(todo), counts)
+        tracker.advance(note=", ".join(f"{k} {v}" for k, v in counts.items()))
     return counts
 
 

@@ -1,20 +1,40 @@
-"""Month arithmetic: a release is named by its month and covers [first day, first day of next month)."""
+"""Month arithmetic and release ids: release M covers [first day of M, first day of the next month)."""
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
 
-MONTH_RE = re.compile(r"^(\d{4})-(\d{2})$")
+from deepscholar.errors import InvalidInput
+
+# ASCII digits only, the whole string: Python's \d also takes '２０２５-０６' and `$` a trailing newline,
+# which PostgreSQL's CHECK on releases.release_id then refused with a traceback.
+MONTH_RE = re.compile(r"([0-9]{4})-([0-9]{2})")
+# The releases table's CHECK: a month, or an imported dataset's name (e.g. "official").
+RELEASE_ID_RE = re.compile(r"[0-9]{4}-[0-9]{2}|[a-z0-9][a-z0-9._-]*")
+MAX_RELEASE_ID = 100
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def validate_release_id(release_id: object) -> str:
+    """A release id the warehouse could hold, checked before any query (NUL bytes, 10k characters, quotes)."""
+    if not isinstance(release_id, str) or len(release_id) > MAX_RELEASE_ID or not RELEASE_ID_RE.fullmatch(release_id):
+        raise InvalidInput(f"invalid release id {_shown(release_id)}: a month YYYY-MM or lower-case letters, digits, "
+                           f"'.', '_' and '-' (at most {MAX_RELEASE_ID}); `deepscholar releases` lists the releases")
+    return release_id
 
 
 def month_window(release_id: str) -> tuple[datetime, datetime]:
-    match = MONTH_RE.match(release_id)
+    match = MONTH_RE.fullmatch(release_id) if isinstance(release_id, str) else None
     if not match:
-        raise ValueError(f"release id must be a month 'YYYY-MM', got {release_id!r}")
+        raise InvalidInput(f"release id must be a month 'YYYY-MM', got {_shown(release_id)}")
     year, month = int(match[1]), int(match[2])
     if not 1 <= month <= 12:
-        raise ValueError(f"release id {release_id!r} has no month {month}")
+        raise InvalidInput(f"release id {release_id!r} has no month {month}")
     start = datetime(year, month, 1, tzinfo=UTC)
     end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
     return start, end

@@ -412,6 +412,9 @@ def _error_feed(message: str, self_url: str, updated: str) -> bytes:
 # --- the WSGI app ---------------------------------------------------------------------------------------
 
 
+DEMO_SYSTEM_PATH = "/demo-system/report"
+
+
 @dataclass(frozen=True)
 class RequestRecord:
     method: str
@@ -453,6 +456,7 @@ class ReplayApp:
         self._lock = threading.Lock()
         self._log: list[RequestRecord] = []
         self._failures: dict[str, list[int | Delay | None]] = {}
+        self._demo_reports: dict[str, dict] | None = None
         month = snapshot.manifest.get("month", "2000-01")
         # A fixed feed timestamp keeps responses reproducible.
         self._feed_updated = f"{month}-01T00:00:00Z" if re.fullmatch(r"\d{4}-\d{2}", month) else \
@@ -529,10 +533,26 @@ class ReplayApp:
             return self.works_list(request)
         if path.startswith("/works/"):
             return self.work_get(unquote(raw_path[len("/works/"):]))
+        if path == DEMO_SYSTEM_PATH and request.method == "POST":
+            return self.demo_system_report(request)
         if path == "/":
             return self._json({"snapshot": str(self.snapshot.root), "month": self.snapshot.manifest.get("month"),
                                "endpoints": ["/api/query", "/e-print/<id>", "/works", "/works/<id>"]})
         return self._json({"error": "Not Found", "message": f"no route for {path}"}, 404)
+
+    def demo_system_report(self, request: Request) -> Response:
+        """The demo's external system reached over HTTP (systems/external/http_system.py): it answers a
+        query with the report replay/demo_external.py makes for that paper, as a third-party service would."""
+        from deepscholar.replay.demo_external import build_external_reports
+
+        with self._lock:
+            if self._demo_reports is None:
+                self._demo_reports = {r["arxiv_id"]: r for r in build_external_reports(self.snapshot.root)}
+        query = request.get_json(silent=True) or {}
+        report = self._demo_reports.get(str(query.get("arxiv_id", "")).split("v")[0])
+        if report is None:
+            return self._json({"error": f"no report for {query.get('arxiv_id')!r}"}, 404)
+        return self._json({"text": report["text"], "sources": report["sources"]})
 
     @staticmethod
     def _json(payload: dict, status: int = 200) -> Response:
@@ -721,6 +741,10 @@ class ReplayServer:
     @property
     def openalex_url(self) -> str:
         return self.url
+
+    @property
+    def demo_system_url(self) -> str:
+        return f"{self.url}{DEMO_SYSTEM_PATH}"
 
     @property
     def requests(self) -> list[RequestRecord]:

@@ -30,6 +30,10 @@ _CHUNK = 1 << 16
 # Tar headers and block padding make the tar stream bigger than the files it holds; allow for that
 # when bounding the decompressed size so a legal archive near the cap is not refused.
 _TAR_OVERHEAD_PER_MEMBER = 1536
+# No LaTeX project needs more; a longer or deeper member name is refused before any folder is made
+# (thousands of members 3000 folders deep would each walk the whole path, and the OS refuses such paths).
+_MAX_MEMBER_NAME = 1024
+_MAX_MEMBER_DEPTH = 32
 
 
 class EprintError(Exception):
@@ -187,6 +191,8 @@ def _member_problem(member: tarfile.TarInfo) -> str | None:
     parts = name.replace("\\", "/").split("/")
     if ".." in parts:
         return "parent-directory (..) component"
+    if len(name) > _MAX_MEMBER_NAME or len(parts) > _MAX_MEMBER_DEPTH:
+        return f"path longer than {_MAX_MEMBER_NAME} characters or deeper than {_MAX_MEMBER_DEPTH} folders"
     return None
 
 
@@ -276,6 +282,12 @@ def _extract_members(
             written = _write_bytes_nofollow(target, _read_chunks(src), budget=budget)
         except _PathConflict as exc:
             contents.skipped_members.append((member.name, str(exc)))
+            continue
+        except (OSError, EOFError, tarfile.TarError) as exc:
+            # A truncated archive or a name the filesystem refuses: skip this member, keep the others.
+            if not member.isdir():
+                target.unlink(missing_ok=True)
+            contents.skipped_members.append((member.name, f"cannot extract: {type(exc).__name__}: {exc}"[:300]))
             continue
         written_total += written
         files.add(rel)

@@ -1,0 +1,162 @@
+"""How a benchmark run for month M is tied to release M when both are scheduled at the same cron tick.
+
+Deployed, the scheduler fires the release DAG and the benchmark DAG for M at the same moment, and a real
+release takes hours. So the benchmark run's first task waits for release M (a sensor in reschedule mode,
+no worker slot held while waiting) and every benchmark run records what it is doing in
+`benchmark_runs` [release_id, run_id]:
+
+    waiting   → release M is not published yet (building, gated or not started)
+    running   → release M is published; the run generates, judges and rolls up
+    published → the run published M's leaderboard
+    blocked   → release M failed its gate (or was not published in time): nothing was generated
+    failed    → a task of the run failed (the message names it); Airflow retried it first
+
+When release M is published the release DAG asks `benchmark_start_needed`: if no benchmark run for M is
+waiting or running (the cron run gave up because the gate failed, or M was built by hand), it triggers a
+new benchmark run for M, so a re-built release gets its leaderboard with no human step.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from deepscholar import db
+
+log = logging.getLogger(__name__)
+
+RUN_STATES = ("waiting", "running", "published", "blocked", "failed")
+# A run in one of these states will still do the month's work; a publish needs no new run then.
+ACTIVE_STATES = ("waiting", "running")
+
+class ReleaseBlocked(RuntimeError):
+    """Release M failed its gate: the benchmark run for M stops here, having written nothing."""
+
+
+@dataclass(frozen=True)
+class BenchmarkRun:
+    """The Airflow run a benchmark state row belongs to (run_type / triggered_by say how it started)."""
+
+    release_id: str
+    run_id: str
+    run_type: str | None = None
+    triggered_by: str | None = None
+    judge_config: str | None = None
+
+
+@dataclass(frozen=True)
+class ReleaseState:
+    release_id: str
+    status: str | None  # None: no release row yet (the release run has not opened it)
+    detail: str | None = None
+
+    @property
+    def published(self) -> bool:
+        return self.status == "published"
+
+    def describe(self) -> str:
+        if self.status is None:
+            return f"release {self.release_id} has not been started yet"
+        text = f"release {self.release_id} is {self.status}"
+        return f"{text}: {self.detail}" if self.detail else text
+
+
+def release_state(engine: Engine, release_id: str) -> ReleaseState:
+    with engine.connect() as conn:
+        row = conn.execute(sa.text("SELECT status, error FROM releases WHERE release_id = :r"),
+                           {"r": release_id}).first()
+    if row is None:
+        return ReleaseState(release_id, None)
+    # `error` holds the gate's summary (or a failed step's error) while the release is failed.
+    return ReleaseState(release_id, row.status, row.error if row.status == "failed" else None)
+
+
+def record_run(engine: Engine, run: BenchmarkRun, state: str, message: str | None = None) -> None:
+    """Upsert the run's state row (one row per Airflow run; a retried task rewrites the same row)."""
+    if state not in RUN_STATES:
+        raise ValueError(f"unknown benchmark run state {state!r}")
+    row = {"release_id": run.release_id, "run_id": run.run_id, "run_type": run.run_type,
+           "triggered_by": run.triggered_by, "judge_config": run.judge_config, "state": state,
+           "message": message}
+    with engine.begin() as conn:
+        db.upsert(conn, "benchmark_runs", [row], key=["release_id", "run_id"])
+        if state in ("published", "blocked", "failed"):
+            conn.execute(sa.text("UPDATE benchmark_runs SET finished_at = now() "
+                                 "WHERE release_id = :r AND run_id = :i"), {"r": run.release_id, "i": run.run_id})
+
+
+def run_state(engine: Engine, release_id: str, run_id: str) -> tuple[str, str | None] | None:
+    with engine.connect() as conn:
+        row = conn.execute(sa.text("SELECT state, message FROM benchmark_runs WHERE release_id = :r AND run_id = :i"),
+                           {"r": release_id, "i": run_id}).first()
+    return (row.state, row.message) if row else None
+
+
+def poke_release(engine: Engine, run: BenchmarkRun) -> bool:
+    """One look at release M from the benchmark run's sensor: True when the run may start.
+
+    Raises ReleaseBlocked when the release failed its gate, after recording the run as blocked, so the
+    run ends at once with the gate's message instead of waiting out its timeout.
+    """
+    state = release_state(engine, run.release_id)
+    if state.published:
+        record_run(engine, run, "running", f"release {run.release_id} is published")
+        log.info("release %s is published: the benchmark run starts", run.release_id)
+        return True
+    if state.status == "failed":
+        message = (f"{state.describe()}. Nothing was generated for {run.release_id}. Fix and re-build the "
+                   f"release (DAG deepscholar_release, month {run.release_id}); once it is published a new "
+                   "benchmark run for the month starts by itself.")
+        record_run(engine, run, "blocked", message)
+        raise ReleaseBlocked(message)
+    record_run(engine, run, "waiting", f"waiting: {state.describe()}")
+    log.info("waiting: %s", state.describe())
+    return False
+
+
+def finish_run(engine: Engine, run: BenchmarkRun, failed_tasks: list[str]) -> tuple[bool, str]:
+    """The run's final verdict: (ok, message). Only a run that published M's leaderboard is ok."""
+    current = run_state(engine, run.release_id, run.run_id)
+    state, message = current if current else (None, None)
+    if state == "published" and not failed_tasks:
+        return True, message or f"leaderboard of {run.release_id} published"
+    if state == "blocked":
+        return False, message or f"release {run.release_id} failed its gate"
+    if state in (None, "waiting"):
+        # The sensor timed out, or failed reading the release: either way nothing was generated.
+        message = (f"the run ended before release {run.release_id} was published "
+                   f"({release_state(engine, run.release_id).describe()}; failed: "
+                   f"{', '.join(sorted(failed_tasks)) or 'wait_for_release'}); nothing was generated. A new "
+                   "benchmark run starts by itself when the release is published.")
+        record_run(engine, run, "blocked", message)
+        return False, message
+    where = ", ".join(sorted(failed_tasks)) or "a task was skipped before the leaderboard was published"
+    message = f"benchmark run for {run.release_id} did not publish its leaderboard: failed: {where}"
+    record_run(engine, run, "failed", message)
+    return False, message
+
+
+def benchmark_start_needed(engine: Engine, release_id: str) -> tuple[bool, str]:
+    """After release M is published: does a new benchmark run for M have to be started?
+
+    Not when a run for M is waiting (its sensor will see the publish) or running; yes otherwise: the
+    earlier run gave up (gate failed, waited too long, failed) or there was none (M built by hand).
+    """
+    with engine.connect() as conn:
+        active = conn.execute(sa.text(
+            "SELECT run_id, state FROM benchmark_runs WHERE release_id = :r AND state = ANY(:s) "
+            "ORDER BY updated_at DESC LIMIT 1"), {"r": release_id, "s": list(ACTIVE_STATES)}).first()
+    if active is not None:
+        return False, f"benchmark run {active.run_id} for {release_id} is {active.state}; it carries on"
+    return True, f"no benchmark run for {release_id} is waiting or running: starting one"
+
+
+def benchmark_runs(engine: Engine, release_id: str | None = None) -> list[dict]:
+    """The benchmark runs recorded for a month (all months when None), newest first."""
+    query = "SELECT * FROM benchmark_runs" + (" WHERE release_id = :r" if release_id else "") + \
+        " ORDER BY started_at DESC, run_id"
+    with engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(sa.text(query), {"r": release_id})]

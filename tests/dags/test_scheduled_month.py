@@ -1,0 +1,172 @@
+"""The monthly flow as deployed: the real scheduler fires both DAGs for month M at the same tick.
+
+`airflow standalone` (scheduler, dag-processor, triggerer, API server, LocalExecutor; metadata in
+PostgreSQL) runs the DAG files of this repository. Both DAGs are unpaused with their schedule bounded to
+the demo month, so the scheduler itself creates both runs for the same logical date at the same moment,
+as the cron tick on the 1st does. The release is made slower than the benchmark's start (the replay
+server stalls arXiv's first answer), and nothing else is done by hand: the tests only wait and look.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import sqlalchemy as sa
+from support.demo_month import write_unresolvable_snapshot
+
+from deepscholar.demo import demo_schedule_env, replay_endpoints
+from deepscholar.local_airflow import LocalAirflow, drop_database, fresh_metadata_database
+from deepscholar.orchestration import BENCHMARK_DAG_ID, RELEASE_DAG_ID
+from deepscholar.replay.demo_snapshot import write_demo_snapshot
+from deepscholar.replay.server import Delay, ReplayServer
+from deepscholar.systems.registry import add_system
+
+pytestmark = pytest.mark.slow
+
+MONTH = "2025-06"
+RELEASE_STALL_SECONDS = 25  # longer than the benchmark run needs to start and look at the release
+
+
+@pytest.fixture
+def snapshot(tmp_path):
+    dest = tmp_path / "snapshot"
+    write_demo_snapshot(dest, month=MONTH)
+    return dest
+
+
+@pytest.fixture
+def metadata_url(db_url):
+    name = f"{sa.engine.make_url(db_url).database}_airflow"
+    yield fresh_metadata_database(db_url, name)
+    drop_database(db_url, name)
+
+
+def _systems(engine):
+    for name, kind in (("oracle", "oracle"), ("human_exemplar", "human_exemplar")):
+        add_system(engine, name, kind)
+
+
+def _airflow(tmp_path, metadata_url, server, snapshot, db_url) -> LocalAirflow:
+    manifest = json.loads((snapshot / "manifest.json").read_text())
+    env = replay_endpoints(server, manifest, db_url) | demo_schedule_env(MONTH) | {"DEEPSCHOLAR_TASK_RETRIES": "0"}
+    return LocalAirflow(tmp_path / "home", metadata_url, env)
+
+
+def _wait(predicate, airflow: LocalAirflow, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{_diagnose(airflow)}"
+        time.sleep(3)
+
+
+def _diagnose(airflow: LocalAirflow) -> str:
+    """Every run's state and its unfinished or failed tasks, then the end of the standalone log."""
+    lines = []
+    for dag_id in (RELEASE_DAG_ID, BENCHMARK_DAG_ID):
+        for run in airflow.dag_runs(dag_id):
+            tasks = {t["task_id"]: t["state"] for t in airflow.task_instances(dag_id, run["dag_run_id"])}
+            lines.append(f"{dag_id} {run['dag_run_id']} {run['state']}: "
+                         + ", ".join(f"{k}={v}" for k, v in tasks.items() if v != "success"))
+    return "\n".join(lines) + "\n" + airflow.log_tail(3000)
+
+
+def _leaderboard(engine) -> list[tuple]:
+    with engine.connect() as conn:
+        return conn.execute(sa.text("SELECT release_id, system_id FROM leaderboard ORDER BY 1, 2")).all()
+
+
+def _runs(airflow: LocalAirflow, dag_id: str) -> list[dict]:
+    return airflow.dag_runs(dag_id)
+
+
+def _all_ended(airflow: LocalAirflow) -> bool:
+    runs = _runs(airflow, RELEASE_DAG_ID) + _runs(airflow, BENCHMARK_DAG_ID)
+    return bool(runs) and all(r["state"] in ("success", "failed") for r in runs)
+
+
+def _benchmark_rows(engine) -> list[dict]:
+    with engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(sa.text(
+            "SELECT * FROM benchmark_runs ORDER BY started_at"))]
+
+
+def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
+        engine, db_url, metadata_url, snapshot, tmp_path):
+    _systems(engine)
+    with ReplayServer(snapshot) as server:
+        server.inject_failures("/api/query", [Delay(RELEASE_STALL_SECONDS)])
+        with _airflow(tmp_path, metadata_url, server, snapshot, db_url) as airflow:
+            airflow.wait_for_dags([RELEASE_DAG_ID, BENCHMARK_DAG_ID])
+            airflow.unpause(RELEASE_DAG_ID, BENCHMARK_DAG_ID)  # the scheduler fires both: the cron tick
+
+            board = _wait(lambda: _leaderboard(engine), airflow, 600, "the leaderboard of the month")
+            _wait(lambda: _all_ended(airflow), airflow, 180, "every DAG run to end")
+            release_runs, benchmark_runs = _runs(airflow, RELEASE_DAG_ID), _runs(airflow, BENCHMARK_DAG_ID)
+
+    assert board == [(MONTH, "human_exemplar"), (MONTH, "oracle")]
+    # One run per DAG, both created by the scheduler for the same logical date, both green.
+    assert [(r["run_type"], r["state"]) for r in release_runs] == [("scheduled", "success")]
+    assert [(r["run_type"], r["state"]) for r in benchmark_runs] == [("scheduled", "success")]
+    assert release_runs[0]["logical_date"] == benchmark_runs[0]["logical_date"]
+    # The benchmark started before the release was published, waited for it, and no second run was started.
+    rows = _benchmark_rows(engine)
+    assert [(r["run_id"], r["state"]) for r in rows] == [(benchmark_runs[0]["dag_run_id"], "published")]
+    with engine.connect() as conn:
+        published_at = conn.execute(sa.text("SELECT published_at FROM releases WHERE release_id = :r"),
+                                    {"r": MONTH}).scalar_one()
+    assert rows[0]["started_at"] < published_at
+    # The arXiv search really was stalled: the release could not have been published before the stall ended.
+    assert (published_at - rows[0]["started_at"]).total_seconds() > RELEASE_STALL_SECONDS / 2
+
+
+def test_failed_gate_blocks_the_month_cleanly_and_a_rebuild_publishes_it_by_itself(
+        engine, db_url, metadata_url, snapshot, tmp_path):
+    _systems(engine)
+    corrupted = write_unresolvable_snapshot(snapshot, tmp_path / "corrupted", MONTH)
+    server = ReplayServer(corrupted).start()
+    port = server.port
+    try:
+        with _airflow(tmp_path, metadata_url, server, snapshot, db_url) as airflow:
+            airflow.wait_for_dags([RELEASE_DAG_ID, BENCHMARK_DAG_ID])
+            airflow.unpause(RELEASE_DAG_ID, BENCHMARK_DAG_ID)
+            _wait(lambda: _all_ended(airflow), airflow, 400, "both runs to end")
+            release_runs, benchmark_runs = _runs(airflow, RELEASE_DAG_ID), _runs(airflow, BENCHMARK_DAG_ID)
+
+            # A clear state: both runs red; the benchmark run says why and that it will start again.
+            assert [r["state"] for r in release_runs] == ["failed"]
+            assert [r["state"] for r in benchmark_runs] == ["failed"]
+            rows = _benchmark_rows(engine)
+            assert [r["state"] for r in rows] == ["blocked"]
+            assert "failed its quality gate" in rows[0]["message"] or "failed" in rows[0]["message"]
+            assert "starts by itself" in rows[0]["message"]
+            states = {t["task_id"]: t["state"] for t in airflow.task_instances(
+                BENCHMARK_DAG_ID, benchmark_runs[0]["dag_run_id"])}
+            assert states["wait_for_release"] == "failed" and states["finish"] == "failed"
+            assert states["plan"] == "upstream_failed"
+            # Nothing half-written.
+            with engine.connect() as conn:
+                counts = {t: conn.execute(sa.text(f"SELECT count(*) FROM {t}")).scalar_one()
+                          for t in ("reports", "judgments", "metric_scores", "leaderboard")}
+            assert counts == dict.fromkeys(counts, 0)
+
+            # The operator fixes the source and re-builds the month; nothing else is done by hand.
+            server.stop()
+            server = ReplayServer(snapshot, port=port).start()
+            airflow.api("POST", f"/dags/{RELEASE_DAG_ID}/dagRuns", json={"logical_date": None,
+                                                                        "conf": {"month": MONTH}})
+            board = _wait(lambda: _leaderboard(engine), airflow, 600, "the leaderboard after the re-build")
+            _wait(lambda: _all_ended(airflow), airflow, 180, "every DAG run to end")
+            benchmark_runs = _runs(airflow, BENCHMARK_DAG_ID)
+    finally:
+        server.stop()
+    assert board == [(MONTH, "human_exemplar"), (MONTH, "oracle")]
+    assert sorted(r["state"] for r in benchmark_runs) == ["failed", "success"]
+    started = [r for r in benchmark_runs if r["state"] == "success"][0]
+    assert started["dag_run_id"].startswith(f"release_published__{MONTH}")
+    assert [r["state"] for r in _benchmark_rows(engine)] == ["blocked", "published"]
+
