@@ -21,6 +21,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import pytest  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 from support import shared_data  # noqa: E402
+from support.warehouse import empty_warehouse  # noqa: E402
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED_FIXTURES = shared_data.shared_root()  # DEEPSCHOLAR_SHARED_FIXTURES, else ../shared/fixtures
@@ -84,12 +85,7 @@ def engine(db_url):
     from deepscholar import db
 
     eng = db.get_engine(db_url)
-    with eng.begin() as conn:
-        names = conn.execute(sa.text(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'deepscholar' "
-            "AND table_type = 'BASE TABLE' AND table_name NOT IN ('schema_files', 'alembic_version')")).scalars().all()
-        if names:
-            conn.execute(sa.text("TRUNCATE " + ", ".join(f'deepscholar."{n}"' for n in names) + " CASCADE"))
+    empty_warehouse(eng)
     return eng
 
 

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 import pytest
 import sqlalchemy as sa
 from support.openai_stub import OpenAIStub, first_user_text
+from support.warehouse import empty_warehouse
 
 from deepscholar import db
 
@@ -106,10 +107,7 @@ def canary_run(db_url):
     from deepscholar.systems.registry import add_system
 
     engine = db.get_engine(db_url)
-    with engine.begin() as conn:  # this module's own clean start (the `engine` fixture is per test)
-        names = conn.execute(sa.text("SELECT tablename FROM pg_tables WHERE schemaname = 'deepscholar' "
-                                     "AND tablename NOT IN ('schema_files', 'alembic_version')")).scalars().all()
-        conn.execute(sa.text("TRUNCATE " + ", ".join(f'deepscholar."{n}"' for n in names) + " CASCADE"))
+    empty_warehouse(engine)
     seed(engine)
     log_stream = io.StringIO()
     handler = logging.StreamHandler(log_stream)

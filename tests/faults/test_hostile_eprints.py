@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from support.warehouse import empty_warehouse
 
 from deepscholar.sources.eprint import EprintError, extract_eprint
 from deepscholar.sources.latex import find_related_work
@@ -252,10 +253,7 @@ def hostile_month(tmp_path_factory, db_url):
     from deepscholar.replay.server import ReplayServer
 
     engine = db.get_engine(db_url)
-    with engine.begin() as conn:  # this module's own clean start (the `engine` fixture is per test)
-        names = conn.execute(sa.text("SELECT tablename FROM pg_tables WHERE schemaname = 'deepscholar' "
-                                     "AND tablename NOT IN ('schema_files', 'alembic_version')")).scalars().all()
-        conn.execute(sa.text("TRUNCATE " + ", ".join(f'deepscholar."{n}"' for n in names) + " CASCADE"))
+    empty_warehouse(engine)
     snapshot = tmp_path_factory.mktemp("hostile") / "snapshot"
     write_demo_snapshot(snapshot, month=MONTH)
     for arxiv_id, (replace, *_) in RELEASE_CASES.items():

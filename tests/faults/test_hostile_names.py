@@ -22,6 +22,7 @@ os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow_home_"))
 
 import pytest  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
+from support.warehouse import empty_warehouse  # noqa: E402
 
 from deepscholar import cli, db  # noqa: E402
 from deepscholar.errors import UserError  # noqa: E402
@@ -74,10 +75,7 @@ def warehouse(db_url, tmp_path_factory):
     Seeded once for the module: every case must leave it exactly as it is, which each test checks.
     """
     engine = db.get_engine(db_url)
-    with engine.begin() as conn:
-        names = conn.execute(sa.text("SELECT tablename FROM pg_tables WHERE schemaname = 'deepscholar' "
-                                     "AND tablename NOT IN ('schema_files', 'alembic_version')")).scalars().all()
-        conn.execute(sa.text("TRUNCATE " + ", ".join(f'deepscholar."{n}"' for n in names) + " CASCADE"))
+    empty_warehouse(engine)
     with engine.begin() as conn:  # apart: db.upsert reflects tables on another connection
         db.upsert(conn, "releases", [{"release_id": RELEASE, "status": "published",
                                       "window_start": f"{RELEASE}-01T00:00:00+00:00"}], key=["release_id"])

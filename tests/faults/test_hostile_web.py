@@ -17,6 +17,7 @@ from urllib.parse import quote, urlencode
 import pytest
 import sqlalchemy as sa
 from support.chromium import parse_html, serve
+from support.warehouse import empty_warehouse
 
 from deepscholar import db
 from deepscholar.evaluation.base import DIMENSIONS, HEADLINE_VARIANT, METRIC_ORDER
@@ -90,10 +91,7 @@ def seed(engine) -> int:
 @pytest.fixture(scope="module")
 def site(db_url):
     engine = db.get_engine(db_url)
-    with engine.begin() as conn:  # this module's own clean start (the `engine` fixture is per test)
-        names = conn.execute(sa.text("SELECT tablename FROM pg_tables WHERE schemaname = 'deepscholar' "
-                                     "AND tablename NOT IN ('schema_files', 'alembic_version')")).scalars().all()
-        conn.execute(sa.text("TRUNCATE " + ", ".join(f'deepscholar."{n}"' for n in names) + " CASCADE"))
+    empty_warehouse(engine)
     report_id = seed(engine)
     before = warehouse_fingerprint(engine)
     with serve(create_app(lambda: engine)) as url:

@@ -15,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 from support.demo_month import build_demo_month
 from support.openai_stub import OpenAIStub, first_user_text
+from support.warehouse import empty_warehouse
 
 from deepscholar import db
 from deepscholar.evaluation.base import HEADLINE_VARIANT, METRIC_ORDER
@@ -31,11 +32,7 @@ def demo(db_url):
     from deepscholar.replay.server import ReplayServer
 
     engine = db.get_engine(db_url)
-    with engine.begin() as conn:
-        names = conn.execute(sa.text(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'deepscholar' "
-            "AND table_type = 'BASE TABLE' AND table_name NOT IN ('schema_files', 'alembic_version')")).scalars().all()
-        conn.execute(sa.text("TRUNCATE " + ", ".join(f'deepscholar."{n}"' for n in names) + " CASCADE"))
+    empty_warehouse(engine)
     home = Path(tempfile.mkdtemp(prefix="deepscholar_eval_"))
     built = build_demo_month(engine, home)
     with ReplayServer(built["snapshot"]) as server, pytest.MonkeyPatch.context() as mp:

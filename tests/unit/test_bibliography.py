@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from support.files import write_tree
 
 from deepscholar.sources.bibliography import (
     BibEntry,
@@ -217,16 +216,9 @@ def test_biblatex_bbl():
     assert entry.eprint == "2101.00001"
 
 
-def _write(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text, encoding="utf-8")
-    return root
-
-
 def test_project_uses_referenced_bibs_then_falls_back(tmp_path):
     doc = "\\documentclass{article}\n\\begin{document}\n%s\n\\end{document}\n"
-    root = _write(tmp_path / "a", {
+    root = write_tree(tmp_path / "a", {
         "main.tex": doc % "% \\bibliography{old}\n\\bibliography{refs,extra}",
         "refs.bib": "@misc{a, title={A}}",
         "extra.bib": "@misc{b, title={B}}\n@misc{a, title={Dup}}",
@@ -236,18 +228,18 @@ def test_project_uses_referenced_bibs_then_falls_back(tmp_path):
     assert bib.sources == ["refs.bib", "extra.bib"]
     assert set(bib.entries) == {"a", "b"} and bib.entries["a"].title == "A"
 
-    root = _write(tmp_path / "b", {
+    root = write_tree(tmp_path / "b", {
         "main.tex": doc % "\\addbibresource[label=x]{lib/refs.bib}",
         "lib/refs.bib": "@misc{x, title={X}}",
     })
     assert set(parse_bibliography(root)) == {"x"}
 
-    root = _write(
+    root = write_tree(
         tmp_path / "c", {"main.tex": doc % "\\bibliography{missing}", "any.bib": "@misc{y, title={Y}}"}
     )
     assert set(parse_bibliography(root)) == {"y"}
 
-    root = _write(tmp_path / "d", {"main.tex": doc % NATBIB_BBL})
+    root = write_tree(tmp_path / "d", {"main.tex": doc % NATBIB_BBL})
     bib = load_bibliography(root)
     assert set(bib.entries) == {"adam2024", "vaswani", "plain"} and bib.sources == ["main.tex"]
 
@@ -258,7 +250,7 @@ def test_compiled_bbl_beats_stray_bib_when_named_bib_is_missing(tmp_path):
         "\\bibliography{refs}\n\\end{document}\n"
     )
     files = {"paper.tex": doc, "paper.bbl": NATBIB_BBL, "template/sample.bib": "@misc{s, title={S}}"}
-    root = _write(tmp_path, files)
+    root = write_tree(tmp_path, files)
     bib = load_bibliography(root)
     assert bib.sources == ["paper.bbl"]
     assert "vaswani" in bib.entries and "s" not in bib.entries

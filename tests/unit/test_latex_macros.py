@@ -8,17 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
+from support.files import write_tree
 
 from deepscholar.sources.latex import find_related_work
 from deepscholar.sources.latex_macros import MAX_ADDED_CHARS, MAX_EXPANSIONS, MacroTable
-
-
-def _project(tmp_path: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        p = tmp_path / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
-    return tmp_path
 
 
 def _doc(preamble: str, body: str) -> str:
@@ -27,7 +20,7 @@ def _doc(preamble: str, body: str) -> str:
 
 
 def _text(tmp_path: Path, files: dict[str, str]) -> str:
-    section = find_related_work(_project(tmp_path, files))
+    section = find_related_work(write_tree(tmp_path, files))
     assert section is not None
     return section.text
 
@@ -100,7 +93,7 @@ def test_macros_with_arguments_are_left_alone(tmp_path):
 
 def test_protected_names_are_never_redefined(tmp_path):
     preamble = "\\renewcommand{\\cite}{CITE}\n\\def\\section{SECTION}\n\\newcommand{\\mycite}{X}"
-    section = find_related_work(_project(tmp_path, {"main.tex": _doc(preamble, "See \\cite{a} \\mycite{} here.")}))
+    section = find_related_work(write_tree(tmp_path, {"main.tex": _doc(preamble, "See \\cite{a} \\mycite{} here.")}))
     assert section is not None and section.cite_keys == ["a"]
     assert section.text == "See [@a] here."
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 from support import shared_data
+from support.files import write_tree
 
 from deepscholar.sources.bibliography import load_bibliography
 from deepscholar.sources.inspect import inspect_latex
@@ -162,14 +162,6 @@ def test_bib_latex_accents_are_decoded():
 # Small synthetic projects for the rules the real papers do not all exercise.
 
 
-def _project(tmp_path: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        p = tmp_path / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
-    return tmp_path
-
-
 DOC = "\\documentclass{article}\n\\begin{document}\n%s\n\\end{document}\n"
 
 
@@ -193,7 +185,7 @@ def test_title_variants(tmp_path, heading):
         f"\\section{{Intro}} Hi.\n{heading}\n\\label{{x}}\n"
         "We build on \\cite{a}.\n\\section{Method} M."
     )
-    section = find_related_work(_project(tmp_path, {"main.tex": DOC % body}))
+    section = find_related_work(write_tree(tmp_path, {"main.tex": DOC % body}))
     assert section is not None
     assert section.text == "We build on [@a]."
     assert section.cite_keys == ["a"]
@@ -206,7 +198,7 @@ def test_commented_and_dead_related_work_is_not_found(tmp_path):
         "\\iffalse\n\\section{Related Work}\n\\fi\n\\section{Method} M."
     )
     files = {"main.tex": DOC % body, "related_work.tex": "\\section{Related Work}\nOld text \\cite{x}.\n"}
-    assert find_related_work(_project(tmp_path, files)) is None
+    assert find_related_work(write_tree(tmp_path, files)) is None
 
 
 def test_subsection_ends_at_next_subsection_and_inputs_resolve(tmp_path):
@@ -219,7 +211,7 @@ def test_subsection_ends_at_next_subsection_and_inputs_resolve(tmp_path):
         ),
         "sec/more.tex": "More\\footnote{Foot \\cite{k4}.} text.\n\\input{sec/bg}\n",
     }
-    section = find_related_work(_project(tmp_path, files))
+    section = find_related_work(write_tree(tmp_path, files))
     assert section is not None
     assert section.level == "subsection"
     assert section.file == "sec/bg.tex"
@@ -234,7 +226,7 @@ def test_main_file_is_the_one_not_input_by_others(tmp_path):
         "a_wrapper.tex": DOC % "\\input{paper}",
         "paper.tex": DOC % "\\section{Related Work}\nX \\cite{k}.\n",
     }
-    section = find_related_work(_project(tmp_path, files))
+    section = find_related_work(write_tree(tmp_path, files))
     assert section is not None and section.main_tex == "a_wrapper.tex"
 
 
@@ -252,7 +244,7 @@ def test_simple_macros_expand_and_iffalse_else_is_live(tmp_path):
         "Unlike \\sys, \\ours{} uses \\red{colour} \\cite{k}.\n\\section{End}"
     )
     doc = "\\documentclass{article}\n" + preamble + "\\begin{document}\n" + body + "\n\\end{document}\n"
-    section = find_related_work(_project(tmp_path, {"main.tex": doc}))
+    section = find_related_work(write_tree(tmp_path, {"main.tex": doc}))
     assert section is not None
     assert section.cite_keys == ["k", "new"]
     assert section.text == "New [@new]. Unlike Sybil, OurNet uses colour [@k]."
@@ -265,7 +257,7 @@ def test_text_tex_never_reads_is_ignored(tmp_path):
         "parts/intro.tex": "Intro body.\n\\endinput\n\\section{Related Work}\nDead draft \\cite{dead}.\n",
     }
     # Only headings after \end{document} or after \endinput mention related work: TeX never reads them.
-    assert find_related_work(_project(tmp_path, files)) is None
+    assert find_related_work(write_tree(tmp_path, files)) is None
 
 
 def test_loose_title_is_a_fallback_only(tmp_path):
@@ -273,10 +265,10 @@ def test_loose_title_is_a_fallback_only(tmp_path):
         "\\section{Preliminaries and Related Work}\nLoose \\cite{a}.\n"
         "\\section{Method} M.\n"
     )
-    section = find_related_work(_project(tmp_path / "loose", {"main.tex": DOC % body}))
+    section = find_related_work(write_tree(tmp_path / "loose", {"main.tex": DOC % body}))
     assert section is not None and section.title == "Preliminaries and Related Work"
     body += "\\subsection{Related Work}\nExact \\cite{b}.\n"
-    section = find_related_work(_project(tmp_path / "exact", {"main.tex": DOC % body}))
+    section = find_related_work(write_tree(tmp_path / "exact", {"main.tex": DOC % body}))
     assert section is not None and section.cite_keys == ["b"]
 
 
