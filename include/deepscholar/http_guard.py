@@ -30,8 +30,8 @@ from urllib.parse import urlsplit
 
 from deepscholar.errors import InfrastructureError
 
-__all__ = ["BREAKER", "HostBreaker", "HostUnavailable", "host_of", "is_host_failure", "DEFAULT_FAILURES",
-           "DEFAULT_SECONDS"]
+__all__ = ["BREAKER", "HostBreaker", "HostUnavailable", "host_of", "http_setting", "is_host_failure",
+           "DEFAULT_FAILURES", "DEFAULT_SECONDS", "HTTP_SETTING_ENV"]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +89,34 @@ def _env_number(name: str, default: float, cast: Callable[[str], float]) -> floa
         log.warning("%s=%r is not a number; using %s", name, raw, default)
         return default
     return value if value > 0 else default
+
+
+# How hard the external-source clients (arXiv API, e-prints, OpenAlex) try before a call counts as failed.
+# Each client has its own defaults (what suits that host); these variables override all of them at once,
+# e.g. a shorter timeout on a flaky network, or fast-failing retries in tests of outages.
+HTTP_SETTING_ENV = {
+    "timeout": "DEEPSCHOLAR_HTTP_TIMEOUT_SECONDS",  # per request
+    "retries": "DEEPSCHOLAR_HTTP_RETRIES",  # retries after the first attempt, for 429/5xx/timeouts
+    "backoff": "DEEPSCHOLAR_HTTP_BACKOFF_SECONDS",  # base of the exponential wait between retries
+}
+
+
+def http_setting(kind: str, given: float | None, default: float) -> float:
+    """`given` when the caller chose a value, else the environment's override, else the client's default."""
+    if given is not None:
+        return given
+    name = HTTP_SETTING_ENV[kind]
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value < 0 or (kind == "timeout" and value == 0):
+        log.warning("%s=%r is not a usable number; using %s", name, raw, default)
+        return default
+    return int(value) if kind == "retries" else value
 
 
 @dataclass

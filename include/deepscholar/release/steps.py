@@ -328,6 +328,7 @@ def resolve_references(ctx: ReleaseContext) -> dict:
     by_id = {p.arxiv_id: p for p in arxiv.get_by_ids(sorted(set(ids_by_ref.values())))} if ids_by_ref else {}
 
     counts = {"arxiv": 0, "openalex": 0, "unresolved": 0}
+    failed: list[str] = []
     tracker = Progress(f"resolve references of {ctx.release_id}", len(todo))
     for ref in todo:
         row = {"release_id": ctx.release_id, "arxiv_id": ref["arxiv_id"], "cite_key": ref["cite_key"]}
@@ -372,13 +373,23 @@ def resolve_references(ctx: ReleaseContext) -> dict:
             counts["unresolved"] += 1
         if work is not None:
             row |= {"openalex_id": work.openalex_id, "cited_by_count": work.cited_by_count}
-        row["resolution_method"] = method or ("unresolved" if not errors else None)
+        # A lookup that failed (OpenAlex throttling past its retries, say) leaves the reference pending even
+        # when arXiv found it: stored as resolved, it would never be looked up again and would keep no
+        # cited-by count. "unresolved" is only for a reference every service answered about.
+        row["resolution_method"] = None if errors else (method or "unresolved")
         row["resolution_error"] = "; ".join(errors) or None
+        if errors:
+            failed.append(f"{ref['arxiv_id']}/{ref['cite_key']}: {row['resolution_error']}")
         with ctx.engine.begin() as conn:
             db.upsert(conn, "exemplar_references", [row], key=["release_id", "arxiv_id", "cite_key"])
             if paper is not None:
                 db.upsert(conn, "corpus", [_corpus_row(paper, "reference")], key=["arxiv_id"], update=[])
         tracker.advance(note=", ".join(f"{k} {v}" for k, v in counts.items()))
+    if failed:
+        # Every other reference is stored; failing the step makes Airflow retry it, and the retry looks up
+        # only these (a month never goes on with references nobody could look up).
+        raise InfrastructureError("reference lookups", f"{len(failed)} of {len(todo)} references could not be "
+                                  f"looked up and stay pending, e.g. {failed[0]}")
     return counts
 
 

@@ -32,7 +32,7 @@ from werkzeug.wrappers import Request, Response
 
 from deepscholar.text import normalise_title, strip_arxiv_version
 
-__all__ = ["Delay", "ReplayServer", "RequestRecord", "Snapshot", "serve_forever"]
+__all__ = ["Delay", "ReplayServer", "RequestRecord", "Snapshot", "Throttled", "Truncated", "serve_forever"]
 
 logger = logging.getLogger(__name__)
 
@@ -432,6 +432,24 @@ class Delay:
     status: int = 200
 
 
+@dataclass(frozen=True)
+class Truncated:
+    """The normal answer cut to a share of its bytes, sent as a complete 200 (a proxy's cut-off body)."""
+
+    keep: float = 0.5
+
+
+@dataclass(frozen=True)
+class Throttled:
+    """429 Too Many Requests with a Retry-After header (whole seconds, as HTTP defines it), as OpenAlex
+    answers past the polite pool's rate."""
+
+    retry_after: int = 1
+
+
+Injected = int | Delay | Truncated | Throttled | None
+
+
 def sniff_content_type(content: bytes) -> str:
     """The content type arXiv would send: tar (gzipped), single gzipped file, PDF, or plain text."""
     if content.startswith(b"%PDF"):
@@ -455,7 +473,10 @@ class ReplayApp:
         self.snapshot = snapshot
         self._lock = threading.Lock()
         self._log: list[RequestRecord] = []
-        self._failures: dict[str, list[int | Delay | None]] = {}
+        self._failures: dict[str, list[Injected]] = {}
+        # arXiv answers a page with at most this many entries whatever max_results asks (None: no cap);
+        # clients must page on by the entries they got, not by the page size they asked for.
+        self.arxiv_page_cap: int | None = None
         self._demo_reports: dict[str, dict] | None = None
         month = snapshot.manifest.get("month", "2000-01")
         # A fixed feed timestamp keeps responses reproducible.
@@ -463,7 +484,7 @@ class ReplayApp:
             "2000-01-01T00:00:00Z"
 
     # test hooks
-    def inject_failures(self, path_prefix: str, statuses: list[int | Delay | None]) -> None:
+    def inject_failures(self, path_prefix: str, statuses: list[Injected]) -> None:
         with self._lock:
             self._failures.setdefault(path_prefix, []).extend(statuses)
 
@@ -480,7 +501,7 @@ class ReplayApp:
         with self._lock:
             self._log.clear()
 
-    def _next_failure(self, path: str) -> int | Delay | None:
+    def _next_failure(self, path: str) -> Injected:
         """The next injected outcome for this path; None (also as a queued item) means answer normally."""
         with self._lock:
             prefixes = sorted((p for p, q in self._failures.items() if q and path.startswith(p)), key=len,
@@ -506,6 +527,14 @@ class ReplayApp:
             time.sleep(failure.seconds)
             response = self._dispatch(request, path, raw_path) if failure.status == 200 else \
                 self._status_response(failure.status)
+        elif isinstance(failure, Truncated):
+            whole = self._dispatch(request, path, raw_path).get_data()
+            response = Response(whole[: int(len(whole) * failure.keep)], status=200,
+                                content_type="application/atom+xml; charset=utf-8"
+                                if path.startswith("/api/query") else "application/octet-stream")
+        elif isinstance(failure, Throttled):
+            response = self._status_response(429)
+            response.headers["Retry-After"] = str(failure.retry_after)
         elif failure is not None:
             response = self._status_response(failure)
         else:
@@ -608,6 +637,8 @@ class ReplayApp:
             scored.sort(key=lambda se: se[1].base_id)
             scored.sort(key=lambda se: se[0], reverse=descending)
             entries = [e for _, e in scored]
+        if self.arxiv_page_cap is not None:
+            max_results = min(max_results, self.arxiv_page_cap)
         page = entries[start:start + max_results]
         return self._atom(render_feed([e.data for e in page], len(entries), start, max_results, self_url,
                                       self._feed_updated))
@@ -753,7 +784,7 @@ class ReplayServer:
     def clear_requests(self) -> None:
         self.app.clear_requests()
 
-    def inject_failures(self, path_prefix: str, statuses: list[int | Delay | None]) -> None:
+    def inject_failures(self, path_prefix: str, statuses: list[Injected]) -> None:
         """The next requests under the prefix get these statuses (or delays; None = normal answer), in order."""
         self.app.inject_failures(path_prefix, statuses)
 

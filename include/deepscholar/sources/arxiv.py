@@ -26,7 +26,7 @@ import urllib3
 from requests.adapters import HTTPAdapter
 from tenacity import Retrying, before_sleep_log, retry_if_exception, stop_after_attempt, wait_exponential
 
-from deepscholar.http_guard import BREAKER, host_of, is_host_failure
+from deepscholar.http_guard import BREAKER, host_of, http_setting, is_host_failure
 from deepscholar.text import ARXIV_NEW_ID_RE, ARXIV_OLD_ID_RE, strip_arxiv_version, title_similarity
 
 __all__ = [
@@ -144,6 +144,15 @@ class MalformedFeedError(arxiv.ArxivError):
     """The API answered 200 with something that is not an Atom feed (a proxy page, a cut-off body)."""
 
 
+def _require_complete_feed(response: requests.Response, *args, **kwargs) -> None:
+    """A 200 whose body does not end the Atom document was cut off on the way (a proxy, a dropped
+    connection). arxiv's parser recovers what it can from it and says nothing, so a page would come back
+    with its last entries missing or with a half abstract; it is refused here and retried instead."""
+    if response.status_code == 200 and not response.content.rstrip().endswith(b"</feed>"):
+        raise MalformedFeedError(response.url, 0, f"feed cut off: {len(response.content)} bytes without the "
+                                                  "closing </feed>")
+
+
 def _is_transient(exc: BaseException) -> bool:
     if isinstance(exc, MalformedFeedError):
         return True
@@ -209,18 +218,19 @@ class ArxivSource:
         api_url: str = ARXIV_API_URL,
         delay_seconds: float = 3.0,
         page_size: int = 500,
-        max_retries: int = 4,
-        timeout: float = 30,
+        max_retries: int | None = None,
+        timeout: float | None = None,
         *,
-        backoff_seconds: float = 2.0,
+        backoff_seconds: float | None = None,
         id_batch_size: int = 100,
     ) -> None:
         self.api_url = api_url.rstrip("?")
         self.delay_seconds = delay_seconds
         self.page_size = page_size
-        self.max_retries = max_retries
-        self.timeout = timeout
-        self.backoff_seconds = backoff_seconds
+        # None: DEEPSCHOLAR_HTTP_* when set (http_guard.http_setting), else 4 retries, 30 s, 2 s backoff.
+        self.max_retries = int(http_setting("retries", max_retries, 4))
+        self.timeout = timeout = http_setting("timeout", timeout, 30)
+        self.backoff_seconds = http_setting("backoff", backoff_seconds, 2.0)
         self.id_batch_size = id_batch_size
         self.host = host_of(self.api_url)  # the circuit breaker's key (http_guard)
         # Pacing and retries are ours (see module docstring), so the client must not add its own.
@@ -229,6 +239,7 @@ class ArxivSource:
         adapter = _TimeoutAdapter(timeout)
         self._client._session.mount("http://", adapter)
         self._client._session.mount("https://", adapter)
+        self._client._session.hooks["response"].append(_require_complete_feed)
 
     # -- paging -----------------------------------------------------------------------------
 
@@ -379,18 +390,22 @@ class EprintPayload:
 def fetch_eprint(
     versioned_id: str,
     base_url: str = ARXIV_EPRINT_URL,
-    timeout: float = 60,
+    timeout: float | None = None,
     *,
-    max_retries: int = 4,
-    backoff_seconds: float = 2.0,
+    max_retries: int | None = None,
+    backoff_seconds: float | None = None,
     delay_seconds: float = 0.0,
     max_bytes: int = 200 * 1024 * 1024,
 ) -> EprintPayload:
     """Download the raw e-print bytes exactly as served (never content-decoded).
 
     arXiv may label a gzip file with Content-Encoding, which requests would silently unpack; the
-    extractor sniffs the bytes itself, so we hand it what the server stored.
+    extractor sniffs the bytes itself, so we hand it what the server stored. Timeout and retries left
+    None come from DEEPSCHOLAR_HTTP_* when set, else 60 s, 4 retries, 2 s backoff.
     """
+    timeout = http_setting("timeout", timeout, 60)
+    max_retries = int(http_setting("retries", max_retries, 4))
+    backoff_seconds = http_setting("backoff", backoff_seconds, 2.0)
     url = f"{base_url.rstrip('/')}/{versioned_id}"
     with BREAKER.guard(host_of(base_url)):
         for attempt in _retrying(max_retries, backoff_seconds):

@@ -26,7 +26,7 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util import Retry
 
-from deepscholar.http_guard import BREAKER, host_of
+from deepscholar.http_guard import BREAKER, host_of, http_setting
 from deepscholar.text import normalise_title, title_similarity
 
 __all__ = ["OPENALEX_URL", "OpenAlexSource", "OpenAlexWork", "arxiv_id_from_work"]
@@ -160,15 +160,16 @@ class OpenAlexSource:
         base_url: str | None = None,
         email: str | None = None,
         *,
-        timeout: float = 30,
-        max_retries: int = 5,
-        backoff_seconds: float = 1.0,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+        backoff_seconds: float | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/") if base_url else None
         self.email = email
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.backoff_seconds = backoff_seconds
+        # None: DEEPSCHOLAR_HTTP_* when set (http_guard.http_setting), else 30 s, 5 retries, 1 s backoff.
+        self.timeout = http_setting("timeout", timeout, 30)
+        self.max_retries = int(http_setting("retries", max_retries, 5))
+        self.backoff_seconds = http_setting("backoff", backoff_seconds, 1.0)
         self.host = host_of(self.base_url or OPENALEX_URL)  # the circuit breaker's key (http_guard)
         _install_session_hook()
 
