@@ -54,6 +54,13 @@ def _context(release_id: str):
         "categories": Param(None, type=["null", "array"], description="arXiv categories; default from env."),
         "require_venue": Param(None, type=["null", "boolean"], description="Keep only accepted papers."),
         "judge": Param(None, type=["null", "string"], description="'local' or a litellm model string."),
+        "max_queries": Param(None, type=["null", "integer"], minimum=0,
+                             description="At most this many queries, a seeded sample stratified by primary "
+                                         "category; 0 = every paper that passes. Default: "
+                                         "DEEPSCHOLAR_MAX_QUERIES, else 200."),
+        "sample_seed": Param(None, type=["null", "integer"],
+                             description="Seed of the sample (stored with the release). Default: "
+                                         "DEEPSCHOLAR_SAMPLE_SEED, else 0."),
     },
     doc_md=__doc__,
 )
@@ -69,7 +76,8 @@ def deepscholar_release():
         params = ctx["params"]
         release_id = params.get("month") or release_id_for(ctx["data_interval_start"])
         config = ReleaseConfig.from_env(categories=params.get("categories"),
-                                        require_venue=params.get("require_venue"), judge=params.get("judge"))
+                                        require_venue=params.get("require_venue"), judge=params.get("judge"),
+                                        max_queries=params.get("max_queries"), sample_seed=params.get("sample_seed"))
         open_step(get_engine(), release_id, config)
         return release_id
 

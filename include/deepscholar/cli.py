@@ -70,7 +70,7 @@ def cmd_release_build(args) -> int:
     from deepscholar.reporting import print_release_summary
 
     engine = _engine()
-    config = ReleaseConfig.from_env(judge=args.judge)
+    config = ReleaseConfig.from_env(judge=args.judge, max_queries=args.max_queries, sample_seed=args.seed)
     result = build_release(engine, args.month, config)
     print_release_summary(engine, args.month)
     return 0 if result["gx_success"] else 1
@@ -299,6 +299,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = rel.add_parser("build", help="build month M outside Airflow (same code as the DAG)")
     p.add_argument("month", help="YYYY-MM")
     p.add_argument("--judge", default=None, help="'local' or a litellm model string")
+    p.add_argument("--max-queries", type=_non_negative_int, default=None,
+                   help="at most this many queries, a seeded sample stratified by primary category; 0 = no cap "
+                        "(default: DEEPSCHOLAR_MAX_QUERIES, else 200)")
+    p.add_argument("--seed", type=int, default=None, help="seed of the sample (default: DEEPSCHOLAR_SAMPLE_SEED, else 0)")
     p.set_defaults(func=cmd_release_build)
     p = rel.add_parser("summary", help="what a release kept, dropped and why")
     p.add_argument("release")
@@ -409,6 +413,16 @@ def _positive_int(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (no cap) or a positive integer, got {text!r}")
     return value
 
 

@@ -10,6 +10,8 @@ import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
+from deepscholar.errors import InvalidInput
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 ARXIV_API_URL = "https://export.arxiv.org/api/query"
@@ -24,6 +26,17 @@ def deepscholar_home() -> Path:
 def _env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     return [x.strip() for x in raw.split(",") if x.strip()] if raw else list(default)
+
+
+def _env_cap(name: str) -> int | None:
+    """A positive count, or none/all/0 for no cap."""
+    raw = os.environ[name].strip().lower()
+    if raw in {"", "none", "all", "0"}:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidInput(f"{name}={raw!r}: expected a number of queries, or 'none' for no cap") from None
 
 
 def _env_bool(name: str, default: bool) -> bool:
@@ -42,6 +55,10 @@ class ReleaseConfig:
     min_references: int = 5
     title_match_threshold: float = 0.9
     min_resolution_rate: float = 0.5
+    # At most this many queries, a seeded sample stratified by primary category (release/sampling.py);
+    # None keeps every paper that passes. The paper's Nov-2025 slice has 200.
+    max_queries: int | None = 200
+    sample_seed: int = 0
     arxiv_api_url: str = ARXIV_API_URL
     arxiv_eprint_url: str = ARXIV_EPRINT_URL
     openalex_url: str | None = None  # None: the public OpenAlex host
@@ -53,7 +70,9 @@ class ReleaseConfig:
 
     @classmethod
     def from_env(cls, **overrides) -> ReleaseConfig:
-        """Defaults, then DEEPSCHOLAR_* environment variables, then explicit overrides."""
+        """Defaults, then DEEPSCHOLAR_* environment variables, then explicit overrides (None: not given;
+        max_queries=0: no cap)."""
+        cap = overrides.pop("max_queries", None)
         env = {
             "categories": _env_list("DEEPSCHOLAR_CATEGORIES", cls().categories),
             "require_venue": _env_bool("DEEPSCHOLAR_REQUIRE_VENUE", True),
@@ -65,15 +84,29 @@ class ReleaseConfig:
             "judge": os.environ.get("DEEPSCHOLAR_JUDGE", "local"),
             "judge_api_base": os.environ.get("DEEPSCHOLAR_JUDGE_API_BASE") or None,
         }
+        if "DEEPSCHOLAR_MAX_QUERIES" in os.environ:
+            env["max_queries"] = _env_cap("DEEPSCHOLAR_MAX_QUERIES")
+        if os.environ.get("DEEPSCHOLAR_SAMPLE_SEED", "").strip():
+            env["sample_seed"] = int(os.environ["DEEPSCHOLAR_SAMPLE_SEED"])
         if "DEEPSCHOLAR_VENUES" in os.environ:
             env["venues"] = _env_list("DEEPSCHOLAR_VENUES", [])
         env.update({k: v for k, v in overrides.items() if v is not None})
+        if cap is not None:
+            env["max_queries"] = cap or None
         return cls(**env)
+
+    def __post_init__(self) -> None:
+        if self.max_queries is not None and self.max_queries < 1:
+            raise InvalidInput(f"max_queries must be a positive number of queries or None (no cap), "
+                               f"not {self.max_queries}")
 
     @classmethod
     def from_dict(cls, data: dict) -> ReleaseConfig:
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        # A release stored before the cap existed was built from every paper that passed: keep it so.
+        values.setdefault("max_queries", None)
+        return cls(**values)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -38,7 +38,8 @@ def _short(value):
 def release_summary(engine: Engine, release_id: str) -> dict:
     with engine.connect() as conn:
         row = conn.execute(sa.text(
-            "SELECT release_id, status, source, gx_success, gx_result FROM releases WHERE release_id = :r"),
+            "SELECT release_id, status, source, gx_success, gx_result, config -> 'max_queries' AS max_queries, "
+            "config -> 'sample_seed' AS sample_seed FROM releases WHERE release_id = :r"),
             {"r": release_id}).mappings().first()
         if row is None:
             raise NotFound(f"no release {release_id}; `deepscholar releases` lists the releases there are")
@@ -57,7 +58,7 @@ def print_release_summary(engine: Engine, release_id: str) -> None:
         print(str(exc))
         return
     seen = s["papers_seen"]
-    order = ["version", "venue", "source", "section", "bibliography"]
+    order = ["version", "venue", "sample", "source", "section", "bibliography"]
     dropped: dict[str, int] = {}
     for c in s["candidates"]:
         if c["status"] != "kept":
@@ -67,7 +68,11 @@ def print_release_summary(engine: Engine, release_id: str) -> None:
     remaining = seen
     for stage in order:
         remaining -= dropped.get(stage, 0)
-        print(f"  kept after {stage:<19} {remaining}")
+        if stage == "sample":
+            cap = "no cap" if s["max_queries"] is None else f"max_queries {s['max_queries']}, seed {s['sample_seed']}"
+            print(f"  sampled ({cap})".ljust(33) + str(remaining))
+        else:
+            print(f"  kept after {stage:<19} {remaining}")
     print(f"  drop reasons                   {s['dropped'] or '-'}")
     print(f"  queries                        {s['queries']}")
     print(f"  references (cited, with bib)   {s['references']}")

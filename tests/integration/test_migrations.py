@@ -111,7 +111,7 @@ def _snapshot(engine) -> dict[str, list[str]]:
             "AND table_type = 'BASE TABLE' AND table_name NOT IN ('alembic_version', 'schema_files') "
             "ORDER BY 1")).scalars().all()
         return {n: sorted(conn.execute(sa.text(
-            f"SELECT (to_jsonb(t) - 'quality_flags' - 'cited' - 'n_leaked_retrieved')::text "
+            f"SELECT (to_jsonb(t) - 'quality_flags' - 'cited' - 'n_leaked_retrieved' - 'sample_rank')::text "
             f"FROM deepscholar.\"{n}\" t")).scalars().all())
             for n in names}
 

@@ -18,6 +18,7 @@ RELEASED = {
     "0002_report_quality_flags": "841311b1787d7f8752be9dab9c64a2744bca3a8d1c0d1240ae888188a2070e0c",
     "0003_benchmark_runs": "fc1f319980fdc142783956f73556f9bf71dd045aa85b74d58ec8502717a94b75",
     "0004_retrieved_sources": "9a4da3e95de2f5be492ec595631fb890ba0bfc0378738d3debbb49be522a42c5",
+    "0005_sample_rank": "a03a248e3b2f2b7b2dc0245361f3ffb71e183b1dd9598ce5e81393da1d91cba2",
 }
 # The sha256 the pre-migration init_db recorded in schema_files for sql/001..004: the baseline is
 # exactly those files, so adopted warehouses match it.

@@ -100,10 +100,12 @@ def _set_candidates(conn: sa.Connection, release_id: str, rows: list[dict]) -> N
 
 
 def _candidates(conn: sa.Connection, release_id: str, stage: str, statuses=("pending", "error")) -> list[dict]:
+    """Candidates at `stage`, in the month's sample order (release/sampling.py), then by id."""
     return [dict(r) for r in conn.execute(sa.text(
-        "SELECT c.*, p.comment, p.journal_ref, p.title, p.abstract, p.authors, p.published "
+        "SELECT c.*, p.comment, p.journal_ref, p.title, p.abstract, p.authors, p.published, p.primary_category "
         "FROM release_candidates c JOIN papers p USING (arxiv_id, version) "
-        "WHERE c.release_id = :r AND c.stage = :s AND c.status = ANY(:st) ORDER BY c.arxiv_id"),
+        "WHERE c.release_id = :r AND c.stage = :s AND c.status = ANY(:st) "
+        "ORDER BY c.sample_rank NULLS LAST, c.arxiv_id"),
         {"r": release_id, "s": stage, "st": list(statuses)}).mappings()]
 
 
@@ -171,8 +173,28 @@ def filter_candidates(ctx: ReleaseContext) -> dict:
                          "venue_field": match.field if match else None})
             counts["passed"] += 1
         _set_candidates(conn, ctx.release_id, rows)
+        _rank_for_sampling(conn, ctx)
     log.info("filters: %s", counts)
     return counts
+
+
+# Candidates past the metadata filters, whatever happened to them since (they keep their rank).
+_PASSED_FILTERS = "c.stage NOT IN ('search', 'version', 'venue')"
+
+
+def _rank_for_sampling(conn: sa.Connection, ctx: ReleaseContext) -> None:
+    """Give every candidate that passed the filters its place in the month's sample order."""
+    from deepscholar.release.sampling import sample_order
+
+    passed = conn.execute(sa.text(
+        f"SELECT c.arxiv_id, p.primary_category FROM release_candidates c JOIN papers p USING (arxiv_id, version) "
+        f"WHERE c.release_id = :r AND {_PASSED_FILTERS}"), {"r": ctx.release_id}).all()
+    order = sample_order([(a, cat) for a, cat in passed], ctx.config.sample_seed, ctx.release_id)
+    if order:
+        conn.execute(sa.text(
+            "UPDATE release_candidates c SET sample_rank = o.rank FROM unnest(CAST(:ids AS text[])) "
+            "WITH ORDINALITY AS o(arxiv_id, rank) WHERE c.release_id = :r AND c.arxiv_id = o.arxiv_id"),
+            {"r": ctx.release_id, "ids": order})
 
 
 # --- 3-5. source, section, bibliography -----------------------------------------------------------------
@@ -185,12 +207,29 @@ class SkipPaper(Exception):
         self.stage, self.reason, self.detail = stage, reason, detail
 
 
+def _kept(conn: sa.Connection, release_id: str) -> int:
+    return conn.execute(sa.text("SELECT count(*) FROM release_candidates WHERE release_id = :r "
+                                "AND status = 'kept'"), {"r": release_id}).scalar_one()
+
+
 def extract_exemplars(ctx: ReleaseContext) -> dict:
-    """Fetch each remaining candidate's e-print, find its related work and the references it cites."""
+    """Fetch each remaining candidate's e-print, find its related work and the references it cites.
+
+    Candidates are taken in the month's sample order until `max_queries` are kept (release/sampling.py);
+    the ones never reached are recorded as not sampled, so no paper the month will not keep is downloaded.
+    """
+    cap = ctx.config.max_queries
     with ctx.engine.connect() as conn:
         todo = _candidates(conn, ctx.release_id, "source")
+        kept_before = _kept(conn, ctx.release_id)
     counts: dict[str, int] = {"kept": 0}
     for n, cand in enumerate(todo, start=1):
+        if cap is not None and kept_before + counts["kept"] >= cap:
+            cutoff = _cutoff_rank(ctx, cap)
+            # Only a paper ranked before the last kept one (one in error, retried) can still enter.
+            if cand["sample_rank"] is None or cutoff is None or cand["sample_rank"] > cutoff:
+                counts["not_sampled"] = _mark_not_sampled(ctx, todo[n - 1:], cap)
+                break
         arxiv_id = cand["arxiv_id"]
         try:
             query, refs, notes = _extract_one(ctx, cand)
@@ -231,8 +270,59 @@ def extract_exemplars(ctx: ReleaseContext) -> dict:
         counts["kept"] += 1
         log.info("extract %d of %d: %s kept (%d words, %d references)", n, len(todo), arxiv_id,
                  query["word_count"], len(refs))
+    if cap is not None:
+        counts["over_cap"] = _drop_over_cap(ctx, cap)
+        counts["kept"] -= counts["over_cap"]
     log.info("extraction: %s", counts)
     return counts
+
+
+def _cutoff_rank(ctx: ReleaseContext, cap: int) -> int | None:
+    """The sample rank of the cap-th kept paper: the sample's last place."""
+    with ctx.engine.connect() as conn:
+        return conn.execute(sa.text(
+            "SELECT sample_rank FROM release_candidates WHERE release_id = :r AND status = 'kept' "
+            "ORDER BY sample_rank NULLS LAST, arxiv_id OFFSET :n LIMIT 1"), {"r": ctx.release_id, "n": cap - 1}).scalar()
+
+
+def _mark_not_sampled(ctx: ReleaseContext, rest: list[dict], cap: int) -> int:
+    """The cap is met: the candidates after the sample's last place are not downloaded at all.
+
+    A candidate in error ranked before that place is retried by the next run and, if kept, takes the
+    place of the last kept paper (_drop_over_cap), so transient download failures do not bias the sample.
+    """
+    rows = [{"arxiv_id": c["arxiv_id"], "version": 1, "stage": "sample", "status": "skipped",
+             "reason": "not_sampled", "detail": f"sample rank {c['sample_rank']}: {cap} queries were kept "
+                                                "before this paper's turn (max_queries)"} for c in rest]
+    with ctx.engine.begin() as conn:
+        _set_candidates(conn, ctx.release_id, rows)
+    log.info("extraction: the cap of %d queries is met; %d candidates not sampled", cap, len(rows))
+    return len(rows)
+
+
+def _drop_over_cap(ctx: ReleaseContext, cap: int) -> int:
+    """Keep the first `cap` kept papers in sample order; later ones (kept before a retried paper ranked
+    ahead of them was) leave the release. A published release is never changed."""
+    with ctx.engine.begin() as conn:
+        status = conn.execute(sa.text("SELECT status FROM releases WHERE release_id = :r"),
+                              {"r": ctx.release_id}).scalar()
+        if status == "published":
+            return 0
+        extra = list(conn.execute(sa.text(
+            "SELECT arxiv_id, sample_rank FROM release_candidates WHERE release_id = :r AND status = 'kept' "
+            "ORDER BY sample_rank NULLS LAST, arxiv_id OFFSET :cap"), {"r": ctx.release_id, "cap": cap}))
+        if not extra:
+            return 0
+        ids = [a for a, _ in extra]
+        for table in ("exemplar_references", "release_queries"):
+            conn.execute(sa.text(f"DELETE FROM {table} WHERE release_id = :r AND arxiv_id = ANY(:ids)"),
+                         {"r": ctx.release_id, "ids": ids})
+        _set_candidates(conn, ctx.release_id, [
+            {"arxiv_id": a, "version": 1, "stage": "sample", "status": "skipped", "reason": "over_cap",
+             "detail": f"sample rank {rank}: kept, then {cap} papers ranked before it were kept (max_queries)"}
+            for a, rank in extra])
+    log.info("extraction: %d kept papers ranked after the first %d leave the release", len(extra), cap)
+    return len(extra)
 
 
 def _extract_one(ctx: ReleaseContext, cand: dict) -> tuple[dict, list[dict], list[str]]:
