@@ -11,12 +11,13 @@ export DEEPSCHOLAR_HOME ?= $(CURDIR)/.deepscholar
 
 .PHONY: install demo demo-ui test test-fast lint bench clean stop-db lock
 
-# Installs come from the hash-checked lock of everything (requirements-models.lock = requirements.txt +
-# requirements-models.txt, transitive closure). `make lock` rewrites the locks from requirements*.txt.
-$(STAMP): requirements-models.lock pyproject.toml
+# Installs come from the hash-checked lock of everything (requirements-dev.lock = requirements.txt +
+# requirements-models.txt + requirements-celery.txt, transitive closure, the same pins as the models and
+# celery locks): the Celery executor is part of the tests. `make lock` rewrites the locks.
+$(STAMP): requirements-dev.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --require-hashes -r requirements-models.lock
+	$(PY) -m pip install --quiet --require-hashes -r requirements-dev.lock
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
@@ -63,6 +64,8 @@ lock:
 	$(UV_COMPILE) requirements.txt requirements-models.txt -c requirements.lock \
 		--find-links $(TORCH_FIND_LINKS) -o requirements-models.lock
 	$(UV_COMPILE) requirements.txt requirements-celery.txt -c requirements.lock -o requirements-celery.lock
+	$(UV_COMPILE) requirements.txt requirements-models.txt requirements-celery.txt -c requirements-models.lock \
+		-c requirements-celery.lock --find-links $(TORCH_FIND_LINKS) -o requirements-dev.lock
 
 clean: stop-db
 	rm -rf .deepscholar .pytest_cache

@@ -1,21 +1,26 @@
-"""A real Airflow on this machine (`airflow standalone`: scheduler, dag-processor, triggerer, API server,
-LocalExecutor) for the demo and the end-to-end tests, driven through its REST API as an operator would.
+"""A real Airflow on this machine for the demo and the end-to-end tests, driven through its REST API as an
+operator would: `airflow standalone` (scheduler, dag-processor, triggerer, API server, LocalExecutor), or
+with `executor="celery"` the same components as separate processes plus `airflow celery worker`s on a
+Redis broker — the deployment of docker-compose.yaml's `celery` profile, with the same settings
+(`celery_settings`), minus the containers.
 
 `airflow dags test` runs one DAG in-process, one task after another; it cannot show what the scheduler
 does when both monthly DAGs fire at the same tick. This module starts the real thing with its metadata
 in PostgreSQL (SQLite locks under a running scheduler), waits until it answers and has parsed our DAGs,
-and stops its whole process group afterwards.
+and stops every process group it started afterwards.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +59,33 @@ def airflow_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, st
     return env
 
 
+def celery_settings(broker_url: str, metadata_url: str, *, concurrency: int = 4, queue: str = "default",
+                    jwt_secret: str = "") -> dict[str, str]:
+    """The Airflow settings that make a deployment run its tasks on Celery workers.
+
+    docker-compose.yaml's `celery` profile sets the same variables (tests/unit/test_deploy_files.py checks
+    it). Every component must share the JWT secret: the API server signs the token a worker's task
+    process presents to the execution API with it.
+    """
+    url = metadata_url.split("://", 1)
+    return {
+        "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+        "AIRFLOW__CELERY__BROKER_URL": broker_url,
+        # Celery's database result backend takes a SQLAlchemy URL behind "db+" (Airflow's metadata DB).
+        "AIRFLOW__CELERY__RESULT_BACKEND": f"db+{url[0]}://{url[1]}",
+        "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(concurrency),
+        "AIRFLOW__OPERATORS__DEFAULT_QUEUE": queue,
+        "AIRFLOW__API_AUTH__JWT_SECRET": jwt_secret,
+    }
+
+
+def worker_hostname() -> str:
+    """Airflow's `[core] hostname_callable` for the local Celery workers: each worker process stands for
+    a machine (DEEPSCHOLAR_WORKER_HOSTNAME), so task instances record which worker ran them, as separate
+    containers or hosts would."""
+    return os.environ.get("DEEPSCHOLAR_WORKER_HOSTNAME") or socket.getfqdn()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -83,7 +115,12 @@ def drop_database(server_url: str, name: str) -> None:
 
 @dataclass
 class LocalAirflow:
-    """`airflow standalone` in its own process group; use as a context manager or start()/stop()."""
+    """Airflow's processes, each in its own process group; use as a context manager or start()/stop().
+
+    executor "local": `airflow standalone`. executor "celery": `airflow db migrate`, then api-server,
+    scheduler, dag-processor, triggerer and `workers` Celery workers (hostnames `worker-1`, ...) on
+    `broker_url`, consuming a queue of their own so two test runs never share a broker's tasks.
+    """
 
     home: Path
     metadata_url: str
@@ -91,7 +128,12 @@ class LocalAirflow:
     port: int = 0
     parallelism: int = 4
     log_path: Path | None = None
-    _proc: subprocess.Popen | None = None
+    executor: str = "local"
+    broker_url: str | None = None
+    workers: int = 2
+    worker_concurrency: int = 2
+    _procs: list[subprocess.Popen] = field(default_factory=list)
+    _component_logs: list[Path] = field(default_factory=list)
     _token: str | None = None
 
     def __post_init__(self) -> None:
@@ -106,21 +148,49 @@ class LocalAirflow:
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
             **self.extra_env,
         })
+        if self.executor == "celery":
+            if not self.broker_url:
+                raise ValueError("the celery executor needs a broker_url (redis://host:port/db)")
+            self.queue = f"deepscholar-{uuid.uuid4().hex[:8]}"
+            self.env.update(celery_settings(self.broker_url, self.metadata_url, concurrency=self.worker_concurrency,
+                                            queue=self.queue, jwt_secret=secrets.token_urlsafe(32)))
+        elif self.executor != "local":
+            raise ValueError(f"executor must be 'local' or 'celery', not {self.executor!r}")
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def _spawn(self, args: list[str], env: dict[str, str] | None = None, name: str | None = None) -> subprocess.Popen:
+        """One component in its own process group, logging to `log_path` (standalone) or to
+        `<home>/logs/<name>.log` (a component of the celery deployment)."""
+        path = self.log_path
+        if name:
+            path = self.home / "logs" / f"{name}.log"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._component_logs.append(path)
+        log = path.open("a")
+        try:
+            proc = subprocess.Popen([airflow_bin(), *args], env=env or self.env, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        finally:
+            log.close()
+        self._procs.append(proc)
+        return proc
+
     def start(self, timeout: float = 240) -> LocalAirflow:
         self.home.mkdir(parents=True, exist_ok=True)
-        log = self.log_path.open("a")
-        self._proc = subprocess.Popen([airflow_bin(), "standalone"], env=self.env, stdout=log,
-                                      stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
+        if self.executor == "local":
+            self._spawn(["standalone"])
+        else:
+            self._start_celery_deployment(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"airflow standalone exited with {self._proc.returncode}: {self.log_tail()}")
+            for proc in self._procs:
+                if proc.poll() is not None:
+                    args = " ".join(proc.args[1:])
+                    self.stop()
+                    raise RuntimeError(f"airflow {args} exited with {proc.returncode}: {self.log_tail()}")
             try:
                 if requests.get(f"{self.url}/api/v2/monitor/health", timeout=2).ok:
                     return self
@@ -128,21 +198,42 @@ class LocalAirflow:
                 pass
             time.sleep(2)
         self.stop()
-        raise TimeoutError(f"airflow standalone did not answer within {timeout:.0f} s: {self.log_tail()}")
+        raise TimeoutError(f"Airflow did not answer within {timeout:.0f} s: {self.log_tail()}")
+
+    def _start_celery_deployment(self, timeout: float) -> None:
+        migrate = subprocess.run([airflow_bin(), "db", "migrate"], env=self.env, capture_output=True, text=True,
+                                 timeout=timeout)
+        if migrate.returncode != 0:
+            raise RuntimeError(f"airflow db migrate failed: {(migrate.stdout + migrate.stderr)[-3000:]}")
+        for component in ("api-server", "scheduler", "dag-processor", "triggerer"):
+            self._spawn([component], name=component)
+        for n in range(1, self.workers + 1):
+            name = f"worker-{n}"
+            # Each worker serves its task logs to the API server on a port of its own (one per host when deployed).
+            env = self.env | {"DEEPSCHOLAR_WORKER_HOSTNAME": name,
+                              "AIRFLOW__CORE__HOSTNAME_CALLABLE": "deepscholar.local_airflow.worker_hostname",
+                              "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port())}
+            self._spawn(["celery", "worker", "--celery-hostname", f"{name}@%h", "--queues", self.queue,
+                         "--concurrency", str(self.worker_concurrency), "--without-mingle", "--without-gossip"],
+                        env, name=name)
 
     def stop(self) -> None:
-        """SIGTERM to the whole process group (the parent alone would orphan its children), then SIGKILL."""
-        if self._proc is None:
-            return
-        try:
-            os.killpg(self._proc.pid, signal.SIGTERM)
-            self._proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(self._proc.pid, signal.SIGKILL)
-            self._proc.wait(10)
-        except ProcessLookupError:
-            pass
-        self._proc = None
+        """SIGTERM to each whole process group (a parent alone would orphan its children), then SIGKILL."""
+        for proc in self._procs:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for proc in self._procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(10)
+        self._procs = []
 
     def __enter__(self) -> LocalAirflow:
         return self.start()
@@ -151,10 +242,17 @@ class LocalAirflow:
         self.stop()
 
     def log_tail(self, chars: int = 4000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
+        """The end of the log (standalone), or of each component's log (celery deployment)."""
+        paths = self._component_logs or [self.log_path]
+        share = max(500, chars // len(paths))
+        out = []
+        for path in paths:
+            try:
+                text = path.read_text(errors="replace")[-share:]
+            except OSError:
+                continue
+            out.append(text if len(paths) == 1 else f"--- {path.name} ---\n{text}")
+        return "\n".join(out)
 
     # -- the REST API, as an operator would use it --
 

@@ -505,3 +505,17 @@ def test_dockerignore_excludes_local_state_but_not_copy_sources():
         src = source.rstrip("/")
         hits = [p for p in excludes if fnmatch.fnmatch(src, p.rstrip("/")) or src.startswith(p.rstrip("/") + "/")]
         assert not hits, f".dockerignore pattern(s) {hits} exclude COPY source {source}"
+
+
+def test_celery_profile_sets_what_the_celery_test_proves(services, common):
+    """The settings tests/dags/test_celery_executor.py runs two workers with are the compose profile's."""
+    from deepscholar.local_airflow import celery_settings
+
+    env = env_of(common)
+    proven = celery_settings("redis://broker:6379/0", "postgresql://u:p@db:5432/airflow")
+    missing = sorted(set(proven) - set(env))
+    assert not missing, f"docker-compose.yaml's Airflow environment lacks {missing}"
+    assert interpolate(env["AIRFLOW__CELERY__RESULT_BACKEND"]).startswith("db+postgresql")
+    assert interpolate(env["AIRFLOW__CELERY__BROKER_URL"]).startswith("redis://")
+    assert "celery" in services["redis"]["profiles"] and "celery" in services["airflow-worker"]["profiles"]
+    assert command_words(services["airflow-worker"])[:2] == ["celery", "worker"]
