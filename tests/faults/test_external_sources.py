@@ -98,7 +98,10 @@ def undisturbed(db_url, snapshot) -> dict:
         ctx = steps.open_release(engine, MONTH, _config(srv, snapshot))
         _run(ctx, "resolve")
         pages = sum(r.path == "/api/query" and "submittedDate" in r.query for r in srv.requests)
+        doi_lookups = [r for r in srv.requests if r.path == "/works" and "filter=doi" in r.query]
     outcome = _outcome(engine)
+    # DOIs are looked up 50 to a request (filter=doi:a|b|...), not one request per reference.
+    assert 0 < len(doi_lookups) <= -(-len(outcome["references"]) // 50) * 2
     empty_warehouse(engine)
     BREAKER.reset()
     assert pages >= 3, f"the search took {pages} pages: too few to fail in the middle of it"
@@ -257,18 +260,21 @@ def test_openalex_failures(engine, server, snapshot, undisturbed, case):
         assert _outcome(engine) == undisturbed
         return
     if case == "openalex_429_past_retries":
-        # Throttled on every attempt of one lookup: that reference is left for the next run with the
-        # cause recorded — neither resolved nor declared unresolvable — the others are all stored, and
-        # the step fails so that Airflow retries it.
+        # Throttled on every attempt of one batched DOI lookup: the references of that batch are left for
+        # the next run with the cause recorded — neither resolved nor declared unresolvable — the others
+        # are all stored, and the step fails so that Airflow retries it.
         server.inject_failures("/works", [Throttled(0)] * (RETRIES + 1))
-        with pytest.raises(InfrastructureError, match="1 of .* references could not be looked up"):
+        with pytest.raises(InfrastructureError, match="references could not be looked up") as raised:
             steps.resolve_references(ctx)
         with engine.connect() as conn:
             pending = conn.execute(sa.text(
                 "SELECT resolution_method, resolution_error FROM exemplar_references WHERE release_id = :r "
                 "AND resolution_error IS NOT NULL"), {"r": MONTH}).all()
-        assert len(pending) == 1 and pending[0].resolution_method is None
-        assert "openalex" in pending[0].resolution_error and "429" in pending[0].resolution_error
+            stored = conn.execute(sa.text("SELECT count(*) FROM exemplar_references WHERE release_id = :r "
+                                          "AND resolution_method IS NOT NULL"), {"r": MONTH}).scalar()
+        assert pending and stored and f"{len(pending)} of {len(pending) + stored} references" in str(raised.value)
+        assert all(p.resolution_method is None and p.resolution_error.startswith("openalex: 429")
+                   and len(p.resolution_error) < 400 for p in pending)
     else:
         server.inject_failures("/works", [503] * 1000)
         with pytest.raises(HostUnavailable) as raised:

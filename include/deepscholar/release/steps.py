@@ -22,7 +22,6 @@ from sqlalchemy.engine import Engine
 from deepscholar import db
 from deepscholar.config import ReleaseConfig
 from deepscholar.errors import InfrastructureError
-from deepscholar.progress import Progress
 from deepscholar.release.window import month_window
 
 log = logging.getLogger("deepscholar.release")
@@ -386,101 +385,10 @@ def _extract_one(ctx: ReleaseContext, cand: dict) -> tuple[dict, list[dict], lis
 # --- 6. resolve references ------------------------------------------------------------------------------
 
 def resolve_references(ctx: ReleaseContext) -> dict:
-    """arXiv id from the bib entry, else arXiv title search; OpenAlex by DOI, else by title.
+    """Each pending reference to an arXiv paper and an OpenAlex work, in batches (release/resolution.py)."""
+    from deepscholar.release.resolution import resolve_pending
 
-    The OpenAlex cited_by_count is frozen the first time it is stored for this release, so scores that
-    depend on it (document importance) never drift when a month is re-run later.
-    """
-    from deepscholar.sources.arxiv import ArxivSource
-    from deepscholar.sources.bibliography import BibEntry, arxiv_id_from_entry
-    from deepscholar.sources.openalex import OpenAlexSource
-    from deepscholar.text import title_similarity
-
-    cfg = ctx.config
-    arxiv = ArxivSource(api_url=cfg.arxiv_api_url, delay_seconds=cfg.arxiv_delay_seconds)
-    openalex = OpenAlexSource(base_url=cfg.openalex_url, email=cfg.openalex_email)
-    with ctx.engine.connect() as conn:
-        todo = [dict(r) for r in conn.execute(sa.text(
-            "SELECT * FROM exemplar_references WHERE release_id = :r AND resolution_method IS NULL "
-            "ORDER BY arxiv_id, cite_key"), {"r": ctx.release_id}).mappings()]
-    log.info("resolve: %d references to resolve", len(todo))
-
-    # Batch the id lookups: one arXiv request per 100 ids instead of one per reference.
-    ids_by_ref: dict[tuple[str, str], str] = {}
-    for ref in todo:
-        entry = BibEntry(key=ref["cite_key"], entry_type=ref["bib_type"] or "misc", title=ref["bib_title"] or "",
-                         authors=ref["bib_authors"] or "", year=ref["bib_year"], doi=ref["bib_doi"],
-                         eprint=ref["bib_fields"].get("eprint"), url=ref["bib_url"],
-                         journal=ref["bib_fields"].get("journal"), raw_fields=ref["bib_fields"], source_file=None)
-        found = arxiv_id_from_entry(entry)
-        if found:
-            ids_by_ref[(ref["arxiv_id"], ref["cite_key"])] = found
-    by_id = {p.arxiv_id: p for p in arxiv.get_by_ids(sorted(set(ids_by_ref.values())))} if ids_by_ref else {}
-
-    counts = {"arxiv": 0, "openalex": 0, "unresolved": 0}
-    failed: list[str] = []
-    tracker = Progress(f"resolve references of {ctx.release_id}", len(todo))
-    for ref in todo:
-        row = {"release_id": ctx.release_id, "arxiv_id": ref["arxiv_id"], "cite_key": ref["cite_key"]}
-        paper, method, errors = None, None, []
-        try:
-            found = ids_by_ref.get((ref["arxiv_id"], ref["cite_key"]))
-            if found and found in by_id:
-                paper, method = by_id[found], "bib_arxiv_id"
-            elif ref["bib_title"] and not ref["bib_doi"]:
-                hits = arxiv.search_title(ref["bib_title"], max_results=5)
-                best = max(hits, key=lambda p: title_similarity(p.title, ref["bib_title"]), default=None)
-                if best and title_similarity(best.title, ref["bib_title"]) >= cfg.title_match_threshold:
-                    paper, method = best, "arxiv_title_search"
-        except InfrastructureError:  # the host's breaker opened: stop the step, not this reference
-            raise
-        except Exception as exc:
-            errors.append(f"arxiv: {exc}")
-        work = None
-        try:
-            doi = ref["bib_doi"] or (paper.doi if paper else None) or (
-                f"10.48550/arXiv.{paper.arxiv_id}" if paper else None)
-            work = openalex.work_by_doi(doi) if doi else None
-            if work is None and (ref["bib_title"] or paper):
-                work = openalex.best_title_match(paper.title if paper else ref["bib_title"],
-                                                 threshold=cfg.title_match_threshold)
-        except InfrastructureError:
-            raise
-        except Exception as exc:
-            errors.append(f"openalex: {exc}")
-        if paper is None and work is not None and work.arxiv_id:
-            method = "openalex_arxiv_id"
-            paper = next(iter(arxiv.get_by_ids([work.arxiv_id])), None)
-        if paper is not None:
-            row |= {"resolved_arxiv_id": paper.arxiv_id, "resolved_title": paper.title,
-                    "resolved_abstract": paper.abstract, "resolved_doi": paper.doi or (work.doi if work else None)}
-            counts["arxiv"] += 1
-        elif work is not None:
-            method = "openalex"
-            row |= {"resolved_title": work.title, "resolved_abstract": work.abstract, "resolved_doi": work.doi}
-            counts["openalex"] += 1
-        else:
-            counts["unresolved"] += 1
-        if work is not None:
-            row |= {"openalex_id": work.openalex_id, "cited_by_count": work.cited_by_count}
-        # A lookup that failed (OpenAlex throttling past its retries, say) leaves the reference pending even
-        # when arXiv found it: stored as resolved, it would never be looked up again and would keep no
-        # cited-by count. "unresolved" is only for a reference every service answered about.
-        row["resolution_method"] = None if errors else (method or "unresolved")
-        row["resolution_error"] = "; ".join(errors) or None
-        if errors:
-            failed.append(f"{ref['arxiv_id']}/{ref['cite_key']}: {row['resolution_error']}")
-        with ctx.engine.begin() as conn:
-            db.upsert(conn, "exemplar_references", [row], key=["release_id", "arxiv_id", "cite_key"])
-            if paper is not None:
-                db.upsert(conn, "corpus", [_corpus_row(paper, "reference")], key=["arxiv_id"], update=[])
-        tracker.advance(note=", ".join(f"{k} {v}" for k, v in counts.items()))
-    if failed:
-        # Every other reference is stored; failing the step makes Airflow retry it, and the retry looks up
-        # only these (a month never goes on with references nobody could look up).
-        raise InfrastructureError("reference lookups", f"{len(failed)} of {len(todo)} references could not be "
-                                  f"looked up and stay pending, e.g. {failed[0]}")
-    return counts
+    return resolve_pending(ctx)
 
 
 # --- 7. judges ------------------------------------------------------------------------------------------

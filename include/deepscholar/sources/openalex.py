@@ -15,7 +15,7 @@ import contextvars
 import logging
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
@@ -34,6 +34,7 @@ __all__ = ["OPENALEX_URL", "OpenAlexSource", "OpenAlexWork", "arxiv_id_from_work
 logger = logging.getLogger(__name__)
 
 OPENALEX_URL = "https://api.openalex.org"
+BATCH = 50  # OpenAlex's limit of values OR-ed in one filter
 _RETRY_STATUSES = (429, 500, 502, 503, 504)
 
 
@@ -215,6 +216,33 @@ class OpenAlexSource:
                     return None
                 raise
         return OpenAlexWork.from_json(dict(work))
+
+    def works_by_dois(self, dois: Iterable[str | None]) -> dict[str, OpenAlexWork]:
+        """Bare DOI -> work for the DOIs OpenAlex knows, one request per BATCH (`filter=doi:a|b|...`)
+        instead of one per DOI; a DOI with filter syntax in it (',' '|') is looked up on its own."""
+        wanted = sorted({d for d in (bare_doi(x) for x in dois) if d})
+        found: dict[str, OpenAlexWork] = {}
+        alone = [d for d in wanted if "," in d or "|" in d]
+        for work in self._filter_batches("doi", [d for d in wanted if d not in alone]):
+            if work.doi:
+                found[work.doi] = work
+        for doi in alone:
+            if (work := self.work_by_doi(doi)) is not None:
+                found[doi] = work
+        return {d: found[d] for d in wanted if d in found}
+
+    def works_by_ids(self, openalex_ids: Iterable[str | None]) -> dict[str, OpenAlexWork]:
+        """Short OpenAlex id (W123) -> work, one request per BATCH ids (`filter=ids.openalex:W1|W2`)."""
+        wanted = sorted({str(i).rsplit("/", 1)[-1].upper() for i in openalex_ids if i})
+        return {w.openalex_id: w for w in self._filter_batches("ids.openalex", wanted)}
+
+    def _filter_batches(self, field: str, values: list[str]) -> Iterator[OpenAlexWork]:
+        for start in range(0, len(values), BATCH):
+            batch = values[start:start + BATCH]
+            with BREAKER.guard(self.host), self.routed():
+                results = pyalex.Works().filter(**{field: "|".join(batch)}).get(per_page=len(batch))
+            for work in results:
+                yield OpenAlexWork.from_json(dict(work))
 
     def search_title(self, title: str, per_page: int = 5) -> list[OpenAlexWork]:
         # Punctuation is filter syntax in OpenAlex (',' separates filters, ':' and '|' too).

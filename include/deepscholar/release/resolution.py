@@ -1,0 +1,194 @@
+"""Resolve the month's cited references to arXiv papers and OpenAlex works, in batches.
+
+Per reference: the arXiv id its bib entry names, else an arXiv title search; then OpenAlex by DOI (the
+entry's, the arXiv paper's, or arXiv's own 10.48550 DOI), else by title; an OpenAlex work that names an
+arXiv id gives the paper when arXiv search did not. The OpenAlex cited_by_count is frozen the first time
+it is stored for the release, so scores that depend on it never drift when a month is re-run.
+
+What the services allow in one request is asked in one request: arXiv ids 100 at a time (`id_list`),
+DOIs 50 at a time (OpenAlex `filter=doi:a|b|...`). Only title searches are one request per reference.
+References are taken in chunks of 50, each stored as soon as it is decided, so a retried task goes on
+where the last one stopped. A lookup that failed (a service throttling past its retries) leaves its
+reference pending with the cause, the others are stored, and the step fails at the end so Airflow
+retries it; "unresolved" is kept for references every service answered about.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import sqlalchemy as sa
+
+from deepscholar import db
+from deepscholar.errors import InfrastructureError
+from deepscholar.progress import Progress
+
+log = logging.getLogger("deepscholar.release")
+
+CHUNK = 50
+
+
+@dataclass
+class _Ref:
+    """One reference on its way through the lookups."""
+
+    row: dict
+    bib_arxiv_id: str | None = None
+    paper: object | None = None  # ArxivPaper
+    method: str | None = None
+    work: object | None = None  # OpenAlexWork
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.row["arxiv_id"], self.row["cite_key"]
+
+    def doi(self) -> str | None:
+        paper = self.paper
+        return self.row["bib_doi"] or (paper.doi if paper else None) or (
+            f"10.48550/arXiv.{paper.arxiv_id}" if paper else None)
+
+
+def pending_references(engine, release_id: str) -> list[dict]:
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(sa.text(
+            "SELECT * FROM exemplar_references WHERE release_id = :r AND resolution_method IS NULL "
+            "ORDER BY arxiv_id, cite_key"), {"r": release_id}).mappings()]
+
+
+def _bib_arxiv_id(row: dict) -> str | None:
+    from deepscholar.sources.bibliography import BibEntry, arxiv_id_from_entry
+
+    fields = row["bib_fields"] or {}
+    entry = BibEntry(key=row["cite_key"], entry_type=row["bib_type"] or "misc", title=row["bib_title"] or "",
+                     authors=row["bib_authors"] or "", year=row["bib_year"], doi=row["bib_doi"],
+                     eprint=fields.get("eprint"), url=row["bib_url"], journal=fields.get("journal"),
+                     raw_fields=fields, source_file=None)
+    return arxiv_id_from_entry(entry)
+
+
+def _guarded(ref_list: list[_Ref], service: str, call):
+    """Run a batched lookup; a failure that is not the host's breaker is every listed reference's error."""
+    try:
+        return call()
+    except InfrastructureError:
+        raise
+    except Exception as exc:
+        detail = " ".join(str(exc).split())
+        detail = detail if len(detail) <= 300 else detail[:297] + "..."  # a batch's URL lists 50 DOIs
+        for ref in ref_list:
+            ref.errors.append(f"{service}: {detail}")
+        return None
+
+
+def resolve_pending(ctx) -> dict:
+    """Resolve every pending reference of the release; returns counts per outcome."""
+    from deepscholar.sources.arxiv import ArxivSource
+    from deepscholar.sources.openalex import OpenAlexSource
+
+    cfg = ctx.config
+    arxiv = ArxivSource(api_url=cfg.arxiv_api_url, delay_seconds=cfg.arxiv_delay_seconds)
+    openalex = OpenAlexSource(base_url=cfg.openalex_url, email=cfg.openalex_email)
+    todo = pending_references(ctx.engine, ctx.release_id)
+    log.info("resolve: %d references to resolve", len(todo))
+    counts = {"arxiv": 0, "openalex": 0, "unresolved": 0}
+    failed: list[str] = []
+    tracker = Progress(f"resolve references of {ctx.release_id}", len(todo))
+    for start in range(0, len(todo), CHUNK):
+        chunk = [_Ref(row) for row in todo[start:start + CHUNK]]
+        _resolve_chunk(chunk, arxiv, openalex, cfg.title_match_threshold)
+        for ref in chunk:
+            outcome = _store(ctx, ref)
+            if outcome == "failed":
+                failed.append(f"{ref.key[0]}/{ref.key[1]}: {'; '.join(ref.errors)}")
+            else:
+                counts[outcome] += 1
+            tracker.advance(note=", ".join(f"{k} {v}" for k, v in counts.items()))
+    if failed:
+        # Every other reference is stored; failing the step makes Airflow retry it, and the retry looks up
+        # only these (a month never goes on with references nobody could look up).
+        raise InfrastructureError("reference lookups", f"{len(failed)} of {len(todo)} references could not be "
+                                  f"looked up and stay pending, e.g. {failed[0]}")
+    return counts
+
+
+def _resolve_chunk(chunk: list[_Ref], arxiv, openalex, threshold: float) -> None:
+    from deepscholar.text import title_similarity
+
+    # 1. arXiv ids named by the bib entries: one request per 100 ids.
+    for ref in chunk:
+        ref.bib_arxiv_id = _bib_arxiv_id(ref.row)
+    named = [r for r in chunk if r.bib_arxiv_id]
+    papers = _guarded(named, "arxiv", lambda: arxiv.get_by_ids(sorted({r.bib_arxiv_id for r in named}))) \
+        if named else []
+    by_id = {p.arxiv_id: p for p in papers or []}
+    for ref in named:
+        if ref.bib_arxiv_id in by_id:
+            ref.paper, ref.method = by_id[ref.bib_arxiv_id], "bib_arxiv_id"
+
+    # 2. arXiv title search for entries with a title and neither an id found nor a DOI: one request each.
+    for ref in chunk:
+        title = ref.row["bib_title"]
+        if ref.paper is not None or not title or ref.row["bib_doi"]:
+            continue
+        hits = _guarded([ref], "arxiv", lambda t=title: arxiv.search_title(t, max_results=5)) or []
+        best = max(hits, key=lambda p, t=title: title_similarity(p.title, t), default=None)
+        if best and title_similarity(best.title, title) >= threshold:
+            ref.paper, ref.method = best, "arxiv_title_search"
+
+    # 3. OpenAlex by DOI: one request per 50 DOIs.
+    with_doi = [r for r in chunk if r.doi()]
+    works = _guarded(with_doi, "openalex", lambda: openalex.works_by_dois([r.doi() for r in with_doi])) \
+        if with_doi else {}
+    if works is not None:
+        from deepscholar.sources.openalex import bare_doi
+
+        for ref in with_doi:
+            ref.work = works.get(bare_doi(ref.doi()))
+
+    # 4. OpenAlex by title for the rest (those whose DOI lookup failed wait for the retry).
+    for ref in chunk:
+        if ref.work is not None or ref.errors or not (ref.row["bib_title"] or ref.paper):
+            continue
+        title = ref.paper.title if ref.paper else ref.row["bib_title"]
+        ref.work = _guarded([ref], "openalex", lambda t=title: openalex.best_title_match(t, threshold=threshold))
+
+    # 5. Papers that only OpenAlex knew the arXiv id of.
+    via_openalex = [r for r in chunk if r.paper is None and r.work is not None and r.work.arxiv_id]
+    if via_openalex:
+        found = _guarded(via_openalex, "arxiv",
+                         lambda: arxiv.get_by_ids(sorted({r.work.arxiv_id for r in via_openalex}))) or []
+        by_id = {p.arxiv_id: p for p in found}
+        for ref in via_openalex:
+            ref.method = "openalex_arxiv_id"
+            ref.paper = by_id.get(ref.work.arxiv_id)
+
+
+def _store(ctx, ref: _Ref) -> str:
+    """Upsert the reference's outcome (and its paper into the corpus); returns the counted outcome."""
+    from deepscholar.release.steps import _corpus_row
+
+    row = {"release_id": ctx.release_id, "arxiv_id": ref.key[0], "cite_key": ref.key[1]}
+    paper, work, method = ref.paper, ref.work, ref.method
+    if paper is not None:
+        row |= {"resolved_arxiv_id": paper.arxiv_id, "resolved_title": paper.title,
+                "resolved_abstract": paper.abstract, "resolved_doi": paper.doi or (work.doi if work else None)}
+        outcome = "arxiv"
+    elif work is not None:
+        method = "openalex"
+        row |= {"resolved_title": work.title, "resolved_abstract": work.abstract, "resolved_doi": work.doi}
+        outcome = "openalex"
+    else:
+        outcome = "unresolved"
+    if work is not None:
+        row |= {"openalex_id": work.openalex_id, "cited_by_count": work.cited_by_count}
+    # A lookup that failed leaves the reference pending even when arXiv found it: stored as resolved, it
+    # would never be looked up again and would keep no cited-by count.
+    row["resolution_method"] = None if ref.errors else (method or "unresolved")
+    row["resolution_error"] = "; ".join(ref.errors) or None
+    with ctx.engine.begin() as conn:
+        db.upsert(conn, "exemplar_references", [row], key=["release_id", "arxiv_id", "cite_key"])
+        if paper is not None:
+            db.upsert(conn, "corpus", [_corpus_row(paper, "reference")], key=["arxiv_id"], update=[])
+    return "failed" if ref.errors else outcome
