@@ -81,10 +81,21 @@ def _outcome(engine) -> dict:
                 {"r": MONTH})},
             "queries": set(conn.execute(sa.text(
                 "SELECT arxiv_id FROM release_queries WHERE release_id = :r"), {"r": MONTH}).scalars()),
-            "references": {tuple(r) for r in conn.execute(sa.text(
+            # Whether resolved from the cache or afresh, the identity and the frozen count must agree.
+            "references": {(r[0], r[1], _kind(r[2]), *r[3:]) for r in conn.execute(sa.text(
                 "SELECT arxiv_id, cite_key, resolution_method, resolved_arxiv_id, openalex_id, cited_by_count "
                 "FROM exemplar_references WHERE release_id = :r"), {"r": MONTH})},
         }
+
+
+def _kind(method: str | None) -> str | None:
+    return method if method in (None, "unresolved") else "resolved"
+
+
+def _assert_same(outcome: dict, expected: dict) -> None:
+    for part in expected:
+        missing, extra = expected[part] - outcome[part], outcome[part] - expected[part]
+        assert not missing and not extra, f"{part}: missing {sorted(missing)[:5]}, unexpected {sorted(extra)[:5]}"
 
 
 @pytest.fixture(scope="module")
@@ -151,8 +162,8 @@ def test_arxiv_search_fails_mid_pagination(engine, server, snapshot, undisturbed
     before = warehouse_fingerprint(engine)
     _run(ctx, "resolve")
     assert_no_loss(before, warehouse_fingerprint(engine), allowed_to_change=[
-        "papers", "corpus", "release_candidates", "release_queries", "exemplar_references"])
-    assert _outcome(engine) == undisturbed
+        "papers", "corpus", "release_candidates", "release_queries", "exemplar_references", "resolution_cache"])
+    _assert_same(_outcome(engine), undisturbed)
 
 
 # --- arXiv e-prints --------------------------------------------------------------------------------------
@@ -231,8 +242,8 @@ def test_eprint_failures(engine, server, snapshot, undisturbed, case):
     again = warehouse_fingerprint(engine)
     steps.extract_exemplars(ctx)
     steps.resolve_references(ctx)
-    assert_no_loss(again, warehouse_fingerprint(engine), [*tables, "corpus"])
-    assert _outcome(engine) == undisturbed
+    assert_no_loss(again, warehouse_fingerprint(engine), [*tables, "corpus", "resolution_cache"])
+    _assert_same(_outcome(engine), undisturbed)
 
 
 # --- OpenAlex --------------------------------------------------------------------------------------------
@@ -244,7 +255,7 @@ OPENALEX_CASES = ["openalex_429_retry_after_honoured", "openalex_429_past_retrie
 def test_openalex_failures(engine, server, snapshot, undisturbed, case):
     ctx = steps.open_release(engine, MONTH, _config(server, snapshot))
     _run(ctx, "extract")
-    tables = ["exemplar_references", "corpus"]
+    tables = ["exemplar_references", "corpus", "resolution_cache"]
     before = warehouse_fingerprint(engine)
     server.clear_requests()
 
@@ -257,7 +268,7 @@ def test_openalex_failures(engine, server, snapshot, undisturbed, case):
         assert works[0].path == works[1].path == works[2].path
         assert works[1].time - works[0].time >= 0.95 and works[2].time - works[1].time >= 0.95
         assert_no_loss(before, warehouse_fingerprint(engine), tables)
-        assert _outcome(engine) == undisturbed
+        _assert_same(_outcome(engine), undisturbed)
         return
     if case == "openalex_429_past_retries":
         # Throttled on every attempt of one batched DOI lookup: the references of that batch are left for
@@ -293,4 +304,4 @@ def test_openalex_failures(engine, server, snapshot, undisturbed, case):
     again = warehouse_fingerprint(engine)
     steps.resolve_references(ctx)
     assert_no_loss(again, warehouse_fingerprint(engine), tables)
-    assert _outcome(engine) == undisturbed
+    _assert_same(_outcome(engine), undisturbed)

@@ -19,6 +19,7 @@ RELEASED = {
     "0003_benchmark_runs": "fc1f319980fdc142783956f73556f9bf71dd045aa85b74d58ec8502717a94b75",
     "0004_retrieved_sources": "9a4da3e95de2f5be492ec595631fb890ba0bfc0378738d3debbb49be522a42c5",
     "0005_sample_rank": "a03a248e3b2f2b7b2dc0245361f3ffb71e183b1dd9598ce5e81393da1d91cba2",
+    "0006_resolution_cache": "d30d9b27324ce6ea5b8ae136f1fbd813b0dc32570be089728a90fd7b35849efc",
 }
 # The sha256 the pre-migration init_db recorded in schema_files for sql/001..004: the baseline is
 # exactly those files, so adopted warehouses match it.

@@ -7,6 +7,12 @@ it is stored for the release, so scores that depend on it never drift when a mon
 
 What the services allow in one request is asked in one request: arXiv ids 100 at a time (`id_list`),
 DOIs 50 at a time (OpenAlex `filter=doi:a|b|...`). Only title searches are one request per reference.
+A reference resolved in an earlier month is not searched for again: `resolution_cache` keeps what each
+resolved reference's DOI and arXiv id (or, for an entry with neither, its normalised title of 4 words or
+more) led to, and a hit costs a
+share of one batched request — the cited-by counts, which every release fetches and freezes anew
+(`filter=ids.openalex:W1|W2|...`). Such a reference's resolution_method says which key hit the cache
+(`cache_doi`, `cache_arxiv`, `cache_title`); the cache row keeps how the identity was first found.
 References are taken in chunks of 50, each stored as soon as it is decided, so a retried task goes on
 where the last one stopped. A lookup that failed (a service throttling past its retries) leaves its
 reference pending with the cause, the others are stored, and the step fails at the end so Airflow
@@ -29,6 +35,19 @@ log = logging.getLogger("deepscholar.release")
 CHUNK = 50
 
 
+@dataclass(frozen=True)
+class CachedPaper:
+    """The corpus row of a paper a cached resolution points at (the fields an ArxivPaper gives)."""
+
+    arxiv_id: str
+    title: str
+    abstract: str
+    authors: list
+    published: object
+    categories: list
+    doi: str | None
+
+
 @dataclass
 class _Ref:
     """One reference on its way through the lookups."""
@@ -39,6 +58,24 @@ class _Ref:
     method: str | None = None
     work: object | None = None  # OpenAlexWork
     errors: list[str] = field(default_factory=list)
+    from_cache: bool = False
+
+    def cache_keys(self) -> list[tuple[str, str]]:
+        """Lookup keys, most specific first: DOI, arXiv id; the normalised title (4 words or more) only for
+        an entry with neither — as a fresh lookup searches by title only then, and two papers may share
+        a title."""
+        from deepscholar.sources.openalex import bare_doi
+        from deepscholar.text import normalise_title, strip_arxiv_version
+
+        keys = []
+        if doi := bare_doi(self.row["bib_doi"]):
+            keys.append(("doi", doi))
+        if self.bib_arxiv_id:
+            keys.append(("arxiv", strip_arxiv_version(self.bib_arxiv_id)[0]))
+        title = normalise_title(self.row["bib_title"])
+        if not keys and len(title.split()) >= 4:
+            keys.append(("title", title))
+        return keys
 
     @property
     def key(self) -> tuple[str, str]:
@@ -97,7 +134,11 @@ def resolve_pending(ctx) -> dict:
     tracker = Progress(f"resolve references of {ctx.release_id}", len(todo))
     for start in range(0, len(todo), CHUNK):
         chunk = [_Ref(row) for row in todo[start:start + CHUNK]]
-        _resolve_chunk(chunk, arxiv, openalex, cfg.title_match_threshold)
+        for ref in chunk:
+            ref.bib_arxiv_id = _bib_arxiv_id(ref.row)
+        cached = _from_cache(ctx.engine, chunk, openalex)
+        _resolve_chunk([r for r in chunk if not r.from_cache], arxiv, openalex, cfg.title_match_threshold)
+        counts["from_cache"] = counts.get("from_cache", 0) + cached
         for ref in chunk:
             outcome = _store(ctx, ref)
             if outcome == "failed":
@@ -117,8 +158,6 @@ def _resolve_chunk(chunk: list[_Ref], arxiv, openalex, threshold: float) -> None
     from deepscholar.text import title_similarity
 
     # 1. arXiv ids named by the bib entries: one request per 100 ids.
-    for ref in chunk:
-        ref.bib_arxiv_id = _bib_arxiv_id(ref.row)
     named = [r for r in chunk if r.bib_arxiv_id]
     papers = _guarded(named, "arxiv", lambda: arxiv.get_by_ids(sorted({r.bib_arxiv_id for r in named}))) \
         if named else []
@@ -165,6 +204,59 @@ def _resolve_chunk(chunk: list[_Ref], arxiv, openalex, threshold: float) -> None
             ref.paper = by_id.get(ref.work.arxiv_id)
 
 
+def _from_cache(engine, chunk: list[_Ref], openalex) -> int:
+    """Take the identity of every reference whose key an earlier resolution cached; fetch the cached
+    works' current cited-by counts in one batched request. Returns how many references it settled."""
+    keys = {key for ref in chunk for key in ref.cache_keys()}
+    if not keys:
+        return 0
+    with engine.connect() as conn:
+        hits = {(r.key_kind, r.key): r for r in conn.execute(sa.text(
+            "SELECT * FROM resolution_cache WHERE (key_kind, key) IN "
+            "(SELECT * FROM unnest(CAST(:kinds AS text[]), CAST(:keys AS text[])))"),
+            {"kinds": [k for k, _ in keys], "keys": [v for _, v in keys]})}
+        chosen = {}
+        for ref in chunk:
+            hit = next((hits[k] for k in ref.cache_keys() if k in hits), None)
+            if hit is not None:
+                chosen[ref.key] = hit
+        ids = sorted({h.resolved_arxiv_id for h in chosen.values() if h.resolved_arxiv_id})
+        papers = {r.arxiv_id: CachedPaper(r.arxiv_id, r.title, r.abstract, r.authors, r.published, r.categories,
+                                          r.doi) for r in conn.execute(sa.text(
+                  "SELECT arxiv_id, title, abstract, authors, published, categories, doi FROM corpus "
+                  "WHERE arxiv_id = ANY(:ids)"), {"ids": ids})}
+    if not chosen:
+        return 0
+    wanted = [h.openalex_id for h in chosen.values() if h.openalex_id]
+    with_work = [r for r in chunk if r.key in chosen and chosen[r.key].openalex_id]
+    works = _guarded(with_work, "openalex", lambda: openalex.works_by_ids(wanted)) if wanted else {}
+    settled = 0
+    for ref in chunk:
+        hit = chosen.get(ref.key)
+        if hit is None or ref.errors:
+            continue
+        paper = papers.get(hit.resolved_arxiv_id) if hit.resolved_arxiv_id else None
+        work = (works or {}).get(hit.openalex_id) if hit.openalex_id else None
+        if (hit.resolved_arxiv_id and paper is None) or (hit.openalex_id and work is None):
+            continue  # the cached paper or work is gone: look the reference up afresh
+        ref.paper, ref.work, ref.method, ref.from_cache = paper, work, f"cache_{hit.key_kind}", True
+        settled += 1
+    return settled
+
+
+def _remember(conn, ctx, ref: _Ref, row: dict) -> None:
+    """Cache what a freshly resolved reference led to, under each of its keys."""
+    if ref.from_cache or ref.errors or row["resolution_method"] in (None, "unresolved"):
+        return
+    if not (row.get("resolved_arxiv_id") or row.get("openalex_id")):
+        return
+    db.upsert(conn, "resolution_cache", [
+        {"key_kind": kind, "key": key, "resolved_arxiv_id": row.get("resolved_arxiv_id"),
+         "openalex_id": row.get("openalex_id"), "resolution_method": row["resolution_method"],
+         "first_release_id": ctx.release_id} for kind, key in ref.cache_keys()],
+        key=["key_kind", "key"], update=["resolved_arxiv_id", "openalex_id", "resolution_method"])
+
+
 def _store(ctx, ref: _Ref) -> str:
     """Upsert the reference's outcome (and its paper into the corpus); returns the counted outcome."""
     from deepscholar.release.steps import _corpus_row
@@ -176,7 +268,7 @@ def _store(ctx, ref: _Ref) -> str:
                 "resolved_abstract": paper.abstract, "resolved_doi": paper.doi or (work.doi if work else None)}
         outcome = "arxiv"
     elif work is not None:
-        method = "openalex"
+        method = method if ref.from_cache else "openalex"
         row |= {"resolved_title": work.title, "resolved_abstract": work.abstract, "resolved_doi": work.doi}
         outcome = "openalex"
     else:
@@ -189,6 +281,7 @@ def _store(ctx, ref: _Ref) -> str:
     row["resolution_error"] = "; ".join(ref.errors) or None
     with ctx.engine.begin() as conn:
         db.upsert(conn, "exemplar_references", [row], key=["release_id", "arxiv_id", "cite_key"])
+        _remember(conn, ctx, ref, row)
         if paper is not None:
             db.upsert(conn, "corpus", [_corpus_row(paper, "reference")], key=["arxiv_id"], update=[])
     return "failed" if ref.errors else outcome
