@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 from deepscholar.errors import InfrastructureError
 
-__all__ = ["BREAKER", "HostBreaker", "HostUnavailable", "host_of", "http_setting", "is_host_failure",
+__all__ = ["BREAKER", "HostBreaker", "HostUnavailable", "env_setting", "host_of", "http_setting", "is_host_failure",
            "DEFAULT_FAILURES", "DEFAULT_SECONDS", "HTTP_SETTING_ENV"]
 
 log = logging.getLogger(__name__)
@@ -103,9 +103,13 @@ HTTP_SETTING_ENV = {
 
 def http_setting(kind: str, given: float | None, default: float) -> float:
     """`given` when the caller chose a value, else the environment's override, else the client's default."""
+    return env_setting(HTTP_SETTING_ENV[kind], kind, given, default)
+
+
+def env_setting(name: str, kind: str, given: float | None, default: float) -> float:
+    """A timeout, retry count or backoff: `given`, else environment variable `name`, else `default`."""
     if given is not None:
         return given
-    name = HTTP_SETTING_ENV[kind]
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default

@@ -9,7 +9,9 @@ Answers come from `script` (served first, one item per request, in arrival order
 - a str: the assistant's text;
 - an int: that HTTP status with an OpenAI-style error body (429 and 5xx are retried by the client);
 - a dict: the whole assistant message, e.g. `tool_calls_message(tool_call("search", {"query": "x"}))`;
-- a callable: called with the body, returning one of the above (lets a script item look at the request).
+- a callable: called with the body, returning one of the above (lets a script item look at the request);
+- a `RawBody`: the whole 200 response body as given (e.g. `RawBody({"choices": []})`, what a broken
+  provider or proxy may send).
 
 Usage:
     with OpenAIStub() as stub:
@@ -30,9 +32,14 @@ from typing import Any
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-__all__ = ["OpenAIStub", "tool_call", "tool_calls_message", "echo_last_message", "first_user_text"]
+__all__ = ["OpenAIStub", "RawBody", "tool_call", "tool_calls_message", "echo_last_message", "first_user_text"]
 
-Answer = str | int | dict | Callable[[dict], Any]
+
+class RawBody(dict):
+    """An answer sent as the complete response body, not wrapped into a chat completion."""
+
+
+Answer = str | int | dict | RawBody | Callable[[dict], Any]
 
 
 def echo_last_message(body: dict) -> str:
@@ -146,6 +153,8 @@ class OpenAIStub:
             raise TypeError(f"stub answers must be str, int or dict, got {type(answer).__name__}")
         if isinstance(answer, int):
             return _error(answer, f"scripted failure {answer}")
+        if isinstance(answer, RawBody):
+            return Response(json.dumps(dict(answer)), content_type="application/json")
         message = answer if isinstance(answer, dict) else {"role": "assistant", "content": answer}
         prompt_tokens, completion_tokens = self.usage
         completion = {

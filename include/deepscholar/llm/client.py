@@ -28,7 +28,7 @@ from sqlalchemy.engine import Engine
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from deepscholar.errors import InfrastructureError, MissingCredentials
-from deepscholar.http_guard import BREAKER, host_of
+from deepscholar.http_guard import BREAKER, env_setting, host_of
 from deepscholar.llm import cache
 
 __all__ = [
@@ -189,6 +189,16 @@ def _is_config_error(exc: BaseException) -> bool:
         exc, (litellm.AuthenticationError, litellm.PermissionDeniedError, litellm.NotFoundError))
 
 
+LLM_SETTING_ENV = {"retries": "DEEPSCHOLAR_LLM_RETRIES", "timeout": "DEEPSCHOLAR_LLM_TIMEOUT_SECONDS",
+                   "backoff": "DEEPSCHOLAR_LLM_BACKOFF_SECONDS"}
+
+
+def llm_setting(kind: str, given: float | None, default: float) -> float:
+    """How hard every LLM client tries (systems, judges): the caller's value, else the environment's,
+    else the default. Bad values are logged and ignored."""
+    return env_setting(LLM_SETTING_ENV[kind], kind, given, default)
+
+
 # --- the client ------------------------------------------------------------------------------------
 
 class LLMClient:
@@ -200,10 +210,10 @@ class LLMClient:
         api_base: str | None = None,
         api_key: str | None = None,
         concurrency: int = 8,
-        max_retries: int = 4,
-        timeout: float = 60.0,
+        max_retries: int | None = None,
+        timeout: float | None = None,
         max_reasks: int = 2,
-        backoff_base: float = 0.5,
+        backoff_base: float | None = None,
         extra_params: Mapping[str, Any] | None = None,
     ) -> None:
         if concurrency < 1:
@@ -213,10 +223,11 @@ class LLMClient:
         self.api_base = api_base.rstrip("/") if api_base else None
         self._api_key = api_key
         self.concurrency = concurrency
-        self.max_retries = max_retries
-        self.timeout = timeout
+        # None: DEEPSCHOLAR_LLM_RETRIES / _TIMEOUT_SECONDS / _BACKOFF_SECONDS when set, else 4, 60 s, 0.5 s.
+        self.max_retries = int(llm_setting("retries", max_retries, 4))
+        self.timeout = llm_setting("timeout", timeout, 60.0)
         self.max_reasks = max_reasks
-        self.backoff_base = backoff_base
+        self.backoff_base = llm_setting("backoff", backoff_base, 0.5)
         self.params: dict[str, Any] = {**DEFAULT_PARAMS, **(extra_params or {})}
         # Bounds requests in flight across all threads using this client, including nested map() calls.
         self._in_flight = threading.BoundedSemaphore(concurrency)
