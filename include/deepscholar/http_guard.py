@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 from deepscholar.errors import InfrastructureError
 
-__all__ = ["BREAKER", "HostBreaker", "HostUnavailable", "env_setting", "host_of", "http_setting", "is_host_failure",
+__all__ = ["BREAKER", "HostBreaker", "HostUnavailable", "env_number", "env_setting", "host_of", "http_setting", "is_host_failure",
            "DEFAULT_FAILURES", "DEFAULT_SECONDS", "HTTP_SETTING_ENV"]
 
 log = logging.getLogger(__name__)
@@ -79,16 +79,20 @@ def is_host_failure(exc: BaseException) -> bool:
     return status is not None and status >= 500
 
 
-def _env_number(name: str, default: float, cast: Callable[[str], float]) -> float:
+def env_number(name: str, default: float, *, cast: Callable[[str], float] = float, allow_zero: bool = False) -> float:
+    """Environment variable `name` as a number (positive, or also 0 with `allow_zero`); unset: `default`;
+    anything else is logged and `default` used."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
     try:
         value = cast(raw)
     except ValueError:
-        log.warning("%s=%r is not a number; using %s", name, raw, default)
+        value = -1
+    if value < 0 or (value == 0 and not allow_zero):
+        log.warning("%s=%r is not a usable number; using %s", name, raw, default)
         return default
-    return value if value > 0 else default
+    return value
 
 
 # How hard the external-source clients (arXiv API, e-prints, OpenAlex) try before a call counts as failed.
@@ -110,17 +114,7 @@ def env_setting(name: str, kind: str, given: float | None, default: float) -> fl
     """A timeout, retry count or backoff: `given`, else environment variable `name`, else `default`."""
     if given is not None:
         return given
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if value < 0 or (kind == "timeout" and value == 0):
-        log.warning("%s=%r is not a usable number; using %s", name, raw, default)
-        return default
-    return int(value) if kind == "retries" else value
+    return env_number(name, default, cast=int if kind == "retries" else float, allow_zero=kind != "timeout")
 
 
 @dataclass
@@ -141,8 +135,8 @@ class HostBreaker:
         self._lock = threading.Lock()
 
     def limits(self) -> tuple[int, float]:
-        failures = self._failures or int(_env_number(FAILURES_ENV, DEFAULT_FAILURES, int))
-        seconds = self._seconds or float(_env_number(SECONDS_ENV, DEFAULT_SECONDS, float))
+        failures = self._failures or int(env_number(FAILURES_ENV, DEFAULT_FAILURES, cast=int))
+        seconds = self._seconds or float(env_number(SECONDS_ENV, DEFAULT_SECONDS))
         return failures, seconds
 
     def _error(self, host: str, streak: _Streak) -> HostUnavailable:

@@ -10,6 +10,7 @@ month at the same moment, as two Airflow judge tasks or two operators would.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -169,10 +170,6 @@ def test_killed_mid_generation_then_rerun(warehouse, db_url, snapshot):
     assert all((n, distinct, failed) == (n_queries, n_queries, 0) for _, n, distinct, failed in rows), rows
 
 
-def _judge_env(stub: OpenAIStub, server, snapshot, db_url) -> dict[str, str]:
-    return _env(server, snapshot, db_url, DEEPSCHOLAR_JUDGE_API_BASE=stub.url)
-
-
 def _evaluate_cmd() -> list[str]:
     return [*CLI, "evaluate", "--release", MONTH, "--judge", JUDGE, "--metrics", "organization",
             "--concurrency", "2", "--json"]
@@ -202,13 +199,19 @@ def _scores_once(engine, n_reports: int) -> None:
     assert total == distinct and unscored == 0 and reports == n_reports
 
 
-def test_killed_mid_judging_then_rerun_pays_only_for_what_was_not_answered(warehouse, db_url, snapshot):
-    engine = warehouse
+@contextlib.contextmanager
+def _judging(engine, db_url, snapshot, delay: float):
+    """The month with its reports, a judge answering after `delay` s, and the CLI's environment for it."""
     with ReplayServer(snapshot) as server, OpenAIStub() as stub:
         n_reports = _judged_month(engine, server, snapshot)
         stub.default = _verdict
-        stub.delay = 0.25
-        env = _judge_env(stub, server, snapshot, db_url)
+        stub.delay = delay
+        yield stub, n_reports, _env(server, snapshot, db_url, DEEPSCHOLAR_JUDGE_API_BASE=stub.url)
+
+
+def test_killed_mid_judging_then_rerun_pays_only_for_what_was_not_answered(warehouse, db_url, snapshot):
+    engine = warehouse
+    with _judging(engine, db_url, snapshot, delay=0.25) as (stub, n_reports, env):
         progress = f"SELECT count(DISTINCT report_id) FROM metric_scores WHERE judge_config = 'llm:{JUDGE}'"
         # Some reports need no request (organization of the exemplar against itself): wait for answers too.
         done, _ = _run_and_kill(_evaluate_cmd(), env, engine, progress, at_least=3, also=lambda: stub.requests >= 6)
@@ -232,11 +235,7 @@ def test_killed_mid_judging_then_rerun_pays_only_for_what_was_not_answered(wareh
 
 def test_two_evaluations_of_the_same_month_at_once(warehouse, db_url, snapshot):
     engine = warehouse
-    with ReplayServer(snapshot) as server, OpenAIStub() as stub:
-        n_reports = _judged_month(engine, server, snapshot)
-        stub.default = _verdict
-        stub.delay = 0.1
-        env = _judge_env(stub, server, snapshot, db_url)
+    with _judging(engine, db_url, snapshot, delay=0.1) as (stub, n_reports, env):
         results: list[subprocess.CompletedProcess] = []
 
         def evaluate() -> None:

@@ -20,16 +20,12 @@ DEEPSCHOLAR_LLM_RETRIES/BACKOFF/TIMEOUT keep the retries fast, as an operator co
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from support.demo_month import build_demo_month
+from support.demo_month import served_demo_month
 from support.openai_stub import OpenAIStub, RawBody
-from support.warehouse import empty_warehouse
 
-from deepscholar import db
 from deepscholar.errors import InfrastructureError
 from deepscholar.evaluation.runner import evaluate_release
 from deepscholar.http_guard import BREAKER
@@ -44,15 +40,8 @@ JUDGE_BOOKKEEPING = ["llm_calls"]
 
 @pytest.fixture(scope="module")
 def month(db_url):
-    engine = db.get_engine(db_url)
-    empty_warehouse(engine)
-    home = Path(tempfile.mkdtemp(prefix="deepscholar_llm_faults_"))
-    built = build_demo_month(engine, home)
-    from deepscholar.replay.server import ReplayServer
-
-    with ReplayServer(built["snapshot"]) as server, pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DEEPSCHOLAR_OPENALEX_URL", server.openalex_url)
-        yield engine, built["month"]
+    with served_demo_month(db_url, "deepscholar_llm_faults_") as built:
+        yield built["engine"], built["month"]
 
 
 @pytest.fixture(autouse=True)

@@ -8,14 +8,11 @@ server over real HTTP.
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from support.demo_month import build_demo_month
+from support.demo_month import served_demo_month
 from support.openai_stub import OpenAIStub, first_user_text
-from support.warehouse import empty_warehouse
 
 from deepscholar import db
 from deepscholar.evaluation.base import HEADLINE_VARIANT, METRIC_ORDER
@@ -29,15 +26,8 @@ LOCAL = JudgeSpec.parse("local").config_id
 @pytest.fixture(scope="module")
 def demo(db_url):
     """The demo month in the session database, with the replay server's OpenAlex reachable for DI lookups."""
-    from deepscholar.replay.server import ReplayServer
-
-    engine = db.get_engine(db_url)
-    empty_warehouse(engine)
-    home = Path(tempfile.mkdtemp(prefix="deepscholar_eval_"))
-    built = build_demo_month(engine, home)
-    with ReplayServer(built["snapshot"]) as server, pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DEEPSCHOLAR_OPENALEX_URL", server.openalex_url)
-        yield {"engine": engine, **built}
+    with served_demo_month(db_url, "deepscholar_eval_") as month:
+        yield month
 
 
 def _scores(engine, judge_config=LOCAL):

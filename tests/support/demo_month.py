@@ -5,7 +5,10 @@ Shared by the evaluation tests and bench/evaluation.py, so both judge the report
 
 from __future__ import annotations
 
+import contextlib
 import json
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from sqlalchemy.engine import Engine
@@ -31,6 +34,24 @@ def build_demo_month(engine: Engine, home: Path, month: str = MONTH) -> dict:
         register_demo_systems(engine, snapshot, home, month)
         generated = generate_release(engine, month, [name for name, _, _ in DEMO_SYSTEMS])
     return {"month": month, "snapshot": snapshot, "generated": generated}
+
+
+@contextlib.contextmanager
+def served_demo_month(db_url: str, prefix: str = "deepscholar_month_") -> Iterator[dict]:
+    """The demo month built in the session database (emptied first), with the replay server's OpenAlex
+    reachable (DEEPSCHOLAR_OPENALEX_URL) for the cited-by lookups judging makes: {"engine", "month", ...}."""
+    import pytest
+
+    from deepscholar import db
+    from deepscholar.replay.server import ReplayServer
+    from support.warehouse import empty_warehouse
+
+    engine = db.get_engine(db_url)
+    empty_warehouse(engine)
+    built = build_demo_month(engine, Path(tempfile.mkdtemp(prefix=prefix)))
+    with ReplayServer(built["snapshot"]) as server, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DEEPSCHOLAR_OPENALEX_URL", server.openalex_url)
+        yield {"engine": engine, **built}
 
 
 def write_unresolvable_snapshot(snapshot: Path, dest: Path, month: str = MONTH) -> Path:

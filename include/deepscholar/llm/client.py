@@ -13,6 +13,7 @@ parsers (the local judge, DAG files) should not pay it.
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import logging
 import re
@@ -352,19 +353,9 @@ class LLMClient:
             provider_model=body.get("model"),
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=usage.get("completion_tokens"),
-            cost_usd=self._cost(response),
+            cost_usd=_cost(body.get("model"), self.model, usage),
             latency_ms=latency_ms,
         )
-
-    def _cost(self, response) -> float | None:
-        """litellm's price table when it knows the served (else the requested) model; None, not 0, otherwise."""
-        litellm = _litellm()
-        for kwargs in ({}, {"model": self.model}):
-            try:
-                return float(litellm.completion_cost(completion_response=response, **kwargs))
-            except Exception:  # unmapped model: litellm raises rather than returning None
-                continue
-        return None
 
     @contextmanager
     def _key_lock(self, key: str) -> Iterator[None]:
@@ -528,6 +519,31 @@ def _record_usage(result: LLMResult) -> LLMResult:
 def _record_attempt() -> None:
     for usage in _ACTIVE_USAGE.get():
         usage.add_attempt()
+
+
+@functools.lru_cache(maxsize=256)
+def _priced_model(served: str | None, requested: str) -> str | None:
+    """The name litellm's price table knows: the served model (a dated snapshot), else the requested one.
+    Resolved once per pair: litellm's completion_cost resolves it again on every call (~1 ms each)."""
+    litellm = _litellm()
+    for name in (served, requested):
+        if not name:
+            continue
+        try:
+            litellm.cost_per_token(model=name, prompt_tokens=1, completion_tokens=1)
+            return name
+        except Exception:  # unmapped model: litellm raises rather than returning None
+            continue
+    return None
+
+
+def _cost(served: str | None, requested: str, usage: Mapping[str, Any]) -> float | None:
+    """From the response's own token counts; None, not 0, when no price is known."""
+    name = _priced_model(served, requested)
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if name is None or prompt is None or completion is None:
+        return None
+    return float(sum(_litellm().cost_per_token(model=name, prompt_tokens=prompt, completion_tokens=completion)))
 
 
 def _is_api_error(exc: BaseException) -> bool:
