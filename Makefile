@@ -30,9 +30,12 @@ demo: install
 demo-ui: install
 	DEEPSCHOLAR_DEMO_PORT=$${DEEPSCHOLAR_DEMO_PORT:-8080} $(VENV)/bin/deepscholar demo --keep-running
 
+# Two pytest workers (pytest-xdist): the Airflow end-to-end tests spend most of their time waiting on the
+# scheduler, so they overlap well with each other and with the rest. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
 test: install
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --durations=12
 
 # The fast loop while developing: everything but the end-to-end tests marked slow.
 test-fast: install

@@ -84,6 +84,8 @@ class RemoteStub:
 
 def floors(contexts) -> dict[str, tuple[float, float]]:
     """Per metric: (floor, ceiling) of requests per report by METRICS.md, averaged over the reports."""
+    from deepscholar.evaluation.metrics.claim_coverage import METRIC as CLAIM_COVERAGE
+
     n = max(len(contexts), 1)
     relevance_per_query: dict[str, set] = {}
     for c in contexts:
@@ -100,7 +102,7 @@ def floors(contexts) -> dict[str, tuple[float, float]]:
         "reference_coverage": (0, 0),
         "document_importance": (0, 0),
         "citation_precision": (pairs / n, pairs / n),
-        "claim_coverage": (sentences / n, sentences * 6 / n),
+        "claim_coverage": (sentences / n, sentences * (CLAIM_COVERAGE.w_max + 1) / n),
     }
 
 

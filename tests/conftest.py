@@ -97,3 +97,43 @@ def _closed_host_breakers():
     BREAKER.reset()
     yield
     BREAKER.reset()
+
+
+# The fault suite's figures at the end of any session that ran its cases (support/fault_tally.py).
+def pytest_runtest_logreport(report) -> None:
+    from support import fault_tally
+
+    fault_tally.count_report(report)
+
+
+def pytest_sessionfinish(session) -> None:
+    from support import fault_tally
+
+    fault_tally.send_from_worker(session.config)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    from support import fault_tally
+
+    line = fault_tally.summary_line()
+    if line:
+        terminalreporter.write_line(line)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    from support import fault_tally
+
+    fault_tally.merge_from_worker(node)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The end-to-end tests marked slow (minutes each) first, alternating between the two halves of the
+    list: pytest-xdist's worksteal hands each worker one contiguous half, so `make test`'s two workers
+    each start on half of the long Airflow runs instead of one worker running them all at the end."""
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if not slow:
+        return
+    fast = [item for item in items if not item.get_closest_marker("slow")]
+    half = len(fast) // 2
+    items[:] = slow[0::2] + fast[:half] + slow[1::2] + fast[half:]

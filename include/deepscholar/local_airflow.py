@@ -54,6 +54,10 @@ def airflow_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, st
         "TRANSFORMERS_OFFLINE": "1",
         # standalone starts its components by running `airflow` from PATH.
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+        # The task and trigger log servers listen on fixed ports (8793, 8794) by default: two Airflows on
+        # one machine (tests side by side, a demo beside a test) would collide.
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
     })
     env.update(extra or {})
     return env

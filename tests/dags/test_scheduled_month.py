@@ -134,7 +134,7 @@ def test_failed_gate_blocks_the_month_cleanly_and_a_rebuild_publishes_it_by_itse
         with _airflow(tmp_path, metadata_url, server, snapshot, db_url) as airflow:
             airflow.wait_for_dags([RELEASE_DAG_ID, BENCHMARK_DAG_ID])
             airflow.unpause(RELEASE_DAG_ID, BENCHMARK_DAG_ID)
-            _wait(lambda: _all_ended(airflow), airflow, 400, "both runs to end")
+            _wait(lambda: _all_ended(airflow), airflow, 900, "both runs to end")
             release_runs, benchmark_runs = _runs(airflow, RELEASE_DAG_ID), _runs(airflow, BENCHMARK_DAG_ID)
 
             # A clear state: both runs red; the benchmark run says why and that it will start again.

@@ -2,8 +2,9 @@
 
 Every case is one pytest item, named by the id in a `*_CASES` list of its module, so the counts of
 `pytest tests/faults -q` are the figures: cases tried and passed. `assert_no_loss` compares two
-`warehouse_fingerprint`s and adds what it found to a tally (rows lost, natural keys duplicated), which
-the terminal summary prints; both must be 0, and a case that finds otherwise fails.
+`warehouse_fingerprint`s and adds what it found to the tally (support/fault_tally.py: rows lost, natural
+keys duplicated), which the session's summary prints; both must be 0, and a case that finds otherwise
+fails.
 
 Test modules import the helpers: `from faults.conftest import warehouse_fingerprint, assert_no_loss`.
 """
@@ -15,16 +16,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
+from support.fault_tally import TALLY
 from support.warehouse import MIGRATION_TABLES
 
 SCHEMA = "deepscholar"
 FAULTS_DIR = Path(__file__).resolve().parent
 _NOT_DATA = frozenset(MIGRATION_TABLES)  # bookkeeping of the migration tool, not warehouse data
 
-TALLY = {"warehouse_checks": 0, "rows_lost": 0, "keys_duplicated": 0, "passed": 0, "failed": 0, "skipped": 0}
 
 
 @dataclass(frozen=True)
@@ -119,20 +119,3 @@ def unchanged(engine: Engine, allowed_to_change: Iterable[str] = ()) -> Iterator
     before = warehouse_fingerprint(engine)
     yield before
     assert_no_loss(before, warehouse_fingerprint(engine), allowed_to_change)
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    # Hooks in this conftest see only the items under tests/faults.
-    if report.when == "call" or (report.when == "setup" and not report.passed):
-        outcome = "passed" if report.passed else ("skipped" if report.skipped else "failed")
-        TALLY[outcome] += 1
-
-
-def pytest_terminal_summary(terminalreporter) -> None:
-    tried = TALLY["passed"] + TALLY["failed"]
-    if not tried and not TALLY["skipped"]:
-        return
-    terminalreporter.write_line(
-        f"fault suite: {tried} cases tried, {TALLY['passed']} passed, {TALLY['failed']} failed, "
-        f"{TALLY['skipped']} skipped; {TALLY['warehouse_checks']} warehouse checks: "
-        f"{TALLY['rows_lost']} rows lost, {TALLY['keys_duplicated']} natural keys duplicated")

@@ -61,9 +61,11 @@ def test_local_evaluation_scores_every_report_on_every_metric_and_reruns_for_fre
                 assert value == 0.5
             elif metric in ("nugget_coverage", "reference_coverage", "document_importance"):
                 assert value == 1.0
-    # Claim coverage keeps every window, and coverage can only grow with the window.
+    # Claim coverage keeps every window up to its cap, and coverage can only grow with the window.
+    from deepscholar.evaluation.metrics.claim_coverage import METRIC as CLAIM_COVERAGE
+
     for system_id, arxiv_id in reports:
-        windows = [scores[(system_id, arxiv_id, "claim_coverage", f"w{w}")][0] for w in range(6)]
+        windows = [scores[(system_id, arxiv_id, "claim_coverage", v)][0] for v in CLAIM_COVERAGE.variants]
         if windows[0] is not None:
             assert windows == sorted(windows)
 

@@ -15,9 +15,12 @@ from support.openai_stub import OpenAIStub, first_user_text
 
 from deepscholar.evaluation.base import QueryInfo, ReportContext, SourceDoc
 from deepscholar.evaluation.metrics.citation_precision import METRIC as CITATION_PRECISION
-from deepscholar.evaluation.metrics.claim_coverage import METRIC as CLAIM_COVERAGE
+from deepscholar.evaluation.metrics.claim_coverage import SWEEP_W_MAX, ClaimCoverage
 from deepscholar.llm.client import LLMClient
 from deepscholar.systems.citations import Sentence
+
+# The opt-in w = 0..5 sweep: the window search is what these tests look at (monthly runs stop at w = 1).
+CLAIM_COVERAGE = ClaimCoverage(w_max=SWEEP_W_MAX)
 
 QUERY = QueryInfo(release_id="2025-01", arxiv_id="2501.00001", title="A QUERYTOPIC study",
                   abstract="We study QUERYTOPIC in depth.", published=None, exemplar_text="")

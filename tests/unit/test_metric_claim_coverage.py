@@ -9,7 +9,14 @@ import pytest
 
 from deepscholar.evaluation.base import HEADLINE_VARIANT, ItemJudgment, QueryInfo, ReportContext, SourceDoc
 from deepscholar.evaluation.metrics import get_metric
-from deepscholar.evaluation.metrics.claim_coverage import METRIC, SUPPORT_COSINE, ClaimCoverage, references_at
+from deepscholar.evaluation.metrics.claim_coverage import (
+    METRIC,
+    SUPPORT_COSINE,
+    SWEEP_W_MAX,
+    ClaimCoverage,
+    configured_w_max,
+    references_at,
+)
 from deepscholar.llm.client import Judged, ParseError
 from deepscholar.systems.citations import Sentence
 
@@ -79,11 +86,17 @@ def run(metric, report, client=None):
     return client, judgments, {s.variant: s for s in metric.score(report, judgments)}
 
 
+# The opt-in w = 0..5 sweep: what most of the tests below exercise (the monthly METRIC stops at w = 1).
+SWEEP = ClaimCoverage(w_max=SWEEP_W_MAX)
+
+
 def test_registered_with_headline_variants_and_version():
     assert get_metric("claim_coverage") is METRIC
     assert METRIC.headline == HEADLINE_VARIANT["claim_coverage"] == "w1"
-    assert METRIC.variants == ("w0", "w1", "w2", "w3", "w4", "w5")
-    assert METRIC.version == "d2.wmax5+claim_coverage_v2"
+    # The monthly run asks only what the headline needs: windows 0 and 1.
+    assert METRIC.variants == ("w0", "w1") and METRIC.version == "d2.wmax1+claim_coverage_v2"
+    assert SWEEP.variants == ("w0", "w1", "w2", "w3", "w4", "w5")
+    assert SWEEP.version == "d2.wmax5+claim_coverage_v2"
     assert ClaimCoverage(w_max=2).variants == ("w0", "w1", "w2")
     assert ClaimCoverage(w_max=2).version != METRIC.version
     with pytest.raises(ValueError):
@@ -92,12 +105,12 @@ def test_registered_with_headline_variants_and_version():
 
 def test_minimal_windows_and_coverage_at_each_w():
     report = make_report(CASE, SOURCES)
-    client, judgments, scores = run(METRIC, report)
+    client, judgments, scores = run(SWEEP, report)
     assert [j.key for j in judgments] == [f"s{i}" for i in range(7)]
     assert [j.label["min_window"] for j in judgments] == MINIMA
     assert [j.label["asked"] for j in judgments] == ASKED
     assert [j.calls for j in judgments] == [len(a) for a in ASKED]
-    assert len(client.asked) == 13 <= len(CASE) * (METRIC.w_max + 1)
+    assert len(client.asked) == 13 <= len(CASE) * (SWEEP.w_max + 1)
     assert {p for p, _ in client.asked} == {"metric.claim_coverage"}
     # Coverage grows with w: a formula that ignored w would give one number for all six.
     values = {v: s.value for v, s in scores.items()}
@@ -146,10 +159,10 @@ def test_references_are_the_query_paper_plus_resolved_sources_in_the_window():
 def test_coverage_follows_from_stored_minima_without_calls():
     report = make_report([(f"S{i}.", []) for i in range(4)], {})
     judgments = [ItemJudgment(f"s{i}", {"min_window": m, "asked": []}) for i, m in enumerate([0, 1, None, 3])]
-    values = {s.variant: s.value for s in METRIC.score(report, judgments)}
+    values = {s.variant: s.value for s in SWEEP.score(report, judgments)}
     assert values == {"w0": 0.25, "w1": 0.5, "w2": 0.5, "w3": 0.75, "w4": 0.75, "w5": 0.75}
     with pytest.raises(ValueError, match="min_window"):
-        METRIC.score(report, [*judgments[:3], ItemJudgment("s3", {"min_window": 6, "asked": []})])
+        SWEEP.score(report, [*judgments[:3], ItemJudgment("s3", {"min_window": 6, "asked": []})])
 
 
 def test_a_report_without_sentences_scores_zero():
@@ -164,7 +177,7 @@ def test_one_unscored_sentence_makes_every_variant_unscored():
         references, sentence = _blocks(prompt)
         return "covered, I think" if "GAMMA" in sentence and "DELTA" in references else keyword_answer(prompt)
 
-    _, judgments, scores = run(METRIC, make_report(CASE, SOURCES), FakeClient(answer))
+    _, judgments, scores = run(SWEEP, make_report(CASE, SOURCES), FakeClient(answer))
     failed = [j for j in judgments if not j.scored]
     assert [(j.key, j.calls) for j in failed] == [("s4", 3)]
     assert failed[0].unscored_reason.startswith("window 2: unparseable")
@@ -197,3 +210,18 @@ def test_local_judge_on_a_tiny_case():
     assert METRIC.judge_local(report, METRIC.items(report)) == judgments  # deterministic
     assert {s.variant: s.value for s in METRIC.score(report, judgments)}["w0"] == pytest.approx(
         sum(x["min_window"] == 0 for x in labels) / 4)
+
+
+def test_the_monthly_run_asks_no_window_beyond_the_headline():
+    report = make_report(CASE, SOURCES)
+    monthly, judgments, scores = run(METRIC, report)
+    sweep, _, sweep_scores = run(SWEEP, report)
+    assert len(monthly.asked) < len(sweep.asked)
+    # Same headline either way: windows past 1 never change coverage at w = 1.
+    assert scores["w1"].value == sweep_scores["w1"].value
+
+
+@pytest.mark.parametrize(("raw", "expected"), [("", 1), ("5", 5), ("3", 3), ("0", 1), ("9", 1), ("all", 1)])
+def test_the_sweep_is_opt_in_through_the_environment(monkeypatch, raw, expected):
+    monkeypatch.setenv("DEEPSCHOLAR_CLAIM_COVERAGE_W_MAX", raw)
+    assert configured_w_max() == expected
