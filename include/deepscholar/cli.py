@@ -11,6 +11,7 @@ import traceback
 from pathlib import Path
 
 from deepscholar.errors import InfrastructureError, UserError, is_warehouse_outage
+from deepscholar.progress import terminal_bars
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -441,10 +442,13 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # Long steps report "n of N" on this logger (deepscholar.progress): shown without --verbose too.
+    # Long steps report "n of N" on this logger (deepscholar.progress): shown without --verbose too,
+    # as live bars when stderr is a terminal (DEEPSCHOLAR_PROGRESS=plain|bar overrides), gone before any
+    # error below is printed.
     logging.getLogger("deepscholar.progress").setLevel(logging.INFO)
     try:
-        return args.func(args)
+        with terminal_bars(sys.stderr):
+            return args.func(args)
     except UserError as exc:
         print(f"deepscholar: error: {_one_line(exc)}", file=sys.stderr)
         return 2
