@@ -25,8 +25,8 @@ from deepscholar.systems.registry import add_system
 
 RELEASE = "2025-06"
 QUERY = "2506.00001"
-CITED = [f"2401.{i:05d}" for i in range(10, 22)]  # 12 papers cited by one report
-ANSWERED = set(CITED[:3])  # OpenAlex answers for these, then goes down
+CITED = [f"2401.{i:05d}" for i in range(10, 70)]  # 60 papers cited by one report: DOI batches of 50 and 10
+ANSWERED = set(CITED[:50])  # OpenAlex answers their batch, then goes down
 FROZEN = "2401.00099"  # frozen by an earlier run: must survive
 RETRIES = 2  # per lookup, in the OpenAlex session (urllib3): 3 requests per failed lookup
 N = 5  # the breaker's default
@@ -38,18 +38,32 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+def _work(arxiv_id: str) -> dict:
+    return {"id": f"https://openalex.org/W{arxiv_id[-2:]}", "title": f"Source {arxiv_id}",
+            "doi": f"https://doi.org/10.48550/arxiv.{arxiv_id}", "cited_by_count": int(arxiv_id[-2:])}
+
+
+def _works(works: list[dict]) -> Response:
+    return Response(json.dumps({"meta": {"count": len(works), "page": 1, "per_page": 50}, "results": works,
+                                "group_by": []}), content_type="application/json")
+
+
+def _asked(request: Request) -> list[str]:
+    """The arXiv ids of a batched DOI lookup (/works?filter=doi:10.48550/arxiv.a|...)."""
+    flt = request.args.get("filter", "")
+    return [d.rsplit("arxiv.", 1)[-1] for d in flt.removeprefix("doi:").split("|")] if flt.startswith("doi:") else []
+
+
 class OpenAlexGoingDown:
-    """Answers /works/<arxiv doi> for ANSWERED (or everything once `up`); 503 for the rest."""
+    """Answers the DOI batch of ANSWERED (or everything once `up`); 503 for the rest."""
 
     def __init__(self) -> None:
         self.up = False
 
     def __call__(self, request: Request) -> Response:
-        arxiv_id = request.path.rsplit("arxiv.", 1)[-1]
-        if self.up or arxiv_id in ANSWERED:
-            work = {"id": f"https://openalex.org/W{arxiv_id[-2:]}", "title": f"Paper {arxiv_id}",
-                    "doi": f"https://doi.org/10.48550/arxiv.{arxiv_id}", "cited_by_count": int(arxiv_id[-2:])}
-            return Response(json.dumps(work), content_type="application/json")
+        asked = _asked(request)
+        if self.up or set(asked) <= ANSWERED:
+            return _works([_work(a) for a in asked])
         return Response("upstream timeout", status=503)
 
 
@@ -85,19 +99,19 @@ def _openalex(url: str) -> OpenAlexSource:
 
 def test_openalex_down_stops_the_freeze_after_n_lookups_and_keeps_what_was_stored(cited_release, httpserver):
     server = OpenAlexGoingDown()
-    httpserver.expect_request(re.compile(r"^/works/.*")).respond_with_handler(server)
+    httpserver.expect_request(re.compile(r"^/works.*")).respond_with_handler(server)
     url = httpserver.url_for("/").rstrip("/")
     runtime = ReleaseConfig(openalex_url=url)
 
     with pytest.raises(HostUnavailable) as caught:
         freeze_source_counts(cited_release, RELEASE, runtime=runtime, openalex=_openalex(url))
     error = caught.value
-    assert isinstance(error, InfrastructureError) and error.host == host_of(url) and error.failures == N
-    assert str(error).startswith(f"{host_of(url)} unavailable: {N} consecutive failures")
+    failed = len(CITED) - len(ANSWERED)  # the second batch: at least N lookups failed in one request
+    assert isinstance(error, InfrastructureError) and error.host == host_of(url) and error.failures == failed >= N
+    assert str(error).startswith(f"{host_of(url)} unavailable: {failed} consecutive failures")
     assert "503" in str(error) and "it will be retried" in str(error)
-    # Bounded: the three answered lookups, then N failed lookups of RETRIES + 1 requests each; the other
-    # four papers were never asked for.
-    assert len(httpserver.log) == len(ANSWERED) + N * (RETRIES + 1)
+    # Bounded: the answered batch, then the failed batch's RETRIES + 1 requests.
+    assert len(httpserver.log) == 1 + (RETRIES + 1)
     rows = _frozen(cited_release)
     assert set(rows) == ANSWERED | {FROZEN}  # nothing lost, no paper frozen as an error for the outage
     assert rows[FROZEN]["cited_by_count"] == 99 and all(rows[a]["lookup_error"] is None for a in ANSWERED)
@@ -107,8 +121,9 @@ def test_openalex_down_stops_the_freeze_after_n_lookups_and_keeps_what_was_store
     server.up = True
     httpserver.clear_log()
     counts = freeze_source_counts(cited_release, RELEASE, runtime=runtime, openalex=_openalex(url))
-    assert counts == {"from_exemplar": 0, "looked_up": 9, "not_found": 0, "errors": 0, "already_frozen": 4}
-    assert len(httpserver.log) == 9
+    assert counts == {"from_exemplar": 0, "looked_up": len(CITED) - len(ANSWERED), "not_found": 0, "errors": 0,
+                      "already_frozen": len(ANSWERED) + 1}
+    assert len(httpserver.log) == 1
     assert {a: r["cited_by_count"] for a, r in _frozen(cited_release).items()} == {
         **{a: int(a[-2:]) for a in CITED}, FROZEN: 99}
 
@@ -116,31 +131,33 @@ def test_openalex_down_stops_the_freeze_after_n_lookups_and_keeps_what_was_store
 def test_connection_refused_opens_after_the_configured_number_of_failures(cited_release, monkeypatch):
     monkeypatch.setenv("DEEPSCHOLAR_BREAKER_FAILURES", "2")
     url = f"http://127.0.0.1:{_closed_port()}"
-    with pytest.raises(HostUnavailable, match=r"127\.0\.0\.1:\d+ unavailable: 2 consecutive failures .*ConnectionError"):
+    # The first batched request fails 50 lookups: more in a row than the configured 2.
+    with pytest.raises(HostUnavailable, match=r"127\.0\.0\.1:\d+ unavailable: 50 consecutive failures .*ConnectionError"):
         freeze_source_counts(cited_release, RELEASE, runtime=ReleaseConfig(openalex_url=url), openalex=_openalex(url))
     assert set(_frozen(cited_release)) == {FROZEN}
+    assert BREAKER.failures_of(host_of(url)) == 1  # one request so far
+    with pytest.raises(HostUnavailable):  # the second failed request opens the breaker
+        _openalex(url).work_by_doi("10.48550/arXiv.2401.00010")
+    assert BREAKER.failures_of(host_of(url)) == 2
     # Open: the next call fails at once, before any connection attempt.
     with pytest.raises(HostUnavailable):
         _openalex(url).work_by_doi("10.48550/arXiv.2401.00010")
-    assert BREAKER.failures_of(host_of(url)) == 2
 
 
 def test_an_isolated_failure_is_stored_as_before_and_a_success_resets_the_count(cited_release, httpserver):
-    failing = {CITED[4]}  # one paper's lookup fails; the others answer
+    failing = CITED[4]  # no DOI finds this paper and its title search fails; the later batch answers
 
     def handler(request: Request) -> Response:
-        arxiv_id = request.path.rsplit("arxiv.", 1)[-1]
-        if arxiv_id in failing:
+        if request.args.get("filter", "").startswith("title.search:"):
             return Response("boom", status=500)
-        return Response(json.dumps({"id": "https://openalex.org/W1", "title": "P", "cited_by_count": 1}),
-                        content_type="application/json")
+        return _works([_work(a) for a in _asked(request) if a != failing])
 
-    httpserver.expect_request(re.compile(r"^/works/.*")).respond_with_handler(handler)
+    httpserver.expect_request(re.compile(r"^/works.*")).respond_with_handler(handler)
     url = httpserver.url_for("/").rstrip("/")
     counts = freeze_source_counts(cited_release, RELEASE, runtime=ReleaseConfig(openalex_url=url),
                                   openalex=_openalex(url))
     assert counts["errors"] == 1 and counts["looked_up"] == len(CITED) - 1
-    assert _frozen(cited_release)[CITED[4]]["lookup_error"].startswith("error: HTTPError: 500")
+    assert _frozen(cited_release)[failing]["lookup_error"].startswith("error: HTTPError: 500")
     assert BREAKER.failures_of(host_of(url)) == 0
 
 

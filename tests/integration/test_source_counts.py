@@ -22,7 +22,8 @@ BROKEN, FROZEN = "2401.00004", "2401.00007"
 
 
 class FakeOpenAlex:
-    """Answers /works/<doi> and /works?filter=title.search:... like OpenAlex; 403 for BROKEN."""
+    """Answers /works?filter=doi:a|b|... (arXiv DOIs) and /works?filter=title.search:... like OpenAlex; 403
+    for the title search of BROKEN (a lookup that fails for one paper)."""
 
     def __init__(self) -> None:
         self.works = {FOUND: {"id": "https://openalex.org/W111", "title": "Found paper",
@@ -31,15 +32,15 @@ class FakeOpenAlex:
         self.fail = {BROKEN}
 
     def __call__(self, request: Request) -> Response:
-        path = request.path.rstrip("/")
-        if path == "/works":
+        flt = request.args.get("filter", "")
+        if flt.startswith("title.search:"):
+            if any(f"{a}".replace(".", " ") in flt for a in self.fail):
+                return self._json({"error": "Forbidden", "message": "nope"}, 403)
             return self._json({"meta": {"count": 0, "page": 1, "per_page": 5}, "results": [], "group_by": []})
-        arxiv_id = path.rsplit("arxiv.", 1)[-1]
-        if arxiv_id in self.fail:
-            return self._json({"error": "Forbidden", "message": "nope"}, 403)
-        if arxiv_id in self.works:
-            return self._json(self.works[arxiv_id])
-        return self._json({"error": "Not Found", "message": f"no work {path}"}, 404)
+        wanted = [d.rsplit("arxiv.", 1)[-1] for d in flt.removeprefix("doi:").split("|")]
+        found = [{"doi": f"https://doi.org/10.48550/arxiv.{a}", **self.works[a]} for a in wanted if a in self.works]
+        return self._json({"meta": {"count": len(found), "page": 1, "per_page": 50}, "results": found,
+                           "group_by": []})
 
     @staticmethod
     def _json(payload: dict, status: int = 200) -> Response:
@@ -120,20 +121,19 @@ def test_freeze_looks_up_once_and_reruns_make_no_request(engine, release, openal
     assert rows[BROKEN]["lookup_error"].startswith("error: HTTPError")
     assert rows[FROZEN]["cited_by_count"] == 5
 
-    # DOI first (the arXiv DOI), then title search only for the paper the DOI did not find; none for the
-    # exemplar's paper or the already frozen one. The polite e-mail rides along.
+    # The DOIs (arXiv DOIs) in one request, then a title search only for the papers no DOI found; none for
+    # the exemplar's paper or the already frozen one. The polite e-mail rides along.
     requests = [(r.path, r.args.get("filter")) for r, _ in httpserver.log]
     assert requests == [
-        (f"/works/https://doi.org/10.48550/arxiv.{FOUND}", None),
-        (f"/works/https://doi.org/10.48550/arxiv.{MISSING}", None),
+        ("/works", f"doi:10.48550/arxiv.{FOUND}|10.48550/arxiv.{MISSING}|10.48550/arxiv.{BROKEN}"),
         ("/works", "title.search:a paper openalex never heard of"),
-        (f"/works/https://doi.org/10.48550/arxiv.{BROKEN}", None),
+        ("/works", "title.search:source 2401 00004"),
     ]
     assert httpserver.log[0][0].headers.get("From") == "bench@example.org"
 
     again = freeze_source_counts(engine, RELEASE, runtime=_runtime(httpserver))
     assert again == {"from_exemplar": 0, "looked_up": 0, "not_found": 0, "errors": 0, "already_frozen": 5}
-    assert len(httpserver.log) == 4
+    assert len(httpserver.log) == 3
     assert _rows(engine) == rows  # looked_up_at included: nothing rewritten
 
 
@@ -179,4 +179,4 @@ def test_concurrent_freezes_look_each_paper_up_once(engine, release, openalex, h
                              range(3)))
     assert sorted(r["looked_up"] for r in runs) == [0, 0, 1]
     assert sorted(r["already_frozen"] for r in runs) == [1, 5, 5]
-    assert len(httpserver.log) == 4
+    assert len(httpserver.log) == 3

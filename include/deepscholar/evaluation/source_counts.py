@@ -4,31 +4,37 @@ Counts of exemplar references were frozen when the release was built; report sou
 under the same release, so a month's document-importance scores never drift. A paper that is also an
 exemplar reference of the release takes the count frozen there (no request, and the same number on both
 sides of the ratio); any other is looked up the way the release pipeline resolves references
-(release.steps.resolve_references): OpenAlex by DOI — the paper's own DOI from the corpus, else its
-arXiv DOI — then by title at the release's title-match threshold, through the same OpenAlexSource (base
-URL and e-mail from the runtime endpoints, 429/5xx backoff in its session).
+(release.resolution): OpenAlex by DOI — the paper's own DOI from the corpus, else its arXiv DOI — 50 DOIs
+in one request (`filter=doi:a|b|...`, OpenAlexSource.works_by_dois), then, only for the papers no DOI
+found, by title at the release's title-match threshold, one request each; all through the same
+OpenAlexSource (base URL and e-mail from the runtime endpoints, 429/5xx backoff in its session). Each
+batch's rows are stored as soon as they are decided, so a killed task keeps what it looked up.
 
 Frozen means a row, once written, is never looked up again: re-running makes 0 requests. A lookup that
 failed (HTTP error, timeout) is stored with `lookup_error` starting "error:" and stays frozen too, unless
-the caller asks for `retry_errors=True`; "not found" is an answer and is never retried.
+the caller asks for `retry_errors=True`; "not found" is an answer and is never retried. A batched DOI
+request that fails is a failed lookup of every paper in its batch (none of them is searched by title).
 
 OpenAlex down is not a paper's failure: after a few lookups in a row fail on the host (connection,
-timeout, 5xx after the session's retries) its circuit breaker opens (http_guard) and the step stops with
-HostUnavailable, to be retried later. The failed lookups of that streak are then not stored, so the retry
-looks them up again; rows written before stay. An isolated failure followed by answers is stored as an
-"error:" row as before.
+timeout, 5xx after the session's retries) the step stops with HostUnavailable, to be retried later —
+either the host's circuit breaker opens (http_guard: that many failed requests in a row) or the papers
+of the failed requests reach that number (one failed batched request fails up to 50 lookups). The failed
+lookups of that streak are then not stored, so the retry looks them up again; rows written before stay.
+A short failure followed by answers (or at the very end) is stored as "error:" rows as before.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Iterator
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.config import ReleaseConfig
 from deepscholar.errors import InfrastructureError
-from deepscholar.http_guard import is_host_failure
+from deepscholar.http_guard import BREAKER, HostUnavailable, is_host_failure
 from deepscholar.progress import Progress
 
 __all__ = ["freeze_source_counts", "arxiv_doi", "NOT_FOUND_PREFIX", "ERROR_PREFIX"]
@@ -86,29 +92,68 @@ def _exemplar_counts(conn: sa.Connection, release_id: str, arxiv_ids: list[str])
     return {r["resolved_arxiv_id"]: dict(r) for r in rows}
 
 
-def _look_up(openalex, arxiv_id: str, doi: str | None, title: str | None,
-             threshold: float) -> tuple[dict, bool]:
-    """One paper's row: openalex_id and count, or the reason there is none, and whether the host failed.
+def _doi_of(t: dict) -> str:
+    """The DOI a paper is looked up by: its own from the corpus, else the one arXiv registers."""
+    return t["doi"] or arxiv_doi(t["arxiv_id"])
 
-    Raises only InfrastructureError (the host's breaker is open): that stops the step, not one paper.
+
+def _found(work) -> dict:
+    return {"openalex_id": work.openalex_id, "cited_by_count": work.cited_by_count, "lookup_error": None}
+
+
+def _not_found(t: dict) -> dict:
+    how = f"doi {_doi_of(t)}" + (" or title" if t["title"] else "")
+    return {"openalex_id": None, "cited_by_count": None,
+            "lookup_error": f"{NOT_FOUND_PREFIX} no OpenAlex work by {how}"}
+
+
+def _failed(exc: Exception) -> dict:
+    detail = " ".join(str(exc).split())
+    detail = detail if len(detail) <= 300 else detail[:297] + "..."  # a batch's URL lists 50 DOIs
+    return {"openalex_id": None, "cited_by_count": None,
+            "lookup_error": f"{ERROR_PREFIX} {type(exc).__name__}: {detail}"[:1000]}
+
+
+def _look_up(openalex, batch: list[dict], threshold: float) -> Iterator[tuple[dict, dict, bool]]:
+    """(paper, its row, whether the host failed) for up to BATCH papers, each as soon as it is decided.
+
+    One request for the DOIs of the whole batch; then, one request each, the title search for the papers
+    no DOI found. A request that fails (HTTP error, timeout) is the failed lookup of every paper it was
+    for. Raises only InfrastructureError (the host's breaker is open): that stops the step, not a batch.
     """
+    from deepscholar.sources.openalex import bare_doi
+
+    keys = {t["arxiv_id"]: bare_doi(_doi_of(t)) for t in batch}
     try:
-        work = openalex.work_by_doi(doi or arxiv_doi(arxiv_id))
-        if work is None and title:
-            work = openalex.best_title_match(title, threshold=threshold)
-            # A title hit that OpenAlex ties to another arXiv paper is a different paper.
-            if work is not None and work.arxiv_id and work.arxiv_id != arxiv_id:
-                work = None
+        works = openalex.works_by_dois([k for k in keys.values() if k])
     except InfrastructureError:
         raise
-    except Exception as exc:  # one bad lookup never blocks the others
-        return {"openalex_id": None, "cited_by_count": None,
-                "lookup_error": f"{ERROR_PREFIX} {type(exc).__name__}: {exc}"[:1000]}, is_host_failure(exc)
-    if work is None:
-        how = f"doi {doi or arxiv_doi(arxiv_id)}" + (" or title" if title else "")
-        return {"openalex_id": None, "cited_by_count": None,
-                "lookup_error": f"{NOT_FOUND_PREFIX} no OpenAlex work by {how}"}, False
-    return {"openalex_id": work.openalex_id, "cited_by_count": work.cited_by_count, "lookup_error": None}, False
+    except Exception as exc:  # one bad request never blocks the other batches
+        row, host_down = _failed(exc), is_host_failure(exc)
+        for t in batch:
+            yield t, dict(row), host_down
+        return
+    by_title = []
+    for t in batch:
+        work = works.get(keys[t["arxiv_id"]]) if keys[t["arxiv_id"]] else None
+        if work is not None:
+            yield t, _found(work), False
+        elif t["title"]:
+            by_title.append(t)
+        else:
+            yield t, _not_found(t), False
+    for t in by_title:
+        try:
+            work = openalex.best_title_match(t["title"], threshold=threshold)
+        except InfrastructureError:
+            raise
+        except Exception as exc:  # one bad lookup never blocks the others
+            yield t, _failed(exc), is_host_failure(exc)
+            continue
+        # A title hit that OpenAlex ties to another arXiv paper is a different paper.
+        if work is not None and work.arxiv_id and work.arxiv_id != t["arxiv_id"]:
+            work = None
+        yield t, _found(work) if work is not None else _not_found(t), False
 
 
 def _store(engine: Engine, rows: list[dict]) -> int:
@@ -129,7 +174,7 @@ def freeze_source_counts(engine: Engine, release_id: str, runtime: ReleaseConfig
     `openalex` an OpenAlexSource with other timeouts or retries (default: one built from those endpoints).
     """
     from deepscholar.release.steps import ReleaseContext
-    from deepscholar.sources.openalex import OpenAlexSource
+    from deepscholar.sources.openalex import BATCH, OpenAlexSource
 
     counts = {"from_exemplar": 0, "looked_up": 0, "not_found": 0, "errors": 0, "already_frozen": 0}
     lock_key = f"deepscholar_source_cited_by:{release_id}"
@@ -158,25 +203,35 @@ def freeze_source_counts(engine: Engine, release_id: str, runtime: ReleaseConfig
                 openalex = openalex or OpenAlexSource(base_url=cfg.openalex_url, email=cfg.openalex_email)
                 tracker = Progress(f"OpenAlex cited-by counts for {release_id}", len(remaining))
             # Failed lookups while the host keeps failing wait here: stored once OpenAlex answers again,
-            # dropped (looked up again on retry) when its breaker opens and stops the step.
+            # dropped (looked up again on retry) when the step stops for the host (see the module's doc).
             host_failed: list[dict] = []
-            for t in remaining:
-                found, host_down = _look_up(openalex, t["arxiv_id"], t["doi"], t["title"],
-                                            cfg.title_match_threshold)
-                row = {**base, "arxiv_id": t["arxiv_id"], **found}
-                if row["cited_by_count"] is not None:
-                    counts["looked_up"] += 1
-                elif row["lookup_error"].startswith(NOT_FOUND_PREFIX):
-                    counts["not_found"] += 1
-                else:
-                    log.warning("OpenAlex lookup of %s failed: %s", t["arxiv_id"], row["lookup_error"])
-                if host_down:
-                    host_failed.append(row)
-                else:
-                    counts["errors"] += _store(engine, [*host_failed, row])
-                    host_failed = []
-                tracker.advance(note=f"{counts['looked_up']} found, {counts['not_found']} not found, "
-                                     f"{counts['errors'] + len(host_failed)} failed")
+            streak_since = 0.0
+            for start in range(0, len(remaining), BATCH):
+                for t, found, host_down in _look_up(openalex, remaining[start:start + BATCH],
+                                                    cfg.title_match_threshold):
+                    row = {**base, "arxiv_id": t["arxiv_id"], **found}
+                    if row["cited_by_count"] is not None:
+                        counts["looked_up"] += 1
+                    elif row["lookup_error"].startswith(NOT_FOUND_PREFIX):
+                        counts["not_found"] += 1
+                    else:
+                        log.warning("OpenAlex lookup of %s failed: %s", t["arxiv_id"], row["lookup_error"])
+                    if host_down:
+                        streak_since = streak_since if host_failed else time.monotonic()
+                        host_failed.append(row)
+                    else:
+                        counts["errors"] += _store(engine, [*host_failed, row])
+                        host_failed = []
+                    tracker.advance(note=f"{counts['looked_up']} found, {counts['not_found']} not found, "
+                                         f"{counts['errors'] + len(host_failed)} failed")
+                if len(host_failed) >= BREAKER.limits()[0]:
+                    # As many lookups in a row failed on the host as open its breaker (here in fewer
+                    # requests, a batched one failing up to BATCH lookups): the host is down, not the papers.
+                    last = host_failed[-1]["lookup_error"][len(ERROR_PREFIX):].strip()
+                    raise HostUnavailable(getattr(openalex, "host", "OpenAlex"), len(host_failed),
+                                          time.monotonic() - streak_since,
+                                          f"the cited-by lookups of {len(host_failed)} papers in a row failed "
+                                          f"on the host, the last with {last}")
             counts["errors"] += _store(engine, host_failed)
         finally:
             lock_conn.execute(sa.text("SELECT pg_advisory_unlock(hashtext(:k))"), {"k": lock_key})
