@@ -94,16 +94,33 @@ def deepscholar_release():
         return filter_candidates(_context(release_id))
 
     @task
-    def extract(release_id: str) -> dict:
+    def shards() -> list[list[int]]:
+        from deepscholar.release.steps import release_shards
+
+        n = release_shards()
+        return [[k, n] for k in range(n)]
+
+    @task(map_index_template="{{ shard_label }}")
+    def extract(release_id: str, shard: list[int]) -> dict:
         from deepscholar.release.steps import extract_exemplars
 
-        return extract_exemplars(_context(release_id))
+        get_current_context()["shard_label"] = f"slice {shard[0] + 1} of {shard[1]}"
+        # Each slice also resolves the references of the papers it keeps as it goes (the e-print host and
+        # the arXiv API/OpenAlex are then busy at once); `resolve` finishes what is left.
+        return extract_exemplars(_context(release_id), tuple(shard), resolve=True)
 
     @task
-    def resolve(release_id: str) -> dict:
+    def finish_extract(release_id: str) -> dict:
+        from deepscholar.release.steps import finish_extraction
+
+        return finish_extraction(_context(release_id))
+
+    @task(map_index_template="{{ shard_label }}")
+    def resolve(release_id: str, shard: list[int]) -> dict:
         from deepscholar.release.steps import resolve_references
 
-        return resolve_references(_context(release_id))
+        get_current_context()["shard_label"] = f"slice {shard[0] + 1} of {shard[1]}"
+        return resolve_references(_context(release_id), tuple(shard))
 
     @task
     def importance(release_id: str) -> dict:
@@ -148,7 +165,13 @@ def deepscholar_release():
     release_id = open_release()
     gate = quality_gate(release_id)
     published = publish(release_id)
-    (search(release_id) >> filter_papers(release_id) >> extract(release_id) >> resolve(release_id)
+    # Extraction and resolution run as mapped tasks over slices of the month (DEEPSCHOLAR_RELEASE_SHARDS):
+    # a retried slice redoes only what it has not stored, and every slice's requests share each host's
+    # rate limit through the warehouse (deepscholar.rate_limit), so more slices never mean faster requests.
+    slices = shards()
+    (search(release_id) >> filter_papers(release_id) >> slices
+     >> extract.partial(release_id=release_id).expand(shard=slices) >> finish_extract(release_id)
+     >> resolve.partial(release_id=release_id).expand(shard=slices)
      >> importance(release_id) >> nuggets(release_id) >> gate >> published)
     start_benchmark = TriggerDagRunOperator(
         task_id="start_benchmark",

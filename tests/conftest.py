@@ -17,6 +17,8 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# The local replay servers need no pacing; tests of the rate limiter set their own intervals.
+os.environ.setdefault("DEEPSCHOLAR_OPENALEX_INTERVAL_SECONDS", "0")
 
 import pytest  # noqa: E402
 import sqlalchemy as sa  # noqa: E402

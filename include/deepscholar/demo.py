@@ -107,6 +107,7 @@ def replay_endpoints(server, manifest: dict, db_url: str) -> dict[str, str]:
         "DEEPSCHOLAR_ARXIV_EPRINT_URL": server.eprint_url,
         "DEEPSCHOLAR_OPENALEX_URL": server.openalex_url,
         "DEEPSCHOLAR_ARXIV_DELAY_SECONDS": "0",
+        "DEEPSCHOLAR_OPENALEX_INTERVAL_SECONDS": "0",
         "DEEPSCHOLAR_CATEGORIES": ",".join(manifest["categories"]),
         "DEEPSCHOLAR_JUDGE": "local",
     }

@@ -305,3 +305,42 @@ def test_openalex_failures(engine, server, snapshot, undisturbed, case):
     steps.resolve_references(ctx)
     assert_no_loss(again, warehouse_fingerprint(engine), tables)
     _assert_same(_outcome(engine), undisturbed)
+
+
+def test_openalex_down_while_extraction_resolves(engine, server, snapshot, undisturbed, caplog):
+    """Deployed, extraction resolves the references of the papers it keeps as it goes (resolve=True). An
+    OpenAlex outage then must not cost the month its papers: every paper is extracted as undisturbed,
+    the lookups stop after the first failure (not one outage per paper), the references wait for the
+    resolve step, which fails while the host is down and completes the month once it is back."""
+    ctx = steps.open_release(engine, MONTH, _config(server, snapshot))
+    _run(ctx, "filter")
+    server.clear_requests()
+    server.inject_failures("/works", [503] * 1000)
+    with caplog.at_level("WARNING", logger="deepscholar.release"):
+        steps.extract_exemplars(ctx, resolve=True)
+    assert "extraction leaves reference lookups to the resolve step" in caplog.text
+    with engine.connect() as conn:
+        kept = set(conn.execute(sa.text("SELECT arxiv_id FROM release_queries WHERE release_id = :r"),
+                                {"r": MONTH}).scalars())
+        pending = conn.execute(sa.text("SELECT count(*) FROM exemplar_references WHERE release_id = :r "
+                                       "AND resolution_method IS NULL"), {"r": MONTH}).scalar()
+    assert kept == undisturbed["queries"]
+    assert pending > 0
+    works_calls = [r for r in server.requests if r.path.startswith("/works")]
+    assert len(works_calls) <= 5 * (RETRIES + 1), "extraction kept calling a host that is down"
+    with pytest.raises(InfrastructureError):
+        steps.resolve_references(ctx)
+    BREAKER.reset()
+    server.clear_failures()
+    steps.resolve_references(ctx)
+    _assert_same(_outcome(engine), undisturbed)
+
+
+def test_extraction_that_resolves_as_it_goes_ends_as_the_two_steps_do(engine, server, snapshot, undisturbed):
+    ctx = steps.open_release(engine, MONTH, _config(server, snapshot))
+    _run(ctx, "filter")
+    steps.extract_exemplars(ctx, resolve=True)
+    server.clear_requests()
+    assert steps.resolve_references(ctx) == {"arxiv": 0, "openalex": 0, "unresolved": 0}
+    assert not server.requests, "the resolve step looked up references extraction had resolved"
+    _assert_same(_outcome(engine), undisturbed)

@@ -33,11 +33,13 @@ def _resolve(engine, snapshot, month: str) -> list:
                                arxiv_eprint_url=server.eprint_url, openalex_url=server.openalex_url,
                                arxiv_delay_seconds=0)
         ctx = steps.open_release(engine, month, config)
-        for step in (steps.search_candidates, steps.filter_candidates, steps.extract_exemplars):
+        for step in (steps.search_candidates, steps.filter_candidates):
             step(ctx)
         server.clear_requests()
+        # Extraction resolves the references of the papers it keeps as it goes; the resolve step the rest.
+        steps.extract_exemplars(ctx)
         steps.resolve_references(ctx)
-        return server.requests
+        return [r for r in server.requests if not r.path.startswith("/e-print/")]
 
 
 def _references(engine, month: str) -> dict[tuple[str, str], tuple]:

@@ -374,13 +374,17 @@ def test_init_migrates_creates_pools_and_benchmark_schema(services, common):
 
 
 def test_deepscholar_defaults_match_the_library(common):
+    from deepscholar import rate_limit
     from deepscholar.config import ARXIV_API_URL, ARXIV_EPRINT_URL, ReleaseConfig
+    from deepscholar.release.steps import DEFAULT_RELEASE_SHARDS
 
     env = env_of(common)
     defaults = ReleaseConfig()
     assert interpolate(env["DEEPSCHOLAR_ARXIV_API_URL"]) == ARXIV_API_URL
     assert interpolate(env["DEEPSCHOLAR_ARXIV_EPRINT_URL"]) == ARXIV_EPRINT_URL
     assert float(interpolate(env["DEEPSCHOLAR_ARXIV_DELAY_SECONDS"])) == defaults.arxiv_delay_seconds
+    assert float(interpolate(env["DEEPSCHOLAR_OPENALEX_INTERVAL_SECONDS"])) == rate_limit.DEFAULT_OPENALEX_INTERVAL
+    assert int(interpolate(env["DEEPSCHOLAR_RELEASE_SHARDS"])) == DEFAULT_RELEASE_SHARDS
     assert interpolate(env["DEEPSCHOLAR_JUDGE"]) == defaults.judge
     assert (interpolate(env["DEEPSCHOLAR_REQUIRE_VENUE"]).lower() == "true") == defaults.require_venue
     # An empty value here would override the library default with "nothing": pass through only if set.

@@ -173,9 +173,11 @@ def freeze_source_counts(engine: Engine, release_id: str, runtime: ReleaseConfig
     because they already had a row. `runtime` supplies the endpoints (default: this process's environment);
     `openalex` an OpenAlexSource with other timeouts or retries (default: one built from those endpoints).
     """
+    from deepscholar import rate_limit
     from deepscholar.release.steps import ReleaseContext
     from deepscholar.sources.openalex import BATCH, OpenAlexSource
 
+    rate_limit.use_warehouse(engine)  # judge tasks of several systems pace OpenAlex together
     counts = {"from_exemplar": 0, "looked_up": 0, "not_found": 0, "errors": 0, "already_frozen": 0}
     lock_key = f"deepscholar_source_cited_by:{release_id}"
     # Document-importance tasks of several systems may start together: one freezes, the others then

@@ -87,11 +87,13 @@ class _Ref:
             f"10.48550/arXiv.{paper.arxiv_id}" if paper else None)
 
 
-def pending_references(engine, release_id: str) -> list[dict]:
+def pending_references(engine, release_id: str, papers: list[str] | None = None) -> list[dict]:
+    """References not yet resolved (of the query papers `papers` only, when given)."""
     with engine.connect() as conn:
         return [dict(r) for r in conn.execute(sa.text(
             "SELECT * FROM exemplar_references WHERE release_id = :r AND resolution_method IS NULL "
-            "ORDER BY arxiv_id, cite_key"), {"r": release_id}).mappings()]
+            "AND (CAST(:papers AS text[]) IS NULL OR arxiv_id = ANY(CAST(:papers AS text[]))) "
+            "ORDER BY arxiv_id, cite_key"), {"r": release_id, "papers": papers}).mappings()]
 
 
 def _bib_arxiv_id(row: dict) -> str | None:
@@ -119,19 +121,24 @@ def _guarded(ref_list: list[_Ref], service: str, call):
         return None
 
 
-def resolve_pending(ctx) -> dict:
-    """Resolve every pending reference of the release; returns counts per outcome."""
+def resolve_pending(ctx, shard=None, papers: list[str] | None = None) -> dict:
+    """Resolve every pending reference of the release (of slice `shard` (k, n) only, when given: the
+    references of every n-th query paper; of the query papers `papers` only, when given, with no progress
+    lines: extraction resolves each batch of papers it keeps this way); returns counts per outcome."""
+    from deepscholar.release.steps import in_shard
     from deepscholar.sources.arxiv import ArxivSource
     from deepscholar.sources.openalex import OpenAlexSource
 
     cfg = ctx.config
     arxiv = ArxivSource(api_url=cfg.arxiv_api_url, delay_seconds=cfg.arxiv_delay_seconds)
     openalex = OpenAlexSource(base_url=cfg.openalex_url, email=cfg.openalex_email)
-    todo = pending_references(ctx.engine, ctx.release_id)
-    log.info("resolve: %d references to resolve", len(todo))
+    todo = in_shard(pending_references(ctx.engine, ctx.release_id, papers), shard)
+    label = f"resolve references of {ctx.release_id}" + (f" slice {shard[0] + 1} of {shard[1]}" if shard else "")
+    if papers is None:
+        log.info("%s: %d references to resolve", label, len(todo))
     counts = {"arxiv": 0, "openalex": 0, "unresolved": 0}
     failed: list[str] = []
-    tracker = Progress(f"resolve references of {ctx.release_id}", len(todo))
+    tracker = Progress(label, len(todo)) if papers is None else None
     for start in range(0, len(todo), CHUNK):
         chunk = [_Ref(row) for row in todo[start:start + CHUNK]]
         for ref in chunk:
@@ -143,9 +150,10 @@ def resolve_pending(ctx) -> dict:
             outcome = _store(ctx, ref)
             if outcome == "failed":
                 failed.append(f"{ref.key[0]}/{ref.key[1]}: {'; '.join(ref.errors)}")
-            else:
+            elif outcome != "gone":
                 counts[outcome] += 1
-            tracker.advance(note=", ".join(f"{k} {v}" for k, v in counts.items()))
+            if tracker is not None:
+                tracker.advance(note=", ".join(f"{k} {v}" for k, v in counts.items()))
     if failed:
         # Every other reference is stored; failing the step makes Airflow retry it, and the retry looks up
         # only these (a month never goes on with references nobody could look up).
@@ -155,7 +163,6 @@ def resolve_pending(ctx) -> dict:
 
 
 def _resolve_chunk(chunk: list[_Ref], arxiv, openalex, threshold: float) -> None:
-    from deepscholar.text import title_similarity
 
     # 1. arXiv ids named by the bib entries: one request per 100 ids.
     named = [r for r in chunk if r.bib_arxiv_id]
@@ -166,14 +173,14 @@ def _resolve_chunk(chunk: list[_Ref], arxiv, openalex, threshold: float) -> None
         if ref.bib_arxiv_id in by_id:
             ref.paper, ref.method = by_id[ref.bib_arxiv_id], "bib_arxiv_id"
 
-    # 2. arXiv title search for entries with a title and neither an id found nor a DOI: one request each.
-    for ref in chunk:
-        title = ref.row["bib_title"]
-        if ref.paper is not None or not title or ref.row["bib_doi"]:
-            continue
-        hits = _guarded([ref], "arxiv", lambda t=title: arxiv.search_title(t, max_results=5)) or []
-        best = max(hits, key=lambda p, t=title: title_similarity(p.title, t), default=None)
-        if best and title_similarity(best.title, title) >= threshold:
+    # 2. arXiv title search for entries with a title and neither an id found nor a DOI: ten titles per
+    #    request, a title the batch missed once more alone by its words (ArxivSource.match_titles).
+    by_title = [r for r in chunk if r.paper is None and r.row["bib_title"] and not r.row["bib_doi"]]
+    matches = _guarded(by_title, "arxiv", lambda: arxiv.match_titles([r.row["bib_title"] for r in by_title],
+                                                                     threshold)) if by_title else {}
+    for ref in by_title:
+        best = (matches or {}).get(ref.row["bib_title"])
+        if best is not None:
             ref.paper, ref.method = best, "arxiv_title_search"
 
     # 3. OpenAlex by DOI: one request per 50 DOIs.
@@ -253,7 +260,8 @@ def _remember(conn, ctx, ref: _Ref, row: dict) -> None:
     db.upsert(conn, "resolution_cache", [
         {"key_kind": kind, "key": key, "resolved_arxiv_id": row.get("resolved_arxiv_id"),
          "openalex_id": row.get("openalex_id"), "resolution_method": row["resolution_method"],
-         "first_release_id": ctx.release_id} for kind, key in ref.cache_keys()],
+         # Sorted: shards caching overlapping keys at once lock them in one order (no deadlock).
+         "first_release_id": ctx.release_id} for kind, key in sorted(set(ref.cache_keys()))],
         key=["key_kind", "key"], update=["resolved_arxiv_id", "openalex_id", "resolution_method"])
 
 
@@ -279,8 +287,16 @@ def _store(ctx, ref: _Ref) -> str:
     # would never be looked up again and would keep no cited-by count.
     row["resolution_method"] = None if ref.errors else (method or "unresolved")
     row["resolution_error"] = "; ".join(ref.errors) or None
+    key = ("release_id", "arxiv_id", "cite_key")
+    values = {k: v for k, v in row.items() if k not in key}
     with ctx.engine.begin() as conn:
-        db.upsert(conn, "exemplar_references", [row], key=["release_id", "arxiv_id", "cite_key"])
+        # An UPDATE, not an upsert: the row exists since extraction, unless its paper has just left the
+        # release (a slice dropped it past the cap) — then there is nothing to store.
+        updated = conn.execute(sa.text(
+            f"UPDATE exemplar_references SET {', '.join(f'{c} = :{c}' for c in values)}, updated_at = now() "
+            "WHERE release_id = :release_id AND arxiv_id = :arxiv_id AND cite_key = :cite_key"), row).rowcount
+        if not updated:
+            return "gone"
         _remember(conn, ctx, ref, row)
         if paper is not None:
             db.upsert(conn, "corpus", [_corpus_row(paper, "reference")], key=["arxiv_id"], update=[])

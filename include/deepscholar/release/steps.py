@@ -13,15 +13,17 @@ import json
 import logging
 import subprocess
 import tempfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from deepscholar import db
+from deepscholar import db, rate_limit
 from deepscholar.config import ReleaseConfig
 from deepscholar.errors import InfrastructureError
+from deepscholar.progress import Progress
 from deepscholar.release.window import month_window
 
 log = logging.getLogger("deepscholar.release")
@@ -49,6 +51,8 @@ class ReleaseContext:
             raise LookupError(f"release {release_id} has not been opened (run the open step first)")
         # The stored spec decides what the release contains; endpoints come from this run's environment.
         config = ReleaseConfig.from_dict(stored).with_runtime_endpoints(runtime or ReleaseConfig.from_env())
+        # Every process working on the month paces its requests through the warehouse (rate_limit).
+        rate_limit.use_warehouse(engine)
         return cls(engine, release_id, config)
 
 
@@ -206,74 +210,163 @@ class SkipPaper(Exception):
         self.stage, self.reason, self.detail = stage, reason, detail
 
 
+Shard = tuple[int, int]  # (k, n): the k-th of n slices of a step's work, k from 0
+DEFAULT_RELEASE_SHARDS = 4
+
+
+def release_shards() -> int:
+    """How many slices extraction and resolution run as (DEEPSCHOLAR_RELEASE_SHARDS)."""
+    from deepscholar.http_guard import env_number
+
+    return int(env_number("DEEPSCHOLAR_RELEASE_SHARDS", DEFAULT_RELEASE_SHARDS, cast=int))
+
+
+def shard_of(row: dict, n: int) -> int:
+    """A candidate's or reference's slice, stable however much of the month is already done: by sample
+    rank (consecutive ranks in different slices, so slices advance through the sample side by side),
+    else by a hash of the paper's arXiv id."""
+    rank = row.get("sample_rank")
+    return (rank if rank is not None else zlib.crc32(row["arxiv_id"].encode())) % n
+
+
+def in_shard(rows: list[dict], shard: Shard | None) -> list[dict]:
+    """The rows of slice k of n, in their order (None: all of them)."""
+    if shard is None:
+        return rows
+    k, n = shard
+    if not 0 <= k < n:
+        raise ValueError(f"shard {k} of {n} does not exist")
+    return [row for row in rows if shard_of(row, n) == k]
+
+
 def _kept(conn: sa.Connection, release_id: str) -> int:
     return conn.execute(sa.text("SELECT count(*) FROM release_candidates WHERE release_id = :r "
                                 "AND status = 'kept'"), {"r": release_id}).scalar_one()
 
 
-def extract_exemplars(ctx: ReleaseContext) -> dict:
+def extract_exemplars(ctx: ReleaseContext, shard: Shard | None = None, *, resolve: bool = False) -> dict:
     """Fetch each remaining candidate's e-print, find its related work and the references it cites.
 
     Candidates are taken in the month's sample order until `max_queries` are kept (release/sampling.py);
     the ones never reached are recorded as not sampled, so no paper the month will not keep is downloaded.
+    `shard` (k, n) takes only every n-th candidate of that order, starting at the k-th: the DAG runs the n
+    shards as mapped tasks, `build_release` as threads; each counts the month's kept papers in the
+    warehouse, so together they stop at the cap (a paper or two in flight past it leave again at the end).
+    `resolve`: look up the references of the papers kept, two papers at a time, while extraction goes on
+    (_ResolveAsKept); the resolve step then only finishes what is left.
     """
     cap = ctx.config.max_queries
     with ctx.engine.connect() as conn:
-        todo = _candidates(conn, ctx.release_id, "source")
-        kept_before = _kept(conn, ctx.release_id)
+        todo = in_shard(_candidates(conn, ctx.release_id, "source"), shard)
     counts: dict[str, int] = {"kept": 0}
+    part = f" slice {shard[0] + 1} of {shard[1]}" if shard else ""
+    label = f"extract {ctx.release_id}{part}"
+    tracker = Progress(label, len(todo))
+    resolver = _ResolveAsKept(ctx, enabled=resolve)
     for n, cand in enumerate(todo, start=1):
-        if cap is not None and kept_before + counts["kept"] >= cap:
+        if cap is not None and _kept_now(ctx) >= cap:
             cutoff = _cutoff_rank(ctx, cap)
             # Only a paper ranked before the last kept one (one in error, retried) can still enter.
             if cand["sample_rank"] is None or cutoff is None or cand["sample_rank"] > cutoff:
                 counts["not_sampled"] = _mark_not_sampled(ctx, todo[n - 1:], cap)
                 break
-        arxiv_id = cand["arxiv_id"]
-        try:
-            query, refs, notes = _extract_one(ctx, cand)
-        except SkipPaper as skip:
-            log.info("extract %d of %d: %s skipped at %s: %s", n, len(todo), arxiv_id, skip.stage, skip.detail)
-            with ctx.engine.begin() as conn:
-                _set_candidates(conn, ctx.release_id, [{"arxiv_id": arxiv_id, "version": 1, "stage": skip.stage,
-                                                        "status": "skipped", "reason": skip.reason,
-                                                        "detail": skip.detail}])
-            counts[skip.reason] = counts.get(skip.reason, 0) + 1
-            continue
-        except InfrastructureError:  # arXiv down is not this paper's failure: stop, retry the step later
-            raise
-        except Exception as exc:  # one bad paper never stops the month; the error is kept for retry
-            log.exception("extract %d of %d: %s failed", n, len(todo), arxiv_id)
-            with ctx.engine.begin() as conn:
-                _set_candidates(conn, ctx.release_id, [{"arxiv_id": arxiv_id, "version": 1, "stage": "source",
-                                                        "status": "error", "reason": type(exc).__name__,
-                                                        "detail": str(exc)[:2000]}])
-            counts["error"] = counts.get("error", 0) + 1
-            continue
-        try:
-            with ctx.engine.begin() as conn:
-                db.upsert(conn, "release_queries", [query], key=["release_id", "arxiv_id"])
-                db.upsert(conn, "exemplar_references", refs, key=["release_id", "arxiv_id", "cite_key"],
-                          update=[c for c in refs[0] if c.startswith("bib_")])
-                _set_candidates(conn, ctx.release_id, [{"arxiv_id": arxiv_id, "version": 1, "stage": "kept",
-                                                        "status": "kept", "reason": None,
-                                                        "detail": "; ".join(notes) or None}])
-        except (sa.exc.DataError, ValueError) as exc:  # text PostgreSQL refuses: this paper's, not the month's
-            log.warning("extract %d of %d: %s could not be stored: %s", n, len(todo), arxiv_id, exc)
-            with ctx.engine.begin() as conn:  # the paper's rows were rolled back together
-                _set_candidates(conn, ctx.release_id, [{"arxiv_id": arxiv_id, "version": 1, "stage": "source",
-                                                        "status": "error", "reason": "unstorable_text",
-                                                        "detail": str(exc)[:2000]}])
-            counts["error"] = counts.get("error", 0) + 1
-            continue
-        counts["kept"] += 1
-        log.info("extract %d of %d: %s kept (%d words, %d references)", n, len(todo), arxiv_id,
-                 query["word_count"], len(refs))
+        outcome = _extract_and_store(ctx, cand, f"extract {n} of {len(todo)}{part and f' ({part.strip()})'}")
+        counts[outcome] = counts.get(outcome, 0) + 1
+        tracker.advance(note=", ".join(f"{k} {v}" for k, v in counts.items() if v))
+        if outcome == "kept":
+            resolver.add(cand["arxiv_id"])
+    resolver.flush()
     if cap is not None:
-        counts["over_cap"] = _drop_over_cap(ctx, cap)
-        counts["kept"] -= counts["over_cap"]
-    log.info("extraction: %s", counts)
+        counts["over_cap"] = _drop_over_cap(ctx, cap)  # may include papers other shards kept
+    log.info("%s: %s", label, counts)
     return counts
+
+
+def _extract_and_store(ctx: ReleaseContext, cand: dict, where: str) -> str:
+    """One candidate: extracted and stored as kept, or recorded as skipped or in error; returns the
+    outcome counted ('kept', the skip reason, 'error'). An InfrastructureError stops the step."""
+    arxiv_id = cand["arxiv_id"]
+
+    def record(stage: str, status: str, reason: str | None, detail: str | None) -> None:
+        with ctx.engine.begin() as conn:
+            _set_candidates(conn, ctx.release_id, [{"arxiv_id": arxiv_id, "version": 1, "stage": stage,
+                                                    "status": status, "reason": reason, "detail": detail}])
+
+    try:
+        query, refs, notes = _extract_one(ctx, cand)
+    except SkipPaper as skip:
+        log.info("%s: %s skipped at %s: %s", where, arxiv_id, skip.stage, skip.detail)
+        record(skip.stage, "skipped", skip.reason, skip.detail)
+        return skip.reason
+    except InfrastructureError:  # arXiv down is not this paper's failure: stop, retry the step later
+        raise
+    except Exception as exc:  # one bad paper never stops the month; the error is kept for retry
+        log.exception("%s: %s failed", where, arxiv_id)
+        record("source", "error", type(exc).__name__, str(exc)[:2000])
+        return "error"
+    try:
+        with ctx.engine.begin() as conn:
+            db.upsert(conn, "release_queries", [query], key=["release_id", "arxiv_id"])
+            db.upsert(conn, "exemplar_references", refs, key=["release_id", "arxiv_id", "cite_key"],
+                      update=[c for c in refs[0] if c.startswith("bib_")])
+            _set_candidates(conn, ctx.release_id, [{"arxiv_id": arxiv_id, "version": 1, "stage": "kept",
+                                                    "status": "kept", "reason": None,
+                                                    "detail": "; ".join(notes) or None}])
+    except (sa.exc.DataError, ValueError) as exc:  # text PostgreSQL refuses: this paper's, not the month's
+        log.warning("%s: %s could not be stored: %s", where, arxiv_id, exc)
+        record("source", "error", "unstorable_text", str(exc)[:2000])  # the paper's rows rolled back together
+        return "error"
+    log.info("%s: %s kept (%d words, %d references)", where, arxiv_id, query["word_count"], len(refs))
+    return "kept"
+
+
+class _ResolveAsKept:
+    """Resolves the references of kept papers a few papers at a time while extraction goes on.
+
+    Why: extraction waits on arXiv's e-print host, resolution mostly on its API (and OpenAlex); run one
+    after the other a month takes the sum of the two, interleaved about the larger. What a lookup could not
+    settle stays pending for the resolve step (and its retries); after a failed lookup this shard leaves
+    the rest to that step, so an outage is not hit once per paper.
+    """
+
+    PAPERS = 2  # ~50 references: one chunk of batched lookups
+
+    def __init__(self, ctx: ReleaseContext, enabled: bool = True) -> None:
+        self.ctx, self.papers, self.stopped = ctx, [], not enabled
+
+    def add(self, arxiv_id: str) -> None:
+        self.papers.append(arxiv_id)
+        if len(self.papers) >= self.PAPERS:
+            self.flush()
+
+    def flush(self) -> None:
+        from deepscholar.release.resolution import resolve_pending
+
+        papers, self.papers = self.papers, []
+        if not papers or self.stopped:
+            return
+        try:
+            resolve_pending(self.ctx, papers=papers)
+        except InfrastructureError as exc:
+            self.stopped = True
+            log.warning("extraction leaves reference lookups to the resolve step: %s", exc)
+
+
+def _kept_now(ctx: ReleaseContext) -> int:
+    """Kept papers of the month so far, whichever shard kept them."""
+    with ctx.engine.connect() as conn:
+        return _kept(conn, ctx.release_id)
+
+
+def finish_extraction(ctx: ReleaseContext) -> dict:
+    """After every shard: enforce the cap once more and report the month's extraction as a whole."""
+    if ctx.config.max_queries is not None:
+        _drop_over_cap(ctx, ctx.config.max_queries)
+    with ctx.engine.connect() as conn:
+        counts = release_counts(conn, ctx.release_id)
+    summary = {"kept": counts["queries"], "dropped": counts["dropped"]}
+    log.info("extraction of %s: %s", ctx.release_id, summary)
+    return summary
 
 
 def _cutoff_rank(ctx: ReleaseContext, cap: int) -> int | None:
@@ -333,7 +426,8 @@ def _extract_one(ctx: ReleaseContext, cand: dict) -> tuple[dict, list[dict], lis
     cfg = ctx.config
     arxiv_id = cand["arxiv_id"]
     try:
-        payload = fetch_eprint(f"{arxiv_id}v1", base_url=cfg.arxiv_eprint_url)
+        # arXiv's one request per interval holds for e-prints too (rate_limit: shared by every shard).
+        payload = fetch_eprint(f"{arxiv_id}v1", base_url=cfg.arxiv_eprint_url, delay_seconds=cfg.arxiv_delay_seconds)
     except EprintNotFound as exc:
         raise SkipPaper("source", "no_source", str(exc)) from exc
     notes: list[str] = []
@@ -384,11 +478,12 @@ def _extract_one(ctx: ReleaseContext, cand: dict) -> tuple[dict, list[dict], lis
 
 # --- 6. resolve references ------------------------------------------------------------------------------
 
-def resolve_references(ctx: ReleaseContext) -> dict:
-    """Each pending reference to an arXiv paper and an OpenAlex work, in batches (release/resolution.py)."""
+def resolve_references(ctx: ReleaseContext, shard: Shard | None = None) -> dict:
+    """Each pending reference to an arXiv paper and an OpenAlex work, in batches (release/resolution.py);
+    `shard` (k, n): only the references of every n-th query paper."""
     from deepscholar.release.resolution import resolve_pending
 
-    return resolve_pending(ctx)
+    return resolve_pending(ctx, shard)
 
 
 # --- 7. judges ------------------------------------------------------------------------------------------
@@ -536,13 +631,29 @@ def release_counts(conn: sa.Connection, release_id: str) -> dict:
     return dict(one) | {"dropped": {r.reason: r.n for r in dropped}}
 
 
+def run_sharded(ctx: ReleaseContext, step, **kwargs) -> None:
+    """Run a sharded step's slices at once in threads, as the DAG's mapped tasks run in processes; the
+    first failure is raised once every slice has stopped (each keeps what it stored)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    n = release_shards()
+    if n == 1:
+        step(ctx, **kwargs)
+        return
+    with ThreadPoolExecutor(n, thread_name_prefix=step.__name__) as pool:
+        futures = [pool.submit(step, ctx, (k, n), **kwargs) for k in range(n)]
+    for future in futures:
+        future.result()
+
+
 def build_release(engine: Engine, release_id: str, config: ReleaseConfig) -> dict:
     """Every step in order, outside Airflow (the DAG calls the same functions one task each)."""
     ctx = open_release(engine, release_id, config)
     search_candidates(ctx)
     filter_candidates(ctx)
-    extract_exemplars(ctx)
-    resolve_references(ctx)
+    run_sharded(ctx, extract_exemplars, resolve=True)
+    finish_extraction(ctx)
+    run_sharded(ctx, resolve_references)
     label_importance(ctx)
     nuggetize_exemplars(ctx)
     result = gate_release(ctx)

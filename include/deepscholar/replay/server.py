@@ -101,9 +101,35 @@ class Snapshot:
                                    for w in self.works}
         self._work_text_tokens = {id(w): set(_stems(_work_text(w))) for w in self.works}
 
-    def latest_entries(self) -> list[_Entry]:
-        """What search returns: one entry per paper, its latest version (as arXiv does)."""
-        return [v[max(v)] for v in self.versions.values()]
+        # Title token -> papers whose latest title has it: a title search looks only at those.
+        self._latest = [v[max(v)] for v in self.versions.values()]
+        self._title_postings: dict[str, set[int]] = {}
+        for i, entry in enumerate(self._latest):
+            for token in entry.title_tokens:
+                self._title_postings.setdefault(token, set()).add(i)
+
+    def latest_entries(self, tree=None) -> list[_Entry]:  # noqa: ANN001 - a parsed query
+        """What search returns: one entry per paper, its latest version (as arXiv does); with a query,
+        only those that could match it (by the title words it requires), in the same order."""
+        possible = self._possible(tree) if tree is not None else None
+        if possible is None:
+            return list(self._latest)
+        return [self._latest[i] for i in sorted(possible)]
+
+    def _possible(self, node) -> set[int] | None:  # noqa: ANN001 - a parsed query
+        """Indexes of the entries that can match `node` by their title words; None: any entry can."""
+        kind = node[0]
+        if kind in ("and", "or"):
+            left, right = self._possible(node[1]), self._possible(node[2])
+            if kind == "and":
+                return left if right is None else right if left is None else left & right
+            return None if left is None or right is None else left | right
+        if kind == "andnot":
+            return self._possible(node[1])
+        required = _required_title_tokens(node)
+        if not required:
+            return None
+        return set.intersection(*(self._title_postings.get(t, set()) for t in required))
 
     def lookup(self, arxiv_id: str) -> _Entry | None:
         base, version = strip_arxiv_version(arxiv_id)
@@ -263,6 +289,14 @@ def _parse(tokens: list[tuple[str, object]]):
     if pos != len(tokens):
         raise QueryError("trailing tokens in query")
     return tree
+
+
+def _required_title_tokens(node) -> set[str]:  # noqa: ANN001 - a parsed query
+    """Title tokens every match of this query term has (empty: no such constraint)."""
+    field, mode, value = node[1]
+    if field.lower() != "ti" or mode == "range" or (mode == "word" and value.endswith("*")):
+        return set()
+    return set(_tokens(value))
 
 
 def _contains_phrase(haystack: list[str], needle: list[str]) -> bool:
@@ -477,6 +511,13 @@ class ReplayApp:
         # arXiv answers a page with at most this many entries whatever max_results asks (None: no cap);
         # clients must page on by the entries they got, not by the page size they asked for.
         self.arxiv_page_cap: int | None = None
+        # Rate limits as the real hosts keep them (path prefix -> seconds wanted between request starts,
+        # e.g. {"/api/query": 3.0, "/e-print/": 3.0, "/works": 0.1}, scaled down for benches) and the
+        # latency each answer takes. A request starting less than half an interval after the one before
+        # is throttled (429, as arXiv and OpenAlex do); every early start is counted in `pacing`.
+        self.min_intervals: dict[str, float] = {}
+        self.latency: float = 0.0
+        self.pacing: dict[str, dict] = {}
         self._demo_reports: dict[str, dict] | None = None
         month = snapshot.manifest.get("month", "2000-01")
         # A fixed feed timestamp keeps responses reproducible.
@@ -523,6 +564,10 @@ class ReplayApp:
             self._log.append(record)
             index = len(self._log) - 1
         failure = self._next_failure(path)
+        if failure is None and self._too_early(path, arrived):
+            failure = Throttled(retry_after=1)
+        if self.latency:
+            time.sleep(self.latency)
         if isinstance(failure, Delay):
             time.sleep(failure.seconds)
             response = self._dispatch(request, path, raw_path) if failure.status == 200 else \
@@ -546,7 +591,32 @@ class ReplayApp:
         with self._lock:
             if index < len(self._log) and self._log[index] is record:
                 self._log[index] = replace(record, status=response.status_code)
+            stats = next((v for p, v in self.pacing.items() if path.startswith(p)), None)
+            if stats is not None:
+                stats["busy_seconds"] += time.monotonic() - arrived
         return response(environ, start_response)
+
+    def _too_early(self, path: str, arrived: float) -> bool:
+        """Note the gap since the previous request to this host; True when it must be throttled."""
+        prefix = next((p for p in self.min_intervals if path.startswith(p)), None)
+        if prefix is None:
+            return False
+        interval = self.min_intervals[prefix]
+        with self._lock:
+            stats = self.pacing.setdefault(prefix, {"requests": 0, "early": 0, "throttled": 0, "busy_seconds": 0.0,
+                                                    "min_gap": None, "first": arrived, "last": arrived})
+            last = stats["last"] if stats["requests"] else None
+            stats["requests"] += 1
+            stats["last"] = arrived
+            if last is None:
+                return False
+            gap = arrived - last
+            stats["min_gap"] = gap if stats["min_gap"] is None else min(stats["min_gap"], gap)
+            # 10% slack: the client's clock and thread wake-ups are not this server's.
+            stats["early"] += gap < 0.9 * interval
+            throttled = gap < 0.5 * interval
+            stats["throttled"] += throttled
+            return throttled
 
     @staticmethod
     def _status_response(status: int) -> Response:
@@ -564,6 +634,10 @@ class ReplayApp:
             return self.work_get(unquote(raw_path[len("/works/"):]))
         if path == DEMO_SYSTEM_PATH and request.method == "POST":
             return self.demo_system_report(request)
+        if path == "/_replay/pacing":  # for benches running the server in another process
+            with self._lock:
+                return self._json({"min_intervals": self.min_intervals, "latency": self.latency,
+                                   "pacing": self.pacing})
         if path == "/":
             return self._json({"snapshot": str(self.snapshot.root), "month": self.snapshot.manifest.get("month"),
                                "endpoints": ["/api/query", "/e-print/<id>", "/works", "/works/<id>"]})
@@ -617,7 +691,7 @@ class ReplayApp:
                 if entry is not None and entry not in entries:
                     entries.append(entry)
         else:
-            entries = self.snapshot.latest_entries()
+            entries = self.snapshot.latest_entries(tree)
         try:
             if tree is not None:
                 entries = [e for e in entries if _eval(tree, e)]
@@ -671,7 +745,7 @@ class ReplayApp:
 
     def works_list(self, request: Request) -> Response:
         args = request.args
-        results = list(self.snapshot.works)
+        results = self.snapshot.works
         for key, value in _parse_filters(args.get("filter", "")):
             results = self._apply_filter(results, key, value)
             if results is None:
@@ -679,7 +753,8 @@ class ReplayApp:
                                    "message": f"{key} is not a valid filter here"}, 400)
         if args.get("search"):
             hits = self.snapshot.work_search(args["search"], title_only=False)
-            results = [w for w in hits if any(w is r for r in results)]
+            allowed = {id(r) for r in results}
+            results = [w for w in hits if id(w) in allowed]
         try:
             per_page = int(args.get("per-page") or args.get("per_page") or 25)
             cursor = args.get("cursor")
@@ -700,18 +775,24 @@ class ReplayApp:
         options = [v for v in value.split("|") if v]
         if key == "doi":
             wanted = {_bare_doi(v) for v in options}
+            if works is self.snapshot.works:  # the whole snapshot: its DOI index answers at once
+                found = [self.snapshot.works_by_doi.get(d) for d in wanted]
+                return sorted((w for w in found if w), key=lambda w: w["id"])
             return [w for w in works if _bare_doi(w.get("doi")) in wanted]
         if key in ("openalex", "openalex_id", "ids.openalex"):
             wanted = {v.rsplit("/", 1)[-1].upper() for v in options}
+            if works is self.snapshot.works:
+                found = [self.snapshot.works_by_id.get(i) for i in wanted]
+                return sorted((w for w in found if w), key=lambda w: w["id"])
             return [w for w in works if w["id"].rsplit("/", 1)[-1].upper() in wanted]
         if key in ("title.search", "display_name.search", "title_and_abstract.search", "default.search"):
             title_only = key != "title_and_abstract.search" and key != "default.search"
-            hits: list[dict] = []
+            hits: dict[int, dict] = {}
             for option in options:
                 for w in self.snapshot.work_search(option, title_only=title_only):
-                    if w not in hits:
-                        hits.append(w)
-            return [w for w in hits if any(w is r for r in works)]
+                    hits.setdefault(id(w), w)
+            allowed = {id(r) for r in works}
+            return [w for w in hits.values() if id(w) in allowed]
         if key == "publication_year":
             return [w for w in works if str(w.get("publication_year") or (w.get("publication_date") or "")[:4])
                     in options]

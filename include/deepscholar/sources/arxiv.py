@@ -1,9 +1,9 @@
 """arXiv search API and e-print downloads, through the real `arxiv` client and `requests`.
 
 The client's own retry loop retries every status (also 400s) with no backoff and its rate limit
-is per client instance. arXiv asks for at most one request every 3 seconds over one connection
-for the whole process, so this wrapper runs the client with `num_retries=0` and `delay_seconds=0`,
-fetches page by page itself, spaces requests with a process-wide limiter and retries with
+is per client instance. arXiv asks for at most one request every 3 seconds, so this wrapper runs
+the client with `num_retries=0` and `delay_seconds=0`, fetches page by page itself, spaces requests
+with the limiter every process of a run shares (deepscholar.rate_limit) and retries with
 exponential backoff (tenacity) only what can succeed later: 5xx, 429, empty pages, timeouts and
 dropped connections. A call still failing after its retries counts towards the host's circuit breaker
 (http_guard): once it opens, every further call to that host fails at once with HostUnavailable.
@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -27,6 +24,7 @@ from requests.adapters import HTTPAdapter
 from tenacity import Retrying, before_sleep_log, retry_if_exception, stop_after_attempt, wait_exponential
 
 from deepscholar.http_guard import BREAKER, host_of, http_setting, is_host_failure
+from deepscholar.rate_limit import service_key, wait_for_slot
 from deepscholar.text import ARXIV_NEW_ID_RE, ARXIV_OLD_ID_RE, strip_arxiv_version, title_similarity
 
 __all__ = [
@@ -38,7 +36,6 @@ __all__ = [
     "EprintNotFound",
     "EprintPayload",
     "MalformedFeedError",
-    "RateLimiter",
     "fetch_eprint",
 ]
 
@@ -49,35 +46,6 @@ ARXIV_EPRINT_URL = "https://arxiv.org/e-print"
 USER_AGENT = "deepscholar-live-benchmark (+https://github.com/guestrin-lab/deepscholar-bench)"
 
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
-
-
-class RateLimiter:
-    """At most one request per interval, one at a time, for every caller in the process.
-
-    The lock is held during the request too, so concurrent tasks share one "connection" as arXiv's
-    terms ask; the interval is counted from the end of the previous request.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._last_done: float | None = None
-
-    @contextmanager
-    def slot(self, min_interval: float) -> Iterator[None]:
-        with self._lock:
-            if self._last_done is not None and min_interval > 0:
-                wait = self._last_done + min_interval - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)
-            try:
-                yield
-            finally:
-                self._last_done = time.monotonic()
-
-
-# One per service: the export API and the e-print host are rate limited separately by arXiv.
-API_RATE_LIMITER = RateLimiter()
-EPRINT_RATE_LIMITER = RateLimiter()
 
 
 @dataclass
@@ -199,6 +167,16 @@ def _is_arxiv_id(text: str) -> bool:
 
 
 _PHRASE_UNSAFE_RE = re.compile(r"[\"\\]")
+
+
+def _title_phrase(title: str) -> str:
+    """The title as the inside of a quoted ti:"..." phrase."""
+    return " ".join(_PHRASE_UNSAFE_RE.sub(" ", title).split())
+
+
+def _best_match(title: str, papers: list[ArxivPaper], threshold: float) -> ArxivPaper | None:
+    best = max(papers, key=lambda p: title_similarity(p.title, title), default=None)
+    return best if best is not None and title_similarity(best.title, title) >= threshold else None
 _TITLE_TOKEN_RE = re.compile(r"[A-Za-z0-9]+")
 # Lucene stop words and operators that would break or widen a ti:word AND ... query.
 _QUERY_STOP = frozenset(
@@ -223,6 +201,7 @@ class ArxivSource:
         *,
         backoff_seconds: float | None = None,
         id_batch_size: int = 100,
+        title_batch_size: int = 10,
     ) -> None:
         self.api_url = api_url.rstrip("?")
         self.delay_seconds = delay_seconds
@@ -232,7 +211,9 @@ class ArxivSource:
         self.timeout = timeout = http_setting("timeout", timeout, 30)
         self.backoff_seconds = http_setting("backoff", backoff_seconds, 2.0)
         self.id_batch_size = id_batch_size
+        self.title_batch_size = title_batch_size
         self.host = host_of(self.api_url)  # the circuit breaker's key (http_guard)
+        self.rate_key = service_key(self.api_url)  # the shared rate limiter's key (rate_limit)
         # Pacing and retries are ours (see module docstring), so the client must not add its own.
         self._client = arxiv.Client(page_size=page_size, delay_seconds=0.0, num_retries=0)
         self._client.query_url_format = self.api_url + "?{}"
@@ -250,8 +231,8 @@ class ArxivSource:
         with BREAKER.guard(self.host, _host_failed):
             for attempt in _retrying(self.max_retries, self.backoff_seconds):
                 with attempt:
-                    with API_RATE_LIMITER.slot(self.delay_seconds):
-                        feed = self._client._parse_feed(url, first_page=start == 0)
+                    wait_for_slot(self.rate_key, self.delay_seconds)
+                    feed = self._client._parse_feed(url, first_page=start == 0)
                     # The client logs and returns an empty feed; read as "no results" it would silently
                     # end a month's search, so it is retried like a 5xx.
                     if feed.malformed:
@@ -342,17 +323,43 @@ class ArxivSource:
 
     def search_title(self, title: str, max_results: int = 5) -> list[ArxivPaper]:
         """Candidates for a title, most similar first; callers decide what similarity is enough."""
-        phrase = " ".join(_PHRASE_UNSAFE_RE.sub(" ", title).split())
+        phrase = _title_phrase(title)
         if not phrase:
             return []
         found = self._search_query(f'ti:"{phrase}"', max_results)
         if not found:
-            # An exact phrase misses small differences ("LLMs" vs "LLM"); all significant words
-            # in the title field is the usual fallback.
-            words = [w for w in _TITLE_TOKEN_RE.findall(title) if w.lower() not in _QUERY_STOP]
-            if len(words) >= 2:
-                found = self._search_query(" AND ".join(f"ti:{w}" for w in words[:12]), max_results)
+            found = self._search_title_words(title, max_results)
         return sorted(found, key=lambda p: -title_similarity(title, p.title))
+
+    def _search_title_words(self, title: str, max_results: int) -> list[ArxivPaper]:
+        # An exact phrase misses small differences ("LLMs" vs "LLM"); all significant words in the title
+        # field is the usual fallback.
+        words = [w for w in _TITLE_TOKEN_RE.findall(title) if w.lower() not in _QUERY_STOP]
+        if len(words) < 2:
+            return []
+        return self._search_query(" AND ".join(f"ti:{w}" for w in words[:12]), max_results)
+
+    def match_titles(self, titles: list[str], threshold: float, per_title: int = 5) -> dict[str, ArxivPaper | None]:
+        """The best paper for each title (None when nothing reaches `threshold` similarity).
+
+        Titles go `title_batch_size` at a time into one query of OR-ed title phrases, so a month's
+        title-only references cost a tenth of the requests (one in 3 s each at arXiv's rate); a title the
+        batch did not match is searched again alone by its significant words, as `search_title` would.
+        """
+        out: dict[str, ArxivPaper | None] = {}
+        todo = [t for t in dict.fromkeys(titles) if _title_phrase(t)]
+        for title in titles:
+            out.setdefault(title, None)
+        for i in range(0, len(todo), self.title_batch_size):
+            batch = todo[i:i + self.title_batch_size]
+            query = " OR ".join(f'ti:"{_title_phrase(t)}"' for t in batch)
+            found = self._search_query(query, per_title * len(batch))
+            for title in batch:
+                out[title] = _best_match(title, found, threshold)
+        for title in todo:
+            if out[title] is None:
+                out[title] = _best_match(title, self._search_title_words(title, per_title), threshold)
+        return out
 
     def _search_query(self, query: str, max_results: int) -> list[ArxivPaper]:
         search = arxiv.Search(query=query, max_results=max_results, sort_by=arxiv.SortCriterion.Relevance)
@@ -410,8 +417,8 @@ def fetch_eprint(
     with BREAKER.guard(host_of(base_url)):
         for attempt in _retrying(max_retries, backoff_seconds):
             with attempt:
-                with EPRINT_RATE_LIMITER.slot(delay_seconds):
-                    return _download(url, timeout, max_bytes)
+                wait_for_slot(service_key(base_url), delay_seconds)
+                return _download(url, timeout, max_bytes)
     raise AssertionError("unreachable")  # pragma: no cover - tenacity reraises
 
 

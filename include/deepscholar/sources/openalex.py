@@ -27,6 +27,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.util import Retry
 
 from deepscholar.http_guard import BREAKER, host_of, http_setting
+from deepscholar.rate_limit import openalex_interval, service_key, wait_for_slot
 from deepscholar.text import normalise_title, title_similarity
 
 __all__ = ["OPENALEX_URL", "OpenAlexSource", "OpenAlexWork", "arxiv_id_from_work"]
@@ -116,12 +117,16 @@ def arxiv_id_from_work(work: dict) -> str | None:
 class _RoutingAdapter(HTTPAdapter):
     """Sends requests meant for the public host to `base_url`, with a default timeout."""
 
-    def __init__(self, base_url: str | None, timeout: float, **kwargs) -> None:
+    def __init__(self, base_url: str | None, timeout: float, *, rate_key: str = "", interval: float = 0.0,
+                 **kwargs) -> None:
         self._base_url = base_url.rstrip("/") if base_url else None
         self._timeout = timeout
+        self._rate_key, self._interval = rate_key, interval
         super().__init__(**kwargs)
 
     def send(self, request, **kwargs):  # noqa: ANN001 - signature of HTTPAdapter.send
+        # One slot per request sent; urllib3's retries inside it are spaced by their backoff instead.
+        wait_for_slot(self._rate_key, self._interval)
         if self._base_url and request.url.startswith(OPENALEX_URL):
             request.url = self._base_url + request.url[len(OPENALEX_URL):]
         if kwargs.get("timeout") is None:
@@ -164,6 +169,7 @@ class OpenAlexSource:
         timeout: float | None = None,
         max_retries: int | None = None,
         backoff_seconds: float | None = None,
+        interval_seconds: float | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/") if base_url else None
         self.email = email
@@ -172,6 +178,9 @@ class OpenAlexSource:
         self.max_retries = int(http_setting("retries", max_retries, 5))
         self.backoff_seconds = http_setting("backoff", backoff_seconds, 1.0)
         self.host = host_of(self.base_url or OPENALEX_URL)  # the circuit breaker's key (http_guard)
+        # Seconds between request starts, kept across processes (rate_limit); None: the environment's.
+        self.interval_seconds = openalex_interval() if interval_seconds is None else interval_seconds
+        self.rate_key = service_key(self.base_url or OPENALEX_URL)
         _install_session_hook()
 
     def _make_session(self) -> requests.Session:
@@ -186,7 +195,8 @@ class OpenAlexSource:
             respect_retry_after_header=True,
             raise_on_status=False,
         )
-        adapter = _RoutingAdapter(self.base_url, self.timeout, max_retries=retry)
+        adapter = _RoutingAdapter(self.base_url, self.timeout, rate_key=self.rate_key,
+                                  interval=self.interval_seconds, max_retries=retry)
         session.mount("https://", adapter)
         session.mount("http://", adapter)
         if self.email:

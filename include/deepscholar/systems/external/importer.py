@@ -163,6 +163,9 @@ def import_reports(engine: Engine, system_id: str, path: Path | str, release_id:
     if not path.exists():
         raise NotFound(f"{path} does not exist")
     ids, rows = _release_keys(engine, release_id)
+    from deepscholar import rate_limit
+
+    rate_limit.use_warehouse(engine)  # title searches share arXiv's pace with whatever else runs
     try:
         outputs = read_outputs(path, fmt)
     except (OSError, ValueError) as exc:  # unreadable, or nothing in it we know: the user's file, not a bug
