@@ -1,0 +1,68 @@
+"""Heavy imports paid once per long-lived Airflow process instead of once per task.
+
+Why: every Airflow task runs in a process forked from a long-lived one (the scheduler's LocalExecutor
+workers, a Celery worker's pool). A judge task that imports litellm itself pays ~3-4 s of import before
+its first call, once per task, hundreds of times a month. Imported once in the scheduler or the Celery
+worker before it forks, the module is already there in every task process (copy-on-write, no extra
+memory per task).
+
+`warm_airflow_process()` runs from plugins/airflow_local_settings.py, which Airflow imports in each of
+its processes; it warms only the processes that fork tasks and leaves the others (API server, DAG
+processor, CLI commands) as fast to start as before. DEEPSCHOLAR_WARM_IMPORTS lists the modules
+(default: litellm; `none` turns it off). Importing is fork-safe here: it happens synchronously before any
+fork, and litellm starts no thread when imported.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+import time
+
+__all__ = ["DEFAULT_WARM_IMPORTS", "WARM_IMPORTS_ENV", "forks_tasks", "warm_airflow_process", "warm_imports"]
+
+log = logging.getLogger(__name__)
+
+WARM_IMPORTS_ENV = "DEEPSCHOLAR_WARM_IMPORTS"
+DEFAULT_WARM_IMPORTS = ("litellm",)
+
+
+def forks_tasks(argv: list[str]) -> bool:
+    """Whether this Airflow command is a process that forks task processes: the scheduler (whose
+    LocalExecutor workers fork each task) or a Celery worker."""
+    words = [os.path.basename(a) for a in argv[1:3]]
+    return words[:1] == ["scheduler"] or words[:2] == ["celery", "worker"]
+
+
+def warm_imports(names: tuple[str, ...] | list[str] | None = None) -> dict[str, float]:
+    """Import each module now; returns seconds per module (0.0 when it was already imported)."""
+    if names is None:
+        raw = os.environ.get(WARM_IMPORTS_ENV)
+        names = DEFAULT_WARM_IMPORTS if raw is None else tuple(
+            n.strip() for n in raw.split(",") if n.strip() and n.strip().lower() != "none")
+    took = {}
+    for name in names:
+        started = time.monotonic()
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:  # an optional extra not installed: the tasks will say so themselves
+            log.warning("warm import of %s failed: %s", name, exc)
+            continue
+        took[name] = round(time.monotonic() - started, 2)
+    if "litellm" in sys.modules:
+        sys.modules["litellm"].suppress_debug_info = True
+    return took
+
+
+def warm_airflow_process(argv: list[str] | None = None) -> dict[str, float]:
+    """Warm this process if it forks Airflow tasks; nothing otherwise."""
+    argv = sys.argv if argv is None else argv
+    if not forks_tasks(argv):
+        return {}
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map at start-up
+    took = warm_imports()
+    if took:
+        log.info("warmed for the tasks this process forks: %s", ", ".join(f"{k} {v} s" for k, v in took.items()))
+    return took
