@@ -1,12 +1,19 @@
 """Evaluation of the demo month: judge calls per report vs METRICS.md's floor, concurrency efficiency, re-run cost.
 
-Usage: .venv/bin/python bench/evaluation.py [--latency 0.2] [--concurrency 16]
+Usage: .venv/bin/python bench/evaluation.py [--latency 0.2] [--concurrency 16] [--full-concurrency 16 64]
 Builds the demo month through the library (embedded Postgres in a throwaway DEEPSCHOLAR_HOME), times the
 local judge over it, then judges it again with an LLM judge served by a local OpenAI-compatible server
 (the test suite's stub, real HTTP through litellm) that takes `latency` seconds per request and answers
 every prompt with a well-formed, prompt-dependent verdict. Per metric it prints requests, requests per
 report against the floor, wall time and efficiency = (requests x latency / concurrency) / wall time.
 A second full evaluation must make 0 requests.
+
+Then the whole month as `deepscholar evaluate` runs it, at each --full-concurrency, under a fresh judge
+name (nothing cached), and one JSON object as the last line: calls per report per metric, and per
+concurrency the wall time per report against its floor (calls x latency / concurrency; goal <= 1.25x),
+the process CPU per call (an upper bound of the client's: it includes the evaluation's own work), and the
+speed-up over the DeepScholar authors' evaluation code measured under the same conditions (15.3 s per
+report, 88 calls per report, 200 ms stub).
 """
 
 from __future__ import annotations
@@ -27,6 +34,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 logging.getLogger("werkzeug").setLevel(logging.WARNING)
+
+
+# The DeepScholar authors' own evaluation code on the same reports against the same 200 ms stub (issue 10).
+AUTHORS_SECONDS_PER_REPORT = 15.3
 
 
 def scripted_judge(body: dict) -> str:
@@ -110,6 +121,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--full-concurrency", type=int, nargs="+", default=[16, 64])
     args = parser.parse_args()
 
     home = Path(tempfile.mkdtemp(prefix="deepscholar_bench_eval_"))
@@ -150,7 +162,7 @@ def main() -> int:
             print(f"\nLLM judge at {args.latency * 1000:.0f} ms per request, concurrency {args.concurrency}:")
             print(f"{'metric':<22}{'requests':>9}{'per report':>12}{'floor':>8}{'ceiling':>9}"
                   f"{'wall s':>9}{'ideal s':>9}{'efficiency':>12}")
-            total_requests, total_wall = 0, 0.0
+            total_requests, total_wall, per_metric = 0, 0.0, {}
             from deepscholar.llm.client import _litellm
 
             _litellm()  # its ~4 s import is paid once per process, not by the first metric timed
@@ -168,6 +180,7 @@ def main() -> int:
                     total_wall += wall
                     low, high = bounds[metric]
                     eff = f"{ideal / wall:.2f}" if requests else "-"
+                    per_metric[metric] = round(requests / len(contexts), 2)
                     print(f"{metric:<22}{requests:>9}{requests / len(contexts):>12.2f}{low:>8.2f}{high:>9.2f}"
                           f"{wall:>9.2f}{ideal:>9.2f}{eff:>12}  unscored={run.unscored_reports}")
                 ideal_all = total_requests * args.latency / args.concurrency
@@ -179,22 +192,42 @@ def main() -> int:
                 print("(one metric at a time: each drains its last wave alone)")
 
                 # The whole month as `deepscholar evaluate` runs it: every (metric, system) task at once
-                # through one client, under a fresh judge model so nothing is cached yet.
+                # through one client, under a fresh judge model per concurrency so nothing is cached yet.
+                import resource
+
+                summary = {"reports": len(contexts), "latency_ms": args.latency * 1000,
+                           "calls_per_report": per_metric, "authors_seconds_per_report": AUTHORS_SECONDS_PER_REPORT,
+                           "runs": []}
+                for concurrency in args.full_concurrency:
+                    judge_name = f"openai/bench-judge-full-c{concurrency}"
+                    first = stub.requests
+                    cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+                    t0 = time.monotonic()
+                    full = evaluate_release(engine, month, judge=judge_name, api_base=stub.url,
+                                            concurrency=concurrency)
+                    wall = time.monotonic() - t0
+                    cpu = sum(resource.getrusage(resource.RUSAGE_SELF)[:2]) - cpu0
+                    requests = stub.requests - first
+                    ideal = requests * args.latency / concurrency
+                    print(f"\nfull evaluation at concurrency {concurrency} (all tasks together, + roll-up): "
+                          f"{requests} requests ({requests / len(contexts):.1f} per report), {wall:.2f} s vs ideal "
+                          f"{ideal:.2f} s: efficiency {ideal / wall:.2f}; peak in flight {stub.stats()[1]}; "
+                          f"{full['unscored_reports']} unscored; {1000 * cpu / max(requests, 1):.1f} ms CPU per call")
+                    per_report = wall / len(contexts)
+                    summary["runs"].append({
+                        "concurrency": concurrency, "requests": requests,
+                        "calls_per_report": round(requests / len(contexts), 1),
+                        "wall_per_report_s": round(per_report, 3),
+                        "floor_per_report_s": round(ideal / len(contexts), 3),
+                        "wall_vs_floor": round(wall / ideal, 3) if ideal else None,
+                        "process_cpu_ms_per_call": round(1000 * cpu / max(requests, 1), 2),
+                        "speedup_vs_authors": round(AUTHORS_SECONDS_PER_REPORT / per_report, 1),
+                        "unscored_reports": full["unscored_reports"]})
                 first = stub.requests
                 t0 = time.monotonic()
-                full = evaluate_release(engine, month, judge="openai/bench-judge-full", api_base=stub.url,
-                                        concurrency=args.concurrency)
-                wall = time.monotonic() - t0
-                requests = stub.requests - first
-                ideal = requests * args.latency / args.concurrency
-                print(f"\nfull evaluation (all tasks together, + roll-up): {requests} requests "
-                      f"({requests / len(contexts):.1f} per report), {wall:.2f} s vs ideal {ideal:.2f} s: "
-                      f"efficiency {ideal / wall:.2f}; peak in flight {stub.stats()[1]}; "
-                      f"{full['unscored_reports']} unscored")
-                first = stub.requests
-                t0 = time.monotonic()
-                again = evaluate_release(engine, month, judge="openai/bench-judge-full", api_base=stub.url,
-                                         concurrency=args.concurrency)
+                again = evaluate_release(engine, month, judge=judge_name, api_base=stub.url,
+                                         concurrency=args.full_concurrency[-1])
+                summary["rerun_requests"] = stub.requests - first
                 print(f"second full evaluation: {stub.requests - first} requests, "
                       f"{again['reports_judged']} reports re-judged, {time.monotonic() - t0:.2f} s")
             finally:
@@ -203,6 +236,7 @@ def main() -> int:
 
         print()
         print(format_leaderboard(load_leaderboard(engine, month, full["judge_config"]), "table"))
+        print(json.dumps(summary))
     finally:
         engine.dispose()
         db.stop_embedded_server(home)
