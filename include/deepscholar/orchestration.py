@@ -38,6 +38,27 @@ def provider_lane(model: str | None) -> str:
     return "other"
 
 
+DEFAULT_OFFLINE_BATCH = 25
+
+
+def lane_batch_size(lane: str, environ=None) -> int:
+    """(system, query) pairs per mapped generation task. An offline system writes a report in well under a
+    second while a task costs seconds of start-up, so offline pairs go DEEPSCHOLAR_OFFLINE_BATCH to a task:
+    4,000 reports would otherwise be 1,000 tasks spent mostly starting up. An LLM report takes tens of
+    seconds of provider time: one per task, so a retry redoes one report and pools meter each call."""
+    import os
+
+    if lane != "offline":
+        return 1
+    environ = os.environ if environ is None else environ
+    raw = environ.get("DEEPSCHOLAR_OFFLINE_BATCH", "").strip()
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw)
+    if raw:
+        raise ValueError(f"DEEPSCHOLAR_OFFLINE_BATCH must be a positive number of reports, not {raw!r}")
+    return DEFAULT_OFFLINE_BATCH
+
+
 def lane_pool(lane: str, environ=None) -> str:
     """DEEPSCHOLAR_POOL_<LANE> if set; else llm_<lane> for LLM lanes and default_pool for the offline one."""
     import os

@@ -29,7 +29,8 @@ def test_lane_pools_default_to_provider_pools_and_can_be_overridden():
     assert lane_pool("openai", {"DEEPSCHOLAR_POOL_OPENAI": "openai_tier2"}) == "openai_tier2"
 
 
-def test_pairs_by_lane_gives_every_lane_its_own_batches():
+def test_pairs_by_lane_gives_every_lane_its_own_batches(monkeypatch):
+    monkeypatch.setenv("DEEPSCHOLAR_OFFLINE_BATCH", "1")
     pairs = [{"system_id": f"s{i}", "arxiv_id": str(i), "lane": "openai" if i % 2 else "offline"} for i in range(5)]
     lanes = pairs_by_lane(pairs, max_tasks=2)
     assert set(lanes) == set(GENERATION_LANES)
@@ -38,3 +39,18 @@ def test_pairs_by_lane_gives_every_lane_its_own_batches():
     assert lanes["anthropic"] == []
     with pytest.raises(ValueError, match="unknown lanes"):
         pairs_by_lane([{"system_id": "x", "arxiv_id": "1", "lane": "mars"}])
+
+
+def test_offline_pairs_go_many_to_a_task_llm_pairs_one():
+    from deepscholar.orchestration import DEFAULT_OFFLINE_BATCH, lane_batch_size
+
+    pairs = [{"system_id": f"s{i % 3}", "arxiv_id": str(i), "lane": "offline" if i % 4 else "openai"}
+             for i in range(200)]
+    lanes = pairs_by_lane(pairs)
+    assert all(len(b) == DEFAULT_OFFLINE_BATCH for b in lanes["offline"][:-1])
+    assert len(lanes["offline"]) == -(-150 // DEFAULT_OFFLINE_BATCH)
+    assert all(len(b) == 1 for b in lanes["openai"]) and len(lanes["openai"]) == 50
+    assert lane_batch_size("offline", {"DEEPSCHOLAR_OFFLINE_BATCH": "5"}) == 5
+    assert lane_batch_size("gemini", {"DEEPSCHOLAR_OFFLINE_BATCH": "5"}) == 1
+    with pytest.raises(ValueError, match="DEEPSCHOLAR_OFFLINE_BATCH"):
+        lane_batch_size("offline", {"DEEPSCHOLAR_OFFLINE_BATCH": "many"})

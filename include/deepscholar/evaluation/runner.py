@@ -15,6 +15,7 @@ import contextvars
 import json
 import logging
 import os
+import resource
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +55,7 @@ class JudgeRun:
     completion_tokens: int = 0
     cost_usd: float | None = None  # of the provider requests; None when the provider's prices are unknown
     seconds: float = 0.0
+    peak_rss_mb: float | None = None  # of the process that judged (an Airflow judge task's own process)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -214,9 +216,10 @@ def judge_metric(
     run.prompt_tokens, run.completion_tokens = usage.request_prompt_tokens, usage.request_completion_tokens
     run.cost_usd = usage.request_cost_usd if usage.requests else 0.0
     run.seconds = time.perf_counter() - started
-    log.info("%s on %s (%s, %s): %d reports, %d items, %d unscored, %d LLM requests (%d cached calls), %.1f s",
-             metric_name, release_id, system_id or "all systems", spec.config_id, run.reports, run.items,
-             run.unscored_reports, run.llm_requests, run.cached_calls, run.seconds)
+    run.peak_rss_mb = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    log.info("%s on %s (%s, %s): %d reports, %d items, %d unscored, %d LLM requests (%d cached calls), %.1f s, "
+             "peak RSS %.0f MB", metric_name, release_id, system_id or "all systems", spec.config_id, run.reports,
+             run.items, run.unscored_reports, run.llm_requests, run.cached_calls, run.seconds, run.peak_rss_mb)
     return run
 
 

@@ -85,14 +85,18 @@ def pairs_by_lane(pairs: list[dict], max_tasks: int = 1000) -> dict[str, list[li
     unknown = {p["lane"] for p in pairs} - set(GENERATION_LANES)
     if unknown:
         raise ValueError(f"pairs in unknown lanes: {sorted(unknown)}")
-    return {lane: batch_pairs([p for p in pairs if p["lane"] == lane], max_tasks) for lane in GENERATION_LANES}
+    from deepscholar.orchestration import lane_batch_size
+
+    return {lane: batch_pairs([p for p in pairs if p["lane"] == lane], max_tasks, lane_batch_size(lane))
+            for lane in GENERATION_LANES}
 
 
-def batch_pairs(pairs: list[dict], max_tasks: int = 1000) -> list[list[dict]]:
-    """One pair per mapped task, unless that would exceed Airflow's max_map_length: then even batches."""
+def batch_pairs(pairs: list[dict], max_tasks: int = 1000, size: int = 1) -> list[list[dict]]:
+    """`size` pairs per mapped task (the last may hold fewer), unless that would exceed Airflow's
+    max_map_length: then even batches under it."""
     if not pairs:
         return []
-    n_batches = min(len(pairs), max_tasks)
+    n_batches = min(-(-len(pairs) // max(1, size)), max_tasks)
     size = -(-len(pairs) // n_batches)
     return [pairs[i:i + size] for i in range(0, len(pairs), size)]
 

@@ -1,0 +1,170 @@
+"""The benchmark half at scale, through the real scheduler: N systems x Q queries judged on the seven metrics.
+
+A month of Q queries is built with the library from a generated month (replay/scale_snapshot.py; release
+judge `local`), N extractive systems are registered (one per `top_k`, so N distinct systems), and the
+benchmark DAG runs that month under Airflow's own processes (api-server, scheduler with LocalExecutor,
+dag-processor, triggerer: what `airflow standalone` starts) with an LLM judge served by the
+OpenAI-compatible stub in its own process at --latency per request. Prints one JSON object:
+
+  {"systems", "queries", "reports", "task_instances": {task: n}, "judge_calls", "wall_seconds",
+   "judge_floor_seconds", "judge_wall_seconds", "judge_wall_vs_floor", "scheduler": {...},
+   "judge_task_peak_rss_mb": {"median", "max"}, ...}
+
+judge_floor_seconds = judge calls x latency / (DEEPSCHOLAR_JUDGE_CONCURRENCY x DEEPSCHOLAR_JUDGE_TASKS),
+what the provider's latency alone forces at the run's configured parallelism; judge_wall_seconds runs from
+the first judge task's start to the last one's end. scheduler: per task instance, seconds from being
+scheduled to queued and from queued to running (the executor's start-up), medians and 90th percentiles.
+
+Usage: .venv/bin/python bench/benchmark_scale.py [--systems 20] [--queries 200] [--latency 0.2]
+(embedded PostgreSQL in a throwaway DEEPSCHOLAR_HOME unless --db-url; ~1 h on 2 cores at the defaults;
+`--systems 2 --queries 20` checks the set-up in a few minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from evaluation import RemoteStub  # noqa: E402  (bench/evaluation.py: the scripted judge in its own process)
+
+
+def _seconds(a: str | None, b: str | None) -> float | None:
+    if not (a and b):
+        return None
+    return (datetime.fromisoformat(b) - datetime.fromisoformat(a)).total_seconds()
+
+
+def _spread(values: list[float]) -> dict:
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return {}
+    return {"median": round(statistics.median(values), 2), "p90": round(values[int(0.9 * (len(values) - 1))], 2),
+            "max": round(values[-1], 2)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--systems", type=int, default=20)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--candidates", type=int, default=None, help="default: 12 x queries")
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--judge-concurrency", type=int, default=16)
+    parser.add_argument("--judge-tasks", type=int, default=4)
+    parser.add_argument("--parallelism", type=int, default=8)
+    parser.add_argument("--timeout", type=float, default=4 * 3600)
+    parser.add_argument("--db-url", help="a PostgreSQL URL (default: embedded PostgreSQL, throwaway)")
+    args = parser.parse_args(argv)
+
+    home = Path(tempfile.mkdtemp(prefix="deepscholar_bench_scale_"))
+    os.environ["DEEPSCHOLAR_HOME"] = str(home)
+    from deepscholar import db
+    from deepscholar.config import ReleaseConfig
+    from deepscholar.demo import demo_schedule_env, replay_endpoints, wait_for_month
+    from deepscholar.local_airflow import LocalAirflow, drop_database, fresh_metadata_database
+    from deepscholar.orchestration import BENCHMARK_DAG_ID
+    from deepscholar.release.steps import build_release
+    from deepscholar.replay.scale_snapshot import ScaleSpec, write_scale_snapshot
+    from deepscholar.replay.server import ReplayServer
+    from deepscholar.systems.registry import add_system
+
+    engine = db.get_engine(args.db_url)
+    db.init_db(engine)
+    db_url = engine.url.render_as_string(hide_password=False)
+    metadata = f"{engine.url.database}_bench_scale_airflow"
+    say = lambda text: print(f"# {time.strftime('%H:%M:%S')} {text}", file=sys.stderr, flush=True)  # noqa: E731
+    try:
+        t = time.monotonic()
+        manifest = write_scale_snapshot(home / "snapshot", ScaleSpec(candidates=args.candidates or 12 * args.queries))
+        month = manifest["month"]
+        with ReplayServer(home / "snapshot") as replay:
+            config = ReleaseConfig(categories=manifest["categories"], arxiv_api_url=replay.arxiv_api_url,
+                                   arxiv_eprint_url=replay.eprint_url, openalex_url=replay.openalex_url,
+                                   arxiv_delay_seconds=0, max_queries=args.queries, judge="local")
+            os.environ["DEEPSCHOLAR_OPENALEX_INTERVAL_SECONDS"] = "0"
+            built = build_release(engine, month, config)
+            if not built["gx_success"] or built["queries"] < args.queries:
+                raise SystemExit(f"the month did not build as needed: {built}")
+            release_seconds = time.monotonic() - t
+            say(f"release {month}: {built['queries']} queries in {release_seconds:.0f} s")
+            systems = [f"extractive_k{6 + i}" for i in range(args.systems)]
+            for k, name in enumerate(systems):
+                add_system(engine, name, "extractive", {"top_k": 6 + k})
+
+            stub = RemoteStub(args.latency)
+            env = replay_endpoints(replay, manifest, db_url) | demo_schedule_env(month) | {
+                "DEEPSCHOLAR_OPENALEX_INTERVAL_SECONDS": "0",
+                "DEEPSCHOLAR_JUDGE": "openai/bench-judge", "DEEPSCHOLAR_JUDGE_API_BASE": stub.url,
+                "OPENAI_API_KEY": "bench", "DEEPSCHOLAR_JUDGE_CONCURRENCY": str(args.judge_concurrency),
+                "DEEPSCHOLAR_JUDGE_TASKS": str(args.judge_tasks)}
+            metadata_url = fresh_metadata_database(db_url, metadata)
+            try:
+                with LocalAirflow(home / "airflow", metadata_url, env, parallelism=args.parallelism) as airflow:
+                    airflow.wait_for_dags([BENCHMARK_DAG_ID])
+                    calls_before = stub.requests
+                    t = time.monotonic()
+                    airflow.unpause(BENCHMARK_DAG_ID)  # the scheduler starts the month's run, as on the 1st
+                    runs = wait_for_month(airflow, engine, month, args.timeout, progress=say)
+                    wall = time.monotonic() - t
+                    calls = stub.requests - calls_before
+                    run = next(r for r in runs if r["dag_id"] == BENCHMARK_DAG_ID)
+                    tis = airflow.task_instances(BENCHMARK_DAG_ID, run["dag_run_id"])
+                    judge_rss = []
+                    for ti in tis:
+                        if ti["task_id"] == "judge_metric" and ti["state"] == "success":
+                            entry = airflow.api("GET", f"/dags/{BENCHMARK_DAG_ID}/dagRuns/{run['dag_run_id']}"
+                                                       f"/taskInstances/judge_metric/xcomEntries/return_value",
+                                                params={"map_index": ti["map_index"]})
+                            value = entry.get("value")
+                            value = json.loads(value) if isinstance(value, str) else value
+                            if isinstance(value, dict) and value.get("peak_rss_mb"):
+                                judge_rss.append(value["peak_rss_mb"])
+            finally:
+                stub.close()
+                drop_database(db_url, metadata)
+        with engine.connect() as conn:
+            reports = conn.exec_driver_sql(
+                "SELECT count(*) FROM reports WHERE release_id = %(m)s", {"m": month}).scalar()
+        by_task: dict[str, int] = {}
+        for ti in tis:
+            by_task[ti["task_id"]] = by_task.get(ti["task_id"], 0) + 1
+        judges = [ti for ti in tis if ti["task_id"] == "judge_metric" and ti.get("start_date")]
+        judge_wall = _seconds(min(ti["start_date"] for ti in judges), max(ti["end_date"] for ti in judges)) \
+            if judges else None
+        floor = calls * args.latency / (args.judge_concurrency * args.judge_tasks)
+        print(json.dumps({
+            "systems": args.systems, "queries": built["queries"], "reports": reports,
+            "task_instances": by_task, "task_instances_total": len(tis), "run_state": run["state"],
+            "judge_calls": calls, "judge_calls_per_report": round(calls / max(reports, 1), 1),
+            "latency_ms": args.latency * 1000, "judge_concurrency": args.judge_concurrency,
+            "judge_tasks": args.judge_tasks, "parallelism": args.parallelism,
+            "wall_seconds": round(wall, 1), "release_seconds": round(release_seconds, 1),
+            "judge_floor_seconds": round(floor, 1), "judge_wall_seconds": judge_wall and round(judge_wall, 1),
+            "judge_wall_vs_floor": round(judge_wall / floor, 2) if judge_wall and floor else None,
+            "scheduler": {
+                "scheduled_to_queued_s": _spread([_seconds(t.get("scheduled_when"), t.get("queued_when")) for t in tis]),
+                "queued_to_running_s": _spread([_seconds(t.get("queued_when"), t.get("start_date")) for t in tis]),
+                "task_seconds": _spread([t.get("duration") for t in tis]),
+            },
+            "judge_task_peak_rss_mb": _spread(judge_rss),
+        }), flush=True)
+    finally:
+        engine.dispose()
+        if not args.db_url:
+            db.stop_embedded_server(home)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
