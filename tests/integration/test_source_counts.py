@@ -7,6 +7,7 @@ import re
 
 import pytest
 import sqlalchemy as sa
+from support.warehouse import one_query_release
 from werkzeug import Request, Response
 
 from deepscholar import db
@@ -70,10 +71,7 @@ def _report(conn, system_id: str, status: str, text: str, sources: list[tuple[in
 def release(engine):
     """A published release: one query, exemplar references (one with a count, one without), three systems."""
     with engine.begin() as conn:
-        db.upsert(conn, "releases", [{"release_id": RELEASE, "status": "published"}], key=["release_id"])
-        db.upsert(conn, "release_queries", [{
-            "release_id": RELEASE, "arxiv_id": QUERY, "title": "Q", "abstract": "A", "section_raw_latex": "x",
-            "section_text": "x", "word_count": 1}], key=["release_id", "arxiv_id"])
+        one_query_release(conn, RELEASE, QUERY)
         db.upsert(conn, "exemplar_references", [
             {"release_id": RELEASE, "arxiv_id": QUERY, "cite_key": "ex", "resolved_arxiv_id": FROM_EXEMPLAR,
              "openalex_id": "W333", "cited_by_count": 77, "is_important": True},

@@ -11,6 +11,7 @@ from urllib.parse import parse_qs
 
 import pytest
 import sqlalchemy as sa
+from support.warehouse import one_query_release
 
 from deepscholar import db
 from deepscholar.config import ReleaseConfig
@@ -61,10 +62,7 @@ def month(engine, snapshot) -> dict:
         NO_TITLE: None}
     cited = sorted(titles)
     with engine.begin() as conn:
-        db.upsert(conn, "releases", [{"release_id": RELEASE, "status": "published"}], key=["release_id"])
-        db.upsert(conn, "release_queries", [{
-            "release_id": RELEASE, "arxiv_id": QUERY, "title": "Q", "abstract": "A", "section_raw_latex": "x",
-            "section_text": "x", "word_count": 1}], key=["release_id", "arxiv_id"])
+        one_query_release(conn, RELEASE, QUERY)
         db.upsert(conn, "corpus", [
             {"arxiv_id": a, "title": titles[a], "doi": entries[a].get("doi"), "source": "reference"}
             for a in on_arxiv], key=["arxiv_id"])

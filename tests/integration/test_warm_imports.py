@@ -18,14 +18,15 @@ _PROBE = """
 import sys, time
 sys.argv = {argv!r}
 import airflow  # initialises settings: imports airflow_local_settings from the plugins folder
-print("litellm" in sys.modules)
+sys.stdout.flush()
+print("PROBE", "litellm" in sys.modules, flush=True)
 if "litellm" in sys.modules:
     import os
     pid = os.fork()  # what LocalExecutor does per task
     if pid == 0:
         started = time.monotonic()
         import litellm  # noqa: F401 - already there in the task process
-        print(f"{{time.monotonic() - started:.3f}}")
+        print(f"PROBE {{time.monotonic() - started:.3f}}", flush=True)
         os._exit(0)
     os.waitpid(pid, 0)
 """
@@ -38,7 +39,8 @@ def _probe(argv: list[str], tmp_path, **env) -> list[str]:
     out = subprocess.run([sys.executable, "-c", _PROBE.format(argv=argv)], env=environ, capture_output=True,
                          text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout.split()
+    # Airflow may log to stdout too (e.g. writing a first config): only the probe's own lines count.
+    return [line.split(" ", 1)[1] for line in out.stdout.splitlines() if line.startswith("PROBE ")]
 
 
 @pytest.mark.parametrize("argv", [["airflow", "scheduler"], ["airflow", "celery", "worker", "-q", "x"]])

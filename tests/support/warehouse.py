@@ -19,3 +19,13 @@ def empty_warehouse(engine: Engine) -> Engine:
         if names:
             conn.execute(sa.text("TRUNCATE " + ", ".join(f'deepscholar."{n}"' for n in names) + " CASCADE"))
     return engine
+
+
+def one_query_release(conn, release_id: str, arxiv_id: str) -> None:
+    """A published release with one minimal query, for tests about what hangs off a query."""
+    from deepscholar import db
+
+    db.upsert(conn, "releases", [{"release_id": release_id, "status": "published"}], key=["release_id"])
+    db.upsert(conn, "release_queries", [{
+        "release_id": release_id, "arxiv_id": arxiv_id, "title": "Q", "abstract": "A", "section_raw_latex": "x",
+        "section_text": "x", "word_count": 1}], key=["release_id", "arxiv_id"])
