@@ -1,7 +1,8 @@
 """The benchmark half at scale, through the real scheduler: N systems x Q queries judged on the seven metrics.
 
 A month of Q queries is built with the library from a generated month (replay/scale_snapshot.py; release
-judge `local`), N extractive systems are registered (one per `top_k`, so N distinct systems), and the
+judge `local`), N offline systems are registered (--kind oracle, the fast one, by default: oracle_1..N;
+extractive: one per `top_k`, its local search takes ~5 s of CPU per report over a real month's corpus), and the
 benchmark DAG runs that month under Airflow's own processes (api-server, scheduler with LocalExecutor,
 dag-processor, triggerer: what `airflow standalone` starts) with an LLM judge served by the
 OpenAI-compatible stub in its own process at --latency per request. Prints one JSON object:
@@ -54,11 +55,48 @@ def _spread(values: list[float]) -> dict:
             "max": round(values[-1], 2)}
 
 
+def _metadata_rows(metadata_url: str, sql: str, run_id: str) -> list[dict]:
+    import sqlalchemy as sa
+
+    from deepscholar.orchestration import BENCHMARK_DAG_ID
+
+    engine = sa.create_engine(metadata_url)
+    try:
+        with engine.connect() as conn:
+            return [dict(r) for r in conn.execute(sa.text(sql), {"d": BENCHMARK_DAG_ID, "r": run_id}).mappings()]
+    finally:
+        engine.dispose()
+
+
+def _task_instances(metadata_url: str, run_id: str) -> list[dict]:
+    """Every task instance of the run, from Airflow's metadata database (the REST API pages by 100)."""
+    rows = _metadata_rows(metadata_url, "SELECT task_id, map_index, state, scheduled_dttm, queued_dttm, start_date, "
+                                        "end_date, duration FROM task_instance WHERE dag_id = :d AND run_id = :r",
+                          run_id)
+    return [{**r, **{k: r[k].isoformat() if r[k] else None
+                     for k in ("scheduled_dttm", "queued_dttm", "start_date", "end_date")}} for r in rows]
+
+
+def _judge_results(metadata_url: str, run_id: str) -> list[dict]:
+    """What each judge task returned (its XCom), e.g. its process's peak RSS."""
+    rows = _metadata_rows(metadata_url, "SELECT value FROM xcom WHERE dag_id = :d AND run_id = :r "
+                                        "AND task_id = 'judge_metric' AND key = 'return_value'", run_id)
+    out = []
+    for row in rows:
+        value = row["value"]
+        while isinstance(value, str):
+            value = json.loads(value)
+        if isinstance(value, dict):
+            out.append(value)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--systems", type=int, default=20)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--candidates", type=int, default=None, help="default: 12 x queries")
+    parser.add_argument("--kind", choices=["oracle", "extractive"], default="oracle")
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--judge-concurrency", type=int, default=16)
     parser.add_argument("--judge-tasks", type=int, default=4)
@@ -98,9 +136,11 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"the month did not build as needed: {built}")
             release_seconds = time.monotonic() - t
             say(f"release {month}: {built['queries']} queries in {release_seconds:.0f} s")
-            systems = [f"extractive_k{6 + i}" for i in range(args.systems)]
-            for k, name in enumerate(systems):
-                add_system(engine, name, "extractive", {"top_k": 6 + k})
+            for i in range(args.systems):
+                if args.kind == "extractive":
+                    add_system(engine, f"extractive_k{6 + i}", "extractive", {"top_k": 6 + i})
+                else:
+                    add_system(engine, f"oracle_{i + 1}", "oracle")
 
             stub = RemoteStub(args.latency)
             env = replay_endpoints(replay, manifest, db_url) | demo_schedule_env(month) | {
@@ -119,17 +159,9 @@ def main(argv: list[str] | None = None) -> int:
                     wall = time.monotonic() - t
                     calls = stub.requests - calls_before
                     run = next(r for r in runs if r["dag_id"] == BENCHMARK_DAG_ID)
-                    tis = airflow.task_instances(BENCHMARK_DAG_ID, run["dag_run_id"])
-                    judge_rss = []
-                    for ti in tis:
-                        if ti["task_id"] == "judge_metric" and ti["state"] == "success":
-                            entry = airflow.api("GET", f"/dags/{BENCHMARK_DAG_ID}/dagRuns/{run['dag_run_id']}"
-                                                       f"/taskInstances/judge_metric/xcomEntries/return_value",
-                                                params={"map_index": ti["map_index"]})
-                            value = entry.get("value")
-                            value = json.loads(value) if isinstance(value, str) else value
-                            if isinstance(value, dict) and value.get("peak_rss_mb"):
-                                judge_rss.append(value["peak_rss_mb"])
+                    tis = _task_instances(metadata_url, run["dag_run_id"])
+                    judge_rss = [v["peak_rss_mb"] for v in _judge_results(metadata_url, run["dag_run_id"])
+                                 if v.get("peak_rss_mb")]
             finally:
                 stub.close()
                 drop_database(db_url, metadata)
@@ -144,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             if judges else None
         floor = calls * args.latency / (args.judge_concurrency * args.judge_tasks)
         print(json.dumps({
-            "systems": args.systems, "queries": built["queries"], "reports": reports,
+            "systems": args.systems, "kind": args.kind, "queries": built["queries"], "reports": reports,
             "task_instances": by_task, "task_instances_total": len(tis), "run_state": run["state"],
             "judge_calls": calls, "judge_calls_per_report": round(calls / max(reports, 1), 1),
             "latency_ms": args.latency * 1000, "judge_concurrency": args.judge_concurrency,
@@ -153,9 +185,9 @@ def main(argv: list[str] | None = None) -> int:
             "judge_floor_seconds": round(floor, 1), "judge_wall_seconds": judge_wall and round(judge_wall, 1),
             "judge_wall_vs_floor": round(judge_wall / floor, 2) if judge_wall and floor else None,
             "scheduler": {
-                "scheduled_to_queued_s": _spread([_seconds(t.get("scheduled_when"), t.get("queued_when")) for t in tis]),
-                "queued_to_running_s": _spread([_seconds(t.get("queued_when"), t.get("start_date")) for t in tis]),
-                "task_seconds": _spread([t.get("duration") for t in tis]),
+                "scheduled_to_queued_s": _spread([_seconds(t["scheduled_dttm"], t["queued_dttm"]) for t in tis]),
+                "queued_to_running_s": _spread([_seconds(t["queued_dttm"], t["start_date"]) for t in tis]),
+                "task_seconds": _spread([t["duration"] for t in tis]),
             },
             "judge_task_peak_rss_mb": _spread(judge_rss),
         }), flush=True)

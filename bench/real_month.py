@@ -12,7 +12,8 @@ max_queries 200 and with no cap, each into a fresh schema. Prints one JSON objec
 
 floor_seconds is the time the rate limits alone force: per host, requests x interval; hosts run in
 parallel, so the largest. floor_ratio = wall_seconds / floor_seconds (goal: <= 1.2 with the cap).
-"early"/"throttled" count requests the server saw less than 0.9 / 0.5 interval after the previous one.
+"early" counts requests the server saw less than 0.9 interval after the previous one, "throttled" those it
+refused (429) because more than 6 had come within 5 intervals.
 
 Usage: .venv/bin/python bench/real_month.py [--candidates 10000] [--time-scale 0.05] [--no-uncapped]
 (embedded PostgreSQL in a throwaway DEEPSCHOLAR_HOME unless --db-url is given).

@@ -306,5 +306,11 @@ class LocalAirflow:
             "dag_runs"]
 
     def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
-        return self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances", params={"limit": 1000})[
-            "task_instances"]
+        """Every task instance of the run: the API answers at most its page limit (100) at a time."""
+        found: list[dict] = []
+        while True:
+            page = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances",
+                            params={"limit": 100, "offset": len(found)})
+            found += page["task_instances"]
+            if not page["task_instances"] or len(found) >= page.get("total_entries", 0):
+                return found

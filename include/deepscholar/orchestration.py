@@ -42,9 +42,9 @@ DEFAULT_OFFLINE_BATCH = 25
 
 
 def lane_batch_size(lane: str, environ=None) -> int:
-    """(system, query) pairs per mapped generation task. An offline system writes a report in well under a
-    second while a task costs seconds of start-up, so offline pairs go DEEPSCHOLAR_OFFLINE_BATCH to a task:
-    4,000 reports would otherwise be 1,000 tasks spent mostly starting up. An LLM report takes tens of
+    """(system, query) pairs per mapped generation task. An offline system writes a report in a fraction of a
+    second to a few seconds while a task costs seconds of start-up, so offline pairs go
+    DEEPSCHOLAR_OFFLINE_BATCH to a task: 4,000 reports would otherwise be 1,000 tasks. An LLM report takes tens of
     seconds of provider time: one per task, so a retry redoes one report and pools meter each call."""
     import os
 
