@@ -102,9 +102,9 @@ def deepscholar_release():
 
     @task(map_index_template="{{ shard_label }}")
     def extract(release_id: str, shard: list[int]) -> dict:
-        from deepscholar.release.steps import extract_exemplars
+        from deepscholar.release.steps import extract_exemplars, shard_label
 
-        get_current_context()["shard_label"] = f"slice {shard[0] + 1} of {shard[1]}"
+        get_current_context()["shard_label"] = shard_label(tuple(shard))
         # Each slice also resolves the references of the papers it keeps as it goes (the e-print host and
         # the arXiv API/OpenAlex are then busy at once); `resolve` finishes what is left.
         return extract_exemplars(_context(release_id), tuple(shard), resolve=True)
@@ -117,9 +117,9 @@ def deepscholar_release():
 
     @task(map_index_template="{{ shard_label }}")
     def resolve(release_id: str, shard: list[int]) -> dict:
-        from deepscholar.release.steps import resolve_references
+        from deepscholar.release.steps import resolve_references, shard_label
 
-        get_current_context()["shard_label"] = f"slice {shard[0] + 1} of {shard[1]}"
+        get_current_context()["shard_label"] = shard_label(tuple(shard))
         return resolve_references(_context(release_id), tuple(shard))
 
     @task

@@ -125,7 +125,7 @@ def resolve_pending(ctx, shard=None, papers: list[str] | None = None) -> dict:
     """Resolve every pending reference of the release (of slice `shard` (k, n) only, when given: the
     references of every n-th query paper; of the query papers `papers` only, when given, with no progress
     lines: extraction resolves each batch of papers it keeps this way); returns counts per outcome."""
-    from deepscholar.release.steps import in_shard
+    from deepscholar.release.steps import in_shard, shard_label
     from deepscholar.sources.arxiv import ArxivSource
     from deepscholar.sources.openalex import OpenAlexSource
 
@@ -133,7 +133,7 @@ def resolve_pending(ctx, shard=None, papers: list[str] | None = None) -> dict:
     arxiv = ArxivSource(api_url=cfg.arxiv_api_url, delay_seconds=cfg.arxiv_delay_seconds)
     openalex = OpenAlexSource(base_url=cfg.openalex_url, email=cfg.openalex_email)
     todo = in_shard(pending_references(ctx.engine, ctx.release_id, papers), shard)
-    label = f"resolve references of {ctx.release_id}" + (f" slice {shard[0] + 1} of {shard[1]}" if shard else "")
+    label = f"resolve references of {ctx.release_id} {shard_label(shard)}".rstrip()
     if papers is None:
         log.info("%s: %d references to resolve", label, len(todo))
     counts = {"arxiv": 0, "openalex": 0, "unresolved": 0}
@@ -163,7 +163,6 @@ def resolve_pending(ctx, shard=None, papers: list[str] | None = None) -> dict:
 
 
 def _resolve_chunk(chunk: list[_Ref], arxiv, openalex, threshold: float) -> None:
-
     # 1. arXiv ids named by the bib entries: one request per 100 ids.
     named = [r for r in chunk if r.bib_arxiv_id]
     papers = _guarded(named, "arxiv", lambda: arxiv.get_by_ids(sorted({r.bib_arxiv_id for r in named}))) \

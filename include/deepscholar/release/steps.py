@@ -229,6 +229,11 @@ def shard_of(row: dict, n: int) -> int:
     return (rank if rank is not None else zlib.crc32(row["arxiv_id"].encode())) % n
 
 
+def shard_label(shard: Shard | None) -> str:
+    """How logs and the UI name a slice: "slice 2 of 4" ("" for the whole month)."""
+    return f"slice {shard[0] + 1} of {shard[1]}" if shard else ""
+
+
 def in_shard(rows: list[dict], shard: Shard | None) -> list[dict]:
     """The rows of slice k of n, in their order (None: all of them)."""
     if shard is None:
@@ -259,8 +264,8 @@ def extract_exemplars(ctx: ReleaseContext, shard: Shard | None = None, *, resolv
     with ctx.engine.connect() as conn:
         todo = in_shard(_candidates(conn, ctx.release_id, "source"), shard)
     counts: dict[str, int] = {"kept": 0}
-    part = f" slice {shard[0] + 1} of {shard[1]}" if shard else ""
-    label = f"extract {ctx.release_id}{part}"
+    part = shard_label(shard)
+    label = f"extract {ctx.release_id} {part}".rstrip()
     tracker = Progress(label, len(todo))
     resolver = _ResolveAsKept(ctx, enabled=resolve)
     for n, cand in enumerate(todo, start=1):
@@ -270,7 +275,7 @@ def extract_exemplars(ctx: ReleaseContext, shard: Shard | None = None, *, resolv
             if cand["sample_rank"] is None or cutoff is None or cand["sample_rank"] > cutoff:
                 counts["not_sampled"] = _mark_not_sampled(ctx, todo[n - 1:], cap)
                 break
-        outcome = _extract_and_store(ctx, cand, f"extract {n} of {len(todo)}{part and f' ({part.strip()})'}")
+        outcome = _extract_and_store(ctx, cand, f"extract {n} of {len(todo)}" + (f" ({part})" if part else ""))
         counts[outcome] = counts.get(outcome, 0) + 1
         tracker.advance(note=", ".join(f"{k} {v}" for k, v in counts.items() if v))
         if outcome == "kept":

@@ -167,6 +167,12 @@ def _is_arxiv_id(text: str) -> bool:
 
 
 _PHRASE_UNSAFE_RE = re.compile(r"[\"\\]")
+_TITLE_TOKEN_RE = re.compile(r"[A-Za-z0-9]+")
+# Lucene stop words and operators that would break or widen a ti:word AND ... query.
+_QUERY_STOP = frozenset(
+    "a an and are as at be but by for from if in into is it no not of on or such that the their then "
+    "there these they this to was will with via using towards toward".split()
+)
 
 
 def _title_phrase(title: str) -> str:
@@ -177,12 +183,6 @@ def _title_phrase(title: str) -> str:
 def _best_match(title: str, papers: list[ArxivPaper], threshold: float) -> ArxivPaper | None:
     best = max(papers, key=lambda p: title_similarity(p.title, title), default=None)
     return best if best is not None and title_similarity(best.title, title) >= threshold else None
-_TITLE_TOKEN_RE = re.compile(r"[A-Za-z0-9]+")
-# Lucene stop words and operators that would break or widen a ti:word AND ... query.
-_QUERY_STOP = frozenset(
-    "a an and are as at be but by for from if in into is it no not of on or such that the their then "
-    "there these they this to was will with via using towards toward".split()
-)
 
 
 class ArxivSource:
