@@ -1,11 +1,13 @@
 """Client CPU per LLM call: what our process spends on one judge request when the provider costs nothing.
 
-Usage: .venv/bin/python bench/llm_client_cpu.py [--calls 300] [--concurrency 1 16] [--profile]
+Usage: .venv/bin/python bench/llm_client_cpu.py [--calls 300] [--concurrency 1 16 64] [--transports direct litellm]
+       [--profile]
 The OpenAI-compatible stub (tests/support/openai_stub.py) answers at 0 ms in its own process, so the
 process CPU time measured here (user + system, all threads) is the client's alone: request building,
 litellm's per-call work, the HTTP exchange, response parsing, cost and usage accounting, and the
 llm_calls cache write in PostgreSQL (embedded, throwaway). Every call is a distinct prompt (no cache hit).
-Prints one JSON object: per concurrency, CPU ms per call (median of 3 rounds) and wall ms per call.
+Prints one JSON object: per transport (the direct OpenAI-compatible path, litellm) and concurrency, CPU ms
+per call (median of 3 rounds) and wall ms per call, and litellm's CPU per call over the direct path's.
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ def _round(client, calls: int, concurrency: int, tag: str) -> tuple[float, float
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
+    parser.add_argument("--transports", nargs="+", default=["direct", "litellm"],
+                        help="DEEPSCHOLAR_LLM_TRANSPORT values to measure side by side")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", action="store_true", help="print the top of a cProfile of one round")
     parser.add_argument("--sort", default="cumulative", help="cProfile sort key (cumulative, tottime)")
@@ -59,17 +63,26 @@ def main() -> int:
     engine = db.get_engine()
     db.init_db(engine)
     stub = RemoteStub(0.0)
-    out: dict = {"calls": args.calls, "rounds": args.rounds, "by_concurrency": {}}
+    out: dict = {"calls": args.calls, "rounds": args.rounds, "by_transport": {}}
     try:
-        for concurrency in args.concurrency:
-            client = LLMClient(engine, "openai/bench-cpu", api_base=stub.url, concurrency=concurrency)
-            _round(client, 20, concurrency, f"warm-{concurrency}")  # imports, connections, first-call setup
-            rounds = [_round(client, args.calls, concurrency, f"c{concurrency}-r{r}") for r in range(args.rounds)]
-            out["by_concurrency"][str(concurrency)] = {
-                "cpu_ms_per_call": round(statistics.median(c for c, _ in rounds), 2),
-                "wall_ms_per_call": round(statistics.median(w for _, w in rounds), 2),
-                "cpu_ms_per_call_rounds": [round(c, 2) for c, _ in rounds],
-            }
+        for transport in args.transports:  # side by side in one run: the ratio is what the noise spares
+            os.environ["DEEPSCHOLAR_LLM_TRANSPORT"] = transport
+            by_concurrency = out["by_transport"].setdefault(transport, {})
+            for concurrency in args.concurrency:
+                client = LLMClient(engine, "openai/bench-cpu", api_base=stub.url, concurrency=concurrency)
+                _round(client, 20, concurrency, f"{transport}-warm-{concurrency}")  # imports, connections
+                rounds = [_round(client, args.calls, concurrency, f"{transport}-c{concurrency}-r{r}")
+                          for r in range(args.rounds)]
+                by_concurrency[str(concurrency)] = {
+                    "cpu_ms_per_call": round(statistics.median(c for c, _ in rounds), 2),
+                    "wall_ms_per_call": round(statistics.median(w for _, w in rounds), 2),
+                    "cpu_ms_per_call_rounds": [round(c, 2) for c, _ in rounds],
+                }
+        if {"direct", "litellm"} <= set(args.transports):
+            out["litellm_over_direct_cpu"] = {
+                c: round(out["by_transport"]["litellm"][c]["cpu_ms_per_call"]
+                         / out["by_transport"]["direct"][c]["cpu_ms_per_call"], 2)
+                for c in out["by_transport"]["direct"]}
         if args.profile:
             import cProfile
             import pstats

@@ -3,7 +3,8 @@
 OPENAI_API_KEY (the judge's key, read by litellm) and the variable an LLM system's config names
 (`api_key_env`) hold unique canary strings. An LLM system (deepscholar_base) writes its reports and an LLM
 judge scores them, against the local OpenAI-compatible stub, in-process with every logger at DEBUG, and
-once more through the `deepscholar evaluate -v` command with litellm's own debug logging on. The stub must
+once more through the `deepscholar evaluate -v` command with litellm's and the OpenAI SDK's own debug logging
+on; all of it once per transport (the direct OpenAI-compatible path and litellm). The stub must
 have received the canaries (so they were really used); afterwards every row of every table, as text, and
 every captured log line and output stream are searched for them.
 """
@@ -99,9 +100,16 @@ LEAK_CASES = [pytest.param(where, id=f"canary-absent-from-{where}") for where in
     "tables", "library-logs-at-debug", "cli-stdout-stderr")]
 
 
-@pytest.fixture(scope="module")
-def canary_run(db_url):
-    """Generation and LLM judging with the canary keys, once for the module; what every channel captured."""
+# What shows that a transport's debug output was really on: litellm's own lines, or the OpenAI SDK's
+# request log on the direct path (llm/openai_compatible.py).
+DEBUG_MARKERS = {"litellm": ("Params passed to completion()", "LiteLLM"),
+                 "direct": ("openai._base_client DEBUG Request options", "Request options")}
+
+
+@pytest.fixture(scope="module", params=["direct", "litellm"])
+def canary_run(db_url, request):
+    """Generation and LLM judging with the canary keys, once per transport; what every channel captured."""
+    transport = request.param
     from deepscholar.evaluation.runner import evaluate_release
     from deepscholar.systems.generation import generate_release
     from deepscholar.systems.registry import add_system
@@ -117,6 +125,7 @@ def canary_run(db_url):
     with OpenAIStub() as stub, pytest.MonkeyPatch.context() as mp:
         stub.default = brain
         mp.setenv("OPENAI_API_KEY", JUDGE_CANARY)
+        mp.setenv("DEEPSCHOLAR_LLM_TRANSPORT", transport)
         mp.setenv("DEEPSCHOLAR_CANARY_SYSTEM_KEY", SYSTEM_CANARY)
         mp.delenv("DEEPSCHOLAR_JUDGE_API_BASE", raising=False)
         add_system(engine, "llm_system", "deepscholar_base", {
@@ -132,7 +141,8 @@ def canary_run(db_url):
         finally:
             root.removeHandler(handler)
             root.setLevel(old_level)
-        env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", DEEPSCHOLAR_DB_URL=db_url, LITELLM_LOG="DEBUG")
+        env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", DEEPSCHOLAR_DB_URL=db_url, LITELLM_LOG="DEBUG",
+                   OPENAI_LOG="debug", DEEPSCHOLAR_LLM_TRANSPORT=transport)
         cli = subprocess.run([sys.executable, "-m", "deepscholar.cli", "-v", "evaluate", "--release", RELEASE,
                               "--judge", "openai/stub-judge", "--api-base", stub.url, "--metrics", "claim_coverage",
                               "relevance_rate", "--json"], capture_output=True, text=True, env=env, timeout=300)
@@ -141,7 +151,7 @@ def canary_run(db_url):
     assert cli.returncode == 0, cli.stderr[-3000:]
     yield {"engine": engine, "generated": generated, "judged": judged, "library_log": log_stream.getvalue(),
            "cli": cli.stdout + cli.stderr, "cli_result": json.loads(cli.stdout[cli.stdout.index("{"):]),
-           "authorizations": authorizations}
+           "authorizations": authorizations, "markers": DEBUG_MARKERS[transport]}
 
 
 @pytest.mark.parametrize("where", LEAK_CASES)
@@ -157,8 +167,8 @@ def test_canary_keys_are_never_stored_or_logged(canary_run, where):
         if where == "tables":
             assert rows_holding(engine, canary) == {}
         elif where == "library-logs-at-debug":
-            assert "Params passed to completion()" in canary_run["library_log"]  # litellm's debug output was on
+            assert canary_run["markers"][0] in canary_run["library_log"]  # the transport's debug output was on
             assert canary not in canary_run["library_log"]
         else:
-            assert "LiteLLM" in canary_run["cli"]  # LITELLM_LOG=DEBUG took effect: the most it ever says
+            assert canary_run["markers"][1] in canary_run["cli"]  # its debug setting took effect
             assert canary not in canary_run["cli"]

@@ -1,4 +1,8 @@
-"""LLMClient against a local OpenAI-compatible server over real HTTP: retries, re-asks, cache, concurrency."""
+"""LLMClient against a local OpenAI-compatible server over real HTTP: retries, re-asks, cache, concurrency.
+
+Every test runs on both transports (llm/openai_compatible.py's direct path and litellm's): what the
+client guarantees must not depend on which one carried the request.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,17 @@ import time
 
 import pytest
 import sqlalchemy as sa
-from support.openai_stub import OpenAIStub
+from support.openai_stub import OpenAIStub, RawText
 
 from deepscholar.errors import InfrastructureError, MissingCredentials, UserError
 from deepscholar.llm.cache import request_hash
 from deepscholar.llm.client import LLMClient, ParseError, parse_json_array, parse_json_object, track_usage
+
+
+@pytest.fixture(autouse=True, params=["direct", "litellm"])
+def transport(request, monkeypatch):
+    monkeypatch.setenv("DEEPSCHOLAR_LLM_TRANSPORT", request.param)
+    return request.param
 
 
 @pytest.fixture
@@ -75,10 +85,9 @@ def test_garbage_every_time_is_unscored_with_the_parse_error(engine, fake_llm):
     assert judged.calls == 3 and fake_llm.requests == 3
 
 
-@pytest.mark.parametrize("status,error", [(500, "InternalServerError"), (503, "ServiceUnavailableError"),
-                                          (429, "RateLimitError")])
-def test_a_provider_down_past_the_retries_is_an_infrastructure_error_never_unscored(engine, fake_llm, status, error):
-    import litellm
+@pytest.mark.parametrize("status", [500, 503, 429])
+def test_a_provider_down_past_the_retries_is_an_infrastructure_error_never_unscored(engine, fake_llm, status):
+    import openai
 
     fake_llm.default = lambda body: status
     client = make_client(engine, fake_llm, max_retries=2)
@@ -86,7 +95,8 @@ def test_a_provider_down_past_the_retries_is_an_infrastructure_error_never_unsco
     # leaving the item unscored.
     with pytest.raises(InfrastructureError, match=f"LLM provider openai/judge-a at {fake_llm.url} unavailable") as err:
         client.ask(user("anything"), parse_json_object, purpose="test.fail")
-    assert isinstance(err.value.__cause__, getattr(litellm, error))  # the provider's error, kept as the cause
+    cause = err.value.__cause__  # the provider's error, kept as the cause (litellm's subclass the SDK's)
+    assert isinstance(cause, openai.APIStatusError) and cause.status_code == status
     assert fake_llm.requests == 3  # max_retries + 1
     with pytest.raises(InfrastructureError):
         client.complete(user("anything"), purpose="test.fail")
@@ -94,14 +104,38 @@ def test_a_provider_down_past_the_retries_is_an_infrastructure_error_never_unsco
     assert llm_call_rows(engine) == []  # failures are not cached
 
 
+def test_a_200_that_is_not_json_is_an_outage_not_the_judges_answer(engine, fake_llm):
+    """A proxy's login page is infrastructure: retried, then the task fails; nothing unscored, nothing cached."""
+    fake_llm.default = lambda body: RawText("<html><body>Gateway login required</body></html>")
+    client = make_client(engine, fake_llm, max_retries=1)
+    with pytest.raises(InfrastructureError, match="unavailable"):
+        client.ask(user("anything"), parse_json_object, purpose="test.html")
+    assert fake_llm.requests == 2 and llm_call_rows(engine) == []
+
+
+def test_both_transports_send_the_provider_the_same_request(engine, fake_llm, monkeypatch):
+    """The direct path is a shortcut, not another client: the provider sees what litellm would send."""
+    sent = {}
+    for transport in ("direct", "litellm"):
+        monkeypatch.setenv("DEEPSCHOLAR_LLM_TRANSPORT", transport)
+        client = make_client(engine, fake_llm, extra_params={"max_tokens": 64})
+        client.complete(user(f"same question via {transport}"), purpose="test.same",
+                        response_format={"type": "json_object"})
+        body = dict(fake_llm.bodies[-1])
+        body["messages"] = [{**m, "content": m["content"].replace(transport, "X")} for m in body["messages"]]
+        sent[transport] = body
+    assert sent["direct"]["model"] == "judge-a"
+    assert sent["direct"] == sent["litellm"]
+
+
 def test_bad_request_is_unscored_but_a_bad_key_raises(engine, fake_llm):
-    import litellm
+    import openai
 
     fake_llm.script = [400, 401]
     client = make_client(engine, fake_llm)
     judged = client.ask(user("too long"), parse_json_object, purpose="test.fail")
     assert judged.value is None and "BadRequestError" in judged.unscored_reason
-    with pytest.raises(litellm.AuthenticationError):  # every item would fail the same way: stop the run
+    with pytest.raises(openai.AuthenticationError):  # every item would fail the same way: stop the run
         client.ask(user("anything"), parse_json_object, purpose="test.fail")
     assert fake_llm.requests == 2  # neither is retried
 

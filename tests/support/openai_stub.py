@@ -11,7 +11,8 @@ Answers come from `script` (served first, one item per request, in arrival order
 - a dict: the whole assistant message, e.g. `tool_calls_message(tool_call("search", {"query": "x"}))`;
 - a callable: called with the body, returning one of the above (lets a script item look at the request);
 - a `RawBody`: the whole 200 response body as given (e.g. `RawBody({"choices": []})`, what a broken
-  provider or proxy may send).
+  provider or proxy may send);
+- a `RawText`: a 200 whose body is that text, not JSON (e.g. a proxy's HTML page).
 
 Usage:
     with OpenAIStub() as stub:
@@ -32,11 +33,15 @@ from typing import Any
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-__all__ = ["OpenAIStub", "RawBody", "tool_call", "tool_calls_message", "echo_last_message", "first_user_text"]
+__all__ = ["OpenAIStub", "RawBody", "RawText", "tool_call", "tool_calls_message", "echo_last_message", "first_user_text"]
 
 
 class RawBody(dict):
     """An answer sent as the complete response body, not wrapped into a chat completion."""
+
+
+class RawText(str):
+    """An answer sent as a 200 with this text as its whole body (text/html), not JSON at all."""
 
 
 Answer = str | int | dict | RawBody | Callable[[dict], Any]
@@ -153,6 +158,8 @@ class OpenAIStub:
             raise TypeError(f"stub answers must be str, int or dict, got {type(answer).__name__}")
         if isinstance(answer, int):
             return _error(answer, f"scripted failure {answer}")
+        if isinstance(answer, RawText):
+            return Response(str(answer), content_type="text/html")
         if isinstance(answer, RawBody):
             return Response(json.dumps(dict(answer)), content_type="application/json")
         message = answer if isinstance(answer, dict) else {"role": "assistant", "content": answer}

@@ -16,6 +16,7 @@ import contextvars
 import functools
 import json
 import logging
+import os
 import re
 import threading
 import time
@@ -134,6 +135,14 @@ def _litellm():
     return litellm
 
 
+def _is_direct(model: str, api_base: str | None) -> bool:
+    """`openai/<model>` at an explicit endpoint goes the direct way (llm/openai_compatible.py) unless
+    DEEPSCHOLAR_LLM_TRANSPORT=litellm."""
+    if os.environ.get("DEEPSCHOLAR_LLM_TRANSPORT", "direct").strip().lower() == "litellm":
+        return False
+    return bool(api_base) and model.startswith("openai/") and len(model) > len("openai/")
+
+
 # litellm reports a missing API key as an InternalServerError raised before any request is made.
 _MISSING_KEY_MARKERS = ("Missing credentials", "api_key client option must be set")
 
@@ -149,23 +158,17 @@ def _key_variable(model: str) -> str:
 
 
 def is_transient_error(exc: BaseException) -> bool:
-    """429, 408, 5xx, timeouts and connection failures are worth retrying; 4xx answers are not."""
+    """429, 408, 5xx, timeouts and connection failures are worth retrying; 4xx answers are not.
+
+    Classified on the OpenAI SDK's error classes, which litellm's own errors subclass, so the direct
+    OpenAI-compatible path and the litellm path are judged alike (and this never imports litellm).
+    """
     if _missing_credentials(exc):
         return False
-    litellm = _litellm()
     import openai
 
-    transient = (
-        litellm.RateLimitError,
-        litellm.InternalServerError,
-        litellm.ServiceUnavailableError,
-        litellm.BadGatewayError,
-        litellm.APIConnectionError,
-        litellm.Timeout,
-        openai.APIConnectionError,  # also covers openai.APITimeoutError
-    )
-    if isinstance(exc, transient):
-        return True
+    if isinstance(exc, (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError)):
+        return True  # APIConnectionError also covers APITimeoutError (litellm.Timeout)
     status = getattr(exc, "status_code", None)
     return isinstance(status, int) and (status in (408, 429) or status >= 500)
 
@@ -174,10 +177,9 @@ def _is_provider_down(exc: BaseException) -> bool:
     """For the host's circuit breaker: unreachable, timing out or failing (5xx); not a 429 or a refusal."""
     if _missing_credentials(exc):
         return False
-    litellm = _litellm()
     import openai
 
-    if isinstance(exc, (litellm.APIConnectionError, litellm.Timeout, openai.APIConnectionError)):
+    if isinstance(exc, openai.APIConnectionError):
         return True
     status = getattr(exc, "status_code", None)
     return isinstance(status, int) and status >= 500
@@ -185,9 +187,10 @@ def _is_provider_down(exc: BaseException) -> bool:
 
 def _is_config_error(exc: BaseException) -> bool:
     """Errors that no item can survive (bad key, unknown model): raising beats marking everything unscored."""
-    litellm = _litellm()
+    import openai
+
     return _missing_credentials(exc) or isinstance(
-        exc, (litellm.AuthenticationError, litellm.PermissionDeniedError, litellm.NotFoundError))
+        exc, (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError))
 
 
 LLM_SETTING_ENV = {"retries": "DEEPSCHOLAR_LLM_RETRIES", "timeout": "DEEPSCHOLAR_LLM_TIMEOUT_SECONDS",
@@ -236,6 +239,8 @@ class LLMClient:
         self._key_locks: dict[str, list] = {}
         self._key_guard = threading.Lock()
         self._credentials_checked = False
+        # OpenAI-compatible endpoints skip litellm's per-call work (llm/openai_compatible.py).
+        self._direct = _is_direct(model, self.api_base)
 
     def __repr__(self) -> str:
         return f"LLMClient(model={self.model!r}, api_base={self.api_base!r}, concurrency={self.concurrency})"
@@ -323,24 +328,11 @@ class LLMClient:
             return retrying(attempt)
 
     def _call_once(self, key, request, messages, call_params, purpose) -> cache.CachedCall:
-        litellm = _litellm()
         with self._in_flight:
             _record_attempt()
             started = time.perf_counter()
-            response = litellm.completion(
-                model=self.model,
-                messages=list(messages),
-                api_base=self.api_base,
-                api_key=self._api_key,
-                timeout=self.timeout,
-                drop_params=True,
-                num_retries=0,  # retries are ours alone, so the attempt count is the request count
-                max_retries=0,  # and the OpenAI SDK underneath must not retry on its own either
-                **_TOOLS_WORKAROUND if "tools" in call_params else {},
-                **call_params,
-            )
+            body = self._send(messages, call_params)
             latency_ms = (time.perf_counter() - started) * 1000.0
-        body = json.loads(json.dumps(response.model_dump(), default=str))
         usage = body.get("usage") or {}
         return cache.CachedCall(
             request_hash=key,
@@ -356,6 +348,28 @@ class LLMClient:
             cost_usd=_cost(body.get("model"), self.model, usage),
             latency_ms=latency_ms,
         )
+
+    def _send(self, messages, call_params) -> dict:
+        """One request, no retries (ours alone count): the provider's response body as plain JSON."""
+        if self._direct:
+            from deepscholar.llm import openai_compatible  # lazily, as litellm: DAG files import this module
+
+            return openai_compatible.chat_completion(self.model, messages, api_base=self.api_base,
+                                                     api_key=self._api_key, timeout=self.timeout,
+                                                     params=call_params)
+        response = _litellm().completion(
+            model=self.model,
+            messages=list(messages),
+            api_base=self.api_base,
+            api_key=self._api_key,
+            timeout=self.timeout,
+            drop_params=True,
+            num_retries=0,  # retries are ours alone, so the attempt count is the request count
+            max_retries=0,  # and the OpenAI SDK underneath must not retry on its own either
+            **_TOOLS_WORKAROUND if "tools" in call_params else {},
+            **call_params,
+        )
+        return json.loads(json.dumps(response.model_dump(), default=str))
 
     @contextmanager
     def _key_lock(self, key: str) -> Iterator[None]:
