@@ -143,18 +143,7 @@ def build_scale_snapshot(spec: ScaleSpec = ScaleSpec()):  # noqa: B008 - a froze
         method = _method_name(rng)
         primary = rng.choice(theme.categories[:1] * 3 + ["cs.AI"]) if theme.categories[0].startswith("cs.") \
             else "cs.LG"
-        versions = 1
-        comment: str | None = rng.choice([None, "12 pages, 5 figures", "Preprint. Under review."])
-        if i in passing:
-            comment = f"Accepted at {rng.choice(_VENUES)} {b.start.year}. {rng.randint(8, 14)} pages"
-            roll = rng.random()
-            source = "pdf" if roll < spec.pdf_share else "tar.gz"
-            layout = "none" if spec.pdf_share <= roll < spec.pdf_share + spec.no_related_share else rng.choice(_LAYOUTS)
-            outcome = "no_source_pdf" if source == "pdf" else "no_related_work" if layout == "none" else "kept"
-        else:
-            outcome = "not_v1" if rng.random() < 0.3 else "no_venue"
-            versions = 2 if outcome == "not_v1" else 1
-            source, layout = "tar.gz", "section"
+        comment, source, layout, outcome, versions = _fate(rng, spec, i in passing, b.start.year)
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         abstract = [rng.choice(theme.contexts),
                     f"We present {method}, a method that {rng.choice(theme.refs)[2]}.",
@@ -182,6 +171,29 @@ def build_scale_snapshot(spec: ScaleSpec = ScaleSpec()):  # noqa: B008 - a froze
         else:
             payload = demo._tar_gz(demo._PaperWriter(b, cand, arxiv_id).files())
         yield f"eprint/{arxiv_id}v1", payload
+    yield from _index_files(sb, entries, outcomes)
+
+
+def _fate(rng: random.Random, spec: ScaleSpec, passing: bool, year: int) -> tuple[str | None, str, str, str, int]:
+    """(comment, source, layout, outcome, versions) of one submission; the draws keep their order."""
+    versions = 1
+    comment: str | None = rng.choice([None, "12 pages, 5 figures", "Preprint. Under review."])
+    if passing:
+        comment = f"Accepted at {rng.choice(_VENUES)} {year}. {rng.randint(8, 14)} pages"
+        roll = rng.random()
+        source = "pdf" if roll < spec.pdf_share else "tar.gz"
+        layout = "none" if spec.pdf_share <= roll < spec.pdf_share + spec.no_related_share else rng.choice(_LAYOUTS)
+        outcome = "no_source_pdf" if source == "pdf" else "no_related_work" if layout == "none" else "kept"
+    else:
+        outcome = "not_v1" if rng.random() < 0.3 else "no_venue"
+        versions = 2 if outcome == "not_v1" else 1
+        source, layout = "tar.gz", "section"
+    return comment, source, layout, outcome, versions
+
+
+def _index_files(sb: _ScaleBuilder, entries: list[dict], outcomes: dict[str, int]):
+    """The arXiv entries, the OpenAlex works and the manifest, as (path, bytes)."""
+    b, spec = sb.b, sb.spec
     entries += b.ref_entries()
     unknown_ids = {b.refs[s].openalex_id for s in sb.unknown}
     works = [w for w in b.openalex_works() if w["id"].rsplit("/", 1)[-1] not in unknown_ids]

@@ -2,12 +2,8 @@
 
 The offline demo and the tests point the real clients (`arxiv`, `pyalex`, `requests`) at it, so
 what runs offline is the same code that runs against the live services: URL building, Atom and
-JSON parsing, paging, retries. Snapshot layout (written by `demo_snapshot`):
-
-    manifest.json          {"month", "categories", "generator", "version", "expected"}
-    arxiv/entries.jsonl    one arXiv entry (one version) per line
-    eprint/<versioned id>  raw e-print bytes
-    openalex/works.jsonl   one OpenAlex work per line
+JSON parsing, paging, retries. The snapshot folder (written by `demo_snapshot`) is read by
+`snapshot.Snapshot`; search queries are parsed by `arxiv_query` and answered as `atom` feeds.
 
 Failure injection and the request log exist for tests of retries and rate limiting.
 """
@@ -22,425 +18,20 @@ import re
 import threading
 import time
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
-from xml.sax.saxutils import escape, quoteattr
 
 from werkzeug.serving import WSGIRequestHandler, make_server
 from werkzeug.wrappers import Request, Response
 
-from deepscholar.text import normalise_title, strip_arxiv_version
+from deepscholar.replay.arxiv_query import QueryError, matches, parse_query, relevance
+from deepscholar.replay.atom import error_feed, render_feed
+from deepscholar.replay.snapshot import Snapshot, bare_doi
+from deepscholar.text import strip_arxiv_version
 
 __all__ = ["Delay", "ReplayServer", "RequestRecord", "Snapshot", "Throttled", "Truncated", "serve_forever"]
 
 logger = logging.getLogger(__name__)
-
-ATOM_NS = "http://www.w3.org/2005/Atom"
-ARXIV_NS = "http://arxiv.org/schemas/atom"
-OPENSEARCH_NS = "http://a9.com/-/spec/opensearch/1.1/"
-
-
-# --- snapshot ---------------------------------------------------------------------------------------------
-
-
-def _minute_key(iso: str) -> str:
-    """'2025-06-01T12:34:56Z' -> '202506011234', the granularity of submittedDate queries."""
-    dt = datetime.fromisoformat(iso.replace("Z", "+00:00")).astimezone(UTC)
-    return dt.strftime("%Y%m%d%H%M")
-
-
-def _stem(token: str) -> str:
-    """A crude plural fold standing in for the stemming arXiv's and OpenAlex's search engines do."""
-    if len(token) > 3 and token.endswith("s") and not token.endswith(("ss", "us", "is")):
-        return token[:-1]
-    return token
-
-
-def _tokens(text: str) -> list[str]:
-    return [_stem(t) for t in normalise_title(text).split()]
-
-
-@dataclass
-class _Entry:
-    data: dict
-    base_id: str
-    version: int
-    title_tokens: list[str]
-    abstract_tokens: list[str]
-    author_tokens: list[str]
-    submitted: str  # YYYYMMDDHHMM of v1
-    updated: str
-
-
-class Snapshot:
-    """The snapshot folder, indexed for the queries the clients send."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root)
-        manifest_path = self.root / "manifest.json"
-        self.manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
-        self.versions: dict[str, dict[int, _Entry]] = {}
-        for data in _read_jsonl(self.root / "arxiv" / "entries.jsonl"):
-            base, version = strip_arxiv_version(data["id"])
-            entry = _Entry(
-                data=data,
-                base_id=base,
-                version=version or 1,
-                title_tokens=_tokens(data.get("title", "")),
-                abstract_tokens=_tokens(data.get("summary", "")),
-                author_tokens=_tokens(" ".join(data.get("authors", []))),
-                submitted=_minute_key(data["published"]),
-                updated=_minute_key(data.get("updated") or data["published"]),
-            )
-            self.versions.setdefault(base, {})[entry.version] = entry
-        self.works: list[dict] = list(_read_jsonl(self.root / "openalex" / "works.jsonl"))
-        self.works_by_id = {w["id"].rsplit("/", 1)[-1].upper(): w for w in self.works}
-        self.works_by_doi = {_bare_doi(w.get("doi")): w for w in self.works if w.get("doi")}
-        self._work_title_tokens = {id(w): set(_stems(w.get("title") or w.get("display_name") or ""))
-                                   for w in self.works}
-        self._work_text_tokens = {id(w): set(_stems(_work_text(w))) for w in self.works}
-
-        # Title token -> papers whose latest title has it: a title search looks only at those.
-        self._latest = [v[max(v)] for v in self.versions.values()]
-        self._title_postings: dict[str, set[int]] = {}
-        for i, entry in enumerate(self._latest):
-            for token in entry.title_tokens:
-                self._title_postings.setdefault(token, set()).add(i)
-
-    def latest_entries(self, tree=None) -> list[_Entry]:  # noqa: ANN001 - a parsed query
-        """What search returns: one entry per paper, its latest version (as arXiv does); with a query,
-        only those that could match it (by the title words it requires), in the same order."""
-        possible = self._possible(tree) if tree is not None else None
-        if possible is None:
-            return list(self._latest)
-        return [self._latest[i] for i in sorted(possible)]
-
-    def _possible(self, node) -> set[int] | None:  # noqa: ANN001 - a parsed query
-        """Indexes of the entries that can match `node` by their title words; None: any entry can."""
-        kind = node[0]
-        if kind in ("and", "or"):
-            left, right = self._possible(node[1]), self._possible(node[2])
-            if kind == "and":
-                return left if right is None else right if left is None else left & right
-            return None if left is None or right is None else left | right
-        if kind == "andnot":
-            return self._possible(node[1])
-        required = _required_title_tokens(node)
-        if not required:
-            return None
-        return set.intersection(*(self._title_postings.get(t, set()) for t in required))
-
-    def lookup(self, arxiv_id: str) -> _Entry | None:
-        base, version = strip_arxiv_version(arxiv_id)
-        versions = self.versions.get(base)
-        if not versions:
-            return None
-        if version is None:
-            return versions[max(versions)]
-        return versions.get(version)
-
-    def eprint_path(self, arxiv_id: str) -> Path | None:
-        folder = (self.root / "eprint").resolve()
-        base, version = strip_arxiv_version(arxiv_id)
-        if version is None:
-            versions = self.versions.get(base, {})
-            candidates = [f"{base}v{v}" for v in sorted(versions, reverse=True)]
-            candidates += sorted((p.relative_to(folder).as_posix() for p in folder.glob(f"{base}v*")),
-                                 reverse=True) if folder.is_dir() and ".." not in base else []
-        else:
-            candidates = [f"{base}v{version}"]
-        for name in candidates:
-            path = (folder / name).resolve()
-            # The id comes from a URL: never serve anything outside the snapshot's eprint folder.
-            if folder in path.parents and path.is_file():
-                return path
-        return None
-
-    def work_search(self, text: str, title_only: bool) -> list[dict]:
-        wanted = set(_stems(text))
-        if not wanted:
-            return []
-        index = self._work_title_tokens if title_only else self._work_text_tokens
-        hits = [w for w in self.works if wanted <= index[id(w)]]
-        # Relevance stand-in: how much of the title the query covers, then citations.
-        hits.sort(key=lambda w: (-len(wanted & self._work_title_tokens[id(w)]) /
-                                 max(1, len(self._work_title_tokens[id(w)])),
-                                 -int(w.get("cited_by_count") or 0), w["id"]))
-        return hits
-
-
-def _read_jsonl(path: Path):
-    if not path.exists():
-        return
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                yield json.loads(line)
-
-
-def _bare_doi(doi: str | None) -> str:
-    text = (doi or "").strip()
-    text = re.sub(r"^(?:https?://(?:dx\.)?doi\.org/|doi:\s*)", "", text, flags=re.IGNORECASE)
-    return text.lower()
-
-
-_STOP = frozenset("a an and are as at be by for from in into is of on or the to with via".split())
-
-
-def _stems(text: str) -> list[str]:
-    """Tokens for OpenAlex-style full-text search: stop words dropped, plurals folded."""
-    return [_stem(tok) for tok in normalise_title(text).split() if tok not in _STOP]
-
-
-def _work_text(work: dict) -> str:
-    inv = work.get("abstract_inverted_index") or {}
-    words = sorted(((p, w) for w, ps in inv.items() for p in ps))
-    return " ".join([work.get("title") or work.get("display_name") or "", " ".join(w for _, w in words)])
-
-
-# --- arXiv query language -------------------------------------------------------------------------------
-
-_QUERY_TOKEN_RE = re.compile(
-    r'\s*(?:(?P<lp>\()|(?P<rp>\))|(?P<op>ANDNOT|AND|OR)(?=[\s(]|$)'
-    r'|(?P<field>[A-Za-z_]+):(?:"(?P<phrase>[^"]*)"|\[(?P<range>[^\]]*)\]|(?P<word>[^\s()"]+))'
-    r'|"(?P<bare_phrase>[^"]*)"|(?P<bare>[^\s()"]+))'
-)
-
-
-class QueryError(ValueError):
-    pass
-
-
-def _lex(query: str) -> list[tuple[str, object]]:
-    tokens: list[tuple[str, object]] = []
-    pos = 0
-    query = query.strip()
-    while pos < len(query):
-        m = _QUERY_TOKEN_RE.match(query, pos)
-        if m is None or m.end() == pos:
-            raise QueryError(f"cannot parse query near {query[pos:pos + 20]!r}")
-        pos = m.end()
-        if m.group("lp"):
-            tokens.append(("(", None))
-        elif m.group("rp"):
-            tokens.append((")", None))
-        elif m.group("op"):
-            tokens.append(("op", m.group("op")))
-        elif m.group("field"):
-            field = m.group("field")
-            if m.group("range") is not None:
-                tokens.append(("term", (field, "range", m.group("range"))))
-            elif m.group("phrase") is not None:
-                tokens.append(("term", (field, "phrase", m.group("phrase"))))
-            else:
-                tokens.append(("term", (field, "word", m.group("word"))))
-        elif m.group("bare_phrase") is not None:
-            tokens.append(("term", ("all", "phrase", m.group("bare_phrase"))))
-        elif m.group("bare"):
-            tokens.append(("term", ("all", "word", m.group("bare"))))
-    return tokens
-
-
-def _parse(tokens: list[tuple[str, object]]):
-    """expr := and_expr (OR and_expr)*; and_expr := atom ((AND|ANDNOT)? atom)*; juxtaposition is AND."""
-    pos = 0
-
-    def atom():
-        nonlocal pos
-        if pos >= len(tokens):
-            raise QueryError("unexpected end of query")
-        kind, value = tokens[pos]
-        if kind == "(":
-            pos += 1
-            node = expr()
-            if pos >= len(tokens) or tokens[pos][0] != ")":
-                raise QueryError("missing ')'")
-            pos += 1
-            return node
-        if kind == "term":
-            pos += 1
-            return ("term", value)
-        raise QueryError(f"unexpected {kind} {value or ''}")
-
-    def and_expr():
-        nonlocal pos
-        node = atom()
-        while pos < len(tokens):
-            kind, value = tokens[pos]
-            if kind == "op" and value in ("AND", "ANDNOT"):
-                pos += 1
-                node = ("and" if value == "AND" else "andnot", node, atom())
-            elif kind in ("(", "term"):
-                node = ("and", node, atom())
-            else:
-                break
-        return node
-
-    def expr():
-        nonlocal pos
-        node = and_expr()
-        while pos < len(tokens) and tokens[pos] == ("op", "OR"):
-            pos += 1
-            node = ("or", node, and_expr())
-        return node
-
-    tree = expr()
-    if pos != len(tokens):
-        raise QueryError("trailing tokens in query")
-    return tree
-
-
-def _required_title_tokens(node) -> set[str]:  # noqa: ANN001 - a parsed query
-    """Title tokens every match of this query term has (empty: no such constraint)."""
-    field, mode, value = node[1]
-    if field.lower() != "ti" or mode == "range" or (mode == "word" and value.endswith("*")):
-        return set()
-    return set(_tokens(value))
-
-
-def _contains_phrase(haystack: list[str], needle: list[str]) -> bool:
-    if not needle:
-        return False
-    n = len(needle)
-    return any(haystack[i:i + n] == needle for i in range(len(haystack) - n + 1))
-
-
-def _word_match(tokens: list[str], word: str) -> bool:
-    if word.endswith("*"):
-        prefix = normalise_title(word[:-1])
-        return bool(prefix) and any(t.startswith(prefix) for t in tokens)
-    wanted = _tokens(word)
-    return _contains_phrase(tokens, wanted) if len(wanted) > 1 else bool(wanted) and wanted[0] in tokens
-
-
-def _range_match(value: str, spec: str) -> bool:
-    parts = re.split(r"\s+TO\s+", spec.strip(), flags=re.IGNORECASE)
-    if len(parts) != 2:
-        raise QueryError(f"bad date range {spec!r}")
-    lo, hi = (p.strip() for p in parts)
-    # arXiv accepts YYYYMMDD, YYYYMMDDHHMM and YYYYMMDDHHMMSS; compare at minute granularity.
-    lo = (lo + "0000")[:12] if lo != "*" else "000000000000"
-    hi = (hi + "2359")[:12] if hi != "*" else "999999999999"
-    return lo <= value <= hi
-
-
-def _eval(node, entry: _Entry) -> bool:
-    kind = node[0]
-    if kind == "and":
-        return _eval(node[1], entry) and _eval(node[2], entry)
-    if kind == "andnot":
-        return _eval(node[1], entry) and not _eval(node[2], entry)
-    if kind == "or":
-        return _eval(node[1], entry) or _eval(node[2], entry)
-    field, mode, value = node[1]
-    field_l = field.lower()
-    if field_l in ("submitteddate", "lastupdateddate"):
-        if mode != "range":
-            raise QueryError(f"{field} needs a [A TO B] range")
-        return _range_match(entry.submitted if field_l == "submitteddate" else entry.updated, value)
-    if field_l == "cat":
-        cats = entry.data.get("categories", [])
-        if value.endswith("*"):
-            return any(c.startswith(value[:-1]) for c in cats)
-        return value in cats
-    if field_l == "id":
-        return strip_arxiv_version(value)[0] == entry.base_id
-    tokens = {
-        "ti": entry.title_tokens,
-        "abs": entry.abstract_tokens,
-        "au": entry.author_tokens,
-        "co": _tokens(entry.data.get("comment") or ""),
-        "jr": _tokens(entry.data.get("journal_ref") or ""),
-    }.get(field_l)
-    if tokens is None:
-        if field_l != "all":
-            raise QueryError(f"unsupported field {field!r}")
-        tokens = entry.title_tokens + entry.abstract_tokens + entry.author_tokens
-    if mode == "phrase":
-        return _contains_phrase(tokens, _tokens(value))
-    return _word_match(tokens, value)
-
-
-def _relevance(node, entry: _Entry) -> int:
-    """Number of text terms the entry matches, title terms double: enough to rank a title search."""
-    if node[0] in ("and", "or"):
-        return _relevance(node[1], entry) + _relevance(node[2], entry)
-    if node[0] == "andnot":
-        return _relevance(node[1], entry)
-    field, mode, value = node[1]
-    if field.lower() not in ("ti", "abs", "all", "au") or mode == "range":
-        return 0
-    if not _eval(node, entry):
-        return 0
-    return 2 if field.lower() == "ti" else 1
-
-
-# --- Atom rendering -------------------------------------------------------------------------------------
-
-
-def _el(name: str, text: str | None, attrs: str = "") -> str:
-    if text is None or text == "":
-        return ""
-    return f"    <{name}{attrs}>{escape(text)}</{name}>\n"
-
-
-def render_entry(data: dict) -> str:
-    vid = data["id"]
-    abs_url = f"http://arxiv.org/abs/{vid}"
-    parts = [
-        "  <entry>\n",
-        _el("id", abs_url),
-        _el("updated", data.get("updated") or data["published"]),
-        _el("published", data["published"]),
-        _el("title", data.get("title", "")),
-        _el("summary", data.get("summary", "")),
-    ]
-    for name in data.get("authors", []):
-        parts.append(f"    <author>\n      <name>{escape(name)}</name>\n    </author>\n")
-    if data.get("doi"):
-        parts.append(_el("arxiv:doi", data["doi"], f' xmlns:arxiv="{ARXIV_NS}"'))
-        parts.append(f'    <link title="doi" href={quoteattr("http://dx.doi.org/" + data["doi"])} rel="related"/>\n')
-    parts.append(_el("arxiv:comment", data.get("comment"), f' xmlns:arxiv="{ARXIV_NS}"'))
-    parts.append(_el("arxiv:journal_ref", data.get("journal_ref"), f' xmlns:arxiv="{ARXIV_NS}"'))
-    parts.append(f'    <link href={quoteattr(abs_url)} rel="alternate" type="text/html"/>\n')
-    parts.append(f'    <link title="pdf" href={quoteattr("http://arxiv.org/pdf/" + vid)} rel="related" '
-                 f'type="application/pdf"/>\n')
-    primary = data.get("primary_category") or (data.get("categories") or [""])[0]
-    parts.append(f'    <arxiv:primary_category xmlns:arxiv="{ARXIV_NS}" term={quoteattr(primary)} '
-                 f'scheme="http://arxiv.org/schemas/atom"/>\n')
-    for cat in data.get("categories", []):
-        parts.append(f'    <category term={quoteattr(cat)} scheme="http://arxiv.org/schemas/atom"/>\n')
-    parts.append("  </entry>\n")
-    return "".join(parts)
-
-
-def render_feed(entries: list[dict], total: int, start: int, per_page: int, self_url: str,
-                updated: str) -> bytes:
-    head = (
-        '<?xml version="1.0" encoding="UTF-8"?>\n'
-        f'<feed xmlns="{ATOM_NS}">\n'
-        f'  <link href={quoteattr(self_url)} rel="self" type="application/atom+xml"/>\n'
-        f'  <title type="html">{escape("ArXiv Query: " + self_url)}</title>\n'
-        f"  <id>{escape(self_url)}</id>\n"
-        f"  <updated>{updated}</updated>\n"
-        f'  <opensearch:totalResults xmlns:opensearch="{OPENSEARCH_NS}">{total}</opensearch:totalResults>\n'
-        f'  <opensearch:startIndex xmlns:opensearch="{OPENSEARCH_NS}">{start}</opensearch:startIndex>\n'
-        f'  <opensearch:itemsPerPage xmlns:opensearch="{OPENSEARCH_NS}">{per_page}</opensearch:itemsPerPage>\n'
-    )
-    body = "".join(render_entry(e) for e in entries)
-    return (head + body + "</feed>\n").encode("utf-8")
-
-
-def _error_feed(message: str, self_url: str, updated: str) -> bytes:
-    entry = (
-        "  <entry>\n"
-        f"    <id>http://arxiv.org/api/errors#{escape(re.sub(r'[^a-z0-9]+', '_', message.lower()))}</id>\n"
-        f"    <title>Error</title>\n    <summary>{escape(message)}</summary>\n"
-        f"    <updated>{updated}</updated>\n"
-        "  </entry>\n"
-    )
-    return render_feed([], 1, 0, 1, self_url, updated).replace(b"</feed>\n", entry.encode() + b"</feed>\n")
 
 
 # --- the WSGI app ---------------------------------------------------------------------------------------
@@ -679,21 +270,21 @@ class ReplayApp:
             if start < 0 or max_results < 0:
                 raise ValueError
         except ValueError:
-            return self._atom(_error_feed("start and max_results must be non-negative integers", self_url,
+            return self._atom(error_feed("start and max_results must be non-negative integers", self_url,
                                           self._feed_updated), 400)
         query = (args.get("search_query") or "").strip()
         id_list = [i.strip() for i in (args.get("id_list") or "").split(",") if i.strip()]
         try:
-            tree = _parse(_lex(query)) if query else None
+            tree = parse_query(query) if query else None
         except QueryError as exc:
-            return self._atom(_error_feed(f"malformed query: {exc}", self_url, self._feed_updated), 400)
+            return self._atom(error_feed(f"malformed query: {exc}", self_url, self._feed_updated), 400)
 
         if id_list:
             entries = []
             for raw in id_list:
                 base, _ = strip_arxiv_version(raw)
                 if not re.fullmatch(r"\d{4}\.\d{4,5}|[a-z][a-z.\-]*/\d{7}", base, flags=re.IGNORECASE):
-                    return self._atom(_error_feed(f"incorrect id format for {raw}", self_url,
+                    return self._atom(error_feed(f"incorrect id format for {raw}", self_url,
                                                   self._feed_updated), 400)
                 entry = self.snapshot.lookup(raw)
                 if entry is not None and entry not in entries:
@@ -702,9 +293,9 @@ class ReplayApp:
             entries = self.snapshot.latest_entries(tree)
         try:
             if tree is not None:
-                entries = [e for e in entries if _eval(tree, e)]
+                entries = [e for e in entries if matches(tree, e)]
         except QueryError as exc:
-            return self._atom(_error_feed(f"malformed query: {exc}", self_url, self._feed_updated), 400)
+            return self._atom(error_feed(f"malformed query: {exc}", self_url, self._feed_updated), 400)
 
         sort_by = args.get("sortBy", "relevance")
         descending = args.get("sortOrder", "descending") != "ascending"
@@ -715,7 +306,7 @@ class ReplayApp:
         elif sort_by == "lastUpdatedDate":
             entries.sort(key=lambda e: (e.updated, e.base_id), reverse=descending)
         else:
-            scored = [(_relevance(tree, e) if tree else 0, e) for e in entries]
+            scored = [(relevance(tree, e) if tree else 0, e) for e in entries]
             scored.sort(key=lambda se: se[1].base_id)
             scored.sort(key=lambda se: se[0], reverse=descending)
             entries = [e for _, e in scored]
@@ -743,7 +334,7 @@ class ReplayApp:
         key = key.strip()
         work = None
         if re.match(r"^(?:https?://(?:dx\.)?doi\.org/|doi:)", key, flags=re.IGNORECASE) or key.startswith("10."):
-            work = self.snapshot.works_by_doi.get(_bare_doi(key))
+            work = self.snapshot.works_by_doi.get(bare_doi(key))
         else:
             short = key.rsplit("/", 1)[-1].upper()
             work = self.snapshot.works_by_id.get(short)
@@ -782,11 +373,11 @@ class ReplayApp:
     def _apply_filter(self, works: list[dict], key: str, value: str) -> list[dict] | None:
         options = [v for v in value.split("|") if v]
         if key == "doi":
-            wanted = {_bare_doi(v) for v in options}
+            wanted = {bare_doi(v) for v in options}
             if works is self.snapshot.works:  # the whole snapshot: its DOI index answers at once
                 found = [self.snapshot.works_by_doi.get(d) for d in wanted]
                 return sorted((w for w in found if w), key=lambda w: w["id"])
-            return [w for w in works if _bare_doi(w.get("doi")) in wanted]
+            return [w for w in works if bare_doi(w.get("doi")) in wanted]
         if key in ("openalex", "openalex_id", "ids.openalex"):
             wanted = {v.rsplit("/", 1)[-1].upper() for v in options}
             if works is self.snapshot.works:
