@@ -20,10 +20,14 @@ from support.chromium import parse_html, serve
 from support.warehouse import empty_warehouse
 
 from deepscholar import db
-from deepscholar.evaluation.base import DIMENSIONS, HEADLINE_VARIANT, METRIC_ORDER
+from deepscholar.evaluation import registry
 from deepscholar.web import create_app
 from faults.conftest import assert_no_loss, warehouse_fingerprint
 
+# Labels, order and headline variants come from the metric registry, as the page's do.
+METRIC_ORDER = registry.metric_names()
+DIMENSIONS = registry.dimensions()
+HEADLINE_VARIANT = {m: registry.headline_variant(m) for m in METRIC_ORDER}
 MONTHS = ["2025-05", "2025-06"]
 QUERY = "2506.00001"
 SYSTEMS = ["alpha", "beta"]
@@ -36,6 +40,10 @@ XSS = [
 ]
 XSS_TEXT = " ".join(XSS)
 JUDGE = "llm:openai/" + XSS[1]  # a judge config is a model string the operator typed
+# Markdown a system may write to smuggle markup through the report renderer (beta's report text).
+MARKDOWN_XSS = ("## Findings\n\n- [click](javascript:alert(5))\n- <a href=\"javascript:alert(6)\">raw link</a>\n"
+                "- ![pic](data:image/png;base64,AAAA)\n- <javascript:alert(7)>\n- [paper](https://example.org/p)\n\n"
+                "<script>alert(8)</script>\n")
 
 
 def seed(engine) -> int:
@@ -49,7 +57,8 @@ def seed(engine) -> int:
             key=["release_id", "arxiv_id"])
         db.upsert(conn, "reports", [{
             "release_id": m, "system_id": s, "arxiv_id": QUERY, "status": "ok" if s == "alpha" else "system_error",
-            "text": f"Report [1] {XSS_TEXT} [2].", "error": None if s == "alpha" else "error " + XSS_TEXT}
+            "text": f"Report [1] {XSS_TEXT} [2]." if s == "alpha" else MARKDOWN_XSS,
+            "error": None if s == "alpha" else "error " + XSS_TEXT}
             for m in MONTHS for s in SYSTEMS], key=["release_id", "system_id", "arxiv_id"])
         report_id = conn.execute(sa.text(
             "SELECT report_id FROM deepscholar.reports WHERE system_id = 'alpha' AND release_id = :m"),
@@ -83,7 +92,10 @@ def seed(engine) -> int:
                            "metric_position": METRIC_ORDER.index(mt) + 1, "variant": HEADLINE_VARIANT[mt],
                            "mean": 0.5, "n": 1, "n_unscored": 0, "is_best": rank == 1, "significant": False,
                            "runner_up": XSS[0]} for mt in METRIC_ORDER]
-        db.upsert(conn, "leaderboard", board, key=["release_id", "system_id", "judge_config"])
+        # As the roll-up stores a board: leaderboard_systems (the wide `leaderboard` is a view) and the means
+        # in leaderboard_metrics.
+        db.upsert(conn, "leaderboard_systems", [{k: v for k, v in b.items() if k not in METRIC_ORDER} for b in board],
+                  key=["release_id", "system_id", "judge_config"])
         db.upsert(conn, "leaderboard_metrics", cells, key=["release_id", "system_id", "judge_config", "metric"])
     return report_id
 
@@ -151,6 +163,23 @@ def test_drilldown_shows_every_hostile_field_as_text(site):
     assert link == 'https://example.org/"><script>alert(4)</script>'  # an attribute value, quoted
     expl = dom.one("tr", {"data-item-key": "s1:c1 " + XSS[0]}).one("td", {"data-field": "explanation"})
     assert expl.text() == "explained " + XSS_TEXT
+
+
+def test_report_markdown_renders_but_smuggles_no_markup(site):
+    url, _ = site
+    _, _, listing = get(f"{url}/system/beta?release={MONTHS[-1]}")
+    (row,) = parse_html(listing).find_all("tr", {"data-report-id": True})
+    status, _, body = get(f"{url}/report/{row.attrs['data-report-id']}")
+    assert status == 200
+    assert_inert(body)
+    text = parse_html(body).one("div", {"data-report-text": row.attrs["data-report-id"]})
+    assert text.one("h4").text() == "Findings"  # markdown structure is kept ...
+    assert len(text.one("ul").find_all("li")) == 5
+    assert [a.attrs["href"] for a in text.find_all("a")] == ["https://example.org/p"]  # ... links only to the web
+    assert "nofollow" in text.one("a").attrs["rel"]
+    shown = text.text()
+    for payload in ("javascript:alert(5)", '<a href="javascript:alert(6)">', "<script>alert(8)</script>"):
+        assert payload in shown  # shown as text, not dropped
 
 
 API_CASES = [

@@ -26,11 +26,18 @@ import pytest  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 from support.chromium import dump_dom, parse_html, serve  # noqa: E402
 
-from deepscholar import db  # noqa: E402
-from deepscholar.evaluation.base import DIMENSIONS, HEADLINE_VARIANT, METRIC_ORDER  # noqa: E402
+from deepscholar import cli, db  # noqa: E402
+from deepscholar.evaluation import registry  # noqa: E402
+from deepscholar.evaluation.leaderboard import load_leaderboard  # noqa: E402
 from deepscholar.web import create_app  # noqa: E402
 from deepscholar.web.app import format_value  # noqa: E402
 
+pytestmark = pytest.mark.slow  # Airflow plugin and Chromium
+
+# Labels, order and headline variants come from the metric registry, as the page's do.
+METRIC_ORDER = registry.metric_names()
+DIMENSIONS = registry.dimensions()
+HEADLINE_VARIANT = {m: registry.headline_variant(m) for m in METRIC_ORDER}
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 MONTHS = ["2025-01", "2025-02", "2025-03"]
 LLM = "llm:openai/gpt-4.1"
@@ -97,6 +104,14 @@ def _board_rows(month: str, judge: str, table: dict[str, list[float]]):
                 "p_value": (0.01 if m in SIGNIFICANT_METRICS else 0.2) if best else None,
             })
     return rows, metric_rows
+
+
+def store_board(conn, rows: list[dict], metric_rows: list[dict]) -> None:
+    """Store a board as the roll-up does: leaderboard_systems (the wide `leaderboard` is a view over it) and
+    leaderboard_metrics, which holds the means."""
+    db.upsert(conn, "leaderboard_systems", [{k: v for k, v in r.items() if k not in METRIC_ORDER} for r in rows],
+              key=["release_id", "system_id", "judge_config"])
+    db.upsert(conn, "leaderboard_metrics", metric_rows, key=["release_id", "system_id", "judge_config", "metric"])
 
 
 def seed(engine) -> dict:
@@ -169,9 +184,7 @@ def seed(engine) -> dict:
             board += rows
             cells += metric_rows
         rows, metric_rows = _board_rows(MONTHS[-1], LOCAL, LATEST_LOCAL)
-        db.upsert(conn, "leaderboard", board + rows, key=["release_id", "system_id", "judge_config"])
-        db.upsert(conn, "leaderboard_metrics", cells + metric_rows,
-                  key=["release_id", "system_id", "judge_config", "metric"])
+        store_board(conn, board + rows, cells + metric_rows)
     return {"hostile": hostile, "ids": ids}
 
 
@@ -236,7 +249,8 @@ def test_latest_leaderboard_shows_the_view_numbers_grouped_by_dimension(site, en
     assert [th.text() for th in dom.find_all("th", {"data-dimension": True})] == [
         "Knowledge synthesis", "Retrieval quality", "Verifiability"]
     assert [th.attrs["colspan"] for th in dom.find_all("th", {"data-dimension": True})] == ["2", "3", "2"]
-    # Two judge configs in the latest month: a selector, the alphabetically first one shown by default.
+    # Two judge configs in the latest month: a selector; by default the board `deepscholar leaderboard` picks
+    # (both complete: the larger one, the LLM judge's).
     links = dom.one("p", {"data-selector": "judge-config"}).find_all("a")
     assert [a.attrs["data-judge-config"] for a in links] == [LLM, LOCAL]
     assert [a.attrs.get("aria-current") for a in links] == ["true", None]
@@ -371,6 +385,53 @@ def test_api_and_error_pages(site, engine):
     with urllib.request.urlopen(url + "/", timeout=30) as resp:
         assert "script-src" not in resp.headers["Content-Security-Policy"]
         assert resp.headers["Content-Security-Policy"].startswith("default-src 'none'")
+
+
+def test_default_board_is_the_one_the_cli_prints(engine, db_url, monkeypatch, capsys):
+    """One "latest" everywhere: with no release or judge asked for, the page shows the board
+    `deepscholar leaderboard` prints (evaluation.leaderboard.pick_board), not one of its own choosing.
+
+    The latest month has a partial trial board (one metric judged, so no system has a geometric mean) under
+    a judge config that sorts first and covers more systems, and a complete board under another: the
+    page used to show the first judge config alphabetically; the CLI shows the most complete board.
+    """
+    month, trial, full = "2025-05", "aaa:trial-run", "zzz:full"
+    with engine.begin() as conn:
+        db.upsert(conn, "releases", [{"release_id": m, "status": "published", "window_start": f"{m}-01T00:00:00+00:00"}
+                                     for m in ("2025-04", month)], key=["release_id"])
+        db.upsert(conn, "systems", [{"system_id": s, "kind": s} for s in LATEST], key=["system_id"])
+        old_rows, old_cells = _board_rows("2025-04", full, LATEST)
+        rows, cells = _board_rows(month, full, {s: LATEST[s] for s in ("deepscholar_base", "oracle")})
+        trial_rows, trial_cells = _board_rows(month, trial, LATEST)
+        for r in trial_rows:
+            r.update(geometric_mean=None, geometric_mean_ci_low=None, geometric_mean_ci_high=None)
+        trial_cells = [c for c in trial_cells if c["metric"] == METRIC_ORDER[0]]
+        store_board(conn, old_rows + rows + trial_rows, old_cells + cells + trial_cells)
+
+    expected = load_leaderboard(engine)
+    assert {(r["release_id"], r["judge_config"]) for r in expected} == {(month, full)}
+    systems = [r["system_id"] for r in expected]
+    with serve(create_app(lambda: engine)) as url:
+        status, body = _get(url + "/")
+        assert status == 200
+        api = json.loads(_get(url + "/api/leaderboard")[1])
+    dom = parse_html(body)
+    table = dom.one("table", {"class": "leaderboard"})
+    assert (table.attrs["data-release"], table.attrs["data-judge-config"]) == (month, full)
+    assert [tr.attrs["data-system"] for tr in table.find_all("tr", {"data-system": True})] == systems
+    assert (api["release_id"], api["judge_config"]) == (month, full)
+    assert [r["system_id"] for r in api["rows"]] == systems
+    # The trial board is still one click away, and the selector marks the board shown.
+    links = dom.one("p", {"data-selector": "judge-config"}).find_all("a")
+    assert [(a.attrs["data-judge-config"], a.attrs.get("aria-current")) for a in links] == [
+        (trial, None), (full, "true")]
+
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
+    capsys.readouterr()
+    assert cli.main(["leaderboard", "--format", "json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert [(r["release_id"], r["judge_config"], r["system_id"]) for r in printed] == [
+        (month, full, s) for s in systems]
 
 
 def test_empty_warehouse_says_so(engine):

@@ -1,0 +1,224 @@
+"""What the leaderboard page reads from the warehouse, and the JSON the API serves of it.
+
+Only reads of what the roll-up stored (leaderboard, leaderboard_metrics, reports, judgments; schema in
+deepscholar/migrations/versions/); no metric is computed here. Which board is "the latest" is decided by
+`deepscholar.evaluation.leaderboard.pick_board`, the function `deepscholar leaderboard` uses too.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from deepscholar.evaluation import registry
+from deepscholar.evaluation.leaderboard import pick_board
+
+__all__ = ["Board", "NotFound", "load_board", "board_json", "metric_mean", "finite", "json_value", "pick",
+           "history_rows", "history_judge_configs", "system_info", "system_reports", "report_detail"]
+
+
+class NotFound(Exception):
+    """What the request names is not stored (a 404 for the page and the API)."""
+
+
+def _rows(conn: sa.Connection, sql: str, **params: Any) -> list[dict]:
+    return [dict(r) for r in conn.execute(sa.text(sql), params).mappings()]
+
+
+def finite(value: Any) -> float | None:
+    """A float that can be shown or served as JSON; None for missing, non-numeric, NaN and infinities."""
+    if value is None:
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def json_value(value: Any) -> Any:
+    if isinstance(value, float):
+        return finite(value)
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value
+
+
+def pick(options: Sequence[str], wanted: str | None) -> str | None:
+    """The requested option when it exists, else the first (sorted) one; None when there are none."""
+    if wanted is not None:
+        return wanted if wanted in options else None
+    return options[0] if options else None
+
+
+# --- the board -----------------------------------------------------------------------------------------
+
+@dataclass
+class Board:
+    """One leaderboard: a release, a judge config and its rows with their per-metric cells."""
+
+    release_id: str | None
+    judge_config: str | None
+    judge_configs: list[str]
+    rows: list[dict]
+    cells: dict[tuple[str, str], dict] = field(default_factory=dict)
+    latest: bool = True
+
+
+def metric_mean(row: Mapping, cell: Mapping, metric: str) -> Any:
+    """A system's mean of a metric: the board's wide column, else (a metric without one) its cell's mean."""
+    return row[metric] if metric in row else cell.get("mean")
+
+
+def _sort_board(rows: Iterable[Mapping]) -> list[dict]:
+    def key(r: Mapping) -> tuple:
+        gm = finite(r.get("geometric_mean"))
+        return (r.get("rank") is None, r.get("rank") or 0, -(gm if gm is not None else -1.0), r["system_id"])
+    return sorted((dict(r) for r in rows), key=key)
+
+
+def _metric_cells(conn: sa.Connection, release_id: str, judge_config: str) -> dict[tuple[str, str], dict]:
+    rows = _rows(conn, "SELECT * FROM deepscholar.leaderboard_metrics WHERE release_id = :r AND judge_config = :j",
+                 r=release_id, j=judge_config)
+    return {(r["system_id"], r["metric"]): r for r in rows}
+
+
+def _board_judge_configs(conn: sa.Connection, release_id: str | None) -> list[str]:
+    sql = "SELECT DISTINCT judge_config FROM deepscholar.leaderboard"
+    if release_id is None:
+        return list(conn.execute(sa.text(sql + " ORDER BY 1")).scalars())
+    return list(conn.execute(sa.text(sql + " WHERE release_id = :r ORDER BY 1"), {"r": release_id}).scalars())
+
+
+def load_board(conn: sa.Connection, judge_config: str | None = None, release_id: str | None = None) -> Board:
+    """The board `deepscholar leaderboard` shows for the same release and judge (`pick_board`).
+
+    Without a release: the latest release that has a board (under judge_config when given); without a
+    judge config: that release's most complete board. NotFound when a named release or judge has none.
+    """
+    picked = pick_board(conn, release_id, judge_config)
+    if picked is None:
+        if release_id is None and judge_config is None:
+            return Board(None, None, [], [], latest=True)
+        configs = _board_judge_configs(conn, release_id)
+        if release_id is not None and not configs:
+            raise NotFound(f"no leaderboard for release {release_id!r}")
+        raise NotFound(f"no leaderboard for judge config {judge_config!r}; available: {', '.join(configs) or 'none'}")
+    release, chosen = picked
+    rows = _rows(conn, "SELECT * FROM deepscholar.leaderboard WHERE release_id = :r AND judge_config = :j",
+                 r=release, j=chosen)
+    return Board(release, chosen, _board_judge_configs(conn, release), _sort_board(rows),
+                 _metric_cells(conn, release, chosen), latest=release_id is None)
+
+
+def _metric_json(row: Mapping, cell: Mapping, metric: str) -> dict:
+    return {
+        "mean": finite(metric_mean(row, cell, metric)),
+        "variant": cell.get("variant", registry.headline_variant(metric)),
+        **{k: json_value(cell.get(k)) for k in ("n", "n_unscored", "ci_low", "ci_high", "is_best", "significant",
+                                                 "p_value")},
+    }
+
+
+def board_json(board: Board) -> dict:
+    out_rows = []
+    for r in board.rows:
+        metrics = {m: _metric_json(r, board.cells.get((r["system_id"], m), {}), m) for m in registry.metric_names()}
+        out_rows.append({
+            "rank": r.get("rank"),
+            "system_id": r["system_id"],
+            "n_queries": r.get("n_queries"),
+            "n_reports": r.get("n_reports"),
+            "n_failed": r.get("n_failed"),
+            "geometric_mean": finite(r.get("geometric_mean")),
+            "geometric_mean_ci_low": finite(r.get("geometric_mean_ci_low")),
+            "geometric_mean_ci_high": finite(r.get("geometric_mean_ci_high")),
+            "metrics": metrics,
+            "metric_versions": r.get("metric_versions"),
+            "computed_at": json_value(r.get("computed_at")),
+        })
+    return {"release_id": board.release_id, "judge_config": board.judge_config,
+            "judge_configs": board.judge_configs, "rows": out_rows}
+
+
+# --- history and systems -------------------------------------------------------------------------------
+
+def history_rows(conn: sa.Connection, judge_config: str | None = None, system_id: str | None = None) -> list[dict]:
+    where, params = [], {}
+    if judge_config is not None:
+        where.append("h.judge_config = :j")
+        params["j"] = judge_config
+    if system_id is not None:
+        where.append("h.system_id = :s")
+        params["s"] = system_id
+    clause = ("WHERE " + " AND ".join(where)) if where else ""
+    # `month` is the view's reading of when a release stands for (window, else its YYYY-MM id, else creation).
+    return _rows(conn, f"SELECT h.* FROM deepscholar.leaderboard_history h {clause} "
+                       "ORDER BY h.month, h.release_id, h.system_id", **params)
+
+
+def history_judge_configs(conn: sa.Connection, system_id: str | None = None) -> list[str]:
+    sql = "SELECT DISTINCT judge_config FROM deepscholar.leaderboard_history"
+    if system_id is not None:
+        return list(conn.execute(sa.text(sql + " WHERE system_id = :s ORDER BY 1"), {"s": system_id}).scalars())
+    return list(conn.execute(sa.text(sql + " ORDER BY 1")).scalars())
+
+
+def system_info(conn: sa.Connection, system_id: str) -> dict | None:
+    rows = _rows(conn, "SELECT system_id, kind, version, active FROM deepscholar.systems WHERE system_id = :s",
+                 s=system_id)
+    return rows[0] if rows else None
+
+
+def system_reports(conn: sa.Connection, system_id: str, release_id: str, judge_config: str) -> list[dict]:
+    """A system's reports of a month, each with `scores`: {metric: its headline score under the judge}."""
+    reports = _rows(conn, """
+        SELECT rp.report_id, rp.arxiv_id, rp.status, rp.error, q.title AS query_title
+        FROM deepscholar.reports rp
+        LEFT JOIN deepscholar.release_queries q ON q.release_id = rp.release_id AND q.arxiv_id = rp.arxiv_id
+        WHERE rp.system_id = :s AND rp.release_id = :r
+        ORDER BY rp.arxiv_id""", s=system_id, r=release_id)
+    scores = _rows(conn, """
+        SELECT ms.report_id, ms.metric, ms.variant, ms.value, ms.unscored_reason
+        FROM deepscholar.metric_scores ms JOIN deepscholar.reports rp ON rp.report_id = ms.report_id
+        WHERE rp.system_id = :s AND rp.release_id = :r AND ms.judge_config = :j""",
+                   s=system_id, r=release_id, j=judge_config)
+    known = set(registry.metric_names())
+    by_report: dict[int, dict[str, dict]] = {}
+    for s in scores:
+        if s["metric"] in known and registry.headline_variant(s["metric"]) == s["variant"]:
+            by_report.setdefault(s["report_id"], {})[s["metric"]] = s
+    for r in reports:
+        r["scores"] = by_report.get(r["report_id"], {})
+    return reports
+
+
+# --- one report ----------------------------------------------------------------------------------------
+
+def report_detail(conn: sa.Connection, report_id: int) -> dict | None:
+    """A report with its `sources`, `scores` (every judge, every variant) and `judgments`; None if unknown."""
+    rows = _rows(conn, """
+        SELECT rp.report_id, rp.release_id, rp.system_id, rp.arxiv_id, rp.status, rp.error, rp.text,
+               rp.system_version, rp.search_backend, rp.search_cutoff, rp.n_citations, rp.created_at,
+               rp.quality_flags, rp.n_unresolved_citations, rp.n_leaked_retrieved,
+               q.title AS query_title, s.kind AS system_kind
+        FROM deepscholar.reports rp
+        LEFT JOIN deepscholar.release_queries q ON q.release_id = rp.release_id AND q.arxiv_id = rp.arxiv_id
+        LEFT JOIN deepscholar.systems s ON s.system_id = rp.system_id
+        WHERE rp.report_id = :id""", id=report_id)
+    if not rows:
+        return None
+    report = rows[0]
+    report["sources"] = _rows(conn, "SELECT * FROM deepscholar.report_sources WHERE report_id = :id "
+                                    "ORDER BY source_idx", id=report_id)
+    report["scores"] = _rows(conn, """
+        SELECT metric, judge_config, variant, metric_version, value, unscored_reason, n_items, details
+        FROM deepscholar.metric_scores WHERE report_id = :id""", id=report_id)
+    report["judgments"] = _rows(conn, """
+        SELECT metric, judge_config, item_key, metric_version, label, unscored_reason, explanation, n_calls
+        FROM deepscholar.judgments WHERE report_id = :id""", id=report_id)
+    return report

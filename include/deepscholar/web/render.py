@@ -1,0 +1,335 @@
+"""From stored rows to the page: the Jinja2 environment, value formatting, the SVG chart and page contexts.
+
+Templates live in deepscholar/web/templates/ (shipped as package data) and are rendered with autoescaping
+on, so every string from the database — report texts, source titles, judge explanations are untrusted —
+is escaped by Jinja2; the only markup inserted as is comes from the templates, the chart template and
+the sanitising markdown renderer (report_text.py). Metric names, labels and their order come from the
+metric registry at render time, so a metric registered at runtime is a column like the others.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+import jinja2
+from markupsafe import Markup
+
+from deepscholar.evaluation import registry
+from deepscholar.web.queries import Board, finite, metric_mean
+from deepscholar.web.report_text import report_html
+
+__all__ = ["ENV", "render", "format_value", "value_attr", "svg_line_chart", "safe_href", "qs", "path_segment",
+           "metric_order_key", "headline_of", "natural_key", "months_of", "json_text", "board_context",
+           "history_context", "system_context", "report_context", "DECIMALS", "SIGNIFICANCE_MARK", "PALETTE"]
+
+# Shown after a metric mean whose best-system mark passed the paired t-test (METRICS.md, Roll-up).
+SIGNIFICANCE_MARK = "*"
+DECIMALS = 3
+# Colour-blind-safe palette (Okabe–Ito) for chart series.
+PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
+
+
+# --- plain values -> what a page shows ---------------------------------------------------------------
+
+def format_value(value: Any, decimals: int = DECIMALS) -> str:
+    """A metric as the page shows it: fixed decimals; missing (all queries unscored) as an em dash."""
+    from deepscholar.evaluation.leaderboard import format_score
+
+    return format_score(finite(value), decimals, missing="—")
+
+
+def value_attr(value: Any) -> str:
+    """A number for a data-value attribute: full precision (repr), empty when missing."""
+    f = finite(value)
+    return "" if f is None else repr(f)
+
+
+def qs(**params: Any) -> str:
+    clean = {k: v for k, v in params.items() if v is not None}
+    return ("?" + urlencode(clean)) if clean else ""
+
+
+def path_segment(value: Any) -> str:
+    return quote(str(value), safe="")
+
+
+def safe_href(url: str | None) -> str | None:
+    """Only web links from untrusted data become links (no javascript:, data:, ...)."""
+    if not url:
+        return None
+    try:
+        scheme = urlsplit(url.strip()).scheme.lower()
+    except ValueError:
+        return None
+    return url.strip() if scheme in ("http", "https") else None
+
+
+def metric_order_key(metric: str) -> tuple[int, str]:
+    names = registry.metric_names()
+    return (names.index(metric) if metric in names else len(names), metric)
+
+
+def headline_of(metric: str) -> str | None:
+    """The metric's headline variant; None for a metric the registry does not know (stored by an old run)."""
+    return registry.headline_variant(metric) if metric in registry.metric_names() else None
+
+
+def natural_key(text: str) -> list:
+    """'s2:c10' after 's2:c9': item keys read in the order a person expects."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text or "")]
+
+
+def months_of(rows: Sequence[Mapping]) -> list[str]:
+    return list(dict.fromkeys(r["release_id"] for r in rows))
+
+
+def json_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _finalize(value: Any) -> Any:
+    return "" if value is None else value
+
+
+ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("deepscholar.web", "templates"),
+    autoescape=jinja2.select_autoescape(enabled_extensions=("html", "svg"), default_for_string=True, default=True),
+    finalize=_finalize,  # None shows as nothing, never as "None"
+    trim_blocks=True,
+    lstrip_blocks=True,
+    undefined=jinja2.StrictUndefined,
+)
+ENV.filters.update(fmt=format_value, value_attr=value_attr, segment=path_segment, json_text=json_text,
+                   tf=lambda v: "true" if v else "false")
+ENV.globals.update(qs=qs, metric_label=registry.metric_label, dimension_label=registry.dimension_label,
+                   mark=SIGNIFICANCE_MARK, decimals=DECIMALS)
+
+
+def render(template: str, **context: Any) -> str:
+    return ENV.get_template(template).render(**context)
+
+
+# --- the chart -----------------------------------------------------------------------------------------
+
+def _chart_series(x_labels: Sequence[str], series: Sequence[tuple[str, Sequence[float | None]]], x, y) -> list[dict]:
+    out = []
+    for k, (name, values) in enumerate(series):
+        points = [(i, v) for i, v in enumerate(finite(v) for v in values) if v is not None]
+        out.append({
+            "name": name, "color": PALETTE[k % len(PALETTE)],
+            "coords": " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in points) if len(points) > 1 else None,
+            "points": [{"x": x_labels[i], "value": repr(v), "shown": format_value(v),
+                        "cx": f"{x(i):.1f}", "cy": f"{y(v):.1f}"} for i, v in points],
+        })
+    return out
+
+
+def svg_line_chart(x_labels: Sequence[str], series: Sequence[tuple[str, Sequence[float | None]]], *,
+                   title: str, chart_id: str, width: int = 720, height: int = 280) -> Markup:
+    """A server-rendered line chart on a fixed 0–1 axis (every metric and the geometric mean live there).
+
+    Each point is a <circle> with data-series, data-x and data-value so a test can count and read them;
+    a missing value leaves a gap rather than a misleading zero. With two series or more, a legend follows.
+    """
+    left, right, top, bottom = 48, 32, 16, 30
+    pw, ph = width - left - right, height - top - bottom
+    n = len(x_labels)
+
+    def x(i: int) -> float:
+        return left + (pw / 2 if n == 1 else i * pw / (n - 1))
+
+    def y(v: float) -> float:
+        return top + ph * (1 - min(max(v, 0.0), 1.0))
+
+    step = max(1, math.ceil(n / 12))  # at most ~12 month labels, so they never overlap
+    return Markup(render(
+        "_chart.html", title=title, chart_id=chart_id, width=width, height=height, left=left,
+        right_x=width - right, top=top, axis_y=top + ph, label_y=top + ph + 18,
+        ticks=[{"y": f"{y(t):.1f}", "text_y": f"{y(t) + 4:.1f}", "label": f"{t:.2f}"} for t in (0.0, .25, .5, .75, 1.0)],
+        x_ticks=[{"x": f"{x(i):.1f}", "label": label} for i, label in enumerate(x_labels)
+                 if not (i % step and i != n - 1)],
+        series=_chart_series(x_labels, series, x, y)).strip())
+
+
+# --- the board -----------------------------------------------------------------------------------------
+
+def _metric_cell(metric: str, mean: Any, cell: Mapping) -> dict:
+    n_unscored = int(cell.get("n_unscored") or 0)
+    ci = ""
+    if finite(cell.get("ci_low")) is not None and finite(cell.get("ci_high")) is not None:
+        ci = f"95% CI [{format_value(cell['ci_low'])}, {format_value(cell['ci_high'])}]"
+    p = finite(cell.get("p_value"))
+    tip = "; ".join(t for t in (
+        f"variant {cell.get('variant') or headline_of(metric) or ''}",
+        f"n={cell['n']}" if cell.get("n") is not None else "",
+        ci, f"p={p:.3g} vs {cell.get('runner_up') or 'the runner-up'}" if p is not None else "") if t)
+    return {"metric": metric, "classes": "num best" if cell.get("is_best") else "num", "value": value_attr(mean),
+            "shown": format_value(mean), "n_unscored": n_unscored, "best": bool(cell.get("is_best")),
+            "significant": bool(cell.get("significant")), "tip": tip}
+
+
+def _board_row(board: Board, r: Mapping, metrics: Sequence[str], base: str) -> dict:
+    sid = r["system_id"]
+    cells = [board.cells.get((sid, m), {}) for m in metrics]
+    low, high = finite(r.get("geometric_mean_ci_low")), finite(r.get("geometric_mean_ci_high"))
+    return {
+        "system_id": sid, "rank": r.get("rank"), "n_reports": r.get("n_reports"), "n_queries": r.get("n_queries"),
+        "n_failed": r.get("n_failed"),
+        "link": f"{base}/system/{path_segment(sid)}{qs(judge_config=board.judge_config, release=board.release_id)}",
+        "cells": [_metric_cell(m, metric_mean(r, c, m), c) for m, c in zip(metrics, cells, strict=True)],
+        "gm": finite(r.get("geometric_mean")),
+        "gm_ci": None if low is None or high is None else (format_value(low), format_value(high)),
+    }
+
+
+def _provenance(rows: Sequence[Mapping]) -> tuple[list[tuple[str, str]], Any]:
+    versions: dict[str, set[str]] = {}
+    for r in rows:
+        mv = r.get("metric_versions")
+        if isinstance(mv, str):
+            try:
+                mv = json.loads(mv)
+            except ValueError:
+                mv = None
+        for m, v in (mv or {}).items() if isinstance(mv, Mapping) else ():
+            versions.setdefault(m, set()).add(json.dumps(v) if not isinstance(v, str) else v)
+    computed = max((r["computed_at"] for r in rows if r.get("computed_at") is not None), default=None)
+    listed = [(m, ", ".join(sorted(vs))) for m, vs in sorted(versions.items(), key=lambda kv: metric_order_key(kv[0]))]
+    return listed, computed
+
+
+def board_context(board: Board, base: str) -> dict:
+    dimensions = registry.dimensions()
+    metrics = [m for ms in dimensions.values() for m in ms]
+    release = None if board.latest else board.release_id
+    versions, computed = _provenance(board.rows)
+    return {
+        "board": board, "dimensions": dimensions, "metrics": metrics,
+        "judge_links": [(j, f"{base}/{qs(release=release, judge_config=j)}") for j in board.judge_configs],
+        "rows": [_board_row(board, r, metrics, base) for r in board.rows],
+        "versions": versions, "computed_at": computed,
+    }
+
+
+# --- history -------------------------------------------------------------------------------------------
+
+def history_context(rows: Sequence[Mapping], judge_config: str | None, configs: Sequence[str], base: str) -> dict:
+    months = months_of(rows)
+    systems = sorted({r["system_id"] for r in rows})
+    value = {(r["system_id"], r["release_id"]): r.get("geometric_mean") for r in rows}
+    series = [(s, [value.get((s, m)) for m in months]) for s in systems]
+    return {
+        "judge_config": judge_config,
+        "judge_links": [(j, f"{base}/history{qs(judge_config=j)}") for j in configs],
+        "chart": svg_line_chart(months, series, title="Geometric mean by month", chart_id="history") if rows else "",
+        "months": [(m, f"{base}/{qs(release=m, judge_config=judge_config)}") for m in months],
+        "systems": [{"system_id": s, "link": f"{base}/system/{path_segment(s)}{qs(judge_config=judge_config)}",
+                     "cells": [(m, value.get((s, m))) for m in months]} for s in systems],
+        "n_metrics": len(registry.metric_names()),
+    }
+
+
+# --- a system ------------------------------------------------------------------------------------------
+
+def _system_charts(system_id: str, months: Sequence[str], by_month: Mapping[str, Mapping]) -> list[tuple[str, Markup]]:
+    gm = [("geometric_mean", [by_month[m].get("geometric_mean") for m in months])]
+    per_metric = [(registry.metric_label(m), [by_month[mo].get(m) for mo in months]) for m in registry.metric_names()]
+    return [
+        ("Geometric mean by month", svg_line_chart(months, gm, title=f"{system_id}: geometric mean by month",
+                                                   chart_id="system-history")),
+        ("Each metric by month", svg_line_chart(months, per_metric, title=f"{system_id}: metrics by month",
+                                                chart_id="system-metrics")),
+    ]
+
+
+def _report_list(reports: Sequence[Mapping], base: str, judge_config: str | None) -> list[dict]:
+    out = []
+    for r in reports:
+        cells = []
+        for m in registry.metric_names():
+            s = r["scores"].get(m)
+            cells.append({"metric": m, "stored": s is not None, "value": None if s is None else s["value"],
+                          "reason": None if s is None else s.get("unscored_reason")})
+        out.append({"report_id": r["report_id"], "arxiv_id": r["arxiv_id"], "query_title": r.get("query_title"),
+                    "status": r["status"], "error": r.get("error"), "cells": cells,
+                    "link": f"{base}/report/{r['report_id']}{qs(judge_config=judge_config)}"})
+    return out
+
+
+def system_context(system: Mapping | None, system_id: str, rows: Sequence[Mapping], judge_config: str | None,
+                   configs: Sequence[str], release_id: str | None, reports: Sequence[Mapping], base: str) -> dict:
+    months = months_of(rows)
+    by_month = {r["release_id"]: r for r in rows}
+    columns = (*registry.metric_names(), "geometric_mean")
+    own = f"{base}/system/{path_segment(system_id)}"
+    return {
+        "system": system, "system_id": system_id, "release_id": release_id,
+        "metrics": registry.metric_names(),
+        "judge_config": judge_config,
+        "judge_links": [(j, f"{own}{qs(judge_config=j)}") for j in configs],
+        "charts": _system_charts(system_id, months, by_month) if rows else [],
+        "history": [{"release": m, "link": f"{base}/{qs(release=m, judge_config=judge_config)}",
+                     "cells": [(k, by_month[m].get(k)) for k in columns], "rank": by_month[m].get("rank"),
+                     "n_reports": by_month[m].get("n_reports")} for m in months],
+        "month_links": [(m, f"{own}{qs(judge_config=judge_config, release=m)}") for m in months],
+        "reports": _report_list(reports, base, judge_config),
+    }
+
+
+# --- a report ------------------------------------------------------------------------------------------
+
+def _report_scores(scores: Sequence[Mapping]) -> list[dict]:
+    def key(s: Mapping) -> tuple:
+        return (metric_order_key(s["metric"]), s["judge_config"], s["variant"] != headline_of(s["metric"]),
+                natural_key(s["variant"]))
+    return [{**s, "headline": headline_of(s["metric"]) == s["variant"],
+             "details_text": json_text(s.get("details")) if s.get("details") else ""}
+            for s in sorted(scores, key=key)]
+
+
+def _report_judgments(judgments: Sequence[Mapping]) -> list[dict]:
+    groups: dict[tuple[str, str], list[Mapping]] = {}
+    for j in judgments:
+        groups.setdefault((j["metric"], j["judge_config"]), []).append(j)
+    out = []
+    for (metric, config), items in sorted(groups.items(), key=lambda kv: (metric_order_key(kv[0][0]), kv[0][1])):
+        items = sorted(items, key=lambda j: natural_key(j["item_key"]))
+        out.append({"metric": metric, "judge_config": config, "entries": items,
+                    "n_unscored": sum(1 for j in items if j.get("unscored_reason"))})
+    return out
+
+
+def _report_sources(sources: Sequence[Mapping]) -> list[dict]:
+    return [{"idx": s["source_idx"], "arxiv_id": s.get("arxiv_id"), "title": s.get("title") or s.get("url") or "",
+             "href": safe_href(s.get("url")), "published": s.get("published"), "leaked": bool(s.get("leaked")),
+             "cited": s.get("cited", True), "snippet": s.get("snippet")} for s in sources]
+
+
+def report_context(report: Mapping, judge_config: str | None, base: str) -> dict:
+    rid = report["report_id"]
+    configs = sorted({s["judge_config"] for s in report["scores"]} | {j["judge_config"] for j in report["judgments"]})
+    own = f"{base}/report/{rid}"
+    return {
+        "report": report,
+        "system_link": f"{base}/system/{path_segment(report['system_id'])}{qs(release=report['release_id'])}",
+        "judge_links": [(j, f"{own}{qs(judge_config=None if j == 'all' else j)}") for j in ("all", *configs)]
+        if len(configs) > 1 else [],
+        "judge_current": judge_config or "all",
+        "judge_missing": judge_config is not None and judge_config not in configs,
+        "judge_config": judge_config,
+        "scores": _report_scores([s for s in report["scores"]
+                                  if judge_config is None or s["judge_config"] == judge_config]),
+        "judgments": _report_judgments([j for j in report["judgments"]
+                                        if judge_config is None or j["judge_config"] == judge_config]),
+        "sources": _report_sources(report["sources"]),
+        "text_html": report_html(report.get("text")),
+    }
