@@ -37,9 +37,10 @@ test: install
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --durations=12
 
-# The fast loop while developing: everything but the end-to-end tests marked slow.
+# The fast loop while developing: everything but the tests marked slow (Airflow, Chromium, the Celery
+# executor, CLI subprocesses, whole release builds), on the same workers as `make test`.
 test-fast: install
-	$(PY) -m pytest -m "not slow" -q
+	$(PY) -m pytest -m "not slow" -q -n $(TEST_WORKERS) --dist worksteal
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -28,7 +28,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
@@ -39,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from evaluation import RemoteStub  # noqa: E402  (bench/evaluation.py: the scripted judge in its own process)
+from support.warehouse import throwaway_warehouse  # noqa: E402
 
 
 def _seconds(a: str | None, b: str | None) -> float | None:
@@ -104,10 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=4 * 3600)
     parser.add_argument("--db-url", help="a PostgreSQL URL (default: embedded PostgreSQL, throwaway)")
     args = parser.parse_args(argv)
+    database = args.db_url or os.environ.get("DEEPSCHOLAR_DB_URL") or "embedded"
+    with throwaway_warehouse("deepscholar_bench_scale_", database=database) as (engine, home):
+        return _run(args, engine, home)
 
-    home = Path(tempfile.mkdtemp(prefix="deepscholar_bench_scale_"))
-    os.environ["DEEPSCHOLAR_HOME"] = str(home)
-    from deepscholar import db
+
+def _run(args, engine, home: Path) -> int:
     from deepscholar.config import ReleaseConfig
     from deepscholar.demo import demo_schedule_env, replay_endpoints, wait_for_month
     from deepscholar.local_airflow import LocalAirflow, drop_database, fresh_metadata_database
@@ -117,84 +119,77 @@ def main(argv: list[str] | None = None) -> int:
     from deepscholar.replay.server import ReplayServer
     from deepscholar.systems.registry import add_system
 
-    engine = db.get_engine(args.db_url)
-    db.init_db(engine)
     db_url = engine.url.render_as_string(hide_password=False)
     metadata = f"{engine.url.database}_bench_scale_airflow"
     say = lambda text: print(f"# {time.strftime('%H:%M:%S')} {text}", file=sys.stderr, flush=True)  # noqa: E731
-    try:
-        t = time.monotonic()
-        manifest = write_scale_snapshot(home / "snapshot", ScaleSpec(candidates=args.candidates or 12 * args.queries))
-        month = manifest["month"]
-        with ReplayServer(home / "snapshot") as replay:
-            config = ReleaseConfig(categories=manifest["categories"], arxiv_api_url=replay.arxiv_api_url,
-                                   arxiv_eprint_url=replay.eprint_url, openalex_url=replay.openalex_url,
-                                   arxiv_delay_seconds=0, max_queries=args.queries, judge="local")
-            os.environ["DEEPSCHOLAR_OPENALEX_INTERVAL_SECONDS"] = "0"
-            built = build_release(engine, month, config)
-            if not built["gx_success"] or built["queries"] < args.queries:
-                raise SystemExit(f"the month did not build as needed: {built}")
-            release_seconds = time.monotonic() - t
-            say(f"release {month}: {built['queries']} queries in {release_seconds:.0f} s")
-            for i in range(args.systems):
-                if args.kind == "extractive":
-                    add_system(engine, f"extractive_k{6 + i}", "extractive", {"top_k": 6 + i})
-                else:
-                    add_system(engine, f"oracle_{i + 1}", "oracle")
+    t = time.monotonic()
+    manifest = write_scale_snapshot(home / "snapshot", ScaleSpec(candidates=args.candidates or 12 * args.queries))
+    month = manifest["month"]
+    with ReplayServer(home / "snapshot") as replay:
+        config = ReleaseConfig(categories=manifest["categories"], arxiv_api_url=replay.arxiv_api_url,
+                               arxiv_eprint_url=replay.eprint_url, openalex_url=replay.openalex_url,
+                               arxiv_delay_seconds=0, max_queries=args.queries, judge="local")
+        os.environ["DEEPSCHOLAR_OPENALEX_INTERVAL_SECONDS"] = "0"
+        built = build_release(engine, month, config)
+        if not built["gx_success"] or built["queries"] < args.queries:
+            raise SystemExit(f"the month did not build as needed: {built}")
+        release_seconds = time.monotonic() - t
+        say(f"release {month}: {built['queries']} queries in {release_seconds:.0f} s")
+        for i in range(args.systems):
+            if args.kind == "extractive":
+                add_system(engine, f"extractive_k{6 + i}", "extractive", {"top_k": 6 + i})
+            else:
+                add_system(engine, f"oracle_{i + 1}", "oracle")
 
-            stub = RemoteStub(args.latency)
-            env = replay_endpoints(replay, manifest, db_url) | demo_schedule_env(month) | {
-                "DEEPSCHOLAR_OPENALEX_INTERVAL_SECONDS": "0",
-                "DEEPSCHOLAR_JUDGE": "openai/bench-judge", "DEEPSCHOLAR_JUDGE_API_BASE": stub.url,
-                "OPENAI_API_KEY": "bench", "DEEPSCHOLAR_JUDGE_CONCURRENCY": str(args.judge_concurrency),
-                "DEEPSCHOLAR_JUDGE_TASKS": str(args.judge_tasks)}
-            metadata_url = fresh_metadata_database(db_url, metadata)
-            try:
-                with LocalAirflow(home / "airflow", metadata_url, env, parallelism=args.parallelism) as airflow:
-                    airflow.wait_for_dags([BENCHMARK_DAG_ID])
-                    calls_before = stub.requests
-                    t = time.monotonic()
-                    airflow.unpause(BENCHMARK_DAG_ID)  # the scheduler starts the month's run, as on the 1st
-                    runs = wait_for_month(airflow, engine, month, args.timeout, progress=say)
-                    wall = time.monotonic() - t
-                    calls = stub.requests - calls_before
-                    run = next(r for r in runs if r["dag_id"] == BENCHMARK_DAG_ID)
-                    tis = _task_instances(metadata_url, run["dag_run_id"])
-                    judge_rss = [v["peak_rss_mb"] for v in _judge_results(metadata_url, run["dag_run_id"])
-                                 if v.get("peak_rss_mb")]
-            finally:
-                stub.close()
-                drop_database(db_url, metadata)
-        with engine.connect() as conn:
-            reports = conn.exec_driver_sql(
-                "SELECT count(*) FROM reports WHERE release_id = %(m)s", {"m": month}).scalar()
-        by_task: dict[str, int] = {}
-        for ti in tis:
-            by_task[ti["task_id"]] = by_task.get(ti["task_id"], 0) + 1
-        judges = [ti for ti in tis if ti["task_id"] == "judge_metric" and ti.get("start_date")]
-        judge_wall = _seconds(min(ti["start_date"] for ti in judges), max(ti["end_date"] for ti in judges)) \
-            if judges else None
-        floor = calls * args.latency / (args.judge_concurrency * args.judge_tasks)
-        print(json.dumps({
-            "systems": args.systems, "kind": args.kind, "queries": built["queries"], "reports": reports,
-            "task_instances": by_task, "task_instances_total": len(tis), "run_state": run["state"],
-            "judge_calls": calls, "judge_calls_per_report": round(calls / max(reports, 1), 1),
-            "latency_ms": args.latency * 1000, "judge_concurrency": args.judge_concurrency,
-            "judge_tasks": args.judge_tasks, "parallelism": args.parallelism,
-            "wall_seconds": round(wall, 1), "release_seconds": round(release_seconds, 1),
-            "judge_floor_seconds": round(floor, 1), "judge_wall_seconds": judge_wall and round(judge_wall, 1),
-            "judge_wall_vs_floor": round(judge_wall / floor, 2) if judge_wall and floor else None,
-            "scheduler": {
-                "scheduled_to_queued_s": _spread([_seconds(t["scheduled_dttm"], t["queued_dttm"]) for t in tis]),
-                "queued_to_running_s": _spread([_seconds(t["queued_dttm"], t["start_date"]) for t in tis]),
-                "task_seconds": _spread([t["duration"] for t in tis]),
-            },
-            "judge_task_peak_rss_mb": _spread(judge_rss),
-        }), flush=True)
-    finally:
-        engine.dispose()
-        if not args.db_url:
-            db.stop_embedded_server(home)
+        stub = RemoteStub(args.latency)
+        env = replay_endpoints(replay, manifest, db_url) | demo_schedule_env(month) | {
+            "DEEPSCHOLAR_OPENALEX_INTERVAL_SECONDS": "0",
+            "DEEPSCHOLAR_JUDGE": "openai/bench-judge", "DEEPSCHOLAR_JUDGE_API_BASE": stub.url,
+            "OPENAI_API_KEY": "bench", "DEEPSCHOLAR_JUDGE_CONCURRENCY": str(args.judge_concurrency),
+            "DEEPSCHOLAR_JUDGE_TASKS": str(args.judge_tasks)}
+        metadata_url = fresh_metadata_database(db_url, metadata)
+        try:
+            with LocalAirflow(home / "airflow", metadata_url, env, parallelism=args.parallelism) as airflow:
+                airflow.wait_for_dags([BENCHMARK_DAG_ID])
+                calls_before = stub.requests
+                t = time.monotonic()
+                airflow.unpause(BENCHMARK_DAG_ID)  # the scheduler starts the month's run, as on the 1st
+                runs = wait_for_month(airflow, engine, month, args.timeout, progress=say)
+                wall = time.monotonic() - t
+                calls = stub.requests - calls_before
+                run = next(r for r in runs if r["dag_id"] == BENCHMARK_DAG_ID)
+                tis = _task_instances(metadata_url, run["dag_run_id"])
+                judge_rss = [v["peak_rss_mb"] for v in _judge_results(metadata_url, run["dag_run_id"])
+                             if v.get("peak_rss_mb")]
+        finally:
+            stub.close()
+            drop_database(db_url, metadata)
+    with engine.connect() as conn:
+        reports = conn.exec_driver_sql(
+            "SELECT count(*) FROM reports WHERE release_id = %(m)s", {"m": month}).scalar()
+    by_task: dict[str, int] = {}
+    for ti in tis:
+        by_task[ti["task_id"]] = by_task.get(ti["task_id"], 0) + 1
+    judges = [ti for ti in tis if ti["task_id"] == "judge_metric" and ti.get("start_date")]
+    judge_wall = _seconds(min(ti["start_date"] for ti in judges), max(ti["end_date"] for ti in judges)) \
+        if judges else None
+    floor = calls * args.latency / (args.judge_concurrency * args.judge_tasks)
+    print(json.dumps({
+        "systems": args.systems, "kind": args.kind, "queries": built["queries"], "reports": reports,
+        "task_instances": by_task, "task_instances_total": len(tis), "run_state": run["state"],
+        "judge_calls": calls, "judge_calls_per_report": round(calls / max(reports, 1), 1),
+        "latency_ms": args.latency * 1000, "judge_concurrency": args.judge_concurrency,
+        "judge_tasks": args.judge_tasks, "parallelism": args.parallelism,
+        "wall_seconds": round(wall, 1), "release_seconds": round(release_seconds, 1),
+        "judge_floor_seconds": round(floor, 1), "judge_wall_seconds": judge_wall and round(judge_wall, 1),
+        "judge_wall_vs_floor": round(judge_wall / floor, 2) if judge_wall and floor else None,
+        "scheduler": {
+            "scheduled_to_queued_s": _spread([_seconds(t["scheduled_dttm"], t["queued_dttm"]) for t in tis]),
+            "queued_to_running_s": _spread([_seconds(t["queued_dttm"], t["start_date"]) for t in tis]),
+            "task_seconds": _spread([t["duration"] for t in tis]),
+        },
+        "judge_task_peak_rss_mb": _spread(judge_rss),
+    }), flush=True)
     return 0
 
 

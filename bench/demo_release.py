@@ -8,18 +8,22 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from support.warehouse import throwaway_warehouse  # noqa: E402
 
 
 def main() -> int:
-    home = Path(tempfile.mkdtemp(prefix="deepscholar_bench_"))
-    os.environ["DEEPSCHOLAR_HOME"] = str(home)
-    os.environ.pop("DEEPSCHOLAR_DB_URL", None)
+    with throwaway_warehouse("deepscholar_bench_") as (engine, home):
+        return _run(engine, home)
+
+
+def _run(engine, home: Path) -> int:
     from deepscholar import db
     from deepscholar.config import ReleaseConfig
     from deepscholar.demo import replay_endpoints, run_release_dag
@@ -33,34 +37,28 @@ def main() -> int:
     write_demo_snapshot(snapshot, month=month)
     t_snapshot = time.monotonic() - t0
     manifest = json.loads((snapshot / "manifest.json").read_text())
-    engine = db.get_engine()
-    db.init_db(engine)
     url = engine.url.render_as_string(hide_password=False)
-    try:
-        with ReplayServer(snapshot) as server:
-            endpoints = replay_endpoints(server, manifest, url)
-            t0 = time.monotonic()
-            rc = run_release_dag(month, endpoints, home, home / "dag.log")
-            t_dag = time.monotonic() - t0
-            t0 = time.monotonic()
-            rc2 = run_release_dag(month, endpoints, home, home / "dag.log")
-            t_rerun = time.monotonic() - t0
-            # The same steps without Airflow, into a second database-free release id is not possible
-            # (months are natural keys), so time the library on a fresh schema instead.
-            with engine.begin() as conn:
-                conn.exec_driver_sql("DROP SCHEMA deepscholar CASCADE")
-            db.init_db(engine)
-            os.environ.update(endpoints)
-            t0 = time.monotonic()
-            build_release(engine, month, ReleaseConfig.from_env())
-            t_lib = time.monotonic() - t0
-        print(f"snapshot generation:               {t_snapshot:6.2f} s")
-        print(f"release DAG via airflow dags test: {t_dag:6.2f} s (exit {rc})")
-        print(f"re-run of the same month:          {t_rerun:6.2f} s (exit {rc2})")
-        print(f"release via the library only:      {t_lib:6.2f} s")
-    finally:
-        engine.dispose()
-        db.stop_embedded_server(home)
+    with ReplayServer(snapshot) as server:
+        endpoints = replay_endpoints(server, manifest, url)
+        t0 = time.monotonic()
+        rc = run_release_dag(month, endpoints, home, home / "dag.log")
+        t_dag = time.monotonic() - t0
+        t0 = time.monotonic()
+        rc2 = run_release_dag(month, endpoints, home, home / "dag.log")
+        t_rerun = time.monotonic() - t0
+        # The same steps without Airflow, into a second database-free release id is not possible
+        # (months are natural keys), so time the library on a fresh schema instead.
+        with engine.begin() as conn:
+            conn.exec_driver_sql("DROP SCHEMA deepscholar CASCADE")
+        db.init_db(engine)
+        os.environ.update(endpoints)
+        t0 = time.monotonic()
+        build_release(engine, month, ReleaseConfig.from_env())
+        t_lib = time.monotonic() - t0
+    print(f"snapshot generation:               {t_snapshot:6.2f} s")
+    print(f"release DAG via airflow dags test: {t_dag:6.2f} s (exit {rc})")
+    print(f"re-run of the same month:          {t_rerun:6.2f} s (exit {rc2})")
+    print(f"release via the library only:      {t_lib:6.2f} s")
     return 0 if rc == rc2 == 0 else 1
 
 

@@ -26,7 +26,6 @@ import math
 import os
 import re
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -123,130 +122,126 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--full-concurrency", type=int, nargs="+", default=[16, 64])
     args = parser.parse_args()
+    from support.warehouse import throwaway_warehouse
 
-    home = Path(tempfile.mkdtemp(prefix="deepscholar_bench_eval_"))
-    os.environ["DEEPSCHOLAR_HOME"] = str(home)
-    os.environ.pop("DEEPSCHOLAR_DB_URL", None)
+    with throwaway_warehouse("deepscholar_bench_eval_") as (engine, home):
+        return _run(args, engine, home)
+
+
+def _run(args, engine, home: Path) -> int:
     from support.demo_month import build_demo_month
 
-    from deepscholar import db
-    from deepscholar.evaluation.base import METRIC_ORDER
+    from deepscholar.evaluation import registry
     from deepscholar.evaluation.context import load_reports
     from deepscholar.evaluation.judges import JudgeSpec
     from deepscholar.evaluation.rollup import roll_up
     from deepscholar.evaluation.runner import evaluate_release, judge_metric
     from deepscholar.replay.server import ReplayServer
 
-    engine = db.get_engine()
-    db.init_db(engine)
-    try:
+    t0 = time.monotonic()
+    built = build_demo_month(engine, home)
+    month = built["month"]
+    print(f"demo month {month} built in {time.monotonic() - t0:.1f} s: {built['generated']}")
+    with engine.connect() as conn:
+        ids = [r[0] for r in conn.exec_driver_sql(
+            "SELECT report_id FROM reports WHERE status = 'ok' ORDER BY report_id")]
+    contexts = load_reports(engine, ids)
+    print(f"{len(contexts)} ok reports, {sum(len(c.sentences) for c in contexts)} sentences")
+
+    with ReplayServer(built["snapshot"]) as server:
+        os.environ["DEEPSCHOLAR_OPENALEX_URL"] = server.openalex_url
         t0 = time.monotonic()
-        built = build_demo_month(engine, home)
-        month = built["month"]
-        print(f"demo month {month} built in {time.monotonic() - t0:.1f} s: {built['generated']}")
-        with engine.connect() as conn:
-            ids = [r[0] for r in conn.exec_driver_sql(
-                "SELECT report_id FROM reports WHERE status = 'ok' ORDER BY report_id")]
-        contexts = load_reports(engine, ids)
-        print(f"{len(contexts)} ok reports, {sum(len(c.sentences) for c in contexts)} sentences")
+        local = evaluate_release(engine, month, judge="local")
+        print(f"\nlocal judge, all metrics + roll-up: {time.monotonic() - t0:.1f} s "
+              f"({local['reports_judged']} report scores, {local['llm_requests']} LLM requests)")
 
-        with ReplayServer(built["snapshot"]) as server:
-            os.environ["DEEPSCHOLAR_OPENALEX_URL"] = server.openalex_url
-            t0 = time.monotonic()
-            local = evaluate_release(engine, month, judge="local")
-            print(f"\nlocal judge, all metrics + roll-up: {time.monotonic() - t0:.1f} s "
-                  f"({local['reports_judged']} report scores, {local['llm_requests']} LLM requests)")
+        os.environ.setdefault("OPENAI_API_KEY", "bench")  # the stub accepts any key
+        spec = JudgeSpec.parse("openai/bench-judge")
+        bounds = floors(contexts)
+        print(f"\nLLM judge at {args.latency * 1000:.0f} ms per request, concurrency {args.concurrency}:")
+        print(f"{'metric':<22}{'requests':>9}{'per report':>12}{'floor':>8}{'ceiling':>9}"
+              f"{'wall s':>9}{'ideal s':>9}{'efficiency':>12}")
+        total_requests, total_wall, per_metric = 0, 0.0, {}
+        from deepscholar.llm.client import _litellm
 
-            os.environ.setdefault("OPENAI_API_KEY", "bench")  # the stub accepts any key
-            spec = JudgeSpec.parse("openai/bench-judge")
-            bounds = floors(contexts)
-            print(f"\nLLM judge at {args.latency * 1000:.0f} ms per request, concurrency {args.concurrency}:")
-            print(f"{'metric':<22}{'requests':>9}{'per report':>12}{'floor':>8}{'ceiling':>9}"
-                  f"{'wall s':>9}{'ideal s':>9}{'efficiency':>12}")
-            total_requests, total_wall, per_metric = 0, 0.0, {}
-            from deepscholar.llm.client import _litellm
-
-            _litellm()  # its ~4 s import is paid once per process, not by the first metric timed
-            stub = RemoteStub(args.latency)
-            try:
-                for metric in METRIC_ORDER:
-                    before = stub.requests
-                    t0 = time.monotonic()
-                    run = judge_metric(engine, month, metric, judge=spec, api_base=stub.url,
-                                       concurrency=args.concurrency)
-                    wall = time.monotonic() - t0
-                    requests = stub.requests - before
-                    ideal = requests * args.latency / args.concurrency
-                    total_requests += requests
-                    total_wall += wall
-                    low, high = bounds[metric]
-                    eff = f"{ideal / wall:.2f}" if requests else "-"
-                    per_metric[metric] = round(requests / len(contexts), 2)
-                    print(f"{metric:<22}{requests:>9}{requests / len(contexts):>12.2f}{low:>8.2f}{high:>9.2f}"
-                          f"{wall:>9.2f}{ideal:>9.2f}{eff:>12}  unscored={run.unscored_reports}")
-                ideal_all = total_requests * args.latency / args.concurrency
-                print(f"{'all':<22}{total_requests:>9}{total_requests / len(contexts):>12.2f}{'':>17}"
-                      f"{total_wall:>9.2f}{ideal_all:>9.2f}{ideal_all / total_wall:>12.2f}")
-                errors = stub.stats()[2]
-                if errors:
-                    raise RuntimeError(f"the scripted judge failed: {errors[0]}")
-                print("(one metric at a time: each drains its last wave alone)")
-
-                # The whole month as `deepscholar evaluate` runs it: every (metric, system) task at once
-                # through one client, under a fresh judge model per concurrency so nothing is cached yet.
-                import resource
-
-                summary = {"reports": len(contexts), "latency_ms": args.latency * 1000,
-                           "calls_per_report": per_metric, "authors_seconds_per_report": AUTHORS_SECONDS_PER_REPORT,
-                           "runs": []}
-                for concurrency in args.full_concurrency:
-                    judge_name = f"openai/bench-judge-full-c{concurrency}"
-                    first = stub.requests
-                    cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
-                    t0 = time.monotonic()
-                    full = evaluate_release(engine, month, judge=judge_name, api_base=stub.url,
-                                            concurrency=concurrency, roll_up=False)
-                    wall = time.monotonic() - t0
-                    cpu = sum(resource.getrusage(resource.RUSAGE_SELF)[:2]) - cpu0
-                    # The roll-up (bootstrap CIs, paired tests) is a fixed cost per month, not per call.
-                    t0 = time.monotonic()
-                    roll_up(engine, month, full["judge_config"])
-                    rollup_s = time.monotonic() - t0
-                    requests = stub.requests - first
-                    ideal = requests * args.latency / concurrency
-                    print(f"\nfull evaluation at concurrency {concurrency} (all tasks together; roll-up {rollup_s:.2f} s "
-                          "after it, not counted): "
-                          f"{requests} requests ({requests / len(contexts):.1f} per report), {wall:.2f} s vs ideal "
-                          f"{ideal:.2f} s: efficiency {ideal / wall:.2f}; peak in flight {stub.stats()[1]}; "
-                          f"{full['unscored_reports']} unscored; {1000 * cpu / max(requests, 1):.1f} ms CPU per call")
-                    per_report = wall / len(contexts)
-                    summary["runs"].append({
-                        "concurrency": concurrency, "requests": requests,
-                        "calls_per_report": round(requests / len(contexts), 1),
-                        "wall_per_report_s": round(per_report, 3),
-                        "floor_per_report_s": round(ideal / len(contexts), 3),
-                        "wall_vs_floor": round(wall / ideal, 3) if ideal else None,
-                        "process_cpu_ms_per_call": round(1000 * cpu / max(requests, 1), 2),
-                        "rollup_s": round(rollup_s, 2),
-                        "speedup_vs_authors": round(AUTHORS_SECONDS_PER_REPORT / per_report, 1),
-                        "unscored_reports": full["unscored_reports"]})
-                first = stub.requests
+        _litellm()  # its ~4 s import is paid once per process, not by the first metric timed
+        stub = RemoteStub(args.latency)
+        try:
+            for metric in registry.metric_names():
+                before = stub.requests
                 t0 = time.monotonic()
-                again = evaluate_release(engine, month, judge=judge_name, api_base=stub.url,
-                                         concurrency=args.full_concurrency[-1])
-                summary["rerun_requests"] = stub.requests - first
-                print(f"second full evaluation: {stub.requests - first} requests, "
-                      f"{again['reports_judged']} reports re-judged, {time.monotonic() - t0:.2f} s")
-            finally:
-                stub.close()
-        from deepscholar.evaluation.leaderboard import format_leaderboard, load_leaderboard
+                run = judge_metric(engine, month, metric, judge=spec, api_base=stub.url,
+                                   concurrency=args.concurrency)
+                wall = time.monotonic() - t0
+                requests = stub.requests - before
+                ideal = requests * args.latency / args.concurrency
+                total_requests += requests
+                total_wall += wall
+                low, high = bounds[metric]
+                eff = f"{ideal / wall:.2f}" if requests else "-"
+                per_metric[metric] = round(requests / len(contexts), 2)
+                print(f"{metric:<22}{requests:>9}{requests / len(contexts):>12.2f}{low:>8.2f}{high:>9.2f}"
+                      f"{wall:>9.2f}{ideal:>9.2f}{eff:>12}  unscored={run.unscored_reports}")
+            ideal_all = total_requests * args.latency / args.concurrency
+            print(f"{'all':<22}{total_requests:>9}{total_requests / len(contexts):>12.2f}{'':>17}"
+                  f"{total_wall:>9.2f}{ideal_all:>9.2f}{ideal_all / total_wall:>12.2f}")
+            errors = stub.stats()[2]
+            if errors:
+                raise RuntimeError(f"the scripted judge failed: {errors[0]}")
+            print("(one metric at a time: each drains its last wave alone)")
 
-        print()
-        print(format_leaderboard(load_leaderboard(engine, month, full["judge_config"]), "table"))
-        print(json.dumps(summary))
-    finally:
-        engine.dispose()
-        db.stop_embedded_server(home)
+            # The whole month as `deepscholar evaluate` runs it: every (metric, system) task at once
+            # through one client, under a fresh judge model per concurrency so nothing is cached yet.
+            import resource
+
+            summary = {"reports": len(contexts), "latency_ms": args.latency * 1000,
+                       "calls_per_report": per_metric, "authors_seconds_per_report": AUTHORS_SECONDS_PER_REPORT,
+                       "runs": []}
+            for concurrency in args.full_concurrency:
+                judge_name = f"openai/bench-judge-full-c{concurrency}"
+                first = stub.requests
+                cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+                t0 = time.monotonic()
+                full = evaluate_release(engine, month, judge=judge_name, api_base=stub.url,
+                                        concurrency=concurrency, roll_up=False)
+                wall = time.monotonic() - t0
+                cpu = sum(resource.getrusage(resource.RUSAGE_SELF)[:2]) - cpu0
+                # The roll-up (bootstrap CIs, paired tests) is a fixed cost per month, not per call.
+                t0 = time.monotonic()
+                roll_up(engine, month, full["judge_config"])
+                rollup_s = time.monotonic() - t0
+                requests = stub.requests - first
+                ideal = requests * args.latency / concurrency
+                print(f"\nfull evaluation at concurrency {concurrency} (all tasks together; roll-up {rollup_s:.2f} s "
+                      "after it, not counted): "
+                      f"{requests} requests ({requests / len(contexts):.1f} per report), {wall:.2f} s vs ideal "
+                      f"{ideal:.2f} s: efficiency {ideal / wall:.2f}; peak in flight {stub.stats()[1]}; "
+                      f"{full['unscored_reports']} unscored; {1000 * cpu / max(requests, 1):.1f} ms CPU per call")
+                per_report = wall / len(contexts)
+                summary["runs"].append({
+                    "concurrency": concurrency, "requests": requests,
+                    "calls_per_report": round(requests / len(contexts), 1),
+                    "wall_per_report_s": round(per_report, 3),
+                    "floor_per_report_s": round(ideal / len(contexts), 3),
+                    "wall_vs_floor": round(wall / ideal, 3) if ideal else None,
+                    "process_cpu_ms_per_call": round(1000 * cpu / max(requests, 1), 2),
+                    "rollup_s": round(rollup_s, 2),
+                    "speedup_vs_authors": round(AUTHORS_SECONDS_PER_REPORT / per_report, 1),
+                    "unscored_reports": full["unscored_reports"]})
+            first = stub.requests
+            t0 = time.monotonic()
+            again = evaluate_release(engine, month, judge=judge_name, api_base=stub.url,
+                                     concurrency=args.full_concurrency[-1])
+            summary["rerun_requests"] = stub.requests - first
+            print(f"second full evaluation: {stub.requests - first} requests, "
+                  f"{again['reports_judged']} reports re-judged, {time.monotonic() - t0:.2f} s")
+        finally:
+            stub.close()
+    from deepscholar.evaluation.leaderboard import format_leaderboard, load_leaderboard
+
+    print()
+    print(format_leaderboard(load_leaderboard(engine, month, full["judge_config"]), "table"))
+    print(json.dumps(summary))
     return 0
 
 

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -43,12 +42,15 @@ def cooperative_model(body: dict) -> str:
 
 
 def main() -> int:
-    home = Path(tempfile.mkdtemp(prefix="deepscholar_bench_gen_"))
-    os.environ["DEEPSCHOLAR_HOME"] = str(home)
-    os.environ.pop("DEEPSCHOLAR_DB_URL", None)
+    from support.warehouse import throwaway_warehouse
+
+    with throwaway_warehouse("deepscholar_bench_gen_") as (engine, home):
+        return _run(engine, home)
+
+
+def _run(engine, home: Path) -> int:
     from support.openai_stub import OpenAIStub
 
-    from deepscholar import db
     from deepscholar.config import ReleaseConfig
     from deepscholar.release.steps import build_release
     from deepscholar.replay.demo_snapshot import write_demo_snapshot
@@ -60,41 +62,35 @@ def main() -> int:
     snapshot = home / "snapshot"
     write_demo_snapshot(snapshot, month=month)
     categories = json.loads((snapshot / "manifest.json").read_text())["categories"]
-    engine = db.get_engine()
-    db.init_db(engine)
-    try:
-        with ReplayServer(snapshot) as server:
-            build_release(engine, month, ReleaseConfig(
-                categories=categories, arxiv_api_url=server.arxiv_api_url, arxiv_eprint_url=server.eprint_url,
-                openalex_url=server.openalex_url, arxiv_delay_seconds=0))
-        print("offline systems (library path, 8 queries each):")
-        for kind in ("human_exemplar", "oracle", "extractive"):
-            add_system(engine, kind, kind)
-            t0 = time.monotonic()
-            summary = generate_release(engine, month, [kind])
-            print(f"  {kind:<15} {time.monotonic() - t0:6.2f} s  {summary}")
+    with ReplayServer(snapshot) as server:
+        build_release(engine, month, ReleaseConfig(
+            categories=categories, arxiv_api_url=server.arxiv_api_url, arxiv_eprint_url=server.eprint_url,
+            openalex_url=server.openalex_url, arxiv_delay_seconds=0))
+    print("offline systems (library path, 8 queries each):")
+    for kind in ("human_exemplar", "oracle", "extractive"):
+        add_system(engine, kind, kind)
+        t0 = time.monotonic()
+        summary = generate_release(engine, month, [kind])
+        print(f"  {kind:<15} {time.monotonic() - t0:6.2f} s  {summary}")
 
-        with OpenAIStub() as stub:
-            stub.default = cooperative_model
-            config = {"model": "openai/bench-model", "api_base": stub.url, "api_key_env": "BENCH_KEY"}
-            os.environ["BENCH_KEY"] = "test"
-            add_system(engine, "deepscholar_base", "deepscholar_base", config)
-            t0 = time.monotonic()
-            summary = generate_release(engine, month, ["deepscholar_base"])
-            elapsed = time.monotonic() - t0
-            requests_first = stub.requests
-            generate_release(engine, month, ["deepscholar_base"])  # nothing missing: no new requests
-        with engine.connect() as conn:
-            traces = [r[0] for r in conn.exec_driver_sql(
-                "SELECT trace FROM reports WHERE system_id = 'deepscholar_base' AND status = 'ok'")]
-        print(f"\ndeepscholar_base against a local OpenAI-compatible server: {summary}, {elapsed:.2f} s")
-        print(f"  HTTP requests: {requests_first} for {len(traces)} reports "
-              f"({requests_first / max(len(traces), 1):.1f} per report); re-run added {stub.requests - requests_first}")
-        for trace in traces[:3]:
-            print(f"  calls per stage {trace.get('calls')}; stage counts {trace.get('counts')}")
-    finally:
-        engine.dispose()
-        db.stop_embedded_server(home)
+    with OpenAIStub() as stub:
+        stub.default = cooperative_model
+        config = {"model": "openai/bench-model", "api_base": stub.url, "api_key_env": "BENCH_KEY"}
+        os.environ["BENCH_KEY"] = "test"
+        add_system(engine, "deepscholar_base", "deepscholar_base", config)
+        t0 = time.monotonic()
+        summary = generate_release(engine, month, ["deepscholar_base"])
+        elapsed = time.monotonic() - t0
+        requests_first = stub.requests
+        generate_release(engine, month, ["deepscholar_base"])  # nothing missing: no new requests
+    with engine.connect() as conn:
+        traces = [r[0] for r in conn.exec_driver_sql(
+            "SELECT trace FROM reports WHERE system_id = 'deepscholar_base' AND status = 'ok'")]
+    print(f"\ndeepscholar_base against a local OpenAI-compatible server: {summary}, {elapsed:.2f} s")
+    print(f"  HTTP requests: {requests_first} for {len(traces)} reports "
+          f"({requests_first / max(len(traces), 1):.1f} per report); re-run added {stub.requests - requests_first}")
+    for trace in traces[:3]:
+        print(f"  calls per stage {trace.get('calls')}; stage counts {trace.get('counts')}")
     return 0
 
 

@@ -29,7 +29,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import sqlalchemy as sa  # noqa: E402
-from rollup import clean_up, open_database  # noqa: E402
+from rollup import bench_database  # noqa: E402
 
 RELEASE = "2090-01"  # bench/rollup.py's clean-up removes 2090-* releases and bench_sys_* systems
 SYSTEM = "bench_sys_host_down"
@@ -147,14 +147,11 @@ def main() -> int:
     args = parser.parse_args()
     from deepscholar import db
 
-    engine, how, where = open_database()
-    print(f"# database: {where}", file=sys.stderr)
-    try:
+    with bench_database() as (engine, where):
+        print(f"# database: {where}", file=sys.stderr)
         db.init_db(engine)
         for which in args.runs:
             print(json.dumps(run(engine, which, args.mode, args.sources, args.retries, args.backoff)), flush=True)
-    finally:
-        clean_up(engine, how)
     return 0
 
 

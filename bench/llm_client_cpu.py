@@ -17,7 +17,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from evaluation import RemoteStub  # noqa: E402  (bench/evaluation.py: the stub in its own process)
+from support.warehouse import throwaway_warehouse  # noqa: E402
 
 
 def _round(client, calls: int, concurrency: int, tag: str) -> tuple[float, float]:
@@ -53,15 +53,16 @@ def main() -> int:
     parser.add_argument("--sort", default="cumulative", help="cProfile sort key (cumulative, tottime)")
     args = parser.parse_args()
 
-    home = Path(tempfile.mkdtemp(prefix="deepscholar_bench_cpu_"))
-    os.environ["DEEPSCHOLAR_HOME"] = str(home)
-    os.environ.pop("DEEPSCHOLAR_DB_URL", None)
     os.environ.setdefault("OPENAI_API_KEY", "bench")
-    from deepscholar import db
+    with throwaway_warehouse("deepscholar_bench_cpu_") as (engine, _home):
+        out = _measure(args, engine)
+    print(json.dumps(out))
+    return 0
+
+
+def _measure(args, engine) -> dict:
     from deepscholar.llm.client import LLMClient
 
-    engine = db.get_engine()
-    db.init_db(engine)
     stub = RemoteStub(0.0)
     out: dict = {"calls": args.calls, "rounds": args.rounds, "by_transport": {}}
     try:
@@ -95,10 +96,7 @@ def main() -> int:
             pstats.Stats(profiler, stream=sys.stderr).sort_stats(args.sort).print_stats(40)
     finally:
         stub.close()
-        engine.dispose()
-        db.stop_embedded_server(home)
-    print(json.dumps(out))
-    return 0
+    return out
 
 
 if __name__ == "__main__":

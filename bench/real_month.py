@@ -27,13 +27,15 @@ import multiprocessing as mp
 import os
 import resource
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from support.warehouse import throwaway_warehouse  # noqa: E402
 
 # Real intervals (seconds between request starts) per host, as path prefixes of the replay server.
 HOSTS = {"arxiv_api": ("/api/query", 3.0), "arxiv_eprint": ("/e-print/", 3.0), "openalex": ("/works", 0.1)}
@@ -95,9 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--snapshot", type=Path, help="reuse (or write) the generated month here")
     parser.add_argument("--db-url", help="a Postgres URL (default: embedded PostgreSQL, throwaway)")
     args = parser.parse_args(argv)
+    database = args.db_url or os.environ.get("DEEPSCHOLAR_DB_URL") or "embedded"
+    with throwaway_warehouse("deepscholar_real_month_", database=database) as (engine, home):
+        return _run(args, engine, home)
 
-    home = Path(tempfile.mkdtemp(prefix="deepscholar_real_month_"))
-    os.environ["DEEPSCHOLAR_HOME"] = str(home)
+
+def _run(args, engine, home: Path) -> int:
     from deepscholar import db
     from deepscholar.replay.scale_snapshot import ScaleSpec, write_scale_snapshot
 
@@ -120,7 +125,6 @@ def main(argv: list[str] | None = None) -> int:
                          daemon=True)
     server.start()
     url = f"http://127.0.0.1:{parent_end.recv()}"
-    engine = db.get_engine(args.db_url)
     db_url = engine.url.render_as_string(hide_password=False)
     env = {"DEEPSCHOLAR_ARXIV_API_URL": f"{url}/api/query", "DEEPSCHOLAR_ARXIV_EPRINT_URL": f"{url}/e-print",
            "DEEPSCHOLAR_OPENALEX_URL": url, "DEEPSCHOLAR_CATEGORIES": ",".join(manifest["categories"]),
@@ -166,9 +170,6 @@ def main(argv: list[str] | None = None) -> int:
             }), flush=True)
     finally:
         server.terminate()
-        engine.dispose()
-        if not args.db_url:
-            db.stop_embedded_server(home)
     return 0
 
 

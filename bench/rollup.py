@@ -14,82 +14,44 @@ queries, and load + format of one board.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import os
 import statistics
 import sys
-import tempfile
 import time
-import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import numpy as np  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
+from support.warehouse import throwaway_warehouse  # noqa: E402
 
-SERVER_ADMIN_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
 JUDGE = "llm:openai/gpt-4o"
-VARIANTS = {
-    "organization": ["score"],
-    "nugget_coverage": ["strict_all", "all", "strict_vital", "vital"],
-    "relevance_rate": ["score"],
-    "reference_coverage": ["score"],
-    "document_importance": ["score"],
-    "citation_precision": ["per_pair", "per_sentence"],
-    "claim_coverage": [f"w{w}" for w in range(6)],
-}
 YEAR = 2090  # far from any real month, so a shared database's own rows are never touched
 
 
-def _server_answers() -> bool:
-    try:
-        engine = sa.create_engine(SERVER_ADMIN_URL, connect_args={"connect_timeout": 2})
-        with engine.connect() as conn:
-            conn.execute(sa.text("SELECT 1"))
-        engine.dispose()
-        return True
-    except Exception:
-        return False
-
-
-def open_database():
-    """(engine, how to clean up, description)."""
+@contextlib.contextmanager
+def bench_database() -> Iterator[tuple[sa.Engine, str]]:
+    """(engine, description): DEEPSCHOLAR_DB_URL's database, whose bench rows (YEAR's releases, bench_sys_*
+    systems) are deleted afterwards; else a throwaway warehouse (tests/support/warehouse.py): a new
+    database on the local server when it answers, else the embedded PostgreSQL in a temporary home."""
     from deepscholar import db
 
     if os.environ.get("DEEPSCHOLAR_DB_URL"):
         engine = db.get_engine()
-        return engine, "delete", f"DEEPSCHOLAR_DB_URL ({db.describe_url(engine)})"
-    if _server_answers():
-        name = f"deepscholar_bench_{uuid.uuid4().hex[:8]}"
-        admin = sa.create_engine(SERVER_ADMIN_URL, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-        admin.dispose()
-        engine = db.get_engine(SERVER_ADMIN_URL.rsplit("/", 1)[0] + "/" + name)
-        return engine, ("drop", name), f"throwaway database {name} on 127.0.0.1:5432"
-    home = Path(tempfile.mkdtemp(prefix="deepscholar_bench_rollup_"))
-    os.environ["DEEPSCHOLAR_HOME"] = str(home)
-    engine = db.get_engine()
-    return engine, ("stop", home), f"embedded PostgreSQL under {home}"
-
-
-def clean_up(engine, how) -> None:
-    from deepscholar import db
-
-    if how == "delete":
-        with engine.begin() as conn:
-            conn.execute(sa.text("DELETE FROM releases WHERE release_id LIKE :p"), {"p": f"{YEAR}-%"})
-            conn.execute(sa.text("DELETE FROM systems WHERE system_id LIKE 'bench_sys_%'"))
+        try:
+            yield engine, f"DEEPSCHOLAR_DB_URL ({db.describe_url(engine)})"
+        finally:
+            with engine.begin() as conn:
+                conn.execute(sa.text("DELETE FROM releases WHERE release_id LIKE :p"), {"p": f"{YEAR}-%"})
+                conn.execute(sa.text("DELETE FROM systems WHERE system_id LIKE 'bench_sys_%'"))
         return
-    engine.dispose()
-    if how[0] == "drop":
-        admin = sa.create_engine(SERVER_ADMIN_URL, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{how[1]}" WITH (FORCE)'))
-        admin.dispose()
-    else:
-        db.stop_embedded_server(how[1])
+    with throwaway_warehouse("deepscholar_bench_rollup_", database="auto") as (engine, home):
+        yield engine, f"throwaway warehouse {db.describe_url(engine)} (home {home})"
 
 
 def _copy(conn, table: str, columns: list[str], rows) -> None:
@@ -105,7 +67,10 @@ def _copy(conn, table: str, columns: list[str], rows) -> None:
 
 def load_synthetic(engine, months: list[str], n_systems: int, n_queries: int, seed: int = 0) -> dict:
     """Insert releases, queries, systems, reports and every variant's scores; returns row counts."""
+    from deepscholar.evaluation import registry
+
     rng = np.random.default_rng(seed)
+    variants_by_metric = {m.name: list(m.variants) for m in registry.metrics()}  # every stored variant
     systems = [f"bench_sys_{i:02d}" for i in range(n_systems)]
     quality = dict(zip(systems, np.linspace(0.25, 0.75, n_systems), strict=True))
     counts = {"reports": 0, "metric_scores": 0}
@@ -129,7 +94,7 @@ def load_synthetic(engine, months: list[str], n_systems: int, n_queries: int, se
             rows = []
             for report_id, s in report_ids:
                 drift = 0.03 * np.sin(mi + systems.index(s))  # systems move a little from month to month
-                for metric, variants in VARIANTS.items():
+                for metric, variants in variants_by_metric.items():
                     base = float(np.clip(rng.normal(quality[s] + drift, 0.15), 0.0, 1.0))
                     unscored = rng.random() < 0.02
                     for vi, variant in enumerate(variants):
@@ -173,10 +138,9 @@ def main() -> int:
     from deepscholar.evaluation.leaderboard_quality import check_leaderboard
     from deepscholar.evaluation.rollup import roll_up
 
-    engine, how, where = open_database()
     months = [f"{YEAR}-{m:02d}" for m in range(1, args.months + 1)]
     figures: list[tuple[str, float, str]] = []
-    try:
+    with bench_database() as (engine, where):
         print(f"database: {where}")
         db.init_db(engine)
         counts, secs = _timed(lambda: load_synthetic(engine, months, args.systems, args.queries))
@@ -224,8 +188,6 @@ def main() -> int:
         for label, secs, note in figures:
             print(f"{label.ljust(width)}  {secs * 1000:10.1f} ms  {note}")
         return 0 if unchanged else 1
-    finally:
-        clean_up(engine, how)
 
 
 if __name__ == "__main__":

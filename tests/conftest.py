@@ -9,9 +9,6 @@ covers the embedded path.
 from __future__ import annotations
 
 import os
-import socket
-import tempfile
-import uuid
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -21,29 +18,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("DEEPSCHOLAR_OPENALEX_INTERVAL_SECONDS", "0")
 
 import pytest  # noqa: E402
-import sqlalchemy as sa  # noqa: E402
 from support import shared_data  # noqa: E402
-from support.warehouse import empty_warehouse  # noqa: E402
+from support.warehouse import empty_warehouse, throwaway_warehouse  # noqa: E402
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED_FIXTURES = shared_data.shared_root()  # DEEPSCHOLAR_SHARED_FIXTURES, else ../shared/fixtures
-SERVER_ADMIN_URL = os.environ.get("DEEPSCHOLAR_TEST_ADMIN_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres")
-
-
-def _server_answers(host: str = "127.0.0.1", port: int = 5432) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            pass
-    except OSError:
-        return False
-    try:
-        eng = sa.create_engine(SERVER_ADMIN_URL)
-        with eng.connect() as conn:
-            conn.execute(sa.text("SELECT 1"))
-        eng.dispose()
-        return True
-    except Exception:
-        return False
 
 
 @pytest.fixture(scope="session")
@@ -54,31 +33,10 @@ def shared_fixtures() -> Path:
 
 @pytest.fixture(scope="session")
 def db_url() -> str:
-    """URL of an empty database for this test session, with the schema applied."""
-    from deepscholar import db
-
+    """URL of an empty database for this test session, with the schema applied (support/warehouse.py)."""
     choice = os.environ.get("DEEPSCHOLAR_TEST_DB", "auto")
-    created = None
-    if choice.startswith("postgresql"):
-        url = choice
-    elif choice == "server" or (choice == "auto" and _server_answers()):
-        name = f"deepscholar_test_{uuid.uuid4().hex[:8]}"
-        admin = sa.create_engine(SERVER_ADMIN_URL, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-        admin.dispose()
-        url = SERVER_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
-        created = name
-    else:
-        url = db.embedded_server_uri(Path(tempfile.mkdtemp(prefix="deepscholar_pg_")))
-    db.init_db(db.get_engine(url))
-    yield db.resolve_db_url(url)
-    if created:
-        db.get_engine(url).dispose()
-        admin = sa.create_engine(SERVER_ADMIN_URL, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{created}" WITH (FORCE)'))
-        admin.dispose()
+    with throwaway_warehouse("deepscholar_test_", database=choice, set_home=False) as (engine, _home):
+        yield engine.url.render_as_string(hide_password=False)
 
 
 @pytest.fixture

@@ -11,11 +11,17 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from deepscholar.errors import InvalidInput
+from deepscholar.sources.endpoints import (
+    ARXIV_API_URL,
+    ARXIV_EPRINT_URL,
+    arxiv_api_url_from_env,
+    arxiv_delay_seconds_from_env,
+    arxiv_eprint_url_from_env,
+    openalex_url_from_env,
+)
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-ARXIV_API_URL = "https://export.arxiv.org/api/query"
-ARXIV_EPRINT_URL = "https://arxiv.org/e-print"
 
 
 def deepscholar_home() -> Path:
@@ -76,11 +82,11 @@ class ReleaseConfig:
         env = {
             "categories": _env_list("DEEPSCHOLAR_CATEGORIES", cls().categories),
             "require_venue": _env_bool("DEEPSCHOLAR_REQUIRE_VENUE", True),
-            "arxiv_api_url": os.environ.get("DEEPSCHOLAR_ARXIV_API_URL", ARXIV_API_URL),
-            "arxiv_eprint_url": os.environ.get("DEEPSCHOLAR_ARXIV_EPRINT_URL", ARXIV_EPRINT_URL),
-            "openalex_url": os.environ.get("DEEPSCHOLAR_OPENALEX_URL") or None,
+            "arxiv_api_url": arxiv_api_url_from_env(),
+            "arxiv_eprint_url": arxiv_eprint_url_from_env(),
+            "openalex_url": openalex_url_from_env(),
             "openalex_email": os.environ.get("DEEPSCHOLAR_OPENALEX_EMAIL") or None,
-            "arxiv_delay_seconds": float(os.environ.get("DEEPSCHOLAR_ARXIV_DELAY_SECONDS", "3.0")),
+            "arxiv_delay_seconds": arxiv_delay_seconds_from_env(),
             "judge": os.environ.get("DEEPSCHOLAR_JUDGE", "local"),
             "judge_api_base": os.environ.get("DEEPSCHOLAR_JUDGE_API_BASE") or None,
         }

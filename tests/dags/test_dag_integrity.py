@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # imports the DAGs in Airflow
+
 DAGS_FOLDER = Path(__file__).resolve().parents[2] / "dags"
 # Quality checks: a failure is a verdict on the data, not a transient error, so they are never retried.
 VERDICT_TASKS = {"quality_gate", "check_reports", "check_leaderboard", "finish"}

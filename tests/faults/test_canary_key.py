@@ -29,6 +29,8 @@ from support.warehouse import empty_warehouse
 
 from deepscholar import db
 
+pytestmark = pytest.mark.slow  # builds and judges a month per transport
+
 RELEASE = "2025-06"
 QUERIES = ["2506.00001"]
 JUDGE_CANARY = f"sk-canary-judge-{uuid.uuid4().hex}"

@@ -29,6 +29,8 @@ from deepscholar.replay.demo_snapshot import write_demo_snapshot
 from deepscholar.replay.server import Delay, ReplayServer, Throttled, Truncated
 from faults.conftest import assert_no_loss, unchanged, warehouse_fingerprint
 
+pytestmark = pytest.mark.slow  # builds releases against failing hosts
+
 MONTH = "2025-06"
 RETRIES = 2  # DEEPSCHOLAR_HTTP_RETRIES in these tests: a failing call is tried 3 times
 PAGE_CAP = 4  # entries per search page: the demo month's search then takes several pages

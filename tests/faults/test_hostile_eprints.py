@@ -28,6 +28,8 @@ from deepscholar.sources.eprint import EprintError, extract_eprint
 from deepscholar.sources.latex import find_related_work
 from faults.conftest import unchanged
 
+pytestmark = pytest.mark.slow  # builds releases
+
 TEX = (b"\\documentclass{article}\n\\begin{document}\n\\section{Introduction}\nIntro.\n"
        b"\\section{Related Work}\nPrior work \\cite{a}.\n\\section{Method}\nM.\n\\end{document}\n")
 

@@ -18,6 +18,8 @@ import pytest
 from deepscholar.sources.bibliography import parse_bibliography
 from deepscholar.sources.latex import find_related_work
 
+pytestmark = pytest.mark.slow  # megabytes of pathological LaTeX per case
+
 LIMIT_SECONDS = 30  # generous: every case finishes in well under a second on 2 cores
 
 HEAD = "\\documentclass{article}\n\\begin{document}\n\\section{Introduction}\nIntro.\n\\section{Related Work}\n"

@@ -28,6 +28,8 @@ from deepscholar import cli, db  # noqa: E402
 from deepscholar.errors import UserError  # noqa: E402
 from faults.conftest import assert_no_loss, warehouse_fingerprint  # noqa: E402
 
+pytestmark = pytest.mark.slow  # CLI subprocesses and Airflow triggers
+
 DAGS = Path(__file__).resolve().parents[2] / "dags"
 RELEASE = "2025-06"
 

@@ -34,6 +34,8 @@ from deepscholar.replay.demo_snapshot import write_demo_snapshot
 from deepscholar.replay.server import DEMO_SYSTEM_PATH, Delay, ReplayServer
 from faults.conftest import assert_no_loss, warehouse_fingerprint
 
+pytestmark = pytest.mark.slow  # kills CLI subprocesses mid-run, minutes
+
 MONTH = "2025-06"
 JUDGE = "openai/interrupted-judge"
 CLI = [sys.executable, "-m", "deepscholar.cli"]
@@ -223,7 +225,7 @@ def test_killed_mid_judging_then_rerun_pays_only_for_what_was_not_answered(wareh
         _run(_evaluate_cmd(), env)
         total = stub.requests
     assert_no_loss(after_kill, warehouse_fingerprint(engine),
-                   ["metric_scores", "judgments", "llm_calls", "leaderboard", "leaderboard_metrics"])
+                   ["metric_scores", "judgments", "llm_calls", "leaderboard_systems", "leaderboard_metrics"])
     _scores_once(engine, n_reports)
     # What the killed run was answered is replayed from llm_calls: only the requests in flight at the
     # kill (concurrency 2) are paid twice.

@@ -31,6 +31,8 @@ from deepscholar.evaluation.runner import evaluate_release
 from deepscholar.http_guard import BREAKER
 from faults.conftest import assert_no_loss, unchanged, warehouse_fingerprint
 
+pytestmark = pytest.mark.slow  # judges a built month per fault
+
 METRIC, SYSTEM, JUDGE = "organization", "extractive", "openai/fault-judge"
 JUDGE_CONFIG = f"llm:{JUDGE}"
 RETRIES = 2

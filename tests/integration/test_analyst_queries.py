@@ -9,9 +9,14 @@ import pytest
 import sqlalchemy as sa
 from test_leaderboard import JUDGE, Board
 
-from deepscholar.evaluation.base import HEADLINE_VARIANT, METRIC_ORDER
+from deepscholar.evaluation import registry
 from deepscholar.evaluation.leaderboard import analyst_queries
 from deepscholar.evaluation.rollup import roll_up
+
+pytestmark = pytest.mark.slow  # seeds a month of boards per test
+
+METRIC_ORDER = registry.metric_names()  # the core seven, in leaderboard order
+HEADLINE_VARIANT = {m.name: m.headline for m in registry.metrics()}
 
 MONTHS = ["2025-01", "2025-02", "2025-03"]
 # Per month, each system's base score; every metric and query is the base plus a small varying offset.

@@ -10,6 +10,8 @@ import sys
 import pytest
 from support import shared_data
 
+pytestmark = pytest.mark.slow  # CLI subprocesses on a built month
+
 CLI = [sys.executable, "-m", "deepscholar.cli"]
 LATEX_REAL = shared_data.folder_names("latex_real")
 

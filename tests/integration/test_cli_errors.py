@@ -16,6 +16,8 @@ import sqlalchemy as sa
 from deepscholar import cli
 from deepscholar.errors import InfrastructureError, UserError
 
+pytestmark = pytest.mark.slow  # CLI subprocesses, seconds each
+
 CLI = [sys.executable, "-m", "deepscholar.cli"]
 
 

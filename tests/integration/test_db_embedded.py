@@ -1,8 +1,11 @@
 """The default warehouse: an embedded PostgreSQL started by the project under DEEPSCHOLAR_HOME."""
 
+import pytest
 import sqlalchemy as sa
 
 from deepscholar import db
+
+pytestmark = pytest.mark.slow  # starts an embedded PostgreSQL
 
 
 def test_embedded_postgres_starts_persists_and_takes_the_schema(tmp_path, monkeypatch):

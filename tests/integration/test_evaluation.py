@@ -15,10 +15,15 @@ from support.demo_month import served_demo_month
 from support.openai_stub import OpenAIStub, first_user_text
 
 from deepscholar import db
-from deepscholar.evaluation.base import HEADLINE_VARIANT, METRIC_ORDER
+from deepscholar.evaluation import registry
 from deepscholar.evaluation.judges import JudgeSpec
 from deepscholar.evaluation.metrics import get_metric
 from deepscholar.evaluation.runner import evaluate_release, judge_metric, pending_reports, plan_judging
+
+pytestmark = pytest.mark.slow  # builds and judges the demo month
+
+METRIC_ORDER = registry.metric_names()  # the core seven, in leaderboard order
+HEADLINE_VARIANT = {m.name: m.headline for m in registry.metrics()}
 
 LOCAL = JudgeSpec.parse("local").config_id
 
@@ -174,7 +179,7 @@ def test_cli_evaluate_reruns_for_free_and_leaderboard_prints_every_format(demo, 
 def _forget(engine, judge_config: str, model: str) -> None:
     """As if this judge had never run: its scores, judgments and cached calls gone."""
     with engine.begin() as conn:
-        for table in ("judgments", "metric_scores", "leaderboard_metrics", "leaderboard"):
+        for table in ("judgments", "metric_scores", "leaderboard_metrics", "leaderboard_systems"):
             conn.execute(sa.text(f"DELETE FROM {table} WHERE judge_config = :j"), {"j": judge_config})
         conn.execute(sa.text("DELETE FROM llm_calls WHERE model = :m"), {"m": model})
 

@@ -22,10 +22,13 @@ from werkzeug import Response
 from deepscholar import db
 from deepscholar.release.official_import import import_official
 from deepscholar.systems.base import Query, SystemContext, SystemFailure, make_system
-from deepscholar.systems.citations import citation_numbers, split_sentences
 from deepscholar.systems.external import ExternalHTTPSystem, detect_format, import_reports
 from deepscholar.systems.generation import generate_pair
 from deepscholar.systems.registry import add_system
+from deepscholar.text.citations import citation_numbers
+from deepscholar.text.sentences import split_report_sentences
+
+pytestmark = pytest.mark.slow  # imports a built month per test
 
 RELEASE = "official"
 QUERY = "2506.02838"  # row 0 of papers_with_related_works.csv, the paper every published output is for
@@ -133,7 +136,7 @@ def test_deepscholar_base_links_become_numbers_matched_to_paper_csv(release, out
     assert min(s["source_idx"] for s in uncited) > max([*sources, *citation_numbers(report["text"])])
     assert all(s["snippet"] == snippets[s["arxiv_id"]] for s in uncited)
     assert report["n_leaked_retrieved"] == sum(s["leaked"] for s in uncited) == 0
-    body_cited = {n for sentence in split_sentences(report["text"]) for n in sentence.citations}
+    body_cited = {n for sentence in split_report_sentences(report["text"]) for n in sentence.citations}
     assert len(body_cited) == 11  # 19 listed, 11 cited in the body (docs/PITFALLS.md)
     assert summary.by_format == {"deepscholar-base": {
         "outputs": 1, "reports": 1, "cited": 11, "resolved": 11, "unresolved": 0, "leaked": 1,

@@ -24,6 +24,8 @@ from deepscholar.systems.base import Report, Source, System, SystemFailure, regi
 from deepscholar.systems.generation import generate_batch, generate_pair
 from deepscholar.systems.registry import add_system
 
+pytestmark = pytest.mark.slow  # builds a release, provider retries
+
 RELEASE = "2025-06"
 CUTOFF = datetime(2025, 6, 10, tzinfo=UTC)
 QUERIES = ["2506.00001", "2506.00002"]

@@ -25,10 +25,12 @@ from deepscholar import db
 from deepscholar.errors import InvalidInput
 from deepscholar.evaluation.context import load_reports
 from deepscholar.release.official_import import import_official
-from deepscholar.systems.citations import split_sentences
 from deepscholar.systems.external import detect_format, import_reports
 from deepscholar.systems.external.importer import format_import_summary
 from deepscholar.systems.generation import list_reports
+from deepscholar.text.sentences import split_report_sentences
+
+pytestmark = pytest.mark.slow  # CLI subprocesses on a built month
 
 RELEASE = "official"
 QUERY = "2506.02838"  # row 0
@@ -248,7 +250,7 @@ def test_plain_markdown_with_a_list_whatever_the_folder_is_called(release, tmp_p
     assert {n: s["arxiv_id"] for n, s in cited.items()} == {1: "2108.02755", 2: "2310.17512"} and uncited == []
     assert [u["n"] for u in report["trace"]["import"]["unresolved"]] == [3]
     assert report["quality_flags"] == ["unresolved_citations"]  # 1 of 3
-    assert [s.citations for s in split_sentences(report["text"])] == [[1], [2, 3]]
+    assert [s.citations for s in split_report_sentences(report["text"])] == [[1], [2, 3]]
 
 
 def test_jsonl_title_only_sources_resolve_through_the_corpus(release, tmp_path):

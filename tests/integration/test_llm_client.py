@@ -16,6 +16,8 @@ from deepscholar.errors import InfrastructureError, MissingCredentials, UserErro
 from deepscholar.llm.cache import request_hash
 from deepscholar.llm.client import LLMClient, ParseError, parse_json_array, parse_json_object, track_usage
 
+pytestmark = pytest.mark.slow  # HTTP stubs with real retries and backoff
+
 
 @pytest.fixture(autouse=True, params=["direct", "litellm"])
 def transport(request, monkeypatch):

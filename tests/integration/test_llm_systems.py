@@ -16,8 +16,11 @@ import pytest
 from support.openai_stub import OpenAIStub, first_user_text, tool_call, tool_calls_message
 
 from deepscholar.llm.client import LLMClient
-from deepscholar.systems.base import Query, SearchResult, SystemContext, SystemFailure, make_system
+from deepscholar.search.base import SearchResult
+from deepscholar.systems.base import Query, SystemContext, SystemFailure, make_system
 from deepscholar.systems.deepscholar_base import cited_numbers
+
+pytestmark = pytest.mark.slow  # the LLM systems end to end against an HTTP stub
 
 MODEL = "openai/stub-model"
 CUTOFF = datetime(2025, 1, 15, tzinfo=UTC)

@@ -17,7 +17,9 @@ from support.openai_stub import OpenAIStub, first_user_text
 from deepscholar.evaluation.base import NuggetInfo, QueryInfo, ReportContext, SourceDoc
 from deepscholar.evaluation.metrics import get_metric
 from deepscholar.llm.client import LLMClient
-from deepscholar.systems.citations import split_sentences
+from deepscholar.text.sentences import split_report_sentences as split_sentences
+
+pytestmark = pytest.mark.slow  # the real LLMClient (litellm import, seconds per process) against an HTTP stub
 
 EXEMPLAR = ("Retrieval-augmented generation conditions a generator on retrieved passages [@lewis2020]. "
             "Dense retrievers replaced sparse ones [@karpukhin2020; @lewis2020].\n")

@@ -17,7 +17,9 @@ from deepscholar.evaluation.base import QueryInfo, ReportContext, SourceDoc
 from deepscholar.evaluation.metrics.citation_precision import METRIC as CITATION_PRECISION
 from deepscholar.evaluation.metrics.claim_coverage import SWEEP_W_MAX, ClaimCoverage
 from deepscholar.llm.client import LLMClient
-from deepscholar.systems.citations import Sentence
+from deepscholar.text.sentences import Sentence
+
+pytestmark = pytest.mark.slow  # the real LLMClient (litellm import, seconds per process) against an HTTP stub
 
 # The opt-in w = 0..5 sweep: the window search is what these tests look at (monthly runs stop at w = 1).
 CLAIM_COVERAGE = ClaimCoverage(w_max=SWEEP_W_MAX)

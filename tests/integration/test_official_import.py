@@ -17,8 +17,8 @@ import sqlalchemy as sa
 
 from deepscholar import db
 from deepscholar.release.official_import import arxiv_id_from_link, import_official
-from deepscholar.sources.latex import cite_keys_in_marker_text
 from deepscholar.text import strip_arxiv_version
+from deepscholar.text.markers import cite_keys_in_marker_text
 
 RELEASE = "deepscholar-bench-2025-q2"
 

@@ -12,7 +12,9 @@ import sqlalchemy as sa
 from deepscholar import db
 from deepscholar.search import make_search
 from deepscholar.systems.base import Query, SystemContext, SystemFailure, make_system, system_kinds
-from deepscholar.systems.exemplar import renumber_citations
+from deepscholar.text.markers import markers_to_numbers
+
+pytestmark = pytest.mark.slow  # builds a release
 
 RELEASE = "2025-06"
 QUERY_ID = "2506.09999"
@@ -271,7 +273,7 @@ def test_human_exemplar_renumbers_markers_in_order_of_first_citation(release, en
 
 def test_renumber_citations_keeps_prose_intact():
     text = "A~[@a]. B [see @b, p. 3; @a]. C [@x]. [@b] starts. Plain [brackets] stay."
-    out, dropped = renumber_citations(text, {"a": 1, "b": 2, "x": None})
+    out, dropped = markers_to_numbers(text, {"a": 1, "b": 2, "x": None})
     assert out == "A [1]. B [2][1]. C. [2] starts. Plain [brackets] stay."
     assert dropped == ["x"]
 

@@ -9,7 +9,11 @@ import subprocess
 import sys
 import threading
 
+import pytest
+
 from deepscholar.progress import LOGGER_NAME, Progress, progress
+
+pytestmark = pytest.mark.slow  # CLI subprocesses
 
 
 def _lines(caplog) -> list[str]:

@@ -17,6 +17,8 @@ import pytest
 from deepscholar.replay.demo_snapshot import write_demo_snapshot
 from deepscholar.replay.server import ReplayServer
 
+pytestmark = pytest.mark.slow  # several processes
+
 INTERVAL = 0.1
 PROCESSES = 3
 LOOKUPS = 8

@@ -18,6 +18,8 @@ from deepscholar.release.quality import (
     run_release_gate,
 )
 
+pytestmark = pytest.mark.slow  # builds a release per case
+
 RELEASE = "2025-06"
 WINDOW = (datetime(2025, 6, 1, tzinfo=UTC), datetime(2025, 7, 1, tzinfo=UTC))
 QUERY_A, QUERY_B = "2506.01001", "2506.01002"

@@ -11,6 +11,8 @@ from support.openai_stub import OpenAIStub
 from deepscholar.llm.client import LLMClient
 from deepscholar.release.judging import LLMReleaseJudge, Nugget, QueryContext, ReferenceContext
 
+pytestmark = pytest.mark.slow  # the real LLMClient (litellm import, seconds per process) against an HTTP stub
+
 QUERY = QueryContext(
     arxiv_id="2501.00001",
     title="Retrieval-Augmented Generation for Citing Research Papers",

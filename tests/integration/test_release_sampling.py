@@ -20,6 +20,8 @@ from deepscholar.replay.demo_snapshot import write_demo_snapshot
 from deepscholar.replay.server import ReplayServer
 from deepscholar.reporting import print_release_summary, release_summary
 
+pytestmark = pytest.mark.slow  # builds releases
+
 MONTH = "2025-06"
 CAP = 3
 

@@ -19,7 +19,8 @@ import requests
 
 from deepscholar.replay.demo_snapshot import write_demo_snapshot
 from deepscholar.replay.server import Delay, ReplayServer
-from deepscholar.sources.arxiv import ArxivSource, EprintError, EprintNotFound, fetch_eprint
+from deepscholar.sources.arxiv import ArxivSource, EprintNotFound, fetch_eprint
+from deepscholar.sources.eprint import EprintError
 from deepscholar.sources.openalex import OpenAlexSource
 
 JUNE = (datetime(2025, 6, 1, tzinfo=UTC), datetime(2025, 7, 1, tzinfo=UTC))

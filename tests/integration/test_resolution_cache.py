@@ -23,6 +23,8 @@ from deepscholar.release import steps
 from deepscholar.replay.demo_snapshot import write_demo_snapshot
 from deepscholar.replay.server import ReplayServer
 
+pytestmark = pytest.mark.slow  # builds releases twice
+
 MONTH = "2025-06"
 
 

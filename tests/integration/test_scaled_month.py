@@ -19,6 +19,8 @@ from deepscholar.release import steps
 from deepscholar.replay.scale_snapshot import ScaleSpec, write_scale_snapshot
 from deepscholar.replay.server import ReplayServer
 
+pytestmark = pytest.mark.slow  # builds a scaled month
+
 CAP = 20
 # Small enough to run in seconds, large enough that a busy machine's thread wake-ups (tens of ms) stay
 # well under the half interval at which the replay server throttles.

@@ -21,6 +21,8 @@ from deepscholar.replay.demo_snapshot import write_demo_snapshot
 from deepscholar.replay.server import ReplayServer
 from deepscholar.sources.openalex import BATCH, OpenAlexSource, arxiv_id_from_work, bare_doi
 
+pytestmark = pytest.mark.slow  # builds a release per test
+
 RELEASE = "2025-06"
 QUERY = "2506.01001"
 # Papers OpenAlex knows by no DOI of theirs: two sort before the snapshot's arXiv ids (first batch), two after.

@@ -12,6 +12,8 @@ import pytest
 
 from deepscholar.warm import forks_tasks, warm_imports
 
+pytestmark = pytest.mark.slow  # starts Airflow processes
+
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 _PROBE = """

@@ -71,11 +71,20 @@ def tool_calls_message(*calls: dict, content: str | None = None) -> dict:
     return {"role": "assistant", "content": content, "tool_calls": list(calls)}
 
 
+class _QuickStopServer(HTTPServer):
+    """pytest_httpserver's server polling for shutdown every 50 ms, not every 500: stop() waits for a poll,
+    and every test using the stub stops one."""
+
+    def thread_target(self) -> None:
+        assert self.server is not None
+        self.server.serve_forever(poll_interval=0.05)
+
+
 class OpenAIStub:
     """`/v1/chat/completions` answering from a script, recording every request body and the peak load."""
 
     def __init__(self, *, model_suffix: str = "-2025-01-01", usage: tuple[int, int] = (12, 5)) -> None:
-        self.server = HTTPServer(threaded=True)  # threaded, or concurrent calls would be serialised here
+        self.server = _QuickStopServer(threaded=True)  # threaded, or concurrent calls would be serialised here
         self.script: list[Answer] = []
         self.default: Callable[[dict], Any] = echo_last_message
         self.delay = 0.0  # seconds each request takes, to make concurrency observable

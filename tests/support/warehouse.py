@@ -1,12 +1,24 @@
-"""The test warehouse's clean start, shared by the per-test `engine` fixture and module-scoped seeds."""
+"""The test warehouse's clean start, shared by the per-test `engine` fixture and module-scoped seeds, and
+the throwaway warehouse that the session fixture and the bench scripts (bench/*.py) create and remove."""
 
 from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 # Bookkeeping of the migration tool, not data: emptying it would make the next init_db re-run everything.
 MIGRATION_TABLES = ("schema_files", "alembic_version")
+# The local PostgreSQL server (as on CI) that throwaway databases are created on when it answers.
+SERVER_ADMIN_URL = os.environ.get("DEEPSCHOLAR_TEST_ADMIN_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres")
 
 
 def empty_warehouse(engine: Engine) -> Engine:
@@ -29,3 +41,100 @@ def one_query_release(conn, release_id: str, arxiv_id: str) -> None:
     db.upsert(conn, "release_queries", [{
         "release_id": release_id, "arxiv_id": arxiv_id, "title": "Q", "abstract": "A", "section_raw_latex": "x",
         "section_text": "x", "word_count": 1}], key=["release_id", "arxiv_id"])
+
+
+def server_answers(admin_url: str = SERVER_ADMIN_URL) -> bool:
+    """Whether the local server takes connections (a closed port fails fast, without a driver timeout)."""
+    url = sa.engine.make_url(admin_url)
+    try:
+        with socket.create_connection((url.host or "127.0.0.1", url.port or 5432), timeout=0.5):
+            pass
+    except OSError:
+        return False
+    try:
+        engine = sa.create_engine(admin_url, connect_args={"connect_timeout": 2})
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+        engine.dispose()
+        return True
+    except Exception:
+        return False
+
+
+@contextlib.contextmanager
+def _environment(**values: str | None) -> Iterator[None]:
+    """Set (a str) or remove (None) environment variables for the block; the previous values come back."""
+    before = {name: os.environ.get(name) for name in values}
+    try:
+        for name, value in values.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextlib.contextmanager
+def throwaway_warehouse(prefix: str = "deepscholar_tmp_", *, database: str = "embedded", set_home: bool = True,
+                        keep_home: bool = False) -> Iterator[tuple[Engine, Path]]:
+    """A fresh home directory and an empty warehouse with the schema applied, gone afterwards: (engine, home).
+
+    database: "embedded" (the project's embedded PostgreSQL under home/pgdata, stopped afterwards),
+    "server" (a new database on SERVER_ADMIN_URL's server, dropped afterwards), "auto" (server when it
+    answers, else embedded) or a PostgreSQL URL (used as it is and left in place).
+    set_home: inside the block DEEPSCHOLAR_HOME is the new home and DEEPSCHOLAR_DB_URL is unset, so
+    `db.get_engine()`, the CLI and subprocesses find this warehouse; both come back afterwards.
+    keep_home: leave the home directory (snapshots, logs) on disk; otherwise it is removed.
+    """
+    from deepscholar import db
+
+    home = Path(tempfile.mkdtemp(prefix=prefix))
+    env = _environment(DEEPSCHOLAR_HOME=str(home), DEEPSCHOLAR_DB_URL=None) if set_home else contextlib.nullcontext()
+    created = None
+    embedded = False
+    engine = None
+    try:
+        with env:
+            if database == "auto":
+                database = "server" if server_answers() else "embedded"
+            if database == "server":
+                created = f"{prefix.strip('_')}_{uuid.uuid4().hex[:8]}".lower()
+                admin = sa.create_engine(SERVER_ADMIN_URL, isolation_level="AUTOCOMMIT")
+                with admin.connect() as conn:
+                    conn.execute(sa.text(f'CREATE DATABASE "{created}"'))
+                admin.dispose()
+                url = sa.engine.make_url(SERVER_ADMIN_URL).set(database=created).render_as_string(
+                    hide_password=False)
+            elif database == "embedded":
+                embedded = True
+                url = db.embedded_server_uri(home)
+            elif database.startswith("postgres"):
+                url = database
+            else:
+                raise ValueError(f"database: 'embedded', 'server', 'auto' or a PostgreSQL URL, not {database!r}")
+            # Keyed by the URL as the engine renders it, so `db.get_engine(str(engine.url))` (what a
+            # fixture hands out) is this very engine.
+            first = db.get_engine(url)
+            engine = db.get_engine(first.url.render_as_string(hide_password=False))
+            if engine is not first:
+                first.dispose()
+            db.init_db(engine)
+            yield engine, home
+    finally:
+        if engine is not None:
+            engine.dispose()
+        if created:
+            admin = sa.create_engine(SERVER_ADMIN_URL, isolation_level="AUTOCOMMIT")
+            with admin.connect() as conn:
+                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{created}" WITH (FORCE)'))
+            admin.dispose()
+        if embedded:
+            db.stop_embedded_server(home)
+        if not keep_home:
+            shutil.rmtree(home, ignore_errors=True)

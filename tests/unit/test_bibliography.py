@@ -8,12 +8,12 @@ from support.files import write_tree
 from deepscholar.sources.bibliography import (
     BibEntry,
     arxiv_id_from_entry,
-    arxiv_id_from_text,
     load_bibliography,
     parse_bbl,
     parse_bib_string,
     parse_bibliography,
 )
+from deepscholar.text.arxiv_ids import find_arxiv_id
 
 
 @pytest.mark.parametrize(
@@ -55,8 +55,8 @@ def test_arxiv_id_from_bib_entry_object():
     entry = BibEntry(key="k", entry_type="article", title="T", authors=None, year=None, doi=None,
                      eprint=None, url="https://arxiv.org/abs/2401.00001v1", journal=None)
     assert arxiv_id_from_entry(entry) == "2401.00001"
-    assert arxiv_id_from_text("see arXiv: 2401.00001") == "2401.00001"
-    assert arxiv_id_from_text("no id here 12.34") is None
+    assert find_arxiv_id("see arXiv: 2401.00001") == "2401.00001"
+    assert find_arxiv_id("no id here 12.34") is None
 
 
 MESSY_BIB = r"""

@@ -5,17 +5,17 @@ from __future__ import annotations
 import pytest
 
 from deepscholar.systems.base import Source
-from deepscholar.systems.citations import (
-    arxiv_id_from_text,
+from deepscholar.systems.external.formats import report_from_json
+from deepscholar.text.arxiv_ids import arxiv_id_or_problem
+from deepscholar.text.citations import (
     arxiv_links_to_numbers,
     citation_numbers,
     citation_stats,
     parse_reference_list,
     reference_title,
-    renumber_citations,
-    split_sentences,
+    remap_citation_numbers,
 )
-from deepscholar.systems.external.formats import report_from_json
+from deepscholar.text.sentences import split_report_sentences
 
 # ----------------------------------------------------------------------------------- markers
 
@@ -50,7 +50,7 @@ def test_things_that_are_not_markers(text):
 
 def test_renumber_shifts_every_marker_form():
     text = "Zero-based [0], pairs [1][2], lists [0, 3-4], escaped \\[5\\] and [abstract] untouched."
-    assert renumber_citations(text, lambda n: n + 1) == (
+    assert remap_citation_numbers(text, lambda n: n + 1) == (
         "Zero-based [1], pairs [2][3], lists [1, 4-5], escaped \\[6\\] and [abstract] untouched.")
 
 
@@ -68,7 +68,7 @@ def test_sentences_skip_headings_blank_lines_and_the_reference_list():
         "[1] Karpukhin et al. (2020). Dense Passage Retrieval for Open-Domain Question Answering. EMNLP.\n"
         "[2] Smith, J. (2020). Hard negatives. ACL.\n"
     )
-    sentences = split_sentences(text)
+    sentences = split_report_sentences(text)
     assert [(s.index, s.text, s.citations) for s in sentences] == [
         (0, "Dense retrieval was popularised by DPR [1].", [1]),
         (1, "Smith et al. (2020) add hard negatives [2][3].", [2, 3]),
@@ -96,32 +96,32 @@ def test_sentences_skip_headings_blank_lines_and_the_reference_list():
      ["first item cites [1]", "second item cites [2]."]),
 ])
 def test_sentence_boundaries(text, expected):
-    assert [s.text for s in split_sentences(text)] == expected
+    assert [s.text for s in split_report_sentences(text)] == expected
 
 
 def test_plain_heading_lines_and_agent_tags_are_not_sentences():
     text = "Related Works\n\n**Background**\n\n<answer>\nWork on X [1] exists.\n</answer>"
-    assert [s.text for s in split_sentences(text)] == ["Work on X [1] exists."]
+    assert [s.text for s in split_report_sentences(text)] == ["Work on X [1] exists."]
 
 
 def test_a_trailing_numbered_list_without_heading_is_a_reference_list():
     text = ("Retrieval helps [1]. Generation too [2].\n\n"
             "[1] Lewis et al. Retrieval-augmented generation. 2020.\n"
             "[2] Brown et al. Language models are few-shot learners. 2020.\n")
-    assert [s.text for s in split_sentences(text)] == ["Retrieval helps [1].", "Generation too [2]."]
+    assert [s.text for s in split_report_sentences(text)] == ["Retrieval helps [1].", "Generation too [2]."]
     assert sorted(parse_reference_list(text)) == [1, 2]
 
 
 def test_a_numbered_list_in_the_body_is_not_a_reference_list():
     text = "We compare three ideas:\n\n1. sparse retrieval [1]\n2. dense retrieval [2]\n"
-    assert [s.citations for s in split_sentences(text)] == [[], [1], [2]]
+    assert [s.citations for s in split_report_sentences(text)] == [[], [1], [2]]
     assert parse_reference_list(text) == {}
 
 
 def test_a_reference_block_in_the_middle_ends_at_the_next_heading():
     text = ("# Summary\n\nLead [1].\n\n## References\n\n[1] Lead source\n\n"
             "# Related Works\n\nBody [2].\n\n## References\n\n[1] Body one\n[2] Body two\n")
-    assert [s.text for s in split_sentences(text)] == ["Lead [1].", "Body [2]."]
+    assert [s.text for s in split_report_sentences(text)] == ["Lead [1].", "Body [2]."]
     assert {n: r.title for n, r in parse_reference_list(text).items()} == {1: "Body one", 2: "Body two"}
 
 
@@ -175,7 +175,7 @@ def test_reference_titles(entry, title):
     ("no identifier here", (None, None)),
 ])
 def test_arxiv_ids_in_text(text, found):
-    assert arxiv_id_from_text(text) == found
+    assert arxiv_id_or_problem(text) == found
 
 
 # ------------------------------------------------------------------------------ link renumbering

@@ -16,12 +16,11 @@ from support.files import write_tree
 from deepscholar.sources.bibliography import load_bibliography
 from deepscholar.sources.inspect import inspect_latex
 from deepscholar.sources.latex import (
-    CITATION_MARKER_RE,
-    cite_keys_in_marker_text,
     find_related_work,
     strip_comments,
     word_count,
 )
+from deepscholar.text.markers import CITATION_MARKER_RE, cite_keys_in_marker_text
 
 FIXTURES = shared_data.shared_root() / "latex_real"
 PAPERS = shared_data.folder_names("latex_real")

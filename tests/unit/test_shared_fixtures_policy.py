@@ -12,6 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # runs pytest in subprocesses
+
 TESTS_DIR = Path(__file__).resolve().parents[1]
 
 PROBE = '''

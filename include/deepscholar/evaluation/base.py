@@ -17,15 +17,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from deepscholar.systems.citations import Sentence
+from deepscholar.text.sentences import Sentence
 
 if TYPE_CHECKING:
     from deepscholar.llm.client import LLMClient
 
 __all__ = [
-    "DIMENSIONS",
-    "METRIC_ORDER",
-    "HEADLINE_VARIANT",
     "QueryInfo",
     "ExemplarReference",
     "NuggetInfo",
@@ -40,26 +37,8 @@ __all__ = [
     "judgments_in_order",
     "compose_version",
     "JudgeFreeMetric",
+    "LLMJudgedMetric",
 ]
-
-# The paper's three dimensions, in Table 2's order; the leaderboard groups its columns this way.
-DIMENSIONS: dict[str, tuple[str, ...]] = {
-    "knowledge_synthesis": ("organization", "nugget_coverage"),
-    "retrieval_quality": ("relevance_rate", "reference_coverage", "document_importance"),
-    "verifiability": ("citation_precision", "claim_coverage"),
-}
-METRIC_ORDER: tuple[str, ...] = tuple(m for ms in DIMENSIONS.values() for m in ms)
-# The variant of each metric that the leaderboard shows (METRICS.md headlines); the others are stored too.
-HEADLINE_VARIANT: dict[str, str] = {
-    "organization": "score",
-    "nugget_coverage": "strict_all",
-    "relevance_rate": "score",
-    "reference_coverage": "score",
-    "document_importance": "score",
-    "citation_precision": "per_pair",
-    "claim_coverage": "w1",
-}
-
 
 # --- what a metric reads -----------------------------------------------------------------------------
 
@@ -198,9 +177,13 @@ def report_unscored(variants: Sequence[str], judgments: Sequence[ItemJudgment]) 
 
 @runtime_checkable
 class Metric(Protocol):
-    """One metric of METRICS.md. Implementations live one per file in deepscholar.evaluation.metrics."""
+    """One metric: one file in deepscholar.evaluation.metrics exporting METRIC (evaluation/registry.py
+    finds it), or any object registered with registry.register()."""
 
-    name: str  # e.g. "organization"
+    name: str  # e.g. "organization"; also its column name in the wide SQL views
+    dimension: str  # one of registry.DIMENSIONS: the leaderboard's column group
+    position: int  # its column within the dimension
+    label: str  # the column heading (CLI table, page, markdown)
     headline: str  # the variant the leaderboard shows
     variants: tuple[str, ...]  # every variant score() returns, headline included
 
@@ -251,3 +234,88 @@ class JudgeFreeMetric:
 
     def judge_local(self, report: ReportContext, items: Sequence[Item]) -> list[ItemJudgment]:
         return []
+
+
+METRICS_PACKAGE = "deepscholar.evaluation.metrics"  # where metric prompts live: <package>/prompts/<name>.txt
+
+
+class LLMJudgedMetric:
+    """Base of the metrics an LLM judges one item at a time, so each states only what is its own.
+
+    A subclass names its prompt file (`prompt_name`) and definition version (`definition`), and says
+    - what the prompt is filled with for one item (`prompt_fields`; or an `ItemJudgment` when the item is
+      decided without asking, e.g. a citation that resolves to nothing),
+    - how an answer is read (`parse`, raising ParseError for a re-ask), and what label it gives
+      (`label_of` -> (label, explanation)),
+    - the scores of a report (`score_judged`), after the shared opening: a report scored by construction
+      (`fixed_scores`), then unscored when any item is, then the metric's own arithmetic.
+    The render -> ask -> unscored-or-judgment body and that opening are written once, here.
+    """
+
+    name: str
+    headline: str
+    variants: tuple[str, ...]
+    prompt_name: str
+    definition: str = "d1"
+
+    def __init__(self) -> None:
+        from deepscholar.prompts import load_prompt_file
+
+        self.prompt = load_prompt_file(METRICS_PACKAGE, self.prompt_name)
+
+    @property
+    def version(self) -> str:
+        return compose_version(self.definition, self.prompt.version)
+
+    @property
+    def purpose(self) -> str:
+        """How the llm_calls log names this metric's calls."""
+        return f"metric.{self.name}"
+
+    # -- what a subclass states --
+
+    def prompt_fields(self, report: ReportContext, item: Item) -> dict[str, Any] | ItemJudgment:
+        raise NotImplementedError
+
+    def parse(self, text: str, item: Item) -> Any:
+        raise NotImplementedError
+
+    def label_of(self, item: Item, answer: Any) -> tuple[Any, str | None]:
+        """(label stored in judgments, the judge's explanation) from a parsed answer."""
+        raise NotImplementedError
+
+    def fixed_scores(self, report: ReportContext) -> list[Score] | None:
+        """Scores that need no judgment (by construction, nothing to judge); None to score the judgments."""
+        return None
+
+    def in_order(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[ItemJudgment]:
+        """The judgments score_judged reads; metrics whose every item must be present override this."""
+        return list(judgments)
+
+    def score_judged(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
+        raise NotImplementedError
+
+    # -- written once --
+
+    def ask(self, client: LLMClient, item: Item, **fields: Any):
+        """One judged question with this metric's prompt: a `Judged` (scored, or unscored with its reason)."""
+        prompt = self.prompt.render(**fields)
+        return client.ask([{"role": "user", "content": prompt}], lambda text: self.parse(text, item),
+                          purpose=self.purpose)
+
+    def judge_llm(self, client: LLMClient, report: ReportContext, item: Item) -> ItemJudgment:
+        fields = self.prompt_fields(report, item)
+        if isinstance(fields, ItemJudgment):
+            return fields
+        judged = self.ask(client, item, **fields)
+        if not judged.scored:
+            return unscored_item(item.key, judged.unscored_reason, judged.calls)
+        label, explanation = self.label_of(item, judged.value)
+        return ItemJudgment(item.key, label, explanation=explanation, calls=judged.calls)
+
+    def score(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
+        fixed = self.fixed_scores(report)
+        if fixed is not None:
+            return fixed
+        ordered = self.in_order(report, judgments)
+        return report_unscored(self.variants, ordered) or self.score_judged(report, ordered)

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.evaluation.base import ExemplarReference, NuggetInfo, QueryInfo, ReportContext, SourceDoc
-from deepscholar.systems.citations import split_sentences
+from deepscholar.text.sentences import split_report_sentences
 
 __all__ = ["load_queries", "load_reports", "source_text"]
 
@@ -102,5 +102,5 @@ def load_reports(engine: Engine, report_ids: Sequence[int]) -> list[ReportContex
         out.append(ReportContext(
             report_id=r["report_id"], release_id=r["release_id"], system_id=r["system_id"], system_kind=r["kind"],
             arxiv_id=r["arxiv_id"], text=r["text"] or "", query=queries[(r["release_id"], r["arxiv_id"])],
-            sources=sources_of.get(r["report_id"], {}), sentences=tuple(split_sentences(r["text"] or ""))))
+            sources=sources_of.get(r["report_id"], {}), sentences=tuple(split_report_sentences(r["text"] or ""))))
     return out

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.engine import Engine
 
 from deepscholar.errors import InvalidInput
-from deepscholar.evaluation.base import METRIC_ORDER
+from deepscholar.evaluation import registry
 
 __all__ = ["JudgeSpec", "LOCAL_JUDGE_VERSION"]
 
@@ -31,7 +31,7 @@ class JudgeSpec:
         if not spec:
             raise InvalidInput("a judge is required: 'local' or a litellm model string such as openai/gpt-4o")
         overrides = dict(metric_models or {})
-        unknown = sorted(set(overrides) - set(METRIC_ORDER))
+        unknown = sorted(set(overrides) - set(registry.metric_names()))
         if unknown:
             raise InvalidInput(f"per-metric judge models for unknown metrics: {', '.join(unknown)}")
         if spec == "local" and overrides:

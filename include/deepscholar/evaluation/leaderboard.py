@@ -1,7 +1,7 @@
 """Reading the stored leaderboard and printing it like the paper's Table 2.
 
-Readers (CLI, web page, DAG) go through `load_leaderboard`, so "the latest board" means the same thing
-everywhere: the latest month with rows (deepscholar.leaderboard_releases orders them) and, when no judge
+Readers (CLI, web page, DAG) pick a board with `pick_board` (`load_leaderboard` does), so "the latest
+board" means the same thing everywhere: the latest month with rows (deepscholar.leaderboard_releases orders them) and, when no judge
 is named, that month's most complete board (most systems with all seven means; a partial trial run of
 another judge on one metric must not hide the full board), then the largest, then the newest.
 """
@@ -23,35 +23,19 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.db import SQL_DIR
-from deepscholar.evaluation.base import DIMENSIONS, HEADLINE_VARIANT, METRIC_ORDER
+from deepscholar.evaluation import registry
 from deepscholar.release.window import validate_release_id
 
 __all__ = [
     "FORMATS",
-    "METRIC_LABELS",
-    "DIMENSION_LABELS",
     "NamedQuery",
+    "pick_board",
     "load_leaderboard",
     "format_leaderboard",
     "analyst_queries",
 ]
 
 FORMATS = ("table", "csv", "json", "markdown")
-DIMENSION_LABELS = {
-    "knowledge_synthesis": "Knowledge synthesis",
-    "retrieval_quality": "Retrieval quality",
-    "verifiability": "Verifiability",
-}
-# Table 2's column names.
-METRIC_LABELS = {
-    "organization": "Org",
-    "nugget_coverage": "Nugget cov",
-    "relevance_rate": "Rel rate",
-    "reference_coverage": "Ref cov",
-    "document_importance": "Doc imp",
-    "citation_precision": "Cite-P",
-    "claim_coverage": "Claim cov (w=1)",
-}
 ANALYST_QUERIES = SQL_DIR / "queries" / "analyst_examples.sql"
 
 SIGNIFICANT_MARK = "†"
@@ -68,7 +52,7 @@ _PICK_SQL = """
 
 _ROWS_SQL = """
     SELECT l.*, s.kind AS system_kind
-    FROM leaderboard l JOIN systems s ON s.system_id = l.system_id
+    FROM leaderboard_systems l JOIN systems s ON s.system_id = l.system_id
     WHERE l.release_id = :r AND l.judge_config = :j
     ORDER BY l.rank, l.system_id"""
 
@@ -77,6 +61,18 @@ _METRICS_SQL = """
            significant, p_value, runner_up, n_pairs
     FROM leaderboard_metrics WHERE release_id = :r AND judge_config = :j
     ORDER BY system_id, metric_position"""
+
+
+def pick_board(conn: sa.Connection, release_id: str | None = None,
+               judge_config: str | None = None) -> tuple[str, str] | None:
+    """(release_id, judge_config) of the board readers show, or None when there is none.
+
+    With release_id None, the latest release that has a board (under judge_config when given); with
+    judge_config None, that release's most complete board, then the largest, then the newest. The CLI
+    (`load_leaderboard`) and the web page both pick through here, so "the latest board" is one board.
+    """
+    picked = conn.execute(sa.text(_PICK_SQL), {"r": release_id, "j": judge_config}).first()
+    return None if picked is None else (picked.release_id, picked.judge_config)
 
 
 def load_leaderboard(engine: Engine, release_id: str | None = None, judge_config: str | None = None) -> list[dict]:
@@ -89,22 +85,23 @@ def load_leaderboard(engine: Engine, release_id: str | None = None, judge_config
     if release_id is not None:
         validate_release_id(release_id)  # InvalidInput for what no release can be named (NUL bytes, quotes)
     with engine.connect() as conn:
-        picked = conn.execute(sa.text(_PICK_SQL), {"r": release_id, "j": judge_config}).first()
+        picked = pick_board(conn, release_id, judge_config)
         if picked is None:
             return []
-        params = {"r": picked.release_id, "j": picked.judge_config}
+        params = {"r": picked[0], "j": picked[1]}
         rows = [dict(r) for r in conn.execute(sa.text(_ROWS_SQL), params).mappings()]
         details: dict[str, dict[str, dict]] = {}
         for d in conn.execute(sa.text(_METRICS_SQL), params).mappings():
             details.setdefault(d["system_id"], {})[d["metric"]] = {k: v for k, v in d.items() if k != "system_id"}
     for row in rows:
         found = details.get(row["system_id"], {})
-        row["metrics"] = {m: found.get(m, _missing_detail(m)) for m in METRIC_ORDER}
+        row["metrics"] = {m: found.get(m, _missing_detail(m)) for m in registry.metric_names()}
+        row.update({m: d["mean"] for m, d in row["metrics"].items()})  # as the wide `leaderboard` view has them
     return rows
 
 
 def _missing_detail(metric: str) -> dict:
-    return {"metric": metric, "variant": HEADLINE_VARIANT[metric], "metric_version": None, "mean": None, "n": 0,
+    return {"metric": metric, "variant": registry.headline_variant(metric), "metric_version": None, "mean": None, "n": 0,
             "n_unscored": 0, "ci_low": None, "ci_high": None, "is_best": False, "significant": False,
             "p_value": None, "runner_up": None, "n_pairs": None}
 
@@ -165,7 +162,7 @@ def _legend(markdown: bool) -> list[str]:
 
 def _cells(row: dict, markdown: bool) -> list[str]:
     cells = [str(row["rank"]), row["system_id"]]
-    for m in METRIC_ORDER:
+    for m in registry.metric_names():
         d = _detail(row, m)
         text = _num(d.get("mean"))
         if markdown and d.get("is_best"):
@@ -183,19 +180,24 @@ def _cells(row: dict, markdown: bool) -> list[str]:
     return cells
 
 
-_HEAD = ["Rank", "System", *(METRIC_LABELS[m] for m in METRIC_ORDER), "Geo mean", "95% CI", "Reports"]
 _FIRST_METRIC_COL = 2
+
+
+def _head() -> list[str]:
+    return ["Rank", "System", *(registry.metric_label(m) for m in registry.metric_names()), "Geo mean", "95% CI",
+            "Reports"]
 
 
 def _format_table(rows: Sequence[dict]) -> str:
     body = [_cells(r, markdown=False) for r in rows]
-    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(_HEAD)]
+    head = _head()
+    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(head)]
     # Widen a dimension's last column until its label fits over the group.
     col = _FIRST_METRIC_COL
     spans = []
-    for dim, metrics in DIMENSIONS.items():
+    for dim, metrics in registry.dimensions().items():
         first, last = col, col + len(metrics) - 1
-        label = DIMENSION_LABELS[dim]
+        label = registry.dimension_label(dim)
         span = sum(widths[first:last + 1]) + 2 * (last - first)
         widths[last] += max(0, len(label) - span)
         spans.append((first, last, label))
@@ -211,17 +213,17 @@ def _format_table(rows: Sequence[dict]) -> str:
         start, end = starts[first], starts[last] + widths[last]
         groups[start:end] = label.center(end - start)
         rules[start:end] = "─" * (end - start)
-    out = [_title(rows), "".join(groups).rstrip(), "".join(rules).rstrip(), line(_HEAD),
+    out = [_title(rows), "".join(groups).rstrip(), "".join(rules).rstrip(), line(head),
            line(["-" * w for w in widths]), *(line(b) for b in body), "", *_legend(markdown=False)]
     return "\n".join(out)
 
 
 def _format_markdown(rows: Sequence[dict]) -> str:
-    groups = " · ".join(f"{DIMENSION_LABELS[d]}: {', '.join(METRIC_LABELS[m] for m in ms)}"
-                        for d, ms in DIMENSIONS.items())
-    align = ["---:", ":---", *["---:"] * len(METRIC_ORDER), "---:", ":---:", "---:"]
+    groups = " · ".join(f"{registry.dimension_label(d)}: {', '.join(registry.metric_label(m) for m in ms)}"
+                        for d, ms in registry.dimensions().items())
+    align = ["---:", ":---", *["---:"] * len(registry.metric_names()), "---:", ":---:", "---:"]
     out = [f"**{_title(rows)}**", "", f"Columns by dimension — {groups}.", "",
-           "| " + " | ".join(_HEAD) + " |", "| " + " | ".join(align) + " |"]
+           "| " + " | ".join(_head()) + " |", "| " + " | ".join(align) + " |"]
     out += ["| " + " | ".join(c.replace("|", "\\|") for c in _cells(r, markdown=True)) + " |" for r in rows]
     out += [""] + _legend(markdown=True)
     return "\n".join(out)
@@ -233,19 +235,20 @@ def _round(x: float | None, digits: int = 3) -> float | None:
 
 def _format_csv(rows: Sequence[dict]) -> str:
     """One line per system: means in Table 2's order (3 decimals), then each metric's n, unscored and CI."""
+    names = registry.metric_names()
     head = ["release_id", "judge_config", "rank", "system_id", "n_queries", "n_reports", "n_failed",
-            *METRIC_ORDER, "geometric_mean", "geometric_mean_ci_low", "geometric_mean_ci_high"]
+            *names, "geometric_mean", "geometric_mean_ci_low", "geometric_mean_ci_high"]
     extra = ("n", "n_unscored", "ci_low", "ci_high", "is_best", "significant", "p_value")
-    head += [f"{m}_{k}" for m in METRIC_ORDER for k in extra]
+    head += [f"{m}_{k}" for m in names for k in extra]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(head)
     for r in rows:
         line = [r["release_id"], r["judge_config"], r["rank"], r["system_id"], r["n_queries"], r["n_reports"],
-                r["n_failed"], *(_round(_detail(r, m).get("mean")) for m in METRIC_ORDER),
+                r["n_failed"], *(_round(_detail(r, m).get("mean")) for m in names),
                 _round(r.get("geometric_mean")), _round(r.get("geometric_mean_ci_low")),
                 _round(r.get("geometric_mean_ci_high"))]
-        for m in METRIC_ORDER:
+        for m in names:
             d = _detail(r, m)
             p = d.get("p_value")
             line += [d.get("n"), d.get("n_unscored"), _round(d.get("ci_low")), _round(d.get("ci_high")),
@@ -265,10 +268,10 @@ def _format_json(rows: Sequence[dict]) -> str:
     out = []
     for r in rows:
         metrics = {}
-        for dim, ms in DIMENSIONS.items():
+        for dim, ms in registry.dimensions().items():
             for m in ms:
                 d = _detail(r, m)
-                metrics[m] = {"dimension": dim, "variant": d.get("variant", HEADLINE_VARIANT[m]),
+                metrics[m] = {"dimension": dim, "variant": d.get("variant", registry.headline_variant(m)),
                               "mean": d.get("mean"), "n": d.get("n"), "n_unscored": d.get("n_unscored"),
                               "ci": [d.get("ci_low"), d.get("ci_high")], "is_best": d.get("is_best"),
                               "significant": d.get("significant"), "p_value": d.get("p_value"),

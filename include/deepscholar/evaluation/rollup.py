@@ -28,7 +28,8 @@ from sqlalchemy.engine import Engine
 
 from deepscholar import db
 from deepscholar.errors import NotFound
-from deepscholar.evaluation.base import DIMENSIONS, HEADLINE_VARIANT, METRIC_ORDER
+from deepscholar.evaluation import registry
+from deepscholar.migrations.wide_views import sync_wide_views
 
 __all__ = [
     "ALPHA",
@@ -53,7 +54,6 @@ ALPHA = 0.05  # METRICS.md: the best system is marked when p < 0.05
 CI_LEVEL = 0.95
 DEFAULT_N_BOOT = 1000
 ZERO_SPREAD = 1e-12  # scores live in [0, 1]: differences closer than this are float noise, not signal
-DIMENSION_OF = {m: d for d, ms in DIMENSIONS.items() for m in ms}
 
 LEADERBOARD_KEY = ("release_id", "system_id", "judge_config")
 METRICS_KEY = (*LEADERBOARD_KEY, "metric")
@@ -212,7 +212,8 @@ def compute_leaderboard(
     if scores.empty:
         return [], []
     scores = scores.assign(value=pd.to_numeric(scores["value"], errors="coerce").astype(float))
-    scores = scores[scores["metric"].isin(METRIC_ORDER)]
+    names = registry.metric_names()
+    scores = scores[scores["metric"].isin(names)]
     systems = sorted(scores["system_id"].unique())
 
     grouped = scores.groupby(["system_id", "metric"], sort=True)
@@ -225,28 +226,29 @@ def compute_leaderboard(
             log.warning("%s %s under %s mixes metric versions %s", system, metric, judge_config, found)
     # (system, query) x metric, NaN where unscored or never judged: the bootstrap's and t-test's input.
     wide = (scores.set_index(["system_id", "arxiv_id", "metric"])["value"]
-            .unstack("metric").reindex(columns=list(METRIC_ORDER)).sort_index())
+            .unstack("metric").reindex(columns=list(names)).sort_index())
 
     rows: dict[str, dict] = {}
     details: dict[tuple[str, str], dict] = {}
     for system in systems:
         matrix = wide.loc[system].to_numpy()
         metric_ci, gm_ci = bootstrap_intervals(matrix, seed=seed, n_boot=n_boot)
-        means = {m: _clean(mean.get((system, m))) for m in METRIC_ORDER}
+        means = {m: _clean(mean.get((system, m))) for m in names}
         ok, failed = report_counts.get(system, (0, 0))
-        gm = geometric_mean([means[m] for m in METRIC_ORDER])
+        gm = geometric_mean([means[m] for m in names])
         rows[system] = {
             "release_id": release_id, "system_id": system, "judge_config": judge_config,
             "n_queries": int(n_queries), "n_reports": int(ok), "n_failed": int(failed), **means,
             "geometric_mean": gm,
             "geometric_mean_ci_low": _clean(gm_ci[0]) if gm is not None else None,
             "geometric_mean_ci_high": _clean(gm_ci[1]) if gm is not None else None,
-            "metric_versions": {m: versions[(system, m)] for m in METRIC_ORDER if (system, m) in versions},
+            "metric_versions": {m: versions[(system, m)] for m in names if (system, m) in versions},
         }
-        for i, m in enumerate(METRIC_ORDER):
+        for i, m in enumerate(names):
             details[(system, m)] = {
                 "release_id": release_id, "system_id": system, "judge_config": judge_config, "metric": m,
-                "dimension": DIMENSION_OF[m], "metric_position": i + 1, "variant": HEADLINE_VARIANT[m],
+                "dimension": registry.dimension_of(m), "metric_position": i + 1,
+                "variant": registry.headline_variant(m),
                 "metric_version": versions.get((system, m)), "mean": means[m],
                 "n": int(n.get((system, m), 0)), "n_unscored": int(n_unscored.get((system, m), 0)),
                 "ci_low": _clean(metric_ci[i, 0]) if means[m] is not None else None,
@@ -255,14 +257,14 @@ def compute_leaderboard(
             }
 
     contenders = [s for s in systems if s not in reference_systems]
-    for m in METRIC_ORDER:
+    for m in names:
         _mark_best(m, contenders, details, wide)
 
     ranks = rank_by_geometric_mean([rows[s]["geometric_mean"] for s in systems])
     for s, r in zip(systems, ranks, strict=True):
         rows[s]["rank"] = r
     order = sorted(systems, key=lambda s: (rows[s]["rank"], s))
-    return [rows[s] for s in order], [details[(s, m)] for s in order for m in METRIC_ORDER]
+    return [rows[s] for s in order], [details[(s, m)] for s in order for m in names]
 
 
 def _mark_best(metric: str, systems: Sequence[str], details: dict, wide: pd.DataFrame) -> None:
@@ -304,8 +306,8 @@ _SCORES_SQL = """
 def load_scores(conn: sa.Connection, release_id: str, judge_config: str) -> pd.DataFrame:
     """Headline scores of the release's ok reports under one judge: one row per (system, query, metric)."""
     result = conn.execute(sa.text(_SCORES_SQL), {
-        "r": release_id, "j": judge_config, "metrics": list(METRIC_ORDER),
-        "variants": [HEADLINE_VARIANT[m] for m in METRIC_ORDER]})
+        "r": release_id, "j": judge_config, "metrics": list(registry.metric_names()),
+        "variants": [registry.headline_variant(m) for m in registry.metric_names()]})
     # Plain tuples: pandas probes Row objects attribute by attribute, which costs more than the query.
     frame = pd.DataFrame([tuple(r) for r in result],
                          columns=["system_id", "arxiv_id", "metric", "value", "metric_version"])
@@ -314,18 +316,24 @@ def load_scores(conn: sa.Connection, release_id: str, judge_config: str) -> pd.D
 
 
 def _write_changed(conn: sa.Connection, table_name: str, rows: Sequence[dict], key: Sequence[str],
-                   touch: str | None = None) -> None:
-    """Upsert that leaves a row alone when no value differs, so a re-run writes nothing."""
+                   touch: str | None = None) -> set[tuple]:
+    """Upsert that leaves a row alone when no value differs, so a re-run writes nothing.
+
+    Only the table's own columns of each row are written; returns the keys of the rows written."""
     if not rows:
-        return
+        return set()
     tbl = db.table(conn, table_name)
+    rows = [{c: r[c] for c in r if c in tbl.c} for r in rows]
     stmt = pg_insert(tbl)
     cols = [c for c in rows[0] if c not in key]
     changed = sa.tuple_(*[tbl.c[c] for c in cols]).is_distinct_from(sa.tuple_(*[stmt.excluded[c] for c in cols]))
     set_ = {c: stmt.excluded[c] for c in cols} | ({touch: sa.func.now()} if touch else {})
-    stmt = stmt.on_conflict_do_update(index_elements=list(key), set_=set_, where=changed)
+    stmt = stmt.on_conflict_do_update(index_elements=list(key), set_=set_, where=changed).returning(
+        *[tbl.c[k] for k in key])
+    written: set[tuple] = set()
     for start in range(0, len(rows), 1000):
-        conn.execute(stmt, list(rows[start:start + 1000]))
+        written |= {tuple(r) for r in conn.execute(stmt, list(rows[start:start + 1000]))}
+    return written
 
 
 def roll_up(engine: Engine, release_id: str, judge_config: str, *, seed: int = 0,
@@ -356,10 +364,22 @@ def roll_up(engine: Engine, release_id: str, judge_config: str, *, seed: int = 0
         systems = [r["system_id"] for r in rows]
         # Rows of systems gone from this board (their reports or scores deleted); their details cascade.
         conn.execute(sa.text("""
-            DELETE FROM leaderboard WHERE release_id = :r AND judge_config = :j AND NOT (system_id = ANY(:s))"""),
+            DELETE FROM leaderboard_systems
+            WHERE release_id = :r AND judge_config = :j AND NOT (system_id = ANY(:s))"""),
             {"r": release_id, "j": judge_config, "s": systems})
-        _write_changed(conn, "leaderboard", rows, LEADERBOARD_KEY, touch="computed_at")
-        _write_changed(conn, "leaderboard_metrics", metric_rows, METRICS_KEY)
+        # A metric that left the registry leaves the board too.
+        conn.execute(sa.text("""
+            DELETE FROM leaderboard_metrics
+            WHERE release_id = :r AND judge_config = :j AND NOT (metric = ANY(:m))"""),
+            {"r": release_id, "j": judge_config, "m": list(registry.metric_names())})
+        board = _write_changed(conn, "leaderboard_systems", rows, LEADERBOARD_KEY, touch="computed_at")
+        details = {k[:3] for k in _write_changed(conn, "leaderboard_metrics", metric_rows, METRICS_KEY)}
+        if details - board:  # a mean changed but not the row: computed_at still says when values changed
+            conn.execute(sa.text("""
+                UPDATE leaderboard_systems SET computed_at = now()
+                WHERE release_id = :r AND judge_config = :j AND system_id = ANY(:s)"""),
+                {"r": release_id, "j": judge_config, "s": sorted(k[1] for k in details - board)})
+        sync_wide_views(conn, registry.metric_names())
     log.info("leaderboard %s (%s): %d systems, %d scores, %.2f s", release_id, judge_config, len(rows),
              len(scores), time.perf_counter() - started)
     return rows

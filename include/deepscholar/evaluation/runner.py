@@ -26,7 +26,8 @@ from sqlalchemy.engine import Engine
 
 from deepscholar import db
 from deepscholar.errors import InvalidInput, UserError
-from deepscholar.evaluation.base import METRIC_ORDER, ItemJudgment, Metric, ReportContext, Score
+from deepscholar.evaluation import registry
+from deepscholar.evaluation.base import ItemJudgment, Metric, ReportContext, Score
 from deepscholar.evaluation.judges import JudgeSpec
 
 __all__ = ["pending_reports", "judge_metric", "plan_judging", "evaluate_release", "JudgeRun",
@@ -226,10 +227,11 @@ def judge_metric(
 def plan_judging(engine: Engine, release_id: str, systems: Sequence[str] | None = None,
                  metrics: Sequence[str] | None = None) -> list[dict]:
     """(metric, system) tasks: every metric for every system with ok reports in the release."""
-    metrics = list(metrics or METRIC_ORDER)
-    unknown = sorted(set(metrics) - set(METRIC_ORDER))
+    known = registry.metric_names()
+    metrics = list(metrics or known)
+    unknown = sorted(set(metrics) - set(known))
     if unknown:
-        raise InvalidInput(f"unknown metrics: {', '.join(unknown)}; known: {', '.join(METRIC_ORDER)}")
+        raise InvalidInput(f"unknown metrics: {', '.join(unknown)}; known: {', '.join(known)}")
     with engine.connect() as conn:
         names = conn.execute(sa.text("""
             SELECT DISTINCT system_id FROM reports

@@ -19,6 +19,8 @@ from sqlalchemy.engine import Engine
 
 from deepscholar.llm.client import Judged, LLMClient, ParseError, parse_json_array, parse_json_object
 from deepscholar.prompts import Prompt, load_prompt_file
+from deepscholar.text.markers import cited_keys, strip_citation_markers
+from deepscholar.text.sentences import split_exemplar_sentences
 
 __all__ = [
     "QueryContext",
@@ -30,10 +32,6 @@ __all__ = [
     "make_release_judge",
     "Prompt",
     "load_prompt",
-    "CITATION_MARKER_RE",
-    "cited_keys",
-    "strip_citation_markers",
-    "split_sentences",
     "MAX_NUGGETS",
 ]
 
@@ -75,70 +73,6 @@ class ReleaseJudge(Protocol):
 
     def nuggetize(self, query: QueryContext) -> Judged[list[Nugget]]:
         ...
-
-
-# --- citation markers and sentences ----------------------------------------------------------------
-
-# A bracketed group holding at least one @key: [@a], [@a; @b], [see @a, p. 3].
-CITATION_MARKER_RE = re.compile(r"\[[^\[\]]*@[^\[\]]*\]")
-_CITE_KEY_RE = re.compile(r"@([^\s;,\[\]]+)")
-_MARKER_WITH_SPACE_RE = re.compile(r"[~\s]*" + CITATION_MARKER_RE.pattern)
-# A marker placed after the full stop still belongs to the sentence before it.
-_MARKER_AFTER_STOP_RE = re.compile(r"([.!?])[~\s]*(" + CITATION_MARKER_RE.pattern + r")")
-# What "(see [@a])" or "([@a], [@b])" leaves behind.
-_EMPTY_PARENS_RE = re.compile(r"\(\s*(?:see|cf\.?|e\.g\.,?|i\.e\.,?)?[\s,;]*\)", re.IGNORECASE)
-_HEADING_RE = re.compile(r"^\s*(#+\s|\\(?:sub)*section\*?\{|\\paragraph\*?\{)")
-_BOUNDARY_RE = re.compile(r"[.!?]+[\"')\]]*\s+(?=[\"'(\[“]?[A-Z0-9])")
-# Words whose trailing full stop does not end a sentence ("et al.", "e.g.", "Fig.").
-_ABBREVIATIONS = frozenset({
-    "al", "e.g", "i.e", "etc", "vs", "cf", "fig", "figs", "eq", "eqs", "sec", "secs", "ref", "refs",
-    "no", "vol", "pp", "resp", "approx", "dr", "mr", "ms", "prof", "inc", "ltd", "jr", "sr", "ch",
-})
-
-
-def cited_keys(text: str) -> list[str]:
-    """Cite keys in the order they appear, each once."""
-    keys = []
-    for marker in CITATION_MARKER_RE.findall(text):
-        keys.extend(k.rstrip(".:") for k in _CITE_KEY_RE.findall(marker))
-    return list(dict.fromkeys(k for k in keys if k))
-
-
-def strip_citation_markers(text: str) -> str:
-    """The text a judge reads when cite keys would only be noise (nuggets, sentence similarity)."""
-    text = _MARKER_WITH_SPACE_RE.sub("", text)
-    text = _EMPTY_PARENS_RE.sub("", text)
-    text = re.sub(r"\s+([.,;:!?)])", r"\1", text)
-    return re.sub(r"\s+", " ", text).strip()
-
-
-def _ends_with_abbreviation(text: str) -> bool:
-    words = text.split()
-    last = words[-1].lower().lstrip("(\"'") if words else ""
-    return last in _ABBREVIATIONS or (len(last) == 1 and last.isalpha())
-
-
-def _marker_before_stop(m: re.Match) -> str:
-    if _ends_with_abbreviation(m.string[:m.start()]):  # "Smith et al. [@s]" keeps its marker where it is
-        return m.group(0)
-    return f" {m.group(2)}{m.group(1)}"
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of a section (markers kept); headings dropped, hard-wrapped lines re-joined."""
-    sentences = []
-    for block in re.split(r"\n\s*\n", text.replace("\r\n", "\n")):
-        lines = [ln.strip() for ln in block.split("\n") if ln.strip() and not _HEADING_RE.match(ln)]
-        paragraph = _MARKER_AFTER_STOP_RE.sub(_marker_before_stop, " ".join(lines))
-        start = 0
-        for m in _BOUNDARY_RE.finditer(paragraph):
-            if _ends_with_abbreviation(paragraph[start:m.start()]):
-                continue
-            sentences.append(paragraph[start:m.end()].strip())
-            start = m.end()
-        if paragraph[start:].strip():
-            sentences.append(paragraph[start:].strip())
-    return sentences
 
 
 def _normalise_nugget(text: str) -> str:
@@ -294,7 +228,7 @@ class LocalReleaseJudge:
         if not refs:
             return []
         citing: dict[str, list[int]] = {}
-        sentences = split_sentences(query.section_text)
+        sentences = split_exemplar_sentences(query.section_text)
         clean = [strip_citation_markers(s) for s in sentences]
         for i, sentence in enumerate(sentences):
             for key in cited_keys(sentence):
@@ -339,7 +273,7 @@ class LocalReleaseJudge:
     def nuggetize(self, query: QueryContext) -> Judged[list[Nugget]]:
         from deepscholar.llm import local_judge
 
-        candidates = [strip_citation_markers(s) for s in split_sentences(query.section_text)]
+        candidates = [strip_citation_markers(s) for s in split_exemplar_sentences(query.section_text)]
         candidates = [s for s in candidates if len(s.split()) >= MIN_NUGGET_WORDS]
         if not candidates:
             return Judged(None, f"no sentence of at least {MIN_NUGGET_WORDS} words in the section", 0)

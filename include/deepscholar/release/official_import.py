@@ -17,7 +17,7 @@ import logging
 import re
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar import db
+from deepscholar.clock import utc_now
 from deepscholar.errors import InvalidInput
 from deepscholar.progress import progress
 from deepscholar.sources.latex import cite_keys_in_latex, latex_to_text, strip_comments, word_count
@@ -403,7 +404,7 @@ def _write(engine: Engine, release_id: str, queries: dict[str, _Query], summary:
     config = {
         "source": "official_import", "source_dir": summary.directory, "papers_file": papers_path.name,
         "citations_file": citations_path.name, "important_file": summary.important_file,
-        "nugget_judge_config": NUGGET_JUDGE_CONFIG, "imported_at": datetime.now(UTC).isoformat(),
+        "nugget_judge_config": NUGGET_JUDGE_CONFIG, "imported_at": utc_now().isoformat(),
     }
     corpus_ids: set[str] = set()
     paper_ids: set[tuple[str, int]] = set()

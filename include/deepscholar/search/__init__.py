@@ -6,14 +6,14 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from deepscholar.systems.base import Query, SearchTool
+from deepscholar.search.base import SearchResult, SearchScope, SearchTool
 
-__all__ = ["BACKENDS", "make_search"]
+__all__ = ["BACKENDS", "SearchResult", "SearchScope", "SearchTool", "make_search"]
 
 BACKENDS = ("local", "arxiv")
 
 
-def make_search(backend: str | None, engine: Engine, query: Query, **kw: Any) -> SearchTool:
+def make_search(backend: str | None, engine: Engine, query: SearchScope, **kw: Any) -> SearchTool:
     """The search tool for one (system, query) run; `local` unless the system's config says otherwise.
 
     The arXiv endpoint and pacing come from the run's environment (DEEPSCHOLAR_ARXIV_API_URL,
@@ -26,13 +26,13 @@ def make_search(backend: str | None, engine: Engine, query: Query, **kw: Any) ->
 
         return LocalSearch(engine, query.cutoff, exclude_ids=exclude, **kw)
     if backend == "arxiv":
-        from deepscholar.config import ReleaseConfig
         from deepscholar.search.arxiv import ArxivSearch
+        from deepscholar.sources.endpoints import arxiv_api_url_from_env, arxiv_delay_seconds_from_env
 
-        if "api_url" not in kw or "delay_seconds" not in kw:
-            env = ReleaseConfig.from_env()
-            kw.setdefault("api_url", env.arxiv_api_url)
-            kw.setdefault("delay_seconds", env.arxiv_delay_seconds)
+        if "api_url" not in kw:
+            kw["api_url"] = arxiv_api_url_from_env()
+        if "delay_seconds" not in kw:
+            kw["delay_seconds"] = arxiv_delay_seconds_from_env()
         kw.setdefault("engine", engine)
         return ArxivSearch(query.cutoff, exclude_ids=exclude, **kw)
     raise ValueError(f"unknown search backend {backend!r}; known: {', '.join(BACKENDS)}")

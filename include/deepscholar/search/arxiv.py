@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from deepscholar.clock import as_utc
 from deepscholar.errors import InfrastructureError
-from deepscholar.sources.arxiv import _QUERY_STOP, ARXIV_API_URL, ArxivPaper, ArxivSource, _is_transient
-from deepscholar.systems.base import SearchResult
+from deepscholar.search.base import SearchResult
+from deepscholar.sources.arxiv import _QUERY_STOP, ArxivPaper, ArxivSource, _is_transient
+from deepscholar.sources.endpoints import ARXIV_API_URL
 from deepscholar.text import strip_arxiv_version
 
 __all__ = ["ArxivSearch", "arxiv_terms"]
@@ -36,10 +38,6 @@ def arxiv_terms(text: str) -> list[str]:
     return list(dict.fromkeys(w for w in words if w not in _QUERY_STOP and w not in {"andnot"} and len(w) > 1))
 
 
-def _aware(dt: datetime) -> datetime:
-    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
-
-
 class ArxivSearch:
     """SearchTool on the arXiv API: all terms first, then any term when that finds fewer than k."""
 
@@ -48,7 +46,7 @@ class ArxivSearch:
     def __init__(self, cutoff: datetime, *, api_url: str = ARXIV_API_URL, delay_seconds: float = 3.0,
                  exclude_ids: Iterable[str] = (), engine: Engine | None = None,
                  date_filter_in_query: bool = True, source: ArxivSource | None = None) -> None:
-        self.cutoff = _aware(cutoff)
+        self.cutoff = as_utc(cutoff)
         self.exclude_ids = {strip_arxiv_version(i)[0] for i in exclude_ids if i}
         self.engine = engine
         self.date_filter_in_query = date_filter_in_query
@@ -96,7 +94,7 @@ class ArxivSearch:
             for p in found:
                 if p.arxiv_id in kept or p.arxiv_id in self.exclude_ids:
                     continue
-                if _aware(p.published) >= self.cutoff:
+                if as_utc(p.published) >= self.cutoff:
                     if p.arxiv_id not in entry["dropped_after_cutoff"]:
                         entry["dropped_after_cutoff"].append(p.arxiv_id)
                     continue

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from deepscholar.clock import assume_utc
 from deepscholar.errors import InfrastructureError, is_warehouse_outage
-from deepscholar.systems.base import SearchResult
+from deepscholar.search.base import SearchResult
 from deepscholar.text import strip_arxiv_version
 
 __all__ = ["LocalSearch", "or_query_text", "MAX_K"]
@@ -49,10 +50,6 @@ def or_query_text(text: str) -> str:
     return " or ".join(dict.fromkeys(words[:MAX_OR_TERMS]))
 
 
-def _aware(dt: datetime) -> datetime:
-    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt
-
-
 class LocalSearch:
     """SearchTool over `corpus`: AND query first, topped up from an OR query when it finds too little.
 
@@ -66,7 +63,7 @@ class LocalSearch:
     def __init__(self, engine: Engine, cutoff: datetime, *, exclude_ids: Iterable[str] = (),
                  fallback_below: int | None = None) -> None:
         self.engine = engine
-        self.cutoff = _aware(cutoff)
+        self.cutoff = assume_utc(cutoff)
         self.exclude_ids = sorted({strip_arxiv_version(i)[0] for i in exclude_ids if i})
         self.fallback_below = fallback_below
         self.history: list[dict[str, Any]] = []  # one entry per search, for system traces

@@ -15,7 +15,7 @@ import logging
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import arxiv
 import requests
@@ -23,16 +23,17 @@ import urllib3
 from requests.adapters import HTTPAdapter
 from tenacity import Retrying, before_sleep_log, retry_if_exception, stop_after_attempt, wait_exponential
 
+from deepscholar.clock import as_utc
 from deepscholar.http_guard import BREAKER, host_of, http_setting, is_host_failure
 from deepscholar.rate_limit import service_key, wait_for_slot
+from deepscholar.sources.endpoints import ARXIV_API_URL, ARXIV_EPRINT_URL
+from deepscholar.sources.eprint import EprintError
 from deepscholar.text import ARXIV_NEW_ID_RE, ARXIV_OLD_ID_RE, strip_arxiv_version, title_similarity
 
 __all__ = [
-    "ARXIV_API_URL",
-    "ARXIV_EPRINT_URL",
     "ArxivPaper",
     "ArxivSource",
-    "EprintError",
+    "EprintDownloadError",
     "EprintNotFound",
     "EprintPayload",
     "MalformedFeedError",
@@ -41,8 +42,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-ARXIV_API_URL = "https://export.arxiv.org/api/query"
-ARXIV_EPRINT_URL = "https://arxiv.org/e-print"
 USER_AGENT = "deepscholar-live-benchmark (+https://github.com/guestrin-lab/deepscholar-bench)"
 
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -78,8 +77,8 @@ class ArxivPaper:
             authors=[a.name for a in result.authors],
             categories=list(result.categories),
             primary_category=result.primary_category,
-            published=_utc(result.published),
-            updated=_utc(result.updated),
+            published=as_utc(result.published),
+            updated=as_utc(result.updated),
             comment=_squash(result.comment) or None,
             journal_ref=_squash(result.journal_ref) or None,
             doi=(result.doi or "").strip() or None,
@@ -89,10 +88,6 @@ class ArxivPaper:
 def _squash(text: str | None) -> str:
     """arXiv wraps titles and abstracts at ~80 columns; the line breaks carry no meaning."""
     return " ".join((text or "").split())
-
-
-def _utc(dt: datetime) -> datetime:
-    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
 
 
 class _TimeoutAdapter(HTTPAdapter):
@@ -158,7 +153,7 @@ def _retrying(max_retries: int, backoff_seconds: float) -> Retrying:
 
 
 def _minute(dt: datetime) -> str:
-    return _utc(dt).strftime("%Y%m%d%H%M")
+    return as_utc(dt).strftime("%Y%m%d%H%M")
 
 
 def _is_arxiv_id(text: str) -> bool:
@@ -261,7 +256,7 @@ class ArxivSource:
             raise ValueError("at least one category is required")
         cats = " OR ".join(f"cat:{c}" for c in categories)
         seen: set[str] = set()
-        for paper in self._search_range(f"({cats})", _utc(start), _utc(end)):
+        for paper in self._search_range(f"({cats})", as_utc(start), as_utc(end)):
             if paper.arxiv_id not in seen:
                 seen.add(paper.arxiv_id)
                 yield paper
@@ -373,15 +368,15 @@ class ArxivSource:
 # -- e-prints --------------------------------------------------------------------------------
 
 
-class EprintError(RuntimeError):
-    """An e-print could not be downloaded."""
+class EprintDownloadError(EprintError, RuntimeError):
+    """An e-print could not be downloaded (sources.eprint.EprintError: one that cannot be extracted)."""
 
 
-class EprintNotFound(EprintError):
+class EprintNotFound(EprintDownloadError):
     """arXiv has no e-print at this id (withdrawn, wrong id or version)."""
 
 
-class _TransientHTTPStatus(EprintError):
+class _TransientHTTPStatus(EprintDownloadError):
     def __init__(self, url: str, status: int) -> None:
         super().__init__(f"HTTP {status} for {url}")
         self.status = status
@@ -429,13 +424,13 @@ def _download(url: str, timeout: float, max_bytes: int) -> EprintPayload:
         if resp.status_code in _RETRY_STATUSES or resp.status_code >= 500:
             raise _TransientHTTPStatus(url, resp.status_code)
         if resp.status_code != 200:
-            raise EprintError(f"HTTP {resp.status_code} for {url}")
+            raise EprintDownloadError(f"HTTP {resp.status_code} for {url}")
         chunks: list[bytes] = []
         size = 0
         for chunk in resp.raw.stream(64 * 1024, decode_content=False):
             size += len(chunk)
             if size > max_bytes:
-                raise EprintError(f"e-print at {url} is larger than {max_bytes} bytes")
+                raise EprintDownloadError(f"e-print at {url} is larger than {max_bytes} bytes")
             chunks.append(chunk)
         content_type = resp.headers.get("Content-Type", "application/octet-stream").split(";")[0].strip()
         return EprintPayload(content=b"".join(chunks), content_type=content_type, url=url)

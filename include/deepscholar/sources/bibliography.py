@@ -25,13 +25,14 @@ from bibtexparser.model import (
 )
 from pylatexenc.latex2text import LatexNodes2Text
 
+from deepscholar.text.arxiv_ids import BARE_ARXIV_ID_RE, clean_arxiv_id, find_arxiv_id
+
 from .latex import LatexProject, brace_group_end, find_main_tex, flatten, latex_to_text, read_tex
 
 __all__ = [
     "BibEntry",
     "Bibliography",
     "arxiv_id_from_entry",
-    "arxiv_id_from_text",
     "load_bibliography",
     "parse_bbl",
     "parse_bib_string",
@@ -64,41 +65,6 @@ class Bibliography:
 # --------------------------------------------------------------------------------------------------
 # arXiv identifiers
 
-_NEW_ID = r"(?:0[7-9]|[1-9]\d)(?:0[1-9]|1[0-2])\.\d{4,5}"
-_OLD_ID = r"[a-z]+(?:-[a-z]+)?(?:\.[A-Z]{2})?/\d{7}"
-_ID = rf"(?P<id>{_NEW_ID}|{_OLD_ID})(?:v\d+)?"
-_ARXIV_PATTERNS = [
-    re.compile(rf"arxiv\.org/(?:abs|pdf|format|html|ps)/{_ID}(?![\d])", re.IGNORECASE),
-    re.compile(rf"10\.48550/arxiv\.{_ID}(?![\d])", re.IGNORECASE),
-    re.compile(
-        rf"\barxiv\s*(?:preprint)?\s*[:/]?\s*(?:arxiv\s*[:/]\s*)?(?:abs/)?{_ID}(?![\d])", re.IGNORECASE
-    ),
-    re.compile(rf"\bcorr\b[\s,:]*(?:abs/)?{_ID}(?![\d])", re.IGNORECASE),
-]
-_BARE_ID_RE = re.compile(rf"^\s*(?:arxiv\s*:\s*)?{_ID}\s*$", re.IGNORECASE)
-
-
-def _clean_id(raw: str) -> str:
-    # Old-style archive names are lowercase but their subject class is not (math.GT/0309136).
-    if "/" in raw:
-        archive, number = raw.split("/", 1)
-        if "." in archive:
-            name, subject = archive.split(".", 1)
-            return f"{name.lower()}.{subject.upper()}/{number}"
-        return f"{archive.lower()}/{number}"
-    return raw
-
-
-def arxiv_id_from_text(text: str | None) -> str | None:
-    """A version-less arXiv id mentioned in free text (URL, DOI, 'arXiv:...', 'CoRR abs/...')."""
-    if not text:
-        return None
-    for pattern in _ARXIV_PATTERNS:
-        m = pattern.search(text)
-        if m:
-            return _clean_id(m.group("id"))
-    return None
-
 
 def arxiv_id_from_entry(entry: BibEntry | dict) -> str | None:
     """Version-less arXiv id of a reference, from whichever field carries it."""
@@ -112,24 +78,24 @@ def arxiv_id_from_entry(entry: BibEntry | dict) -> str | None:
     prefix = (fields.get("archiveprefix") or fields.get("eprinttype") or "").strip().lower()
     eprint = fields.get("eprint", "").strip()
     if eprint:
-        m = _BARE_ID_RE.match(eprint)
+        m = BARE_ARXIV_ID_RE.match(eprint)
         if m and (prefix in ("", "arxiv") or eprint.lower().startswith("arxiv")):
-            return _clean_id(m.group("id"))
-        found = arxiv_id_from_text(eprint)
+            return clean_arxiv_id(m.group("id"))
+        found = find_arxiv_id(eprint)
         if found:
             return found
     for name in ("doi", "url", "journal", "booktitle", "note", "howpublished", "volume", "publisher",
                  "pages", "number", "series", "institution", "biburl"):
-        found = arxiv_id_from_text(fields.get(name))
+        found = find_arxiv_id(fields.get(name))
         if found:
             return found
     venue = (fields.get("journal") or fields.get("journaltitle") or fields.get("booktitle") or "").lower()
     if re.search(r"\b(?:corr|arxiv)\b", venue):
         # DBLP style: journal = {CoRR}, volume = {abs/1512.03385}
         for name in ("volume", "number", "pages"):
-            m = _BARE_ID_RE.match(re.sub(r"^\s*abs/", "", fields.get(name, "")))
+            m = BARE_ARXIV_ID_RE.match(re.sub(r"^\s*abs/", "", fields.get(name, "")))
             if m:
-                return _clean_id(m.group("id"))
+                return clean_arxiv_id(m.group("id"))
     return None
 
 
@@ -422,7 +388,7 @@ def _bibitem_entry(key: str, label: str | None, content: str, source_file: str |
         raw_fields=raw_fields,
         source_file=source_file,
     )
-    entry.eprint = arxiv_id_from_text(content) or arxiv_id_from_entry(entry)
+    entry.eprint = find_arxiv_id(content) or arxiv_id_from_entry(entry)
     return entry
 
 

@@ -37,7 +37,8 @@ _MAX_MEMBER_DEPTH = 32
 
 
 class EprintError(Exception):
-    """The payload is not an e-print we can turn into a source folder."""
+    """An e-print that cannot be had: here, a payload we cannot turn into a source folder; in
+    sources.arxiv, `EprintDownloadError`, one that could not be downloaded."""
 
 
 class NoLatexSourceError(EprintError):

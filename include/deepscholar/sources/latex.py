@@ -6,7 +6,7 @@ named related_work.tex that nothing inputs, or a commented-out heading, is there
 section.
 
 Cleaned text format: plain text where each citation command becomes a marker ``[@key1; @key2]``
-(pandoc style; see :data:`CITATION_MARKER_RE`), floats and labels are dropped, footnotes are kept inline
+(pandoc style; see :mod:`deepscholar.text.markers`), floats and labels are dropped, footnotes are kept inline
 in parentheses, nested headings become their own paragraphs, paragraphs are separated by a blank line and
 all other whitespace is collapsed to single spaces. Cross-references (\\ref, \\cref, ...) become ``[ref]``.
 Math is kept verbatim (``$...$``) because a lossy unicode rendering of macros is worse than the source
@@ -35,13 +35,13 @@ from pylatexenc.latexwalker import LatexWalker
 from pylatexenc.latexwalker import get_default_latex_context_db as _walker_default_db
 from pylatexenc.macrospec import std_environment, std_macro
 
+from deepscholar.text.markers import CITATION_MARKER_RE, format_marker
+
 __all__ = [
-    "CITATION_MARKER_RE",
     "FlatDocument",
     "LatexProject",
     "RelatedWorkSection",
     "cite_keys_in_latex",
-    "cite_keys_in_marker_text",
     "find_main_tex",
     "find_related_work",
     "flatten",
@@ -52,11 +52,6 @@ __all__ = [
     "strip_comments",
     "word_count",
 ]
-
-# One marker per citation command: ``[@key]`` or ``[@key1; @key2]``. Keys never hold whitespace,
-# ';', '[' or ']' (BibTeX keys cannot contain braces or commas either).
-CITATION_MARKER_RE = re.compile(r"\[@[^\s;\[\]]+(?:; @[^\s;\[\]]+)*\]")
-_MARKER_KEY_RE = re.compile(r"@([^\s;\[\]]+)")
 
 _MAX_INCLUDE_DEPTH = 25
 _MAX_TEX_FILES = 3000
@@ -689,19 +684,6 @@ def cite_keys_in_latex(latex: str) -> list[str]:
     return sorted(keys)
 
 
-def cite_keys_in_marker_text(text: str) -> list[str]:
-    """Keys of the citation markers in cleaned text, in order of first appearance."""
-    seen: dict[str, None] = {}
-    for marker in CITATION_MARKER_RE.findall(text):
-        for key in _MARKER_KEY_RE.findall(marker):
-            seen.setdefault(key, None)
-    return list(seen)
-
-
-def _marker(keys: list[str]) -> str:
-    return "[" + "; ".join("@" + k for k in keys) + "]" if keys else ""
-
-
 # --------------------------------------------------------------------------------------------------
 # LaTeX -> text
 
@@ -764,7 +746,7 @@ def _cite_repl(node, macroname=None) -> str:
     keys: list[str] = []
     for group in mandatory:
         keys.extend(_split_keys("".join(n.latex_verbatim() for n in group.nodelist)))
-    return _marker(list(dict.fromkeys(keys)))
+    return format_marker(list(dict.fromkeys(keys)))
 
 
 def _heading_repl(node, l2tobj) -> str:
@@ -945,7 +927,7 @@ _MAX_PARSED_CHARS = 100_000
 def _crude_text(latex: str) -> str:
     """Commands and braces dropped; citations kept as markers, as the real conversion writes them."""
     def marker(m: re.Match[str]) -> str:
-        return " " + _marker(cite_keys_in_latex(m.group(0))) + " "
+        return " " + format_marker(cite_keys_in_latex(m.group(0))) + " "
 
     return re.sub(r"\\[A-Za-z@]+\*?|[{}]", " ", _CITE_CALL_RE.sub(marker, latex))
 

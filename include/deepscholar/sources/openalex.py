@@ -28,13 +28,13 @@ from urllib3.util import Retry
 
 from deepscholar.http_guard import BREAKER, host_of, http_setting
 from deepscholar.rate_limit import openalex_interval, service_key, wait_for_slot
+from deepscholar.sources.endpoints import OPENALEX_URL
 from deepscholar.text import normalise_title, title_similarity
 
-__all__ = ["OPENALEX_URL", "OpenAlexSource", "OpenAlexWork", "arxiv_id_from_work"]
+__all__ = ["OpenAlexSource", "OpenAlexWork", "arxiv_id_from_work"]
 
 logger = logging.getLogger(__name__)
 
-OPENALEX_URL = "https://api.openalex.org"
 BATCH = 50  # OpenAlex's limit of values OR-ed in one filter
 _RETRY_STATUSES = (429, 500, 502, 503, 504)
 

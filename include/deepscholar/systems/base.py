@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 from sqlalchemy.engine import Engine
+
+from deepscholar.search.base import SearchTool
 
 
 @dataclass(frozen=True)
@@ -23,25 +25,6 @@ class Query:
     title: str
     abstract: str
     cutoff: datetime  # the query paper's publication date: nothing on or after it may be used
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    arxiv_id: str | None
-    title: str
-    abstract: str
-    published: datetime | None
-    url: str | None = None
-    score: float | None = None
-
-
-class SearchTool(Protocol):
-    """A search backend bound to one query's cutoff."""
-
-    name: str
-    cutoff: datetime
-
-    def search(self, text: str, k: int = 10) -> list[SearchResult]: ...
 
 
 @dataclass

@@ -36,11 +36,10 @@ from typing import Any
 from deepscholar.errors import MissingCredentials
 from deepscholar.llm.client import Judged, LLMClient, ParseError, parse_json_array
 from deepscholar.prompts import Prompt, load_prompt_file
+from deepscholar.search.base import SearchResult, SearchTool
 from deepscholar.systems.base import (
     Query,
     Report,
-    SearchResult,
-    SearchTool,
     Source,
     System,
     SystemContext,

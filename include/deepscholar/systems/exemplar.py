@@ -9,45 +9,13 @@ is dropped from its marker and counted in the trace.
 
 from __future__ import annotations
 
-import re
-
 import sqlalchemy as sa
 
-from deepscholar.systems.base import Query, Report, SearchTool, Source, System, SystemFailure, register_system
+from deepscholar.search.base import SearchTool
+from deepscholar.systems.base import Query, Report, Source, System, SystemFailure, register_system
+from deepscholar.text.markers import cited_keys, markers_to_numbers
 
-__all__ = ["HumanExemplarSystem", "renumber_citations"]
-
-_KEY_RE = re.compile(r"@([^\s;,\[\]]+)")  # as release.judging.cited_keys reads a marker
-
-
-def renumber_citations(text: str, number_of: dict[str, int | None]) -> tuple[str, list[str]]:
-    """Replace each marker by its [n][m] (deduplicated, in the marker's order); unknown keys dropped.
-
-    `number_of[key]` is the key's number, None (or absent) for a key without a source. Returns the
-    text and the dropped keys, once each. A marker left with no key disappears with its leading space.
-    """
-    from deepscholar.release.judging import CITATION_MARKER_RE
-
-    dropped: list[str] = []
-
-    def replace(m: re.Match) -> str:
-        nums: list[int] = []
-        for key in (k.rstrip(".:") for k in _KEY_RE.findall(m.group(0))):
-            n = number_of.get(key)
-            if n is None:
-                if key not in dropped:
-                    dropped.append(key)
-            elif n not in nums:
-                nums.append(n)
-        return "".join(f"[{n}]" for n in nums)
-
-    def substitute(m: re.Match) -> str:
-        numbers = replace(m)
-        lead = m.group(0)[:m.start(1) - m.start(0)]
-        return (lead.replace("~", " ") + numbers) if numbers else ""
-
-    out = re.sub(r"[~ \t]*(" + CITATION_MARKER_RE.pattern + ")", substitute, text)
-    return out, dropped
+__all__ = ["HumanExemplarSystem"]
 
 
 def _bib_snippet(row: dict) -> str:
@@ -61,8 +29,6 @@ class HumanExemplarSystem(System):
     uses_search = False
 
     def generate(self, query: Query, search: SearchTool | None = None) -> Report:
-        from deepscholar.release.judging import cited_keys
-
         with self.context.engine.connect() as conn:
             section = conn.execute(sa.text(
                 "SELECT section_text FROM release_queries WHERE release_id = :r AND arxiv_id = :a"),
@@ -100,7 +66,7 @@ class HumanExemplarSystem(System):
                 doi = row["resolved_doi"] or row["bib_doi"]
                 url = row["bib_url"] or (f"https://doi.org/{doi}" if doi else None)
             sources.append(Source(idx=idx, title=title, snippet=snippet, arxiv_id=arxiv_id, url=url))
-        text, dropped = renumber_citations(section, number_of)
+        text, dropped = markers_to_numbers(section, number_of)
         if not text.strip():
             raise SystemFailure("the exemplar section is empty")
         trace = {"cite_keys": len(number_of), "sources": len(sources),

@@ -13,16 +13,15 @@ import math
 import re
 import time
 from collections import Counter
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
+from deepscholar.clock import assume_utc
+from deepscholar.search.base import SearchResult, SearchTool
 from deepscholar.systems.base import (
     Query,
     Report,
-    SearchResult,
-    SearchTool,
     Source,
     System,
     SystemFailure,
@@ -76,10 +75,6 @@ _TOKEN_RE = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*")
 _BREAK_RE = re.compile(r"[.,;:!?()\[\]{}\"“”]|\s-\s")
 # A coined system name ("EviRAG", "FreshJudge"): the paper's own, so no earlier paper will contain it.
 _COINED_RE = re.compile(r"[A-Za-z][a-z]+[A-Z][A-Za-z0-9]*")
-
-
-def _aware(dt: datetime) -> datetime:
-    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt
 
 
 def _clean(text: str) -> str:
@@ -247,7 +242,7 @@ class ExtractiveSystem(System):
 
     def generate(self, query: Query, search: SearchTool) -> Report:
         from deepscholar.llm import local_judge
-        from deepscholar.release.judging import split_sentences
+        from deepscholar.text.sentences import split_exemplar_sentences
 
         if search is None:
             raise SystemFailure("extractive needs a search tool")
@@ -268,7 +263,7 @@ class ExtractiveSystem(System):
                 key = r.arxiv_id or f"title:{' '.join(r.title.lower().split())}"
                 if r.arxiv_id and r.arxiv_id == query.arxiv_id:
                     dropped["query_paper"] += 1
-                elif r.published is None or _aware(r.published) >= _aware(query.cutoff):
+                elif r.published is None or assume_utc(r.published) >= assume_utc(query.cutoff):
                     dropped["after_cutoff_or_undated"] += 1  # the tool should never return these
                 elif key not in pool:
                     pool[key] = r
@@ -289,7 +284,7 @@ class ExtractiveSystem(System):
 
         # 2. Rank the union by cosine to title+abstract; keep K above the relevance floor.
         t0 = time.perf_counter()
-        keys = sorted(key for key in pool if split_sentences(" ".join(pool[key].abstract.split())))
+        keys = sorted(key for key in pool if split_exemplar_sentences(" ".join(pool[key].abstract.split())))
         if not keys:
             raise SystemFailure("no search result before the cutoff has an abstract to cite from")
         doc_texts = [f"{pool[key].title}. {' '.join(pool[key].abstract.split())}" for key in keys]
@@ -315,7 +310,7 @@ class ExtractiveSystem(System):
 
         # 4. Per source, the abstract sentence closest to the query and to the source's own title: what
         # the source itself contributes that bears on the query. No sentence is cited twice.
-        sentences = {i: split_sentences(" ".join(pool[keys[i]].abstract.split())) for i in chosen}
+        sentences = {i: split_exemplar_sentences(" ".join(pool[keys[i]].abstract.split())) for i in chosen}
         flat = [s for i in chosen for s in sentences[i]]
         sent_vecs = local_judge.embed(flat)
         title_vecs = local_judge.embed([pool[keys[i]].title for i in chosen])

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from deepscholar.systems.base import Query, Report, SearchTool, Source, System, SystemFailure, register_system
+from deepscholar.search.base import SearchTool
+from deepscholar.systems.base import Query, Report, Source, System, SystemFailure, register_system
 
 __all__ = ["OracleSystem", "important_arxiv_references"]
 
 
 def important_arxiv_references(conn: sa.Connection, release_id: str, arxiv_id: str) -> list[dict]:
     """E for one query, one row per arXiv paper, in order of first citation in the exemplar."""
-    from deepscholar.release.judging import cited_keys
+    from deepscholar.text.markers import cited_keys
 
     section = conn.execute(sa.text(
         "SELECT section_text FROM release_queries WHERE release_id = :r AND arxiv_id = :a"),
@@ -41,9 +42,9 @@ def important_arxiv_references(conn: sa.Connection, release_id: str, arxiv_id: s
 
 
 def first_sentence(abstract: str) -> str:
-    from deepscholar.release.judging import split_sentences
+    from deepscholar.text.sentences import split_exemplar_sentences
 
-    sentences = split_sentences(" ".join(abstract.split()))
+    sentences = split_exemplar_sentences(" ".join(abstract.split()))
     return sentences[0] if sentences else ""
 
 

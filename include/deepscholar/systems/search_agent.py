@@ -23,11 +23,10 @@ import json
 from typing import Any
 
 from deepscholar.llm.client import ParseError
+from deepscholar.search.base import SearchResult, SearchTool
 from deepscholar.systems.base import (
     Query,
     Report,
-    SearchResult,
-    SearchTool,
     Source,
     System,
     SystemContext,

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar import db
+from deepscholar.clock import UTC
 from deepscholar.systems.base import Report, Source
 
 
@@ -49,20 +50,15 @@ def source_dates(conn: sa.Connection, sources: list[Source]) -> list[tuple[datet
         if s.arxiv_id and known.get(s.arxiv_id):
             out.append((known[s.arxiv_id], "corpus"))
         elif s.arxiv_id and (bound := arxiv_id_lower_bound_date(s.arxiv_id)):
-            out.append((datetime(bound.year, bound.month, bound.day, tzinfo=_utc()), "arxiv_id_lower_bound"))
+            out.append((datetime(bound.year, bound.month, bound.day, tzinfo=UTC), "arxiv_id_lower_bound"))
         elif s.published:
             # A system-given date without a zone is taken as UTC, so it compares with the cutoff.
-            published = s.published if s.published.tzinfo else s.published.replace(tzinfo=_utc())
+            published = s.published if s.published.tzinfo else s.published.replace(tzinfo=UTC)
             out.append((published, "system"))
         else:
             out.append((None, "unknown"))
     return out
 
-
-def _utc():
-    from datetime import UTC
-
-    return UTC
 
 
 def check_sources(report: Report) -> None:
@@ -75,7 +71,7 @@ def check_sources(report: Report) -> None:
 
 def store_report(engine: Engine, rec: ReportRecord) -> int:
     """Upsert the report row and replace its sources; returns report_id. Retries never duplicate."""
-    from deepscholar.systems.citations import citation_stats
+    from deepscholar.text.citations import citation_stats
 
     if rec.report is not None:
         check_sources(rec.report)

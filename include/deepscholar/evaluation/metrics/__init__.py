@@ -1,25 +1,25 @@
-"""The metric registry: one module per metric, each exporting `METRIC`; prompts in prompts/<name>_vN.txt."""
+"""The core metrics, one module per metric, each exporting `METRIC`; prompts in prompts/<name>_vN.txt.
+
+Which metrics exist, and in what order, is the registry's business (evaluation/registry.py), which
+finds every module here by itself: adding a metric is adding a module.
+"""
 
 from __future__ import annotations
 
-import importlib
-
-from deepscholar.evaluation.base import METRIC_ORDER, Metric
+from deepscholar.evaluation import registry
+from deepscholar.evaluation.base import Metric
 from deepscholar.prompts import Prompt, load_prompt_file
 
-__all__ = ["METRIC_NAMES", "get_metric", "all_metrics", "load_metric_prompt"]
-
-METRIC_NAMES: tuple[str, ...] = METRIC_ORDER
+__all__ = ["get_metric", "all_metrics", "load_metric_prompt"]
 
 
 def get_metric(name: str) -> Metric:
-    if name not in METRIC_NAMES:
-        raise KeyError(f"unknown metric {name!r}; known: {', '.join(METRIC_NAMES)}")
-    return importlib.import_module(f"{__name__}.{name}").METRIC
+    """The registered metric `name` (InvalidInput naming the known ones otherwise)."""
+    return registry.get(name)
 
 
 def all_metrics() -> list[Metric]:
-    return [get_metric(n) for n in METRIC_NAMES]
+    return registry.metrics()
 
 
 def load_metric_prompt(name: str) -> Prompt:

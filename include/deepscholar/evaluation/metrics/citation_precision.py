@@ -14,16 +14,14 @@ from collections.abc import Sequence
 from deepscholar.evaluation.base import (
     Item,
     ItemJudgment,
+    LLMJudgedMetric,
     ReportContext,
     Score,
-    compose_version,
     judgments_in_order,
-    report_unscored,
-    unscored_item,
 )
-from deepscholar.evaluation.metrics import load_metric_prompt
 from deepscholar.llm.client import ParseError, parse_json_object
-from deepscholar.systems.citations import split_sentences, strip_citation_numbers
+from deepscholar.text.citations import strip_citation_numbers
+from deepscholar.text.sentences import split_report_sentences
 
 __all__ = ["CitationPrecision", "METRIC", "SUPPORT_COSINE", "parse_support", "strip_citation_numbers",
            "resolved_text", "support_cosines"]
@@ -60,7 +58,7 @@ def support_cosines(claims: Sequence[str], texts: Sequence[str]) -> list[list[fl
     """
     from deepscholar.llm import local_judge
 
-    pieces_of = [list(dict.fromkeys([t, *(s.text for s in split_sentences(t))])) for t in texts]
+    pieces_of = [list(dict.fromkeys([t, *(s.text for s in split_report_sentences(t))])) for t in texts]
     pieces = list(dict.fromkeys(p for ps in pieces_of for p in ps))
     if not claims or not pieces:
         return [[0.0] * len(texts) for _ in claims]
@@ -70,18 +68,16 @@ def support_cosines(claims: Sequence[str], texts: Sequence[str]) -> list[list[fl
             for i in range(len(claims))]
 
 
-class CitationPrecision:
+class CitationPrecision(LLMJudgedMetric):
     name = NAME
+    dimension = "verifiability"
+    position = 1  # column within the dimension
+    label = "Cite-P"  # the leaderboard's column heading (Table 2)
     headline = "per_pair"
     variants = ("per_pair", "per_sentence")
 
-    def __init__(self) -> None:
-        self.prompt = load_metric_prompt("citation_precision_v2")
-
-    @property
-    def version(self) -> str:
-        # d2: report sentences as systems.citations.split_sentences defines them (table rows, list items).
-        return compose_version("d2", self.prompt.version)
+    prompt_name = "citation_precision_v2"
+    definition = "d2"  # d2: report sentences as split into table rows and list items
 
     def items(self, report: ReportContext) -> list[Item]:
         """payload = (position of the sentence in report.sentences, cited number); [n][n] is one pair."""
@@ -89,17 +85,19 @@ class CitationPrecision:
                 for pos, sentence in enumerate(report.sentences)
                 for n in dict.fromkeys(sentence.citations)]
 
-    def judge_llm(self, client, report: ReportContext, item: Item) -> ItemJudgment:
+    def prompt_fields(self, report: ReportContext, item: Item) -> dict | ItemJudgment:
         pos, number = item.payload
         source = resolved_text(report, number)
         if source is None:
             return _unresolved(item.key, number)
-        prompt = self.prompt.render(sentence=strip_citation_numbers(report.sentences[pos].text), source=source)
-        judged = client.ask([{"role": "user", "content": prompt}], parse_support, purpose=f"metric.{NAME}")
-        if not judged.scored:
-            return unscored_item(item.key, judged.unscored_reason, judged.calls)
-        supported, explanation = judged.value
-        return ItemJudgment(item.key, int(supported), explanation=explanation, calls=judged.calls)
+        return {"sentence": strip_citation_numbers(report.sentences[pos].text), "source": source}
+
+    def parse(self, text: str, item: Item) -> tuple[bool, str]:
+        return parse_support(text)
+
+    def label_of(self, item: Item, answer: tuple[bool, str]) -> tuple[int, str]:
+        supported, explanation = answer
+        return int(supported), explanation
 
     def judge_local(self, report: ReportContext, items: Sequence[Item]) -> list[ItemJudgment]:
         from deepscholar.llm.local_judge import MODEL_ID
@@ -127,16 +125,17 @@ class CitationPrecision:
                 f"{'>=' if precise else '<'} {SUPPORT_COSINE}")))
         return out
 
-    def score(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
+    def fixed_scores(self, report: ReportContext) -> list[Score] | None:
+        if self.items(report):
+            return None
+        # METRICS.md: a report with no citations scores 0 (a score, not a failure).
+        return [Score(v, 0.0, details={"n_pairs": 0, "note": "the report cites nothing"}) for v in self.variants]
+
+    def in_order(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[ItemJudgment]:
+        return judgments_in_order(self.items(report), judgments, "no judgment for this pair")
+
+    def score_judged(self, report: ReportContext, ordered: Sequence[ItemJudgment]) -> list[Score]:
         items = self.items(report)
-        if not items:
-            # METRICS.md: a report with no citations scores 0 (a score, not a failure).
-            return [Score(v, 0.0, details={"n_pairs": 0, "note": "the report cites nothing"})
-                    for v in self.variants]
-        ordered = judgments_in_order(items, judgments, "no judgment for this pair")
-        failed = report_unscored(self.variants, ordered)
-        if failed:
-            return failed
         labels = [_label(j) for j in ordered]
         per_sentence: dict[int, list[int]] = {}
         for item, label in zip(items, labels, strict=True):

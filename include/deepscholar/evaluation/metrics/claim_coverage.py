@@ -22,20 +22,18 @@ from collections.abc import Callable, Sequence
 from deepscholar.evaluation.base import (
     Item,
     ItemJudgment,
+    LLMJudgedMetric,
     ReportContext,
     Score,
-    compose_version,
     judgments_in_order,
-    report_unscored,
     unscored_item,
 )
-from deepscholar.evaluation.metrics import load_metric_prompt
 from deepscholar.evaluation.metrics.citation_precision import (
     parse_support,
     resolved_text,
     support_cosines,
 )
-from deepscholar.systems.citations import strip_citation_numbers
+from deepscholar.text.citations import strip_citation_numbers
 
 __all__ = ["ClaimCoverage", "METRIC", "DEFAULT_W_MAX", "SWEEP_W_MAX", "SUPPORT_COSINE", "query_text",
            "references_at", "coverage_at", "configured_w_max"]
@@ -72,22 +70,23 @@ def coverage_at(minima: Sequence[int | None], window: int) -> float:
     return sum(m is not None and m <= window for m in minima) / len(minima)
 
 
-class ClaimCoverage:
+class ClaimCoverage(LLMJudgedMetric):
     name = NAME
+    dimension = "verifiability"
+    position = 2  # column within the dimension
+    label = "Claim cov (w=1)"  # the leaderboard's column heading (Table 2)
     headline = "w1"
+    prompt_name = "claim_coverage_v2"
 
     def __init__(self, w_max: int = DEFAULT_W_MAX) -> None:
         if w_max < 1:
             raise ValueError("w_max must be at least 1 (the headline is coverage at w=1)")
         self.w_max = w_max
         self.variants = tuple(f"w{w}" for w in range(w_max + 1))
-        self.prompt = load_metric_prompt("claim_coverage_v2")
-
-    @property
-    def version(self) -> str:
         # W_max is part of the definition: a minimum of null means "not covered up to W_max".
-        # d2: report sentences as systems.citations.split_sentences defines them (table rows, list items).
-        return compose_version(f"d2.wmax{self.w_max}", self.prompt.version)
+        # d2: report sentences as split into table rows and list items.
+        self.definition = f"d2.wmax{w_max}"
+        super().__init__()
 
     def items(self, report: ReportContext) -> list[Item]:
         """payload = the sentence's position in report.sentences."""
@@ -123,8 +122,7 @@ class ClaimCoverage:
         query = query_text(report)
 
         def ask(window: int, refs: tuple[str, ...]) -> tuple[bool | None, str, int]:
-            prompt = self.prompt.render(references=_listed(refs, query), sentence=sentence)
-            judged = client.ask([{"role": "user", "content": prompt}], parse_support, purpose=f"metric.{NAME}")
+            judged = self.ask(client, item, references=_listed(refs, query), sentence=sentence)
             if not judged.scored:
                 return None, judged.unscored_reason or "unscored", judged.calls
             supported, explanation = judged.value
@@ -153,15 +151,20 @@ class ClaimCoverage:
                 f"references (whole texts and their sentences): {judged.explanation}")))
         return out
 
-    def score(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
+    def parse(self, text: str, item: Item) -> tuple[bool, str]:
+        return parse_support(text)
+
+    def fixed_scores(self, report: ReportContext) -> list[Score] | None:
+        if self.items(report):
+            return None
+        return [Score(v, 0.0, details={"n_sentences": 0, "note": "the report has no sentences"})
+                for v in self.variants]
+
+    def in_order(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[ItemJudgment]:
+        return judgments_in_order(self.items(report), judgments, "no judgment for this sentence")
+
+    def score_judged(self, report: ReportContext, ordered: Sequence[ItemJudgment]) -> list[Score]:
         items = self.items(report)
-        if not items:
-            return [Score(v, 0.0, details={"n_sentences": 0, "note": "the report has no sentences"})
-                    for v in self.variants]
-        ordered = judgments_in_order(items, judgments, "no judgment for this sentence")
-        failed = report_unscored(self.variants, ordered)
-        if failed:
-            return failed
         minima = [self._minimum(j) for j in ordered]
         counts = {str(w): minima.count(w) for w in range(self.w_max + 1)}
         counts["none"] = minima.count(None)

@@ -79,6 +79,9 @@ def document_importance(source_counts: dict[str, int | None],
 
 class DocumentImportance(JudgeFreeMetric):
     name = "document_importance"
+    dimension = "retrieval_quality"
+    position = 3  # column within the dimension
+    label = "Doc imp"  # the leaderboard's column heading (Table 2)
 
     def score(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
         if report.is_human_exemplar:

@@ -9,19 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from deepscholar.evaluation.base import (
-    Item,
-    ItemJudgment,
-    NuggetInfo,
-    ReportContext,
-    Score,
-    compose_version,
-    report_unscored,
-    unscored_item,
-)
-from deepscholar.evaluation.metrics import load_metric_prompt
+from deepscholar.evaluation.base import Item, ItemJudgment, LLMJudgedMetric, NuggetInfo, ReportContext, Score
 from deepscholar.llm.client import ParseError, parse_json_array
-from deepscholar.systems.citations import strip_citation_numbers
+from deepscholar.text.citations import strip_citation_numbers
 
 __all__ = ["NuggetCoverage", "METRIC", "LABELS", "BATCH_SIZE", "SUPPORT_COSINE", "PARTIAL_COSINE",
            "strip_citation_numbers", "parse_nugget_labels", "coverage"]
@@ -53,18 +43,16 @@ def coverage(labels: Sequence[str]) -> tuple[float, float]:
     return support / n, (support + 0.5 * partial) / n
 
 
-class NuggetCoverage:
+class NuggetCoverage(LLMJudgedMetric):
     name = NAME
+    dimension = "knowledge_synthesis"
+    position = 2  # column within the dimension
+    label = "Nugget cov"  # the leaderboard's column heading (Table 2)
     headline = "strict_all"
     variants = ("strict_all", "all", "strict_vital", "vital")
 
-    def __init__(self) -> None:
-        self.prompt = load_metric_prompt("nugget_coverage_v2")
-
-    @property
-    def version(self) -> str:
-        # d2: the local judge reads sentences as split_sentences defines them (table rows, list items).
-        return compose_version("d2", self.prompt.version)
+    prompt_name = "nugget_coverage_v2"
+    definition = "d2"  # d2: the local judge reads report sentences as split into table rows and list items
 
     def items(self, report: ReportContext) -> list[Item]:
         if report.is_human_exemplar:
@@ -73,16 +61,16 @@ class NuggetCoverage:
         batches = [tuple(nuggets[i:i + BATCH_SIZE]) for i in range(0, len(nuggets), BATCH_SIZE)]
         return [Item(f"nuggets:{b[0].idx}-{b[-1].idx}", b) for b in batches]
 
-    def judge_llm(self, client, report: ReportContext, item: Item) -> ItemJudgment:
+    def prompt_fields(self, report: ReportContext, item: Item) -> dict:
         batch: tuple[NuggetInfo, ...] = item.payload
         listed = "\n".join(f"{i}. {n.text}" for i, n in enumerate(batch, 1))
-        prompt = self.prompt.render(title=report.query.title, report=report.text.strip(), nuggets=listed,
-                                    count=len(batch))
-        judged = client.ask([{"role": "user", "content": prompt}],
-                            lambda text: parse_nugget_labels(text, len(batch)), purpose=f"metric.{NAME}")
-        if not judged.scored:
-            return unscored_item(item.key, judged.unscored_reason, judged.calls)
-        return ItemJudgment(item.key, _label(batch, judged.value), calls=judged.calls)
+        return {"title": report.query.title, "report": report.text.strip(), "nuggets": listed, "count": len(batch)}
+
+    def parse(self, text: str, item: Item) -> list[str]:
+        return parse_nugget_labels(text, len(item.payload))
+
+    def label_of(self, item: Item, answer: list[str]) -> tuple[dict, None]:
+        return _label(item.payload, answer), None
 
     def judge_local(self, report: ReportContext, items: Sequence[Item]) -> list[ItemJudgment]:
         from deepscholar.llm import local_judge
@@ -110,15 +98,15 @@ class NuggetCoverage:
                 f">= {SUPPORT_COSINE}, partial_support at >= {PARTIAL_COSINE}: {shown}")))
         return out
 
-    def score(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
+    def fixed_scores(self, report: ReportContext) -> list[Score] | None:
         if report.is_human_exemplar:
             return [Score(v, 1.0, details={"by_construction": True}) for v in self.variants]
-        nuggets = report.query.nuggets
-        if not nuggets:
+        if not report.query.nuggets:
             return [Score(v, None, "the query has no nuggets to cover") for v in self.variants]
-        failed = report_unscored(self.variants, judgments)
-        if failed:
-            return failed
+        return None
+
+    def score_judged(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
+        nuggets = report.query.nuggets
         label_of: dict[int, str] = {}
         for j in judgments:
             label_of.update(zip(j.label["nugget_idx"], j.label["labels"], strict=True))

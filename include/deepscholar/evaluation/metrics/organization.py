@@ -13,18 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from deepscholar.evaluation.base import (
-    Item,
-    ItemJudgment,
-    ReportContext,
-    Score,
-    compose_version,
-    report_unscored,
-    unscored_item,
-)
-from deepscholar.evaluation.metrics import load_metric_prompt
+from deepscholar.evaluation.base import Item, ItemJudgment, LLMJudgedMetric, ReportContext, Score
 from deepscholar.llm.client import ParseError, parse_json_object
-from deepscholar.systems.citations import strip_citation_numbers
+from deepscholar.text.citations import strip_citation_numbers
 
 __all__ = ["Organization", "METRIC", "ORDERS", "render_exemplar", "report_body", "parse_decision",
            "coherence", "Coherence", "COHESION_WEIGHT", "SEPARATION_WEIGHT", "DUPLICATE_WEIGHT",
@@ -42,17 +33,16 @@ DUPLICATE_COSINE = 0.9
 
 def render_exemplar(text: str) -> str:
     """The exemplar with its [@key] markers as [n], numbered by first appearance, like a report's."""
-    from deepscholar.release.judging import cited_keys
-    from deepscholar.systems.exemplar import renumber_citations
+    from deepscholar.text.markers import cited_keys, markers_to_numbers
 
     number_of = {key: n for n, key in enumerate(cited_keys(text or ""), 1)}
-    return renumber_citations(text or "", number_of)[0].strip()
+    return markers_to_numbers(text or "", number_of)[0].strip()
 
 
 def report_body(text: str) -> str:
     """The report without its reference list: the exemplar has none, and formatting must not decide."""
-    # The same rule split_sentences uses to keep reference lists out of the sentences.
-    from deepscholar.systems.citations import _reference_spans
+    # The same rule split_report_sentences uses to keep reference lists out of the sentences.
+    from deepscholar.text.citations import reference_spans as _reference_spans
 
     lines = (text or "").splitlines()
     drop = {i for a, b in _reference_spans(lines) for i in range(a, b)}
@@ -73,36 +63,33 @@ def _winner(decision: str, report_at: str) -> str:
     return "report" if decision == report_at else "exemplar"
 
 
-class Organization:
+class Organization(LLMJudgedMetric):
     name = NAME
+    dimension = "knowledge_synthesis"
+    position = 1  # column within the dimension
+    label = "Org"  # the leaderboard's column heading (Table 2)
     headline = "score"
     variants = ("score",)
 
-    def __init__(self) -> None:
-        self.prompt = load_metric_prompt("organization_v2")
-
-    @property
-    def version(self) -> str:
-        # d2: the local judge reads sentences as split_sentences defines them (table rows, list items).
-        return compose_version("d2", self.prompt.version)
+    prompt_name = "organization_v2"
+    definition = "d2"  # d2: the local judge reads report sentences as split into table rows and list items
 
     def items(self, report: ReportContext) -> list[Item]:
         if report.is_human_exemplar:
             return []  # against itself: 0.5 by construction
         return [Item(key, report_at) for key, report_at in ORDERS.items()]
 
-    def judge_llm(self, client, report: ReportContext, item: Item) -> ItemJudgment:
-        report_at = item.payload
+    def prompt_fields(self, report: ReportContext, item: Item) -> dict:
         ours, theirs = report_body(report.text), render_exemplar(report.query.exemplar_text)
-        a, b = (ours, theirs) if report_at == "A" else (theirs, ours)
-        prompt = self.prompt.render(title=report.query.title, abstract=report.query.abstract,
-                                    section_a=a, section_b=b)
-        judged = client.ask([{"role": "user", "content": prompt}], parse_decision, purpose=f"metric.{NAME}")
-        if not judged.scored:
-            return unscored_item(item.key, judged.unscored_reason, judged.calls)
-        decision, explanation = judged.value
-        return ItemJudgment(item.key, {"decision": decision, "winner": _winner(decision, report_at)},
-                            explanation=explanation, calls=judged.calls)
+        a, b = (ours, theirs) if item.payload == "A" else (theirs, ours)
+        return {"title": report.query.title, "abstract": report.query.abstract, "section_a": a, "section_b": b}
+
+    def parse(self, text: str, item: Item) -> tuple[str, str]:
+        return parse_decision(text)
+
+    def label_of(self, item: Item, answer: tuple[str, str]) -> tuple[dict, str]:
+        decision, explanation = answer
+        return {"decision": decision, "winner": _winner(decision, item.payload)}, explanation
 
     def judge_local(self, report: ReportContext, items: Sequence[Item]) -> list[ItemJudgment]:
         from deepscholar.llm.local_judge import MODEL_ID
@@ -125,12 +112,10 @@ class Organization:
                 f"B {b.describe()}; the higher wins, a tie goes to A")))
         return out
 
-    def score(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
-        if report.is_human_exemplar:
-            return [Score("score", 0.5, details={"by_construction": True})]
-        failed = report_unscored(self.variants, judgments)
-        if failed:
-            return failed
+    def fixed_scores(self, report: ReportContext) -> list[Score] | None:
+        return [Score("score", 0.5, details={"by_construction": True})] if report.is_human_exemplar else None
+
+    def score_judged(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
         winner = {j.key: j.label["winner"] for j in judgments}
         missing = [k for k in ORDERS if k not in winner]
         if missing:
@@ -164,12 +149,12 @@ class Coherence:
 
 def _paragraph_sentences(text: str) -> list[list[str]]:
     """Body sentences grouped by paragraph (blank-line blocks); headings and reference lists left out."""
-    from deepscholar.systems.citations import split_sentences
+    from deepscholar.text.sentences import split_report_sentences
 
-    body = {s.text for s in split_sentences(text)}
+    body = {s.text for s in split_report_sentences(text)}
     paragraphs = []
     for block in re.split(r"\n\s*\n", text or ""):
-        sentences = [strip_citation_numbers(s.text) for s in split_sentences(block) if s.text in body]
+        sentences = [strip_citation_numbers(s.text) for s in split_report_sentences(block) if s.text in body]
         sentences = [s for s in sentences if s]
         if sentences:
             paragraphs.append(sentences)

@@ -108,6 +108,9 @@ def match_important(sources: Sequence[SourceDoc], important: Sequence[ExemplarRe
 
 class ReferenceCoverage(JudgeFreeMetric):
     name = "reference_coverage"
+    dimension = "retrieval_quality"
+    position = 2  # column within the dimension
+    label = "Ref cov"  # the leaderboard's column heading (Table 2)
 
     def score(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
         if report.is_human_exemplar:

@@ -12,15 +12,12 @@ from collections.abc import Sequence
 from deepscholar.evaluation.base import (
     Item,
     ItemJudgment,
+    LLMJudgedMetric,
     QueryInfo,
     ReportContext,
     Score,
     SourceDoc,
-    compose_version,
-    report_unscored,
-    unscored_item,
 )
-from deepscholar.evaluation.metrics import load_metric_prompt
 from deepscholar.llm.client import ParseError, parse_json_object
 
 __all__ = ["RelevanceRate", "METRIC", "GRADES", "DIRECT_COSINE", "RELATED_COSINE", "parse_grade",
@@ -59,33 +56,32 @@ def _query_text(query: QueryInfo) -> str:
     return ". ".join(x.strip() for x in (query.title, query.abstract) if x and x.strip())
 
 
-class RelevanceRate:
+class RelevanceRate(LLMJudgedMetric):
     name = NAME
+    dimension = "retrieval_quality"
+    position = 1  # column within the dimension
+    label = "Rel rate"  # the leaderboard's column heading (Table 2)
     headline = "score"
     variants = ("score",)
-
-    def __init__(self) -> None:
-        self.prompt = load_metric_prompt("relevance_rate_v2")
-
-    @property
-    def version(self) -> str:
-        return compose_version("d1", self.prompt.version)
+    prompt_name = "relevance_rate_v2"
+    definition = "d1"
 
     def items(self, report: ReportContext) -> list[Item]:
         return [Item(f"src:{s.arxiv_id}", s) for s in report.cited_arxiv_sources()]
 
-    def judge_llm(self, client, report: ReportContext, item: Item) -> ItemJudgment:
+    def prompt_fields(self, report: ReportContext, item: Item) -> dict:
         title, text = source_fields(item.payload)
         query = report.query
         # Nothing of the report itself goes in: the same source is one cached question per query.
-        prompt = self.prompt.render(title=query.title, abstract=query.abstract,
-                                    section=(query.exemplar_text or "").strip(), source_title=title,
-                                    source_text=text)
-        judged = client.ask([{"role": "user", "content": prompt}], parse_grade, purpose=f"metric.{NAME}")
-        if not judged.scored:
-            return unscored_item(item.key, judged.unscored_reason, judged.calls)
-        grade, explanation = judged.value
-        return ItemJudgment(item.key, {"grade": grade}, explanation=explanation, calls=judged.calls)
+        return {"title": query.title, "abstract": query.abstract, "section": (query.exemplar_text or "").strip(),
+                "source_title": title, "source_text": text}
+
+    def parse(self, text: str, item: Item) -> tuple[int, str]:
+        return parse_grade(text)
+
+    def label_of(self, item: Item, answer: tuple[int, str]) -> tuple[dict, str]:
+        grade, explanation = answer
+        return {"grade": grade}, explanation
 
     def judge_local(self, report: ReportContext, items: Sequence[Item]) -> list[ItemJudgment]:
         from deepscholar.llm import local_judge
@@ -105,10 +101,7 @@ class RelevanceRate:
                 f"{DIRECT_COSINE}, 1 at >= {RELATED_COSINE}, else 0")))
         return out
 
-    def score(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
-        failed = report_unscored(self.variants, judgments)
-        if failed:
-            return failed
+    def score_judged(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
         expected = [f"src:{a}" for a in report.cited_arxiv_ids]
         if not expected:
             return [Score("score", 0.0, details={"n_sources": 0, "why": (

@@ -38,20 +38,12 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from deepscholar.clock import assume_utc
 from deepscholar.systems.base import Report, Source
-from deepscholar.systems.citations import (
-    ParsedReference,
-    arxiv_id_from_text,
-    arxiv_links_to_numbers,
-    citation_numbers,
-    parse_reference_list,
-    renumber_citations,
-    split_sentences,
-)
 from deepscholar.text import (
     ARXIV_NEW_ID_RE,
     ARXIV_OLD_ID_RE,
@@ -59,6 +51,15 @@ from deepscholar.text import (
     strip_arxiv_version,
     title_similarity,
 )
+from deepscholar.text.arxiv_ids import arxiv_id_or_problem
+from deepscholar.text.citations import (
+    ParsedReference,
+    arxiv_links_to_numbers,
+    citation_numbers,
+    parse_reference_list,
+    remap_citation_numbers,
+)
+from deepscholar.text.sentences import split_report_sentences
 
 __all__ = [
     "FORMATS",
@@ -111,7 +112,7 @@ def _arxiv_id(value: Any) -> str | None:
     text = str(value or "").strip()
     if not text:
         return None
-    found, _ = arxiv_id_from_text(text)
+    found, _ = arxiv_id_or_problem(text)
     if found:
         return found
     base, _ = strip_arxiv_version(text)
@@ -135,7 +136,7 @@ def _published(value: Any) -> datetime | None:
         ts = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
+    return assume_utc(ts)
 
 
 def _text(value: Any) -> str:
@@ -162,7 +163,7 @@ def unresolved_entry(n: int, entry: str, reason: str, in_text: bool = True) -> d
 
 def body_citations(text: str) -> list[int]:
     """Numbers the report body cites (its reference list excluded), first appearance first."""
-    return list(dict.fromkeys(n for s in split_sentences(text) for n in s.citations))
+    return list(dict.fromkeys(n for s in split_report_sentences(text) for n in s.citations))
 
 
 def _list_sources(text: str, refs: dict[int, ParsedReference], retrieved: list[Source],
@@ -500,7 +501,7 @@ def _parse_ctx_json(unit: _Unit, fmt: str) -> ExternalOutput:
         if isinstance(passages, str) and (m := re.match(r"\s*\[(\d+)\]", passages)):
             base = int(m.group(1))
         if base == 0:
-            text = renumber_citations(text, lambda n: n + 1)
+            text = remap_citation_numbers(text, lambda n: n + 1)
             notes.append("0-based passage citations shifted to 1-based")
         extra["citation_base"] = base
         # The reference list's numbers say which passages it means; its text is the model's echo.

@@ -17,7 +17,8 @@ import requests
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from deepscholar.http_guard import BREAKER, host_of
-from deepscholar.systems.base import Query, Report, SearchTool, System, SystemFailure, register_system
+from deepscholar.search.base import SearchTool
+from deepscholar.systems.base import Query, Report, System, SystemFailure, register_system
 from deepscholar.systems.external.formats import report_from_json
 
 __all__ = ["ExternalHTTPSystem"]

@@ -24,9 +24,9 @@ from sqlalchemy.engine import Engine
 
 from deepscholar.errors import InfrastructureError
 from deepscholar.systems.base import Report
-from deepscholar.systems.citations import CitationStats, citation_stats
 from deepscholar.systems.external.formats import body_citations, unresolved_entry
 from deepscholar.text import title_similarity
+from deepscholar.text.citations import CitationStats, citation_stats
 
 __all__ = ["DEFAULT_UNRESOLVED_SHARE", "TITLE_SEARCH", "TitleResolver", "finish_report", "quality_flags"]
 

@@ -1,27 +1,13 @@
-"""Small text helpers shared by sources, extraction and reference resolution."""
+"""Title normalisation and similarity: the one definition of "the same title" across sources,
+reference resolution and the metrics."""
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from datetime import date
 from difflib import SequenceMatcher
 
-__all__ = [
-    "ARXIV_NEW_ID_RE",
-    "ARXIV_OLD_ID_RE",
-    "normalise_title",
-    "title_similarity",
-    "strip_arxiv_version",
-    "arxiv_id_lower_bound_date",
-]
-
-# New-style ids (April 2007 on): YYMM.NNNN (until 2014) or YYMM.NNNNN, optional vN.
-ARXIV_NEW_ID_RE = re.compile(r"(?P<id>\d{2}(?:0[1-9]|1[0-2])\.\d{4,5})(?:v(?P<version>\d+))?")
-# Old-style ids: archive[.SUBJ]/YYMMNNN, e.g. cs/0601001v2, math.GT/0309136.
-ARXIV_OLD_ID_RE = re.compile(
-    r"(?P<id>[a-z]+(?:-[a-z]+)*(?:\.[A-Z]{2})?/\d{2}(?:0[1-9]|1[0-2])\d{3})(?:v(?P<version>\d+))?"
-)
+__all__ = ["normalise_title", "title_similarity"]
 
 # LaTeX accent commands (\'e, \"{o}, \c{c}) — the accent is dropped, the letter kept, because
 # titles from .bib files and from APIs must compare equal.
@@ -64,30 +50,3 @@ def title_similarity(a: str | None, b: str | None) -> float:
     if na == nb:
         return 1.0
     return SequenceMatcher(None, na, nb, autojunk=False).ratio()
-
-
-def strip_arxiv_version(arxiv_id: str) -> tuple[str, int | None]:
-    """Split '2506.02838v1' into ('2506.02838', 1); papers are keyed without the version."""
-    text = arxiv_id.strip()
-    for prefix in ("arXiv:", "arxiv:", "ARXIV:"):
-        if text.startswith(prefix):
-            text = text[len(prefix):]
-    m = ARXIV_NEW_ID_RE.fullmatch(text) or ARXIV_OLD_ID_RE.fullmatch(text)
-    if m is None:
-        # Unknown shape: still peel a trailing vN so callers get a stable key.
-        m2 = re.fullmatch(r"(.+?)v(\d+)", text)
-        if m2:
-            return m2.group(1), int(m2.group(2))
-        return text, None
-    version = m.group("version")
-    return m.group("id"), int(version) if version else None
-
-
-def arxiv_id_lower_bound_date(arxiv_id: str) -> date | None:
-    """First day of the month a new-style id was assigned: a paper cannot predate it."""
-    base, _ = strip_arxiv_version(arxiv_id)
-    m = ARXIV_NEW_ID_RE.fullmatch(base)
-    if m is None:
-        return None
-    yy, mm = int(base[:2]), int(base[2:4])
-    return date(2000 + yy, mm, 1)

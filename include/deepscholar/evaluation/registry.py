@@ -1,0 +1,206 @@
+"""The metric registry: what a metric is called, where it sits and how it is shown, declared once.
+
+Every metric module in `deepscholar.evaluation.metrics` exports `METRIC`, an object that declares its
+`name`, `dimension`, `position` (its column within the dimension), `label` (the leaderboard's column
+heading), `headline` and `variants`; the registry finds those modules itself, so adding a metric is one
+file there (plus its prompt files). Everything that lists metrics — the runner, the roll-up, the CLI
+table, the page, the JSON, the SQL views, the bench, the GX checks — asks this module, in this order.
+
+Dimensions group metrics into the leaderboard's column groups; families group dimensions (the core
+seven of DeepScholar-Bench; later evaluation tracks are families of their own). A metric outside the
+library (a test's, a plugin's) joins with `register()` or, for a while, `registered()`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from deepscholar.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from deepscholar.evaluation.base import Metric
+
+__all__ = [
+    "Family",
+    "Dimension",
+    "FAMILIES",
+    "DIMENSIONS",
+    "register",
+    "unregister",
+    "registered",
+    "get",
+    "metrics",
+    "metric_names",
+    "dimensions",
+    "dimension_of",
+    "headline_variant",
+    "metric_label",
+    "dimension_label",
+]
+
+METRICS_PACKAGE = "deepscholar.evaluation.metrics"
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")  # also a SQL column name in the wide views
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    label: str
+    position: int
+
+
+@dataclass(frozen=True)
+class Dimension:
+    name: str
+    label: str
+    family: str
+    position: int  # within the family, left to right
+
+
+FAMILIES: dict[str, Family] = {
+    "core": Family("core", "DeepScholar-Bench", 1),
+}
+# The paper's three dimensions, in Table 2's order.
+DIMENSIONS: dict[str, Dimension] = {
+    d.name: d for d in (
+        Dimension("knowledge_synthesis", "Knowledge synthesis", "core", 1),
+        Dimension("retrieval_quality", "Retrieval quality", "core", 2),
+        Dimension("verifiability", "Verifiability", "core", 3),
+    )
+}
+
+_registered: dict[str, Metric] = {}
+_lock = threading.RLock()
+_discovered = False
+
+
+def _check(metric: Metric) -> None:
+    name = getattr(metric, "name", None)
+    where = f"metric {name!r} ({type(metric).__module__}.{type(metric).__qualname__})"
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise InvalidInput(f"{where}: a metric name is lower_snake_case, at most 63 characters")
+    if getattr(metric, "dimension", None) not in DIMENSIONS:
+        raise InvalidInput(f"{where}: unknown dimension {getattr(metric, 'dimension', None)!r}; "
+                           f"known: {', '.join(DIMENSIONS)}")
+    variants = tuple(getattr(metric, "variants", ()) or ())
+    if getattr(metric, "headline", None) not in variants:
+        raise InvalidInput(f"{where}: headline {getattr(metric, 'headline', None)!r} is not one of its "
+                           f"variants {variants}")
+    if not isinstance(getattr(metric, "position", None), int):
+        raise InvalidInput(f"{where}: `position` (its column within the dimension) must be an int")
+    if not str(getattr(metric, "label", "") or "").strip():
+        raise InvalidInput(f"{where}: `label` (the column heading) must not be empty")
+
+
+def register(metric: Metric) -> Metric:
+    """Add a metric; a second metric under a taken name is refused (the same object again is a no-op)."""
+    _check(metric)
+    with _lock:
+        _discover()
+        current = _registered.get(metric.name)
+        if current is not None and current is not metric:
+            raise InvalidInput(f"metric {metric.name!r} is already registered by "
+                               f"{type(current).__module__}.{type(current).__qualname__}")
+        _registered[metric.name] = metric
+    return metric
+
+
+def unregister(name: str) -> None:
+    with _lock:
+        _registered.pop(name, None)
+
+
+@contextmanager
+def registered(metric: Metric) -> Iterator[Metric]:
+    """The metric is registered inside the block only (tests, trial runs)."""
+    register(metric)
+    try:
+        yield metric
+    finally:
+        unregister(metric.name)
+
+
+def _discover() -> None:
+    """Import every module of the metrics package once and register its METRIC."""
+    global _discovered
+    with _lock:
+        if _discovered:
+            return
+        _discovered = True  # before importing: a metric module may ask the registry while it loads
+        package = importlib.import_module(METRICS_PACKAGE)
+        for info in pkgutil.iter_modules(package.__path__):
+            if info.name.startswith("_") or info.ispkg:
+                continue
+            module = importlib.import_module(f"{METRICS_PACKAGE}.{info.name}")
+            metric = getattr(module, "METRIC", None)
+            if metric is None:
+                continue  # a helper module, not a metric
+            _check(metric)
+            if metric.name in _registered and _registered[metric.name] is not metric:
+                raise InvalidInput(f"two metric modules declare {metric.name!r}")
+            _registered[metric.name] = metric
+
+
+def _order_key(metric: Metric) -> tuple:
+    dim = DIMENSIONS[metric.dimension]
+    return (FAMILIES[dim.family].position, dim.position, metric.position, metric.name)
+
+
+def metrics(family: str | None = None) -> list[Metric]:
+    """Registered metrics in leaderboard order (family, dimension, position), optionally of one family."""
+    with _lock:
+        _discover()
+        found = list(_registered.values())
+    if family is not None:
+        found = [m for m in found if DIMENSIONS[m.dimension].family == family]
+    return sorted(found, key=_order_key)
+
+
+def metric_names(family: str | None = None) -> tuple[str, ...]:
+    return tuple(m.name for m in metrics(family))
+
+
+def get(name: str) -> Metric:
+    """The metric called `name`; an unknown name is refused with the known ones listed."""
+    with _lock:
+        _discover()
+        metric = _registered.get(name)
+    if metric is None:
+        raise InvalidInput(f"unknown metric {name!r}; known: {', '.join(metric_names())}")
+    return metric
+
+
+def dimensions(family: str | None = None) -> dict[str, tuple[str, ...]]:
+    """{dimension: its metric names}, both in leaderboard order; dimensions without metrics left out."""
+    out: dict[str, list[str]] = {}
+    for m in metrics(family):
+        out.setdefault(m.dimension, []).append(m.name)
+    return {d: tuple(ms) for d, ms in out.items()}
+
+
+def dimension_of(name: str) -> str:
+    return get(name).dimension
+
+
+def headline_variant(name: str) -> str:
+    return get(name).headline
+
+
+def metric_label(name: str) -> str:
+    """The column heading (Table 2's names for the core seven); an unregistered name shows as itself."""
+    with _lock:
+        _discover()
+        metric = _registered.get(name)
+    return metric.label if metric is not None else name
+
+
+def dimension_label(name: str) -> str:
+    dim = DIMENSIONS.get(name)
+    return dim.label if dim is not None else name

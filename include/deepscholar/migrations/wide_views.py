@@ -1,0 +1,100 @@
+"""The wide leaderboard views, one column per metric, generated from a list of metric names.
+
+The leaderboard is stored long (leaderboard_systems, leaderboard_metrics), so adding a metric needs no
+DDL; analysts still get the familiar wide tables — `leaderboard`, `leaderboard_latest`,
+`leaderboard_history` — as views. They are (re-)created here from the metric names the caller passes (the
+roll-up passes the metric registry's), only when their columns differ from what those names call for.
+This module sits at the database layer and knows nothing of metrics beyond their names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+
+from deepscholar.db import SCHEMA
+
+__all__ = ["WIDE_VIEWS", "wide_view_sql", "wide_view_columns", "sync_wide_views"]
+
+WIDE_VIEWS = ("leaderboard", "leaderboard_latest", "leaderboard_history")  # in creation order
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+_LOCK_KEY = "deepscholar_wide_views"
+
+_LEAD = ("release_id", "system_id", "judge_config", "n_queries", "n_reports", "n_failed")
+_TAIL = ("geometric_mean", "geometric_mean_ci_low", "geometric_mean_ci_high", "rank", "metric_versions",
+         "computed_at")
+
+
+def _checked(names: Sequence[str]) -> list[str]:
+    bad = [n for n in names if not _NAME_RE.match(n)]
+    if bad or len(set(names)) != len(names):
+        raise ValueError(f"metric names must be distinct lower_snake_case identifiers: {list(names)}")
+    return list(names)
+
+
+def wide_view_columns(names: Sequence[str]) -> list[str]:
+    """The `leaderboard` view's columns for these metrics, in order."""
+    return [*_LEAD, *_checked(names), *_TAIL]
+
+
+def wide_view_sql(names: Sequence[str]) -> list[str]:
+    """CREATE VIEW statements for the three wide views, in creation order."""
+    names = _checked(names)
+    means = "".join(f",\n       max(m.mean) FILTER (WHERE m.metric = '{n}') AS {n}" for n in names)
+    picked = "".join(f", l.{n}" for n in names)
+    return [
+        f"""CREATE VIEW {SCHEMA}.leaderboard AS
+SELECT s.release_id, s.system_id, s.judge_config, s.n_queries, s.n_reports, s.n_failed{means},
+       s.geometric_mean, s.geometric_mean_ci_low, s.geometric_mean_ci_high, s.rank, s.metric_versions,
+       s.computed_at
+FROM {SCHEMA}.leaderboard_systems s
+LEFT JOIN {SCHEMA}.leaderboard_metrics m
+  ON m.release_id = s.release_id AND m.system_id = s.system_id AND m.judge_config = s.judge_config
+GROUP BY s.release_id, s.system_id, s.judge_config""",
+        # Per judge_config, the rows of the latest release that has a leaderboard under it.
+        f"""CREATE VIEW {SCHEMA}.leaderboard_latest AS
+WITH latest AS (
+    SELECT DISTINCT ON (judge_config) judge_config, release_id, month
+    FROM {SCHEMA}.leaderboard_releases
+    ORDER BY judge_config, month DESC, release_id DESC
+)
+SELECT l.release_id, latest.month, l.system_id, l.judge_config, l.n_queries, l.n_reports, l.n_failed{picked},
+       l.geometric_mean, l.geometric_mean_ci_low, l.geometric_mean_ci_high, l.rank, l.metric_versions,
+       l.computed_at
+FROM {SCHEMA}.leaderboard l
+JOIN latest ON latest.judge_config = l.judge_config AND latest.release_id = l.release_id""",
+        # One row per month x system x judge_config, for trends across releases.
+        f"""CREATE VIEW {SCHEMA}.leaderboard_history AS
+SELECT l.release_id, lr.month, l.system_id, l.judge_config{picked},
+       l.geometric_mean, l.rank, l.n_reports
+FROM {SCHEMA}.leaderboard l
+JOIN {SCHEMA}.leaderboard_releases lr ON lr.release_id = l.release_id AND lr.judge_config = l.judge_config""",
+    ]
+
+
+def _current_columns(conn: sa.Connection) -> list[str]:
+    return list(conn.execute(sa.text("""
+        SELECT column_name FROM information_schema.columns
+        WHERE table_schema = :s AND table_name = 'leaderboard' ORDER BY ordinal_position"""),
+        {"s": SCHEMA}).scalars())
+
+
+def sync_wide_views(conn: sa.Connection, names: Sequence[str]) -> bool:
+    """Make the wide views have one column per name (in order); True when they had to be re-created.
+
+    Runs in the caller's transaction (a failure leaves the old views). A view of the operator's own built
+    on ours makes the DROP fail with PostgreSQL's message naming it: ours are never dropped with CASCADE.
+    """
+    wanted = wide_view_columns(names)
+    if _current_columns(conn) == wanted:
+        return False
+    conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": _LOCK_KEY})
+    if _current_columns(conn) == wanted:  # another process did it while we waited
+        return False
+    for view in reversed(WIDE_VIEWS):
+        conn.exec_driver_sql(f"DROP VIEW IF EXISTS {SCHEMA}.{view}")
+    for statement in wide_view_sql(names):
+        conn.exec_driver_sql(statement)
+    return True
