@@ -6,8 +6,14 @@
   down or refused us after the retries of the layer that called it. It is never a system's or a
   judge's fault, so generation and judging let it propagate: the Airflow task fails and is retried,
   and nothing is stored for the work it interrupted.
-- Anything else raised while a system writes a report is that system's failure (`system_error`);
-  anything else in the CLI is a bug and is shown with its traceback (exit 1).
+- `SystemFailure`: a system under evaluation could not produce a report. Stored as the report's
+  `system_error` with this message; so is anything else (not infrastructure) raised while it writes.
+- `JudgeError`: a judge's answer could not be used (`llm.client.ParseError`, a subclass): re-asked a
+  bounded number of times, then the item is *unscored* with the reason — never a default value.
+- Anything else in the CLI is a bug and is shown with its traceback (exit 1); in a task it fails the task.
+
+The CLI (`cli.main`), the DAG tasks (through the library calls they make) and the storage layer all go
+by these four families; nothing else decides what a failure becomes.
 
 This module imports nothing heavy so every layer (DAG files included) can use it.
 """
@@ -15,7 +21,7 @@ This module imports nothing heavy so every layer (DAG files included) can use it
 from __future__ import annotations
 
 __all__ = ["DeepScholarError", "UserError", "NotFound", "InvalidInput", "MissingCredentials",
-           "InfrastructureError", "infrastructure_cause", "is_warehouse_outage"]
+           "InfrastructureError", "SystemFailure", "JudgeError", "infrastructure_cause", "is_warehouse_outage"]
 
 
 class DeepScholarError(Exception):
@@ -52,6 +58,14 @@ class InfrastructureError(DeepScholarError):
         self.service = service
         detail = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
         super().__init__(f"{service} unavailable: {detail}")
+
+
+class SystemFailure(DeepScholarError):
+    """A system failed to produce a report; stored as status system_error with this message."""
+
+
+class JudgeError(DeepScholarError):
+    """A judge's answer that cannot be used; the item ends unscored with this message as its reason."""
 
 
 def is_warehouse_outage(exc: BaseException) -> bool:

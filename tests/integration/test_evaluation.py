@@ -216,6 +216,14 @@ def test_judge_runs_count_every_request_token_and_cost_the_provider_served(demo,
                                   {"b": stub.url}).one()
         assert logged[0] == served
         assert result["cost_usd"] == pytest.approx(unit * served) == pytest.approx(logged[1])
+        # Provenance: what the judge_config string stands for, with the prompt versions judged under it.
+        with engine.connect() as conn:
+            config = conn.execute(sa.text("SELECT * FROM judge_configs WHERE judge_config = :j"),
+                                  {"j": judge_config}).mappings().one()
+        assert (config["kind"], config["model"], config["metric_models"]) == ("llm", model, {})
+        assert config["params"] == {"temperature": 0, "seed": 0}
+        assert config["metric_versions"] == {m: get_metric(m).version for m in kwargs["metrics"]}
+        assert all("_v" in v for v in config["metric_versions"].values())  # prompt versions included
 
         # Judged again from scratch: every answer replayed from llm_calls, no request, no cost.
         with engine.begin() as conn:

@@ -208,6 +208,9 @@ class Metric(Protocol):
         """One Score per variant from this report's judgments (in items() order)."""
         ...
 
+    # Optional: `prepare(engine, release_id)`, run once before a judge task judges any report, for data the
+    # metric needs fixed for the whole release (document_importance freezes cited-by counts there).
+
 
 def compose_version(definition: str, *prompt_versions: str) -> str:
     """metric_version = definition version + the versions of the prompts it uses, e.g. 'd1+organization_v1'."""

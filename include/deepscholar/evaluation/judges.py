@@ -7,6 +7,7 @@ gpt-4o for the rest): `JudgeSpec.parse("openai/gpt-4o", {"nugget_coverage": "ope
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -15,7 +16,7 @@ from sqlalchemy.engine import Engine
 from deepscholar.errors import InvalidInput
 from deepscholar.evaluation import registry
 
-__all__ = ["JudgeSpec", "LOCAL_JUDGE_VERSION"]
+__all__ = ["JudgeSpec", "LOCAL_JUDGE_VERSION", "record_judge_config"]
 
 LOCAL_JUDGE_VERSION = "v1"
 
@@ -61,3 +62,32 @@ class JudgeSpec:
         if self.is_local:
             raise ValueError("the local judge has no LLM client")
         return LLMClient(engine, self.model_for(metric), api_base=api_base, api_key=api_key, concurrency=concurrency)
+
+
+def record_judge_config(engine: Engine, spec: JudgeSpec, metric, client=None) -> None:
+    """Store what `spec.config_id` stands for (models, request parameters) and the metric version judged
+    under it now, so a board can always be traced to the exact judge setup and prompts behind it."""
+    import sqlalchemy as sa
+
+    from deepscholar.db import SCHEMA
+
+    if spec.is_local:
+        from deepscholar.llm.local_judge import MODEL_ID
+
+        model, params = MODEL_ID, {"local_judge_version": LOCAL_JUDGE_VERSION}
+    else:
+        model, params = spec.model, dict(getattr(client, "params", {}) or {})
+    overrides = {m: x for m, x in spec.metric_models.items() if x != spec.model}
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"""
+            INSERT INTO {SCHEMA}.judge_configs (judge_config, kind, model, metric_models, params, metric_versions)
+            VALUES (:j, :kind, :model, CAST(:models AS jsonb), CAST(:params AS jsonb), CAST(:versions AS jsonb))
+            ON CONFLICT (judge_config) DO UPDATE SET
+                params = excluded.params,
+                metric_versions = {SCHEMA}.judge_configs.metric_versions || excluded.metric_versions,
+                updated_at = now()
+            WHERE {SCHEMA}.judge_configs.params IS DISTINCT FROM excluded.params
+               OR NOT {SCHEMA}.judge_configs.metric_versions @> excluded.metric_versions"""),
+            {"j": spec.config_id, "kind": "local" if spec.is_local else "llm", "model": model,
+             "models": json.dumps(overrides), "params": json.dumps(params, sort_keys=True, default=str),
+             "versions": json.dumps({metric.name: metric.version})})

@@ -201,9 +201,7 @@ def compute_leaderboard(
     n_boot: int = DEFAULT_N_BOOT,
     reference_systems: frozenset[str] | set[str] = frozenset(),
 ) -> tuple[list[dict], list[dict]]:
-    """Leaderboard and leaderboard_metrics rows from headline scores.
-
-    `reference_systems` (the human exemplar) are ranked alongside for comparison but never marked best:
+    """Leaderboard and leaderboard_metrics rows from headline scores. `reference_systems` (the human exemplar) are ranked alongside for comparison but never marked best:
     three of their metrics are 1 by construction, so they would "win" those columns without competing.
 
     `scores`: one row per (system_id, arxiv_id, metric) with `value` (NaN = unscored) and `metric_version`.
@@ -216,45 +214,31 @@ def compute_leaderboard(
     scores = scores[scores["metric"].isin(names)]
     systems = sorted(scores["system_id"].unique())
 
-    grouped = scores.groupby(["system_id", "metric"], sort=True)
-    mean = grouped["value"].mean()
-    n = grouped["value"].count()
-    n_unscored = grouped["value"].size() - n
+    mean, n, n_unscored = _per_system_metric(scores)
     versions = _versions(scores)
     for (system, metric), found in versions.items():
         if "," in found:  # a prompt changed mid-month and not every report was re-judged
             log.warning("%s %s under %s mixes metric versions %s", system, metric, judge_config, found)
-    # (system, query) x metric, NaN where unscored or never judged: the bootstrap's and t-test's input.
-    wide = (scores.set_index(["system_id", "arxiv_id", "metric"])["value"]
-            .unstack("metric").reindex(columns=list(names)).sort_index())
+    wide = _query_matrix(scores, names)
 
     rows: dict[str, dict] = {}
     details: dict[tuple[str, str], dict] = {}
+    key = {"release_id": release_id, "judge_config": judge_config}
     for system in systems:
-        matrix = wide.loc[system].to_numpy()
-        metric_ci, gm_ci = bootstrap_intervals(matrix, seed=seed, n_boot=n_boot)
+        metric_ci, gm_ci = bootstrap_intervals(wide.loc[system].to_numpy(), seed=seed, n_boot=n_boot)
         means = {m: _clean(mean.get((system, m))) for m in names}
         ok, failed = report_counts.get(system, (0, 0))
         gm = geometric_mean([means[m] for m in names])
         rows[system] = {
-            "release_id": release_id, "system_id": system, "judge_config": judge_config,
-            "n_queries": int(n_queries), "n_reports": int(ok), "n_failed": int(failed), **means,
-            "geometric_mean": gm,
+            **key, "system_id": system, "n_queries": int(n_queries), "n_reports": int(ok),
+            "n_failed": int(failed), **means, "geometric_mean": gm,
             "geometric_mean_ci_low": _clean(gm_ci[0]) if gm is not None else None,
             "geometric_mean_ci_high": _clean(gm_ci[1]) if gm is not None else None,
             "metric_versions": {m: versions[(system, m)] for m in names if (system, m) in versions},
         }
         for i, m in enumerate(names):
-            details[(system, m)] = {
-                "release_id": release_id, "system_id": system, "judge_config": judge_config, "metric": m,
-                "dimension": registry.dimension_of(m), "metric_position": i + 1,
-                "variant": registry.headline_variant(m),
-                "metric_version": versions.get((system, m)), "mean": means[m],
-                "n": int(n.get((system, m), 0)), "n_unscored": int(n_unscored.get((system, m), 0)),
-                "ci_low": _clean(metric_ci[i, 0]) if means[m] is not None else None,
-                "ci_high": _clean(metric_ci[i, 1]) if means[m] is not None else None,
-                "is_best": False, "significant": False, "p_value": None, "runner_up": None, "n_pairs": None,
-            }
+            details[(system, m)] = _metric_detail(key, system, m, i, means[m], metric_ci[i], versions.get((system, m)),
+                                                  int(n.get((system, m), 0)), int(n_unscored.get((system, m), 0)))
 
     contenders = [s for s in systems if s not in reference_systems]
     for m in names:
@@ -265,6 +249,30 @@ def compute_leaderboard(
         rows[s]["rank"] = r
     order = sorted(systems, key=lambda s: (rows[s]["rank"], s))
     return [rows[s] for s in order], [details[(s, m)] for s in order for m in names]
+
+
+def _per_system_metric(scores: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series]:
+    """Per (system, metric): mean of the scored values, how many were scored, how many were unscored."""
+    grouped = scores.groupby(["system_id", "metric"], sort=True)["value"]
+    n = grouped.count()
+    return grouped.mean(), n, grouped.size() - n
+
+
+def _query_matrix(scores: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
+    """(system, query) x metric, NaN where unscored or never judged: the bootstrap's and t-test's input."""
+    return (scores.set_index(["system_id", "arxiv_id", "metric"])["value"]
+            .unstack("metric").reindex(columns=list(names)).sort_index())
+
+
+def _metric_detail(key: dict, system: str, metric: str, index: int, mean: float | None, ci, version: str | None,
+                   n: int, n_unscored: int) -> dict:
+    """One leaderboard_metrics row, before the best-system marks."""
+    return {**key, "system_id": system, "metric": metric, "dimension": registry.dimension_of(metric),
+            "metric_position": index + 1, "variant": registry.headline_variant(metric), "metric_version": version,
+            "mean": mean, "n": n, "n_unscored": n_unscored,
+            "ci_low": _clean(ci[0]) if mean is not None else None,
+            "ci_high": _clean(ci[1]) if mean is not None else None,
+            "is_best": False, "significant": False, "p_value": None, "runner_up": None, "n_pairs": None}
 
 
 def _mark_best(metric: str, systems: Sequence[str], details: dict, wide: pd.DataFrame) -> None:

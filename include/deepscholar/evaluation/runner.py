@@ -28,7 +28,7 @@ from deepscholar import db
 from deepscholar.errors import InvalidInput, UserError
 from deepscholar.evaluation import registry
 from deepscholar.evaluation.base import ItemJudgment, Metric, ReportContext, Score
-from deepscholar.evaluation.judges import JudgeSpec
+from deepscholar.evaluation.judges import JudgeSpec, record_judge_config
 
 __all__ = ["pending_reports", "judge_metric", "plan_judging", "evaluate_release", "JudgeRun",
            "DEFAULT_CONCURRENCY"]
@@ -178,50 +178,66 @@ def judge_metric(
     if not pending:
         run.seconds = time.perf_counter() - started
         return run
-    if metric_name == "document_importance":
-        # Counts of the papers reports cite are looked up once and frozen under the release.
-        from deepscholar.evaluation.source_counts import freeze_source_counts
-
-        freeze_source_counts(engine, release_id)
+    # A metric that needs data fixed for the whole release first (document importance: the cited-by
+    # counts of the papers reports cite, frozen once) prepares it here.
+    prepare = getattr(metric, "prepare", None)
+    if prepare is not None:
+        prepare(engine, release_id)
     if client is None and not spec.is_local:
         client = spec.client_for(
             engine, metric_name, api_base=api_base or os.environ.get("DEEPSCHOLAR_JUDGE_API_BASE") or None,
             api_key=api_key, concurrency=concurrency or _env_concurrency())
+    record_judge_config(engine, spec, metric, client)
+    label = f"{metric_name} on {release_id} ({system_id or 'all systems'}, {spec.config_id})"
+    with track_usage() as usage:
+        _judge_pending(engine, metric, spec, client, pending, label, run)
+    _account(run, usage, started)
+    log.info("%s on %s (%s, %s): %d reports, %d items, %d unscored, %d LLM requests (%d cached calls), %.1f s, "
+             "peak RSS %.0f MB", metric_name, release_id, system_id or "all systems", spec.config_id, run.reports,
+             run.items, run.unscored_reports, run.llm_requests, run.cached_calls, run.seconds, run.peak_rss_mb)
+    return run
+
+
+def _judge_pending(engine: Engine, metric: Metric, spec: JudgeSpec, client, pending: Sequence[int], label: str,
+                   run: JudgeRun) -> None:
+    """Judge, score and store the pending reports a chunk at a time (a chunk's writes are one transaction)."""
     from deepscholar.evaluation.context import load_reports
     from deepscholar.progress import Progress
 
-    label = f"{metric_name} on {release_id} ({system_id or 'all systems'}, {spec.config_id})"
     reports_done = Progress(f"{label}: reports", len(pending)) if client is None else None
-    with track_usage() as usage:
-        for start in range(0, len(pending), CHUNK_REPORTS):
-            contexts = load_reports(engine, pending[start:start + CHUNK_REPORTS])
-            if client is None:
-                judged = _judge_local(metric, contexts, reports_done)
-            else:
-                chunk = (f", reports {start + 1}-{start + len(contexts)} of {len(pending)}"
-                         if len(pending) > CHUNK_REPORTS else "")
-                judged = _judge_llm(metric, client, contexts, f"{label}: judge calls{chunk}")
-            with engine.begin() as conn:
-                for ctx in contexts:
-                    judgments = judged[ctx.report_id]
-                    scores = metric.score(ctx, judgments)
-                    store_results(conn, metric, spec.config_id, ctx.report_id, judgments, scores)
-                    run.reports += 1
-                    run.items += len(judgments)
-                    headline = next(s for s in scores if s.variant == metric.headline)
-                    if headline.value is None:
-                        run.unscored_reports += 1
-                        log.warning("%s unscored for report %s (%s / %s): %s", metric_name, ctx.report_id,
-                                    ctx.system_id, ctx.arxiv_id, headline.unscored_reason)
+    for start in range(0, len(pending), CHUNK_REPORTS):
+        contexts = load_reports(engine, pending[start:start + CHUNK_REPORTS])
+        if client is None:
+            judged = _judge_local(metric, contexts, reports_done)
+        else:
+            chunk = (f", reports {start + 1}-{start + len(contexts)} of {len(pending)}"
+                     if len(pending) > CHUNK_REPORTS else "")
+            judged = _judge_llm(metric, client, contexts, f"{label}: judge calls{chunk}")
+        with engine.begin() as conn:
+            for ctx in contexts:
+                _score_and_store(conn, metric, spec, ctx, judged[ctx.report_id], run)
+
+
+def _score_and_store(conn: sa.Connection, metric: Metric, spec: JudgeSpec, ctx: ReportContext,
+                     judgments: Sequence[ItemJudgment], run: JudgeRun) -> None:
+    scores = metric.score(ctx, judgments)
+    store_results(conn, metric, spec.config_id, ctx.report_id, judgments, scores)
+    run.reports += 1
+    run.items += len(judgments)
+    headline = next(s for s in scores if s.variant == metric.headline)
+    if headline.value is None:
+        run.unscored_reports += 1
+        log.warning("%s unscored for report %s (%s / %s): %s", metric.name, ctx.report_id,
+                    ctx.system_id, ctx.arxiv_id, headline.unscored_reason)
+
+
+def _account(run: JudgeRun, usage, started: float) -> None:
+    """What the provider served this run (requests, tokens, cost), its time and its process's peak RSS."""
     run.llm_requests, run.cached_calls, run.llm_attempts = usage.requests, usage.cached_calls, usage.attempts
     run.prompt_tokens, run.completion_tokens = usage.request_prompt_tokens, usage.request_completion_tokens
     run.cost_usd = usage.request_cost_usd if usage.requests else 0.0
     run.seconds = time.perf_counter() - started
     run.peak_rss_mb = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    log.info("%s on %s (%s, %s): %d reports, %d items, %d unscored, %d LLM requests (%d cached calls), %.1f s, "
-             "peak RSS %.0f MB", metric_name, release_id, system_id or "all systems", spec.config_id, run.reports,
-             run.items, run.unscored_reports, run.llm_requests, run.cached_calls, run.seconds, run.peak_rss_mb)
-    return run
 
 
 def plan_judging(engine: Engine, release_id: str, systems: Sequence[str] | None = None,

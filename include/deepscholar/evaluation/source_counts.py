@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -174,68 +175,85 @@ def freeze_source_counts(engine: Engine, release_id: str, runtime: ReleaseConfig
     `openalex` an OpenAlexSource with other timeouts or retries (default: one built from those endpoints).
     """
     from deepscholar import rate_limit
-    from deepscholar.release.steps import ReleaseContext
-    from deepscholar.sources.openalex import BATCH, OpenAlexSource
 
     rate_limit.use_warehouse(engine)  # judge tasks of several systems pace OpenAlex together
     counts = {"from_exemplar": 0, "looked_up": 0, "not_found": 0, "errors": 0, "already_frozen": 0}
-    lock_key = f"deepscholar_source_cited_by:{release_id}"
     # Document-importance tasks of several systems may start together: one freezes, the others then
     # find everything frozen instead of looking the same papers up again.
+    with _session_lock(engine, f"deepscholar_source_cited_by:{release_id}"):
+        with engine.connect() as conn:
+            todo, counts["already_frozen"] = _todo(conn, release_id, retry_errors)
+            from_exemplar = _exemplar_counts(conn, release_id, [t["arxiv_id"] for t in todo])
+        counts["from_exemplar"] = _copy_exemplar_counts(engine, release_id, from_exemplar)
+        remaining = [t for t in todo if t["arxiv_id"] not in from_exemplar]
+        if remaining:
+            _look_up_remaining(engine, release_id, remaining, counts, runtime, openalex)
+    return counts
+
+
+@contextmanager
+def _session_lock(engine: Engine, key: str) -> Iterator[None]:
+    """A PostgreSQL advisory lock held on its own connection across the transactions made inside."""
     with engine.connect() as lock_conn:
-        lock_conn.execute(sa.text("SELECT pg_advisory_lock(hashtext(:k))"), {"k": lock_key})
+        lock_conn.execute(sa.text("SELECT pg_advisory_lock(hashtext(:k))"), {"k": key})
         lock_conn.commit()
         try:
-            with engine.connect() as conn:
-                todo, counts["already_frozen"] = _todo(conn, release_id, retry_errors)
-                from_exemplar = _exemplar_counts(conn, release_id, [t["arxiv_id"] for t in todo])
-            if not todo:
-                return counts
-            base = {"release_id": release_id}
-            copied = [{**base, "arxiv_id": a, "openalex_id": r["openalex_id"],
-                       "cited_by_count": r["cited_by_count"], "lookup_error": None}
-                      for a, r in from_exemplar.items()]
-            if copied:
-                with engine.begin() as conn:
-                    conn.execute(_UPSERT, copied)
-            counts["from_exemplar"] = len(copied)
-            remaining = [t for t in todo if t["arxiv_id"] not in from_exemplar]
-            if remaining:
-                cfg = ReleaseContext.load(engine, release_id, runtime=runtime).config
-                openalex = openalex or OpenAlexSource(base_url=cfg.openalex_url, email=cfg.openalex_email)
-                tracker = Progress(f"OpenAlex cited-by counts for {release_id}", len(remaining))
-            # Failed lookups while the host keeps failing wait here: stored once OpenAlex answers again,
-            # dropped (looked up again on retry) when the step stops for the host (see the module's doc).
-            host_failed: list[dict] = []
-            streak_since = 0.0
-            for start in range(0, len(remaining), BATCH):
-                for t, found, host_down in _look_up(openalex, remaining[start:start + BATCH],
-                                                    cfg.title_match_threshold):
-                    row = {**base, "arxiv_id": t["arxiv_id"], **found}
-                    if row["cited_by_count"] is not None:
-                        counts["looked_up"] += 1
-                    elif row["lookup_error"].startswith(NOT_FOUND_PREFIX):
-                        counts["not_found"] += 1
-                    else:
-                        log.warning("OpenAlex lookup of %s failed: %s", t["arxiv_id"], row["lookup_error"])
-                    if host_down:
-                        streak_since = streak_since if host_failed else time.monotonic()
-                        host_failed.append(row)
-                    else:
-                        counts["errors"] += _store(engine, [*host_failed, row])
-                        host_failed = []
-                    tracker.advance(note=f"{counts['looked_up']} found, {counts['not_found']} not found, "
-                                         f"{counts['errors'] + len(host_failed)} failed")
-                if len(host_failed) >= BREAKER.limits()[0]:
-                    # As many lookups in a row failed on the host as open its breaker (here in fewer
-                    # requests, a batched one failing up to BATCH lookups): the host is down, not the papers.
-                    last = host_failed[-1]["lookup_error"][len(ERROR_PREFIX):].strip()
-                    raise HostUnavailable(getattr(openalex, "host", "OpenAlex"), len(host_failed),
-                                          time.monotonic() - streak_since,
-                                          f"the cited-by lookups of {len(host_failed)} papers in a row failed "
-                                          f"on the host, the last with {last}")
-            counts["errors"] += _store(engine, host_failed)
+            yield
         finally:
-            lock_conn.execute(sa.text("SELECT pg_advisory_unlock(hashtext(:k))"), {"k": lock_key})
+            lock_conn.execute(sa.text("SELECT pg_advisory_unlock(hashtext(:k))"), {"k": key})
             lock_conn.commit()
-    return counts
+
+
+def _copy_exemplar_counts(engine: Engine, release_id: str, from_exemplar: dict[str, dict]) -> int:
+    """Papers also among the exemplars' references take the count frozen for them at release time."""
+    copied = [{"release_id": release_id, "arxiv_id": a, "openalex_id": r["openalex_id"],
+               "cited_by_count": r["cited_by_count"], "lookup_error": None} for a, r in from_exemplar.items()]
+    if copied:
+        with engine.begin() as conn:
+            conn.execute(_UPSERT, copied)
+    return len(copied)
+
+
+def _look_up_remaining(engine: Engine, release_id: str, remaining: list[dict], counts: dict,
+                       runtime: ReleaseConfig | None, openalex) -> None:
+    """OpenAlex lookups BATCH at a time, stored as they come; HostUnavailable when the host keeps failing."""
+    from deepscholar.release.steps import ReleaseContext
+    from deepscholar.sources.openalex import BATCH, OpenAlexSource
+
+    cfg = ReleaseContext.load(engine, release_id, runtime=runtime).config
+    openalex = openalex or OpenAlexSource(base_url=cfg.openalex_url, email=cfg.openalex_email)
+    tracker = Progress(f"OpenAlex cited-by counts for {release_id}", len(remaining))
+    # Failed lookups while the host keeps failing wait here: stored once OpenAlex answers again,
+    # dropped (looked up again on retry) when the step stops for the host (see the module's doc).
+    host_failed: list[dict] = []
+    streak_since = 0.0
+    for start in range(0, len(remaining), BATCH):
+        for t, found, host_down in _look_up(openalex, remaining[start:start + BATCH], cfg.title_match_threshold):
+            row = {"release_id": release_id, "arxiv_id": t["arxiv_id"], **found}
+            _count_lookup(counts, row)
+            if host_down:
+                streak_since = streak_since if host_failed else time.monotonic()
+                host_failed.append(row)
+            else:
+                counts["errors"] += _store(engine, [*host_failed, row])
+                host_failed = []
+            tracker.advance(note=f"{counts['looked_up']} found, {counts['not_found']} not found, "
+                                 f"{counts['errors'] + len(host_failed)} failed")
+        if len(host_failed) >= BREAKER.limits()[0]:
+            # As many lookups in a row failed on the host as open its breaker (here in fewer
+            # requests, a batched one failing up to BATCH lookups): the host is down, not the papers.
+            last = host_failed[-1]["lookup_error"][len(ERROR_PREFIX):].strip()
+            raise HostUnavailable(getattr(openalex, "host", "OpenAlex"), len(host_failed),
+                                  time.monotonic() - streak_since,
+                                  f"the cited-by lookups of {len(host_failed)} papers in a row failed "
+                                  f"on the host, the last with {last}")
+    counts["errors"] += _store(engine, host_failed)
+
+
+def _count_lookup(counts: dict, row: dict) -> None:
+    if row["cited_by_count"] is not None:
+        counts["looked_up"] += 1
+    elif row["lookup_error"].startswith(NOT_FOUND_PREFIX):
+        counts["not_found"] += 1
+    else:
+        log.warning("OpenAlex lookup of %s failed: %s", row["arxiv_id"], row["lookup_error"])

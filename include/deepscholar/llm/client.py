@@ -29,7 +29,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy.engine import Engine
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from deepscholar.errors import InfrastructureError, MissingCredentials
+from deepscholar.errors import InfrastructureError, JudgeError, MissingCredentials
 from deepscholar.http_guard import BREAKER, env_setting, host_of
 from deepscholar.llm import cache
 
@@ -57,7 +57,7 @@ MAX_BACKOFF_SECONDS = 30.0
 _TOOLS_WORKAROUND = {"_skip_mcp_handler": True}
 
 
-class ParseError(ValueError):
+class ParseError(JudgeError, ValueError):
     """A judge answer that does not have the required shape; triggers a re-ask, then *unscored*."""
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from deepscholar import errors
 from deepscholar.evaluation import registry
 from deepscholar.evaluation.leaderboard import pick_board
 
@@ -21,7 +22,7 @@ __all__ = ["Board", "NotFound", "load_board", "board_json", "metric_mean", "fini
            "history_rows", "history_judge_configs", "system_info", "system_reports", "report_detail"]
 
 
-class NotFound(Exception):
+class NotFound(errors.NotFound):
     """What the request names is not stored (a 404 for the page and the API)."""
 
 

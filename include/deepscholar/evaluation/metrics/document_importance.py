@@ -83,6 +83,13 @@ class DocumentImportance(JudgeFreeMetric):
     position = 3  # column within the dimension
     label = "Doc imp"  # the leaderboard's column heading (Table 2)
 
+    def prepare(self, engine, release_id: str) -> None:
+        """Before judging: the OpenAlex cited-by counts of the papers the release's reports cite, looked up
+        once and frozen under the release (METRICS.md), so every report is scored against the same counts."""
+        from deepscholar.evaluation.source_counts import freeze_source_counts
+
+        freeze_source_counts(engine, release_id)
+
     def score(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
         if report.is_human_exemplar:
             # METRICS.md, the human-exemplar row: DI is 1 by construction (S = S*).
