@@ -35,6 +35,7 @@ demo-ui: install
 TEST_WORKERS ?= 2
 test: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy --no-error-summary
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --durations=12
 
 # The fast loop while developing: everything but the tests marked slow (Airflow, Chromium, the Celery
@@ -42,8 +43,10 @@ test: install
 test-fast: install
 	$(PY) -m pytest -m "not slow" -q -n $(TEST_WORKERS) --dist worksteal
 
+# ruff, then mypy's type check of include/deepscholar ([tool.mypy] in pyproject.toml; silent when clean).
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy --no-error-summary
 
 bench: install
 	$(PY) bench/extraction_throughput.py
@@ -72,4 +75,4 @@ lock:
 		-c requirements-celery.lock --find-links $(TORCH_FIND_LINKS) -o requirements-dev.lock
 
 clean: stop-db
-	rm -rf .deepscholar .pytest_cache
+	rm -rf .deepscholar .pytest_cache .mypy_cache

@@ -128,7 +128,8 @@ def deepscholar_benchmark():
         from airflow.sdk.exceptions import AirflowFailException
 
         from deepscholar.db import get_engine
-        from deepscholar.systems.generation import ReleaseNotPublished, pairs_by_lane, plan_pairs
+        from deepscholar.release.context import ReleaseNotPublished
+        from deepscholar.systems.generation import pairs_by_lane, plan_pairs
 
         release_id = _month()
         try:

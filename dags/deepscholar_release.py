@@ -95,14 +95,15 @@ def deepscholar_release():
 
     @task
     def shards() -> list[list[int]]:
-        from deepscholar.release.steps import release_shards
+        from deepscholar.release.shards import release_shards
 
         n = release_shards()
         return [[k, n] for k in range(n)]
 
     @task(map_index_template="{{ shard_label }}")
     def extract(release_id: str, shard: list[int]) -> dict:
-        from deepscholar.release.steps import extract_exemplars, shard_label
+        from deepscholar.release.shards import shard_label
+        from deepscholar.release.steps import extract_exemplars
 
         get_current_context()["shard_label"] = shard_label(tuple(shard))
         # Each slice also resolves the references of the papers it keeps as it goes (the e-print host and
@@ -117,7 +118,8 @@ def deepscholar_release():
 
     @task(map_index_template="{{ shard_label }}")
     def resolve(release_id: str, shard: list[int]) -> dict:
-        from deepscholar.release.steps import resolve_references, shard_label
+        from deepscholar.release.shards import shard_label
+        from deepscholar.release.steps import resolve_references
 
         get_current_context()["shard_label"] = shard_label(tuple(shard))
         return resolve_references(_context(release_id), tuple(shard))

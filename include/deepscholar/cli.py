@@ -282,7 +282,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="deepscholar", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO level")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_db_commands(sub)
+    _add_release_commands(sub)
+    _add_system_commands(sub)
+    _add_report_commands(sub)
+    _add_evaluation_commands(sub)
+    _add_tool_commands(sub)
+    return parser
 
+
+def _add_db_commands(sub) -> None:
+    """db init | status | url."""
     dbp = sub.add_parser("db", help="warehouse administration").add_subparsers(dest="db_command", required=True)
     dbp.add_parser("init", help="upgrade the schema to the newest revision, keeping the data (idempotent)"
                    ).set_defaults(func=cmd_db_init)
@@ -291,6 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_db_status)
     dbp.add_parser("url", help="print the resolved warehouse URL").set_defaults(func=cmd_db_url)
 
+
+def _add_release_commands(sub) -> None:
+    """releases, release build | summary, import-official."""
     p = sub.add_parser("releases", help="list releases with status, window and counts")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_releases)
@@ -315,6 +328,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--release", required=True, help="release id to store it under")
     p.set_defaults(func=cmd_import_official)
 
+
+def _add_system_commands(sub) -> None:
+    """systems add | list | deactivate | activate."""
     systems = sub.add_parser("systems", help="register and list systems").add_subparsers(
         dest="systems_command", required=True)
     p = systems.add_parser("add", help="register (or update) a system")
@@ -331,13 +347,17 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("name")
         p.set_defaults(func=cmd_systems_active, command_name=verb)
 
+
+def _add_report_commands(sub) -> None:
+    """import-reports, generate, reports."""
     p = sub.add_parser("import-reports", help="import reports produced elsewhere as an external system")
     p.add_argument("system")
     p.add_argument("path")
     p.add_argument("--release", required=True)
     p.add_argument("--format", default="auto",
-                   choices=["auto", "jsonl", "deepscholar-base", "search-ai", "openscholar", "deepresearcher",
-                            "storm", "markdown"])
+                   help="auto (default: each output recognised by its files and content) or the name of one "
+                        "import format (one module each in systems/external/formats/); an unknown name is "
+                        "refused with the known ones listed")
     p.add_argument("--title-search", default="arxiv", choices=["arxiv", "corpus"],
                    help="where reference entries that give only a title are looked up: the corpus, then arXiv "
                         "title search (default), or the corpus only")
@@ -356,6 +376,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_reports)
 
+
+def _add_evaluation_commands(sub) -> None:
+    """evaluate, leaderboard, web."""
     p = sub.add_parser("evaluate", help="judge a release's reports and roll up its leaderboard (same code as the DAG)")
     p.add_argument("--release", required=True)
     p.add_argument("--judge", default=os.environ.get("DEEPSCHOLAR_JUDGE", "local"),
@@ -380,6 +403,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8050)
     p.set_defaults(func=cmd_web)
 
+
+def _add_tool_commands(sub) -> None:
+    """latex inspect, replay serve, demo [snapshot]."""
     latex = sub.add_parser("latex", help="LaTeX tools").add_subparsers(dest="latex_command", required=True)
     p = latex.add_parser("inspect", help="show the related-work section and its references")
     p.add_argument("path", help="a LaTeX project folder or an e-print file")
@@ -404,7 +430,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dest")
     p.add_argument("--month", default="2025-06")
     p.set_defaults(func=cmd_demo_snapshot)
-    return parser
 
 
 def _positive_int(text: str) -> int:

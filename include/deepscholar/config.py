@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 from deepscholar.errors import InvalidInput
 from deepscholar.sources.endpoints import (
@@ -79,7 +80,7 @@ class ReleaseConfig:
         """Defaults, then DEEPSCHOLAR_* environment variables, then explicit overrides (None: not given;
         max_queries=0: no cap)."""
         cap = overrides.pop("max_queries", None)
-        env = {
+        env: dict[str, Any] = {
             "categories": _env_list("DEEPSCHOLAR_CATEGORIES", cls().categories),
             "require_venue": _env_bool("DEEPSCHOLAR_REQUIRE_VENUE", True),
             "arxiv_api_url": arxiv_api_url_from_env(),

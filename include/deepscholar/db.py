@@ -79,7 +79,7 @@ def stop_embedded_server(home: Path | None = None) -> bool:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import pgserver
-        from pgserver._commands import pg_ctl
+        from pgserver._commands import pg_ctl  # type: ignore[attr-defined]  # made by setattr at import
 
         server = pgserver.get_server(pgdata, cleanup_mode=None)
         pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=server.system_user)

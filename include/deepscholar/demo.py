@@ -66,7 +66,8 @@ def run_benchmark_dag(release_id: str, endpoints: dict[str, str], home: Path, lo
 
 
 # The offline systems of the demo: (name, kind, config).
-DEMO_SYSTEMS = [("extractive", "extractive", {}), ("oracle", "oracle", {}), ("human_exemplar", "human_exemplar", {})]
+DEMO_SYSTEMS: list[tuple[str, str, dict]] = [
+    ("extractive", "extractive", {}), ("oracle", "oracle", {}), ("human_exemplar", "human_exemplar", {})]
 DEMO_EXTERNAL_SYSTEM = "external_jsonl_demo"
 
 

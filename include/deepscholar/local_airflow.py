@@ -23,6 +23,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import requests
 import sqlalchemy as sa
@@ -169,6 +170,7 @@ class LocalAirflow:
         """One component in its own process group, logging to `log_path` (standalone) or to
         `<home>/logs/<name>.log` (a component of the celery deployment)."""
         path = self.log_path
+        assert path is not None  # __post_init__ sets it
         if name:
             path = self.home / "logs" / f"{name}.log"
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -192,7 +194,7 @@ class LocalAirflow:
         while time.monotonic() < deadline:
             for proc in self._procs:
                 if proc.poll() is not None:
-                    args = " ".join(proc.args[1:])
+                    args = " ".join(cast("list[str]", proc.args)[1:])  # _spawn passes a list
                     self.stop()
                     raise RuntimeError(f"airflow {args} exited with {proc.returncode}: {self.log_tail()}")
             try:
@@ -247,6 +249,7 @@ class LocalAirflow:
 
     def log_tail(self, chars: int = 4000) -> str:
         """The end of the log (standalone), or of each component's log (celery deployment)."""
+        assert self.log_path is not None  # __post_init__ sets it
         paths = self._component_logs or [self.log_path]
         share = max(500, chars // len(paths))
         out = []

@@ -22,7 +22,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
-from typing import TypeVar
+from typing import TYPE_CHECKING, TextIO, TypeVar
+
+if TYPE_CHECKING:
+    from rich.progress import Progress as Bars
+    from rich.progress import TaskID
 
 __all__ = ["Progress", "progress", "terminal_bars", "wants_bars", "LOGGER_NAME", "ENV_MODE"]
 
@@ -33,8 +37,8 @@ T = TypeVar("T")
 # Terminal mode: the stream bars go to (None: plain lines), and the live display, running only while at
 # least one bar is shown, so stdout/stderr are redirected only then.
 _state_lock = threading.RLock()
-_stream = None
-_bars = None
+_stream: TextIO | None = None
+_bars: Bars | None = None
 _handlers: list[tuple[logging.StreamHandler, object]] = []
 
 
@@ -74,7 +78,7 @@ def terminal_bars(stream=None):
             _stop_display()
 
 
-def _start_display():
+def _start_display(stream: TextIO) -> Bars:
     """The shared rich display; log handlers writing to the stream print above it instead of through it."""
     global _bars
     from rich.console import Console
@@ -82,16 +86,17 @@ def _start_display():
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
     from rich.progress import Progress as Bars
 
-    console = Console(file=_stream, force_terminal=True)
+    console = Console(file=stream, force_terminal=True)
     _bars = Bars(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                  TextColumn("{task.fields[rate]}"), TextColumn("ETA"), TimeRemainingColumn(),
                  console=console, transient=True,
                  redirect_stdout=_isatty(sys.stdout), redirect_stderr=True)  # stdout to a pipe: untouched
-    proxy = FileProxy(console, _stream)
+    proxy = FileProxy(console, stream)
     for handler in logging.getLogger().handlers + logging.getLogger(LOGGER_NAME).handlers:
-        if isinstance(handler, logging.StreamHandler) and handler.stream is _stream:
+        if isinstance(handler, logging.StreamHandler) and handler.stream is stream:
             _handlers.append((handler, handler.setStream(proxy)))
     _bars.start()
+    return _bars
 
 
 def _stop_display() -> None:
@@ -120,12 +125,11 @@ class Progress:
         self.done = 0
         self._started = self._last_line = clock()
         self._last_logged = 0
-        self._bar = None  # (display, task id) while this tracker shows a bar
+        self._bar: tuple[Bars, TaskID] | None = None  # (display, task id) while this tracker shows a bar
         with _state_lock:
             if _stream is not None and self.total:
-                if _bars is None:
-                    _start_display()
-                self._bar = (_bars, _bars.add_task(label, total=self.total, rate=""))
+                bars = _bars if _bars is not None else _start_display(_stream)
+                self._bar = (bars, bars.add_task(label, total=self.total, rate=""))
         if self.total and self._bar is None:
             self.log.info("%s: 0 of %d", label, self.total)
 

@@ -52,7 +52,9 @@ def warm_imports(names: tuple[str, ...] | list[str] | None = None) -> dict[str, 
             continue
         took[name] = round(time.monotonic() - started, 2)
     if "litellm" in sys.modules:
-        sys.modules["litellm"].suppress_debug_info = True
+        import litellm  # already imported above: only binds the name
+
+        litellm.suppress_debug_info = True
     return took
 
 

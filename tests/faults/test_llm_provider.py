@@ -37,7 +37,7 @@ METRIC, SYSTEM, JUDGE = "organization", "extractive", "openai/fault-judge"
 JUDGE_CONFIG = f"llm:{JUDGE}"
 RETRIES = 2
 # What one evaluation may write besides scores: the judge's request log and its run record.
-JUDGE_BOOKKEEPING = ["llm_calls"]
+JUDGE_BOOKKEEPING = ["llm_calls", "judge_configs"]  # the call cache, and what the judge_config stands for
 
 
 @pytest.fixture(scope="module")

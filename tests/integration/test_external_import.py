@@ -20,8 +20,9 @@ import sqlalchemy as sa
 from werkzeug import Response
 
 from deepscholar import db
+from deepscholar.errors import SystemFailure
 from deepscholar.release.official_import import import_official
-from deepscholar.systems.base import Query, SystemContext, SystemFailure, make_system
+from deepscholar.systems.base import Query, SystemContext, make_system
 from deepscholar.systems.external import ExternalHTTPSystem, detect_format, import_reports
 from deepscholar.systems.generation import generate_pair
 from deepscholar.systems.registry import add_system

@@ -8,9 +8,9 @@ import pytest
 import sqlalchemy as sa
 
 from deepscholar import db
+from deepscholar.release.context import ReleaseNotPublished
 from deepscholar.systems.base import Report, Source, System, register_system
 from deepscholar.systems.generation import (
-    ReleaseNotPublished,
     batch_pairs,
     generate_release,
     list_reports,

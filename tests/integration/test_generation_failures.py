@@ -18,9 +18,9 @@ from support.openai_stub import OpenAIStub
 from test_llm_systems import base_brain
 
 from deepscholar import db
-from deepscholar.errors import InfrastructureError, MissingCredentials
+from deepscholar.errors import InfrastructureError, MissingCredentials, SystemFailure
 from deepscholar.search.local import LocalSearch
-from deepscholar.systems.base import Report, Source, System, SystemFailure, register_system
+from deepscholar.systems.base import Report, Source, System, register_system
 from deepscholar.systems.generation import generate_batch, generate_pair
 from deepscholar.systems.registry import add_system
 

@@ -15,9 +15,10 @@ from datetime import UTC, datetime
 import pytest
 from support.openai_stub import OpenAIStub, first_user_text, tool_call, tool_calls_message
 
+from deepscholar.errors import SystemFailure
 from deepscholar.llm.client import LLMClient
 from deepscholar.search.base import SearchResult
-from deepscholar.systems.base import Query, SystemContext, SystemFailure, make_system
+from deepscholar.systems.base import Query, SystemContext, make_system
 from deepscholar.systems.deepscholar_base import cited_numbers
 
 pytestmark = pytest.mark.slow  # the LLM systems end to end against an HTTP stub

@@ -10,8 +10,9 @@ import pytest
 import sqlalchemy as sa
 
 from deepscholar import db
+from deepscholar.errors import SystemFailure
 from deepscholar.search import make_search
-from deepscholar.systems.base import Query, SystemContext, SystemFailure, make_system, system_kinds
+from deepscholar.systems.base import Query, SystemContext, make_system, system_kinds
 from deepscholar.text.markers import markers_to_numbers
 
 pytestmark = pytest.mark.slow  # builds a release

@@ -204,6 +204,12 @@ def test_text_without_arxiv_links_is_unchanged():
     assert arxiv_links_to_numbers("Plain [1] text.") == ("Plain [1] text.", {})
 
 
+def test_an_arxiv_link_without_an_id_stays_a_link():
+    text = "A [search page](https://arxiv.org/abs/?q=rag) and [a paper](https://arxiv.org/abs/2108.02755v2)."
+    assert arxiv_links_to_numbers(text) == (
+        "A [search page](https://arxiv.org/abs/?q=rag) and [1].", {1: "2108.02755"})
+
+
 # ---------------------------------------------------------------------------------- statistics
 
 

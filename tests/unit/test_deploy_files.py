@@ -376,7 +376,7 @@ def test_init_migrates_creates_pools_and_benchmark_schema(services, common):
 def test_deepscholar_defaults_match_the_library(common):
     from deepscholar import rate_limit
     from deepscholar.config import ReleaseConfig
-    from deepscholar.release.steps import DEFAULT_RELEASE_SHARDS
+    from deepscholar.release.shards import DEFAULT_RELEASE_SHARDS
     from deepscholar.sources.endpoints import ARXIV_API_URL, ARXIV_EPRINT_URL
 
     env = env_of(common)

@@ -15,11 +15,9 @@ from support.files import write_tree
 
 from deepscholar.sources.bibliography import load_bibliography
 from deepscholar.sources.inspect import inspect_latex
-from deepscholar.sources.latex import (
-    find_related_work,
-    strip_comments,
-    word_count,
-)
+from deepscholar.sources.latex import find_related_work
+from deepscholar.sources.latex_source import strip_comments
+from deepscholar.sources.latex_text import word_count
 from deepscholar.text.markers import CITATION_MARKER_RE, cite_keys_in_marker_text
 
 FIXTURES = shared_data.shared_root() / "latex_real"
@@ -272,7 +270,7 @@ def test_loose_title_is_a_fallback_only(tmp_path):
 
 
 def test_latex_to_text_details():
-    from deepscholar.sources.latex import latex_to_text
+    from deepscholar.sources.latex_text import latex_to_text
 
     src = (
         "See \\href{http://a.b/c%20d}{the site}, \\url{http://x.y/~z_w%41}, 5\\,\\% and \\$5 \\& co. "

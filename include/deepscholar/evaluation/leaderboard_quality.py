@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine
 
 from deepscholar.db import SCHEMA
 from deepscholar.evaluation import registry
-from deepscholar.release.quality import Check, GateResult, import_gx, run_checks
+from deepscholar.gx import Check, GateResult, import_gx, run_checks
 
 __all__ = ["CHECK_NAMES", "load_leaderboard_frames", "check_leaderboard"]
 

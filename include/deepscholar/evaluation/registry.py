@@ -13,16 +13,12 @@ library (a test's, a plugin's) joins with `register()` or, for a while, `registe
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import re
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from deepscholar.errors import InvalidInput
+from deepscholar.registry import Registry
 
 if TYPE_CHECKING:
     from deepscholar.evaluation.base import Metric
@@ -76,11 +72,6 @@ DIMENSIONS: dict[str, Dimension] = {
     )
 }
 
-_registered: dict[str, Metric] = {}
-_lock = threading.RLock()
-_discovered = False
-
-
 def _check(metric: Metric) -> None:
     name = getattr(metric, "name", None)
     where = f"metric {name!r} ({type(metric).__module__}.{type(metric).__qualname__})"
@@ -99,82 +90,26 @@ def _check(metric: Metric) -> None:
         raise InvalidInput(f"{where}: `label` (the column heading) must not be empty")
 
 
-def register(metric: Metric) -> Metric:
-    """Add a metric; a second metric under a taken name is refused (the same object again is a no-op)."""
-    _check(metric)
-    with _lock:
-        _discover()
-        current = _registered.get(metric.name)
-        if current is not None and current is not metric:
-            raise InvalidInput(f"metric {metric.name!r} is already registered by "
-                               f"{type(current).__module__}.{type(current).__qualname__}")
-        _registered[metric.name] = metric
-    return metric
-
-
-def unregister(name: str) -> None:
-    with _lock:
-        _registered.pop(name, None)
-
-
-@contextmanager
-def registered(metric: Metric) -> Iterator[Metric]:
-    """The metric is registered inside the block only (tests, trial runs)."""
-    register(metric)
-    try:
-        yield metric
-    finally:
-        unregister(metric.name)
-
-
-def _discover() -> None:
-    """Import every module of the metrics package once and register its METRIC."""
-    global _discovered
-    with _lock:
-        if _discovered:
-            return
-        _discovered = True  # before importing: a metric module may ask the registry while it loads
-        package = importlib.import_module(METRICS_PACKAGE)
-        for info in pkgutil.iter_modules(package.__path__):
-            if info.name.startswith("_") or info.ispkg:
-                continue
-            module = importlib.import_module(f"{METRICS_PACKAGE}.{info.name}")
-            metric = getattr(module, "METRIC", None)
-            if metric is None:
-                continue  # a helper module, not a metric
-            _check(metric)
-            if metric.name in _registered and _registered[metric.name] is not metric:
-                raise InvalidInput(f"two metric modules declare {metric.name!r}")
-            _registered[metric.name] = metric
-
-
 def _order_key(metric: Metric) -> tuple:
     dim = DIMENSIONS[metric.dimension]
     return (FAMILIES[dim.family].position, dim.position, metric.position, metric.name)
 
 
+_METRICS: Registry[Metric] = Registry("metric", METRICS_PACKAGE, "METRIC", _check, _order_key)
+register = _METRICS.register
+unregister = _METRICS.unregister
+registered = _METRICS.registered
+get = _METRICS.get
+
+
 def metrics(family: str | None = None) -> list[Metric]:
     """Registered metrics in leaderboard order (family, dimension, position), optionally of one family."""
-    with _lock:
-        _discover()
-        found = list(_registered.values())
-    if family is not None:
-        found = [m for m in found if DIMENSIONS[m.dimension].family == family]
-    return sorted(found, key=_order_key)
+    found = _METRICS.items()
+    return found if family is None else [m for m in found if DIMENSIONS[m.dimension].family == family]
 
 
 def metric_names(family: str | None = None) -> tuple[str, ...]:
     return tuple(m.name for m in metrics(family))
-
-
-def get(name: str) -> Metric:
-    """The metric called `name`; an unknown name is refused with the known ones listed."""
-    with _lock:
-        _discover()
-        metric = _registered.get(name)
-    if metric is None:
-        raise InvalidInput(f"unknown metric {name!r}; known: {', '.join(metric_names())}")
-    return metric
 
 
 def dimensions(family: str | None = None) -> dict[str, tuple[str, ...]]:
@@ -195,9 +130,7 @@ def headline_variant(name: str) -> str:
 
 def metric_label(name: str) -> str:
     """The column heading (Table 2's names for the core seven); an unregistered name shows as itself."""
-    with _lock:
-        _discover()
-        metric = _registered.get(name)
+    metric = _METRICS.find(name)
     return metric.label if metric is not None else name
 
 

@@ -336,11 +336,11 @@ def _write_changed(conn: sa.Connection, table_name: str, rows: Sequence[dict], k
     cols = [c for c in rows[0] if c not in key]
     changed = sa.tuple_(*[tbl.c[c] for c in cols]).is_distinct_from(sa.tuple_(*[stmt.excluded[c] for c in cols]))
     set_ = {c: stmt.excluded[c] for c in cols} | ({touch: sa.func.now()} if touch else {})
-    stmt = stmt.on_conflict_do_update(index_elements=list(key), set_=set_, where=changed).returning(
+    upsert = stmt.on_conflict_do_update(index_elements=list(key), set_=set_, where=changed).returning(
         *[tbl.c[k] for k in key])
     written: set[tuple] = set()
     for start in range(0, len(rows), 1000):
-        written |= {tuple(r) for r in conn.execute(stmt, list(rows[start:start + 1000]))}
+        written |= {tuple(r) for r in conn.execute(upsert, list(rows[start:start + 1000]))}
     return written
 
 

@@ -286,7 +286,7 @@ def evaluate_release(
     roll_up: bool = True,
 ) -> dict:
     """The evaluation half outside Airflow: the DAG's judge tasks one after another, then the roll-up."""
-    from deepscholar.systems.generation import require_published
+    from deepscholar.release.context import require_published
 
     require_published(engine, release_id)
     spec = JudgeSpec.parse(judge, metric_models)

@@ -217,7 +217,7 @@ def _copy_exemplar_counts(engine: Engine, release_id: str, from_exemplar: dict[s
 def _look_up_remaining(engine: Engine, release_id: str, remaining: list[dict], counts: dict,
                        runtime: ReleaseConfig | None, openalex) -> None:
     """OpenAlex lookups BATCH at a time, stored as they come; HostUnavailable when the host keeps failing."""
-    from deepscholar.release.steps import ReleaseContext
+    from deepscholar.release.context import ReleaseContext
     from deepscholar.sources.openalex import BATCH, OpenAlexSource
 
     cfg = ReleaseContext.load(engine, release_id, runtime=runtime).config

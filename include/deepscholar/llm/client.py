@@ -354,6 +354,8 @@ class LLMClient:
         if self._direct:
             from deepscholar.llm import openai_compatible  # lazily, as litellm: DAG files import this module
 
+            assert self.api_base is not None  # _is_direct requires one
+
             return openai_compatible.chat_completion(self.model, messages, api_base=self.api_base,
                                                      api_key=self._api_key, timeout=self.timeout,
                                                      params=call_params)

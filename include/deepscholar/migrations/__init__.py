@@ -131,9 +131,9 @@ def _regclass(conn: sa.Connection, name: str) -> bool:
 
 def inspect_state(conn: sa.Connection) -> dict:
     """What the warehouse is: fresh, legacy (pre-Alembic), versioned, or unknown (with why)."""
-    current = []
+    current: list[str] = []
     if has_version_table := _regclass(conn, VERSION_TABLE):
-        current = conn.execute(sa.text(f"SELECT version_num FROM {SCHEMA}.{VERSION_TABLE}")).scalars().all()
+        current = list(conn.execute(sa.text(f"SELECT version_num FROM {SCHEMA}.{VERSION_TABLE}")).scalars())
     objects = conn.execute(sa.text(
         "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
         "WHERE n.nspname = :s AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND c.relname <> ALL(:skip) "
@@ -200,7 +200,8 @@ def _baseline_differences(conn: sa.Connection) -> list[str]:
 def _adopt_legacy(conn: sa.Connection) -> None:
     """Bring a pre-Alembic warehouse to the baseline exactly as its code would have, then verify it."""
     baseline = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sql_paths(BASELINE)}
-    recorded = dict(conn.execute(sa.text(f"SELECT filename, sha256 FROM {SCHEMA}.{LEGACY_TABLE}")).all())
+    recorded: dict[str, str] = dict(
+        conn.execute(sa.text(f"SELECT filename, sha256 FROM {SCHEMA}.{LEGACY_TABLE}")).all())
     unknown = sorted(set(recorded) - set(baseline))
     if unknown:
         raise WarehouseStateError(
@@ -250,7 +251,7 @@ def run_environment(context) -> None:
 def _current_quick(engine: Engine) -> list[str] | None:
     try:
         with engine.connect() as conn:
-            return conn.execute(sa.text(f"SELECT version_num FROM {SCHEMA}.{VERSION_TABLE}")).scalars().all()
+            return list(conn.execute(sa.text(f"SELECT version_num FROM {SCHEMA}.{VERSION_TABLE}")).scalars())
     except sa.exc.ProgrammingError:  # no version table yet
         return None
 

@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, cast, runtime_checkable
 
 from sqlalchemy.engine import Engine
 
@@ -110,7 +110,7 @@ def parse_nugget_list(text: str) -> list[str]:
     return [" ".join(x.split()) for x in items]
 
 
-def parse_labels(text: str, count: int) -> list[str]:
+def parse_labels(text: str, count: int) -> list[Literal["vital", "okay"]]:
     items = parse_json_array(text)
     if len(items) != count:
         raise ParseError(f"expected exactly {count} labels, got {len(items)}")
@@ -118,7 +118,7 @@ def parse_labels(text: str, count: int) -> list[str]:
     bad = [x for x in labels if x not in ("vital", "okay")]
     if bad:
         raise ParseError(f'every label must be "vital" or "okay", got {bad[0]!r}')
-    return labels
+    return cast('list[Literal["vital", "okay"]]', labels)  # each checked just above
 
 
 class LLMReleaseJudge:
@@ -246,7 +246,9 @@ class LocalReleaseJudge:
         for idx, (ref, text) in enumerate(zip(refs, ref_texts, strict=True)):
             where = citing.get(ref.cite_key, [])
             ctx = [clean[i] for i in where] or [fallback]
-            cosine = (max(float(sims[row_of[text], col_of[c]]) for c in ctx) if text else 0.0)
+            # A non-empty text is in `embeddable`, so `sims` is there.
+            cosine = (max(float(sims[row_of[text], col_of[c]]) for c in ctx)
+                      if text and sims is not None else 0.0)
             bonus = min(CITATION_BONUS_PER_SENTENCE * max(len(where) - 1, 0), CITATION_BONUS_MAX)
             # Rounded so float noise cannot reorder near-ties; ties go to the earlier-cited reference.
             score = round(cosine, 4) + bonus

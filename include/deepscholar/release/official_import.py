@@ -29,7 +29,9 @@ from deepscholar import db
 from deepscholar.clock import utc_now
 from deepscholar.errors import InvalidInput
 from deepscholar.progress import progress
-from deepscholar.sources.latex import cite_keys_in_latex, latex_to_text, strip_comments, word_count
+from deepscholar.sources.latex_citations import cite_keys_in_latex
+from deepscholar.sources.latex_source import strip_comments
+from deepscholar.sources.latex_text import latex_to_text, word_count
 from deepscholar.text import ARXIV_NEW_ID_RE, ARXIV_OLD_ID_RE, strip_arxiv_version
 
 __all__ = ["ImportSummary", "OfficialImportError", "import_official", "arxiv_id_from_link"]
@@ -223,7 +225,7 @@ def _reference_row(row: pd.Series, release_id: str, arxiv_id: str, cite_key: str
         "is_important": None,
         "importance_judge": None,
     }
-    corpus = None
+    corpus: dict | None = None
     if resolved_id and cited_title:
         corpus = {"arxiv_id": resolved_id, "title": cited_title, "abstract": cited_abstract, "authors": [],
                   "published": None, "categories": [], "doi": None, "source": CORPUS_SOURCE}
@@ -305,9 +307,26 @@ def import_official(engine: Engine, directory: Path, release_id: str) -> ImportS
     """Load a DeepScholar-bench dataset directory (dataset/ + nuggets/) as a published release."""
     started = time.perf_counter()
     directory = Path(directory)
-    dataset = directory / "dataset" if (directory / "dataset").is_dir() else directory
     summary = ImportSummary(release_id=release_id, directory=str(directory.resolve()))
+    papers_path, citations_path, important_path = _dataset_files(directory, summary)
+    papers_df, cites_df = _read_tables(papers_path, citations_path)
+    summary.n_rows = len(papers_df)
+    queries, versioned = _parse_queries(papers_df, release_id, papers_path.name, summary)
+    labels = _importance_labels(important_path, summary) if summary.important_file else {}
+    _attach_references(cites_df, queries, labels, release_id, citations_path.name, summary)
+    _attach_nuggets(directory / "nuggets", queries, versioned, release_id, summary)
 
+    _write(engine, release_id, queries, summary, papers_path, citations_path)
+    summary.duration_seconds = round(time.perf_counter() - started, 3)
+    log.info("official import %s: %d/%d queries, %d references, %d nuggets, %d corpus papers, %d errors (%.2f s)",
+             release_id, summary.n_queries, summary.n_rows, summary.n_references, summary.n_nuggets,
+             summary.n_corpus, summary.n_errors, summary.duration_seconds)
+    return summary
+
+
+def _dataset_files(directory: Path, summary: ImportSummary) -> tuple[Path, Path, Path]:
+    """The papers, citations and importance files of the dataset (the last one may be missing)."""
+    dataset = directory / "dataset" if (directory / "dataset").is_dir() else directory
     papers_path = dataset / _PAPERS_FILE
     if not papers_path.is_file():
         raise OfficialImportError(f"{papers_path} not found")
@@ -317,7 +336,11 @@ def import_official(engine: Engine, directory: Path, release_id: str) -> ImportS
     important_path = dataset / _IMPORTANT_FILE
     summary.citations_file = citations_path.name
     summary.important_file = important_path.name if important_path.is_file() else None
+    return papers_path, citations_path, important_path
 
+
+def _read_tables(papers_path: Path, citations_path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The papers and citations tables, their required columns checked, optional bib columns filled."""
     papers_df = _read_csv(papers_path)
     _require(papers_df, ["arxiv_id", "title", "authors", "abstract", "categories", "published_date",
                          "raw_latex_related_works", "clean_latex_related_works"], papers_path)
@@ -327,39 +350,46 @@ def import_official(engine: Engine, directory: Path, release_id: str) -> ImportS
     for col in ("bib_paper_authors", "bib_paper_year", "bib_paper_url", "bib_paper_doi", "bib_paper_journal"):
         if col not in cites_df.columns:
             cites_df[col] = ""
-    summary.n_rows = len(papers_df)
+    return papers_df, cites_df
 
-    # Queries, keyed by arXiv id; row_index is the 0-based CSV row.
+
+def _parse_queries(papers_df: pd.DataFrame, release_id: str, source_file: str,
+                   summary: ImportSummary) -> tuple[dict[str, _Query], dict[str, str]]:
+    """Queries keyed by arXiv id (row_index is the 0-based CSV row), and each one's id as the file writes
+    it (with its version)."""
     queries: dict[str, _Query] = {}
     versioned: dict[str, str] = {}
     for i, row in papers_df.iterrows():
         try:
-            q = _parse_query_row(int(i), row, release_id, papers_path.name)
+            q = _parse_query_row(int(i), row, release_id, source_file)
         except Exception as exc:  # a bad row is recorded, never fatal
-            summary.error(papers_path.name, int(i), row.get("arxiv_id"), str(exc))
+            summary.error(source_file, int(i), row.get("arxiv_id"), str(exc))
             continue
         if q.arxiv_id in queries:
-            summary.error(papers_path.name, int(i), q.arxiv_id,
+            summary.error(source_file, int(i), q.arxiv_id,
                           f"duplicate of row {queries[q.arxiv_id].row_index}; first row kept")
             continue
         queries[q.arxiv_id] = q
         versioned[q.arxiv_id] = row["arxiv_id"].strip()
+    return queries, versioned
 
-    # References, attached to their query by the parent's arXiv id (never by row order).
-    labels = _importance_labels(important_path, summary) if summary.important_file else {}
+
+def _attach_references(cites_df: pd.DataFrame, queries: dict[str, _Query], labels: dict[tuple[str, str], bool],
+                       release_id: str, source_file: str, summary: ImportSummary) -> None:
+    """References, attached to their query by the parent's arXiv id (never by row order)."""
     for i, row in cites_df.iterrows():
         parent = arxiv_id_from_link(row["parent_paper_arxiv_id"])
         key = row["citation_shorthand"].strip()
         if parent is None or parent[0] not in queries:
-            summary.error(citations_path.name, int(i), row["parent_paper_arxiv_id"],
+            summary.error(source_file, int(i), row["parent_paper_arxiv_id"],
                           "parent paper is not an imported query")
             continue
         if not key:
-            summary.error(citations_path.name, int(i), parent[0], "empty citation_shorthand")
+            summary.error(source_file, int(i), parent[0], "empty citation_shorthand")
             continue
         q = queries[parent[0]]
         if any(r["cite_key"] == key for r in q.references):
-            summary.error(citations_path.name, int(i), q.arxiv_id, f"duplicate cite key {key!r}; first row kept")
+            summary.error(source_file, int(i), q.arxiv_id, f"duplicate cite key {key!r}; first row kept")
             continue
         ref, corpus = _reference_row(row, release_id, q.arxiv_id, key)
         if labels:
@@ -369,29 +399,25 @@ def import_official(engine: Engine, directory: Path, release_id: str) -> ImportS
         if corpus:
             q.cited_corpus.append(corpus)
 
-    nuggets_dir = directory / "nuggets"
-    if nuggets_dir.is_dir():
-        for q in queries.values():
-            path = _nugget_file(nuggets_dir, q, versioned[q.arxiv_id])
-            if path is None:
-                summary.error("nuggets/", None, q.arxiv_id, "no nugget file for this query")
-                continue
-            q.nuggets = _parse_nuggets(path, q, release_id, summary)
-        used = {f"{versioned[a]}.json" for a in queries} | {f"{a}.json" for a in queries}
-        unmatched = sorted(p.name for p in nuggets_dir.glob("*.json") if p.name not in used)
-        summary.n_unmatched_nugget_files = len(unmatched)
-        if unmatched:
-            log.warning("official import %s: %d nugget files match no imported query: %s", release_id,
-                        len(unmatched), ", ".join(unmatched[:10]))
-    else:
-        log.warning("official import %s: no nuggets/ folder in %s", release_id, directory)
 
-    _write(engine, release_id, queries, summary, papers_path, citations_path)
-    summary.duration_seconds = round(time.perf_counter() - started, 3)
-    log.info("official import %s: %d/%d queries, %d references, %d nuggets, %d corpus papers, %d errors (%.2f s)",
-             release_id, summary.n_queries, summary.n_rows, summary.n_references, summary.n_nuggets,
-             summary.n_corpus, summary.n_errors, summary.duration_seconds)
-    return summary
+def _attach_nuggets(nuggets_dir: Path, queries: dict[str, _Query], versioned: dict[str, str], release_id: str,
+                    summary: ImportSummary) -> None:
+    """Each query's nuggets from its file in nuggets/; files that match no query are counted and logged."""
+    if not nuggets_dir.is_dir():
+        log.warning("official import %s: no nuggets/ folder in %s", release_id, nuggets_dir.parent)
+        return
+    for q in queries.values():
+        path = _nugget_file(nuggets_dir, q, versioned[q.arxiv_id])
+        if path is None:
+            summary.error("nuggets/", None, q.arxiv_id, "no nugget file for this query")
+            continue
+        q.nuggets = _parse_nuggets(path, q, release_id, summary)
+    used = {f"{versioned[a]}.json" for a in queries} | {f"{a}.json" for a in queries}
+    unmatched = sorted(p.name for p in nuggets_dir.glob("*.json") if p.name not in used)
+    summary.n_unmatched_nugget_files = len(unmatched)
+    if unmatched:
+        log.warning("official import %s: %d nugget files match no imported query: %s", release_id,
+                    len(unmatched), ", ".join(unmatched[:10]))
 
 
 def _write(engine: Engine, release_id: str, queries: dict[str, _Query], summary: ImportSummary,

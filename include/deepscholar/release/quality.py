@@ -13,12 +13,9 @@ GX is imported lazily: it takes ~6 s to import, and DAG files must stay cheap to
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import time
-from dataclasses import asdict, dataclass, field
-from datetime import date, datetime
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
@@ -27,6 +24,7 @@ from sqlalchemy.engine import Engine
 
 from deepscholar.config import ReleaseConfig
 from deepscholar.db import SCHEMA
+from deepscholar.gx import Check, GateResult, import_gx, jsonable, run_checks, short
 
 __all__ = [
     "ARXIV_ID_REGEX",
@@ -65,7 +63,6 @@ CHECK_NAMES = (
 )
 
 # Enough offending rows to act on without bloating releases.gx_result.
-_MAX_DETAIL_ROWS = 50
 
 
 class ReleaseNotFound(LookupError):
@@ -74,30 +71,6 @@ class ReleaseNotFound(LookupError):
 
 class ReleaseNotGated(RuntimeError):
     """Publishing was refused because the release has not passed the gate."""
-
-
-@dataclass
-class GateResult:
-    """Outcome of one gate run; stored as JSON on the releases row so a status can be traced to checks."""
-
-    release_id: str
-    success: bool
-    checks: list[dict[str, Any]]
-    summary: str
-    gx_version: str = ""
-    duration_seconds: float = 0.0
-    ran_at: str = ""
-    config: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def failed_checks(self) -> list[str]:
-        return [c["name"] for c in self.checks if not c["success"]]
-
-    def to_dict(self) -> dict[str, Any]:
-        return _jsonable(asdict(self))
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True)
 
 
 # ---------------------------------------------------------------------------------------------- frames
@@ -174,14 +147,6 @@ def load_release_frames(engine: Engine, release_id: str) -> tuple[dict[str, Any]
 # ---------------------------------------------------------------------------------------------- checks
 
 
-@dataclass
-class Check:
-    name: str
-    frame: str
-    expectation: Any  # a gxe.Expectation
-    index_columns: list[str]
-
-
 def _build_checks(gxe, release: dict[str, Any], config: ReleaseConfig) -> tuple[list[Check], list[dict]]:
     """The expectations for this release, plus checks settled without GX (skipped or not runnable)."""
     checks: list[Check] = []
@@ -241,54 +206,6 @@ def _build_checks(gxe, release: dict[str, Any], config: ReleaseConfig) -> tuple[
     return checks, settled
 
 
-def run_checks(gx, checks: list[Check], frames: dict[str, pd.DataFrame]) -> list[dict]:
-    """One suite per frame; GX validates each frame once with all of its expectations."""
-    from great_expectations.data_context.types.base import ProgressBarsConfig
-
-    context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    source = context.data_sources.add_pandas(name="release_frames")
-    results: dict[str, dict] = {}
-    for frame_name in dict.fromkeys(c.frame for c in checks):
-        frame_checks = [c for c in checks if c.frame == frame_name]
-        batch = source.add_dataframe_asset(name=frame_name).add_batch_definition_whole_dataframe("whole")
-        suite = context.suites.add(gx.ExpectationSuite(name=f"release_{frame_name}"))
-        for check in frame_checks:
-            check.expectation.meta = {"check": check.name}
-            suite.add_expectation(check.expectation)
-        index_columns = list(dict.fromkeys(col for c in frame_checks for col in c.index_columns))
-        result_format: dict[str, Any] = {"result_format": "COMPLETE"}
-        if index_columns:
-            result_format["unexpected_index_column_names"] = index_columns
-        definition = context.validation_definitions.add(
-            gx.ValidationDefinition(name=f"release_{frame_name}", data=batch, suite=suite))
-        run = definition.run(batch_parameters={"dataframe": frames[frame_name]}, result_format=result_format)
-        for res in run.results:
-            name = (res.expectation_config.meta or {}).get("check")
-            results[name] = _check_record(name, res)
-    return [results[c.name] for c in checks]
-
-
-def _check_record(name: str, res) -> dict:
-    """A compact, JSON-able record of one expectation result: what was seen and which rows broke it."""
-    raw = dict(res.result or {})
-    if "observed_value" in raw:
-        observed: Any = raw["observed_value"]
-    else:
-        observed = {k: raw.get(k) for k in ("element_count", "unexpected_count", "missing_count")}
-    details: dict[str, Any] = {}
-    rows = raw.get("unexpected_index_list") or []
-    if rows and isinstance(rows[0], dict):
-        details["unexpected_rows"] = rows[:_MAX_DETAIL_ROWS]
-    elif raw.get("partial_unexpected_list"):
-        details["unexpected_values"] = raw["partial_unexpected_list"][:_MAX_DETAIL_ROWS]
-    exc = res.exception_info or {}
-    if exc.get("raised_exception"):
-        details["exception"] = exc.get("exception_message")
-    return {"name": name, "expectation_type": res.expectation_config.type, "success": bool(res.success),
-            "observed": observed, "details": details}
-
-
 # ------------------------------------------------------------------------------------------------ API
 
 
@@ -322,11 +239,11 @@ def run_release_gate(engine: Engine, release_id: str, config: ReleaseConfig | No
                    f"{f', {n_skipped} skipped' if n_skipped else ''}; {n_queries} queries")
     for c in failed:
         log.warning("release %s: gate check %s FAILED (%s): observed=%s details=%s", release_id, c["name"],
-                    c["expectation_type"], _short(c["observed"]), _short(c["details"]))
+                    c["expectation_type"], short(c["observed"]), short(c["details"]))
     duration = time.perf_counter() - started
     log.info("%s (%.2f s)", summary, duration)
     return GateResult(
-        release_id=release_id, success=not failed, checks=_jsonable(records), summary=summary,
+        release_id=release_id, success=not failed, checks=jsonable(records), summary=summary,
         gx_version=gx.__version__, duration_seconds=round(duration, 3),
         ran_at=datetime.now().astimezone().isoformat(), config=config.to_dict())
 
@@ -381,41 +298,6 @@ def publish_release(engine: Engine, release_id: str) -> datetime:
 # ---------------------------------------------------------------------------------------------- helpers
 
 
-def import_gx():
-    """GX logs hundreds of INFO lines while importing; they would drown the task log of the gate."""
-    gx_logger = logging.getLogger("great_expectations")
-    if gx_logger.level == logging.NOTSET:
-        gx_logger.setLevel(logging.WARNING)
-    import great_expectations as gx
-    import great_expectations.expectations as gxe
-
-    return gx, gxe
-
-
 def _utc(value: datetime) -> datetime:
     ts = pd.Timestamp(value)
     return (ts.tz_convert("UTC") if ts.tzinfo else ts.tz_localize("UTC")).to_pydatetime()
-
-
-def _jsonable(value: Any) -> Any:
-    """GX results carry numpy scalars, Timestamps and NaN; JSONB needs plain values."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set):
-        return [_jsonable(v) for v in value]
-    if value is None or value is pd.NaT or value is pd.NA:
-        return None
-    if isinstance(value, bool | str | int):
-        return value
-    if isinstance(value, float):
-        return None if math.isnan(value) or math.isinf(value) else value
-    if isinstance(value, datetime | date | pd.Timestamp):
-        return value.isoformat()
-    if hasattr(value, "item"):  # numpy scalar
-        return _jsonable(value.item())
-    return str(value)
-
-
-def _short(value: Any, limit: int = 300) -> str:
-    text = json.dumps(_jsonable(value))
-    return text if len(text) <= limit else text[:limit] + "…"

@@ -23,12 +23,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
 from deepscholar import db
 from deepscholar.errors import InfrastructureError
 from deepscholar.progress import Progress
+
+if TYPE_CHECKING:
+    from deepscholar.sources.arxiv import ArxivPaper
+    from deepscholar.sources.openalex import OpenAlexWork
 
 log = logging.getLogger("deepscholar.release")
 
@@ -54,9 +59,9 @@ class _Ref:
 
     row: dict
     bib_arxiv_id: str | None = None
-    paper: object | None = None  # ArxivPaper
+    paper: ArxivPaper | CachedPaper | None = None
     method: str | None = None
-    work: object | None = None  # OpenAlexWork
+    work: OpenAlexWork | None = None
     errors: list[str] = field(default_factory=list)
     from_cache: bool = False
 
@@ -125,7 +130,7 @@ def resolve_pending(ctx, shard=None, papers: list[str] | None = None) -> dict:
     """Resolve every pending reference of the release (of slice `shard` (k, n) only, when given: the
     references of every n-th query paper; of the query papers `papers` only, when given, with no progress
     lines: extraction resolves each batch of papers it keeps this way); returns counts per outcome."""
-    from deepscholar.release.steps import in_shard, shard_label
+    from deepscholar.release.shards import in_shard, shard_label
     from deepscholar.sources.arxiv import ArxivSource
     from deepscholar.sources.openalex import OpenAlexSource
 
@@ -165,8 +170,8 @@ def resolve_pending(ctx, shard=None, papers: list[str] | None = None) -> dict:
 def _resolve_chunk(chunk: list[_Ref], arxiv, openalex, threshold: float) -> None:
     # 1. arXiv ids named by the bib entries: one request per 100 ids.
     named = [r for r in chunk if r.bib_arxiv_id]
-    papers = _guarded(named, "arxiv", lambda: arxiv.get_by_ids(sorted({r.bib_arxiv_id for r in named}))) \
-        if named else []
+    named_ids = sorted({r.bib_arxiv_id for r in named if r.bib_arxiv_id})
+    papers = _guarded(named, "arxiv", lambda: arxiv.get_by_ids(named_ids)) if named else []
     by_id = {p.arxiv_id: p for p in papers or []}
     for ref in named:
         if ref.bib_arxiv_id in by_id:
@@ -200,14 +205,15 @@ def _resolve_chunk(chunk: list[_Ref], arxiv, openalex, threshold: float) -> None
         ref.work = _guarded([ref], "openalex", lambda t=title: openalex.best_title_match(t, threshold=threshold))
 
     # 5. Papers that only OpenAlex knew the arXiv id of.
-    via_openalex = [r for r in chunk if r.paper is None and r.work is not None and r.work.arxiv_id]
+    via_openalex = [(r, r.work.arxiv_id) for r in chunk
+                    if r.paper is None and r.work is not None and r.work.arxiv_id]
     if via_openalex:
-        found = _guarded(via_openalex, "arxiv",
-                         lambda: arxiv.get_by_ids(sorted({r.work.arxiv_id for r in via_openalex}))) or []
+        found = _guarded([r for r, _ in via_openalex], "arxiv",
+                         lambda: arxiv.get_by_ids(sorted({a for _, a in via_openalex}))) or []
         by_id = {p.arxiv_id: p for p in found}
-        for ref in via_openalex:
+        for ref, work_arxiv_id in via_openalex:
             ref.method = "openalex_arxiv_id"
-            ref.paper = by_id.get(ref.work.arxiv_id)
+            ref.paper = by_id.get(work_arxiv_id)
 
 
 def _from_cache(engine, chunk: list[_Ref], openalex) -> int:
@@ -266,7 +272,7 @@ def _remember(conn, ctx, ref: _Ref, row: dict) -> None:
 
 def _store(ctx, ref: _Ref) -> str:
     """Upsert the reference's outcome (and its paper into the corpus); returns the counted outcome."""
-    from deepscholar.release.steps import _corpus_row
+    from deepscholar.release.discovery import corpus_row
 
     row = {"release_id": ctx.release_id, "arxiv_id": ref.key[0], "cite_key": ref.key[1]}
     paper, work, method = ref.paper, ref.work, ref.method
@@ -298,5 +304,5 @@ def _store(ctx, ref: _Ref) -> str:
             return "gone"
         _remember(conn, ctx, ref, row)
         if paper is not None:
-            db.upsert(conn, "corpus", [_corpus_row(paper, "reference")], key=["arxiv_id"], update=[])
+            db.upsert(conn, "corpus", [corpus_row(paper, "reference")], key=["arxiv_id"], update=[])
     return "failed" if ref.errors else outcome

@@ -38,7 +38,7 @@ class Ref:
     published: datetime
     arxiv_id: str | None = None
     versions: int = 1
-    doi: str | None = None  # the DOI OpenAlex lists (arXiv DOI, venue DOI or journal DOI)
+    doi: str = ""  # the DOI OpenAlex lists (arXiv DOI, venue DOI or journal DOI); set for every reference
     arxiv_doi_field: str | None = None  # arXiv's <arxiv:doi>: a published version's DOI
     venue: str | None = None
     abstract: str = ""

@@ -47,7 +47,7 @@ class ScaleSpec:
 
 
 def _vocabulary() -> list[str]:
-    words = set()
+    words: set[str] = set()
     for theme in demo.THEMES.values():
         for _, title, _, _, _ in theme.refs:
             words.update(w.lower() for w in re.findall(r"[A-Za-z]{5,}", title))

@@ -19,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from werkzeug.serving import WSGIRequestHandler, make_server
@@ -346,10 +347,11 @@ class ReplayApp:
         args = request.args
         results = self.snapshot.works
         for key, value in _parse_filters(args.get("filter", "")):
-            results = self._apply_filter(results, key, value)
-            if results is None:
+            filtered = self._apply_filter(results, key, value)
+            if filtered is None:
                 return self._json({"error": "Invalid query parameters error.",
                                    "message": f"{key} is not a valid filter here"}, 400)
+            results = filtered
         if args.get("search"):
             hits = self.snapshot.work_search(args["search"], title_only=False)
             allowed = {id(r) for r in results}
@@ -364,8 +366,8 @@ class ReplayApp:
             return self._json({"error": "Invalid query parameters error.",
                                "message": "per-page must be between 1 and 200"}, 400)
         chunk = results[(page - 1) * per_page: page * per_page]
-        meta = {"count": len(results), "db_response_time_ms": 1, "page": None if cursor else page,
-                "per_page": per_page, "groups_count": None}
+        meta: dict[str, Any] = {"count": len(results), "db_response_time_ms": 1,
+                                "page": None if cursor else page, "per_page": per_page, "groups_count": None}
         if cursor:
             meta["next_cursor"] = str(page + 1) if page * per_page < len(results) else None
         return self._json({"meta": meta, "results": chunk, "group_by": []})

@@ -17,12 +17,12 @@ from sqlalchemy.engine import Engine
 
 from deepscholar.clock import as_utc
 from deepscholar.errors import InfrastructureError
-from deepscholar.search.base import SearchResult
-from deepscholar.sources.arxiv import _QUERY_STOP, ArxivPaper, ArxivSource, _is_transient
+from deepscholar.search.base import Backend, SearchResult
+from deepscholar.sources.arxiv import QUERY_STOP_WORDS, ArxivPaper, ArxivSource, is_transient
 from deepscholar.sources.endpoints import ARXIV_API_URL
 from deepscholar.text import strip_arxiv_version
 
-__all__ = ["ArxivSearch", "arxiv_terms"]
+__all__ = ["BACKEND", "ArxivSearch", "arxiv_terms"]
 
 MAX_K = 200
 MAX_AND_TERMS = 6  # arXiv ANDs every term: past a handful of words almost nothing matches
@@ -35,7 +35,7 @@ _WORD_RE = re.compile(r"[A-Za-z0-9]+")
 def arxiv_terms(text: str) -> list[str]:
     """Significant words of free text, once each, in order; operators and Lucene stop words removed."""
     words = [w.lower() for w in _WORD_RE.findall(text or "")]
-    return list(dict.fromkeys(w for w in words if w not in _QUERY_STOP and w not in {"andnot"} and len(w) > 1))
+    return list(dict.fromkeys(w for w in words if w not in QUERY_STOP_WORDS and w not in {"andnot"} and len(w) > 1))
 
 
 class ArxivSearch:
@@ -68,7 +68,7 @@ class ArxivSearch:
         try:
             return self.source._search_query(query, k)
         except Exception as exc:
-            if _is_transient(exc):  # still down after ArxivSource's retries: not the calling system's fault
+            if is_transient(exc):  # still down after ArxivSource's retries: not the calling system's fault
                 raise InfrastructureError(f"arXiv search at {self.source.api_url}", exc) from exc
             raise
 
@@ -116,3 +116,18 @@ class ArxivSearch:
                 for p in papers}
         with self.engine.begin() as conn:
             db.upsert(conn, "corpus", list(rows.values()), key=["arxiv_id"], update=[])
+
+
+def make_arxiv_search(engine: Engine | None, cutoff: datetime, exclude_ids: Iterable[str], **kw: Any) -> ArxivSearch:
+    """Endpoint and pacing from the run's environment unless given; papers seen are recorded in `engine`."""
+    from deepscholar.sources.endpoints import arxiv_api_url_from_env, arxiv_delay_seconds_from_env
+
+    if "api_url" not in kw:
+        kw["api_url"] = arxiv_api_url_from_env()
+    if "delay_seconds" not in kw:
+        kw["delay_seconds"] = arxiv_delay_seconds_from_env()
+    kw.setdefault("engine", engine)
+    return ArxivSearch(cutoff, exclude_ids=exclude_ids, **kw)
+
+
+BACKEND = Backend("arxiv", make_arxiv_search, "live arXiv API search, cutoff enforced twice")

@@ -6,11 +6,12 @@ id and cutoff, `SearchScope`, which a system's Query satisfies).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-__all__ = ["SearchResult", "SearchScope", "SearchTool"]
+__all__ = ["Backend", "SearchResult", "SearchScope", "SearchTool"]
 
 
 @dataclass(frozen=True)
@@ -40,3 +41,17 @@ class SearchScope(Protocol):
 
     @property
     def cutoff(self) -> datetime: ...
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One search backend, declared once by its module as `BACKEND` (found by search/registry.py).
+
+    `make(engine, cutoff, exclude_ids, **kw)` returns the SearchTool for one (system, query) run: bound
+    to the cutoff, never returning an excluded paper (the query paper is always among them); `kw` are
+    the backend's own options.
+    """
+
+    name: str
+    make: Callable[..., SearchTool]
+    description: str = ""

@@ -18,10 +18,10 @@ from sqlalchemy.engine import Engine
 
 from deepscholar.clock import assume_utc
 from deepscholar.errors import InfrastructureError, is_warehouse_outage
-from deepscholar.search.base import SearchResult
+from deepscholar.search.base import Backend, SearchResult
 from deepscholar.text import strip_arxiv_version
 
-__all__ = ["LocalSearch", "or_query_text", "MAX_K"]
+__all__ = ["BACKEND", "LocalSearch", "or_query_text", "MAX_K"]
 
 MAX_K = 500  # a system asking for more is a bug; bound the query cost
 MAX_OR_TERMS = 64
@@ -102,3 +102,10 @@ class LocalSearch:
         return [SearchResult(arxiv_id=r["arxiv_id"], title=r["title"], abstract=r["abstract"] or "",
                              published=r["published"], url=f"https://arxiv.org/abs/{r['arxiv_id']}",
                              score=float(r["score"])) for r in rows]
+
+
+def make_local_search(engine: Engine, cutoff: datetime, exclude_ids: Iterable[str], **kw: Any) -> LocalSearch:
+    return LocalSearch(engine, cutoff, exclude_ids=exclude_ids, **kw)
+
+
+BACKEND = Backend("local", make_local_search, "full-text search over the warehouse corpus (offline, reproducible)")

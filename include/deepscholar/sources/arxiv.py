@@ -97,10 +97,10 @@ class _TimeoutAdapter(HTTPAdapter):
         self._timeout = timeout
         super().__init__(**kwargs)
 
-    def send(self, request, **kwargs):  # noqa: ANN001 - signature of HTTPAdapter.send
-        if kwargs.get("timeout") is None:
-            kwargs["timeout"] = self._timeout
-        return super().send(request, **kwargs)
+    def send(self, request, stream=False, timeout=None, verify=True, cert=None, proxies=None):
+        """HTTPAdapter.send's signature (requests' Session passes these by keyword)."""
+        return super().send(request, stream=stream, timeout=self._timeout if timeout is None else timeout,
+                            verify=verify, cert=cert, proxies=proxies)
 
 
 class MalformedFeedError(arxiv.ArxivError):
@@ -116,7 +116,7 @@ def _require_complete_feed(response: requests.Response, *args, **kwargs) -> None
                                                   "closing </feed>")
 
 
-def _is_transient(exc: BaseException) -> bool:
+def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, MalformedFeedError):
         return True
     if isinstance(exc, arxiv.HTTPError):
@@ -146,7 +146,7 @@ def _retrying(max_retries: int, backoff_seconds: float) -> Retrying:
     return Retrying(
         stop=stop_after_attempt(max_retries + 1),
         wait=wait_exponential(multiplier=backoff_seconds, max=120),
-        retry=retry_if_exception(_is_transient),
+        retry=retry_if_exception(is_transient),
         reraise=True,
         before_sleep=before_sleep_log(logger, logging.WARNING),
     )
@@ -164,7 +164,7 @@ def _is_arxiv_id(text: str) -> bool:
 _PHRASE_UNSAFE_RE = re.compile(r"[\"\\]")
 _TITLE_TOKEN_RE = re.compile(r"[A-Za-z0-9]+")
 # Lucene stop words and operators that would break or widen a ti:word AND ... query.
-_QUERY_STOP = frozenset(
+QUERY_STOP_WORDS = frozenset(
     "a an and are as at be but by for from if in into is it no not of on or such that the their then "
     "there these they this to was will with via using towards toward".split()
 )
@@ -329,7 +329,7 @@ class ArxivSource:
     def _search_title_words(self, title: str, max_results: int) -> list[ArxivPaper]:
         # An exact phrase misses small differences ("LLMs" vs "LLM"); all significant words in the title
         # field is the usual fallback.
-        words = [w for w in _TITLE_TOKEN_RE.findall(title) if w.lower() not in _QUERY_STOP]
+        words = [w for w in _TITLE_TOKEN_RE.findall(title) if w.lower() not in QUERY_STOP_WORDS]
         if len(words) < 2:
             return []
         return self._search_query(" AND ".join(f"ti:{w}" for w in words[:12]), max_results)

@@ -17,6 +17,7 @@ import bibtexparser
 from bibtexparser import Library
 from bibtexparser.middlewares import LatexDecodingMiddleware, RemoveEnclosingMiddleware
 from bibtexparser.model import (
+    Block,
     DuplicateBlockKeyBlock,
     DuplicateFieldKeyBlock,
     Entry,
@@ -27,7 +28,9 @@ from pylatexenc.latex2text import LatexNodes2Text
 
 from deepscholar.text.arxiv_ids import BARE_ARXIV_ID_RE, clean_arxiv_id, find_arxiv_id
 
-from .latex import LatexProject, brace_group_end, find_main_tex, flatten, latex_to_text, read_tex
+from .latex_project import LatexProject, find_main_tex, flatten
+from .latex_source import brace_group_end, read_tex
+from .latex_text import latex_to_text
 
 __all__ = [
     "BibEntry",
@@ -185,7 +188,7 @@ def parse_bib_string(text: str, source_file: str | None = None) -> Bibliography:
 
 def _decode(entries: list[Entry]) -> dict[str, dict[str, str]]:
     """LaTeX-decode the human-readable fields with bibtexparser's middleware (ids and URLs stay raw)."""
-    decodable = []
+    decodable: list[Block] = []
     for entry in entries:
         fields = [Field(k, v) for k, v in _first_fields(entry).items()
                   if k not in _RAW_FIELDS and _NEEDS_DECODING_RE.search(v)]

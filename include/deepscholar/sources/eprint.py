@@ -14,8 +14,10 @@ import io
 import os
 import tarfile
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import IO
 
 __all__ = [
     "EprintContents",
@@ -313,7 +315,7 @@ def _data_filter_problem(member: tarfile.TarInfo, root: Path) -> str | None:
     return None
 
 
-def _read_chunks(src: io.BufferedReader):
+def _read_chunks(src: IO[bytes]) -> Iterator[bytes]:
     while True:
         chunk = src.read(_CHUNK)
         if not chunk:

@@ -12,7 +12,9 @@ from typing import Any
 
 from .bibliography import load_bibliography
 from .eprint import extract_eprint
-from .latex import LatexProject, find_main_tex, flatten, related_work_in_document, word_count
+from .latex import related_work_in_document
+from .latex_project import LatexProject, find_main_tex, flatten
+from .latex_text import word_count
 
 __all__ = ["inspect_latex"]
 

@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .latex import brace_group_end
+from .latex_source import brace_group_end
 
 __all__ = ["MAX_ADDED_CHARS", "MAX_EXPANSIONS", "MacroTable"]
 

@@ -15,7 +15,7 @@ import contextvars
 import logging
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
@@ -124,26 +124,29 @@ class _RoutingAdapter(HTTPAdapter):
         self._rate_key, self._interval = rate_key, interval
         super().__init__(**kwargs)
 
-    def send(self, request, **kwargs):  # noqa: ANN001 - signature of HTTPAdapter.send
+    def send(self, request, stream=False, timeout=None, verify=True, cert=None, proxies=None):
+        """HTTPAdapter.send's signature (requests' Session passes these by keyword)."""
         # One slot per request sent; urllib3's retries inside it are spaced by their backoff instead.
         wait_for_slot(self._rate_key, self._interval)
         if self._base_url and request.url.startswith(OPENALEX_URL):
             request.url = self._base_url + request.url[len(OPENALEX_URL):]
-        if kwargs.get("timeout") is None:
-            kwargs["timeout"] = self._timeout
-        return super().send(request, **kwargs)
+        if timeout is None:
+            timeout = self._timeout
+        return super().send(request, stream=stream, timeout=timeout, verify=verify, cert=cert,
+                            proxies=proxies)
 
 
 _current_source: contextvars.ContextVar[OpenAlexSource | None] = contextvars.ContextVar(
     "deepscholar_openalex_source", default=None
 )
 _install_lock = threading.Lock()
-_fallback_factory = None
+_fallback_factory: Callable[[], requests.Session] | None = None  # pyalex's own, wrapped
 
 
 def _routed_session_factory() -> requests.Session:
     source = _current_source.get()
     if source is None:
+        assert _fallback_factory is not None  # set before this factory is installed
         return _fallback_factory()
     return source._make_session()
 
@@ -237,8 +240,8 @@ class OpenAlexSource:
             if work.doi:
                 found[work.doi] = work
         for doi in alone:
-            if (work := self.work_by_doi(doi)) is not None:
-                found[doi] = work
+            if (single := self.work_by_doi(doi)) is not None:
+                found[doi] = single
         return {d: found[d] for d in wanted if d in found}
 
     def works_by_ids(self, openalex_ids: Iterable[str | None]) -> dict[str, OpenAlexWork]:

@@ -1,10 +1,5 @@
-"""Built-in system kinds register themselves on import (see base.register_system)."""
+"""Report generators ("systems") and what runs and stores them.
 
-import importlib
-
-for _module in ("extractive", "oracle", "exemplar", "deepscholar_base", "search_agent", "external"):
-    try:
-        importlib.import_module(f"{__name__}.{_module}")
-    except ModuleNotFoundError as exc:  # a kind still being written must not break the others
-        if exc.name != f"{__name__}.{_module}":
-            raise
+Every module of this package is a candidate: the kind registry (base.system_kinds) imports them all
+once and registers each System subclass that declares a kind; there is no list of kinds to keep.
+"""

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from deepscholar.errors import MissingCredentials
+from deepscholar.errors import MissingCredentials, SystemFailure
 from deepscholar.llm.client import Judged, LLMClient, ParseError, parse_json_array
 from deepscholar.prompts import Prompt, load_prompt_file
 from deepscholar.search.base import SearchResult, SearchTool
@@ -43,7 +43,6 @@ from deepscholar.systems.base import (
     Source,
     System,
     SystemContext,
-    SystemFailure,
     register_system,
 )
 

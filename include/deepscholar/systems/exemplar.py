@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from deepscholar.errors import SystemFailure
 from deepscholar.search.base import SearchTool
-from deepscholar.systems.base import Query, Report, Source, System, SystemFailure, register_system
+from deepscholar.systems.base import Query, Report, Source, System, register_system
 from deepscholar.text.markers import cited_keys, markers_to_numbers
 
 __all__ = ["HumanExemplarSystem"]
@@ -61,7 +62,7 @@ class HumanExemplarSystem(System):
             snippet = row["resolved_abstract"] or _bib_snippet(row) or title
             if arxiv_id:
                 by_paper[arxiv_id] = idx
-                url = f"https://arxiv.org/abs/{arxiv_id}"
+                url: str | None = f"https://arxiv.org/abs/{arxiv_id}"
             else:
                 doi = row["resolved_doi"] or row["bib_doi"]
                 url = row["bib_url"] or (f"https://doi.org/{doi}" if doi else None)

@@ -13,18 +13,20 @@ import math
 import re
 import time
 from collections import Counter
+from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from deepscholar.clock import assume_utc
+from deepscholar.errors import SystemFailure
 from deepscholar.search.base import SearchResult, SearchTool
 from deepscholar.systems.base import (
     Query,
     Report,
     Source,
     System,
-    SystemFailure,
     register_system,
 )
 
@@ -89,13 +91,14 @@ def _coined(text: str) -> set[str]:
     return {t.lower() for t in _TOKEN_RE.findall(_clean(text)) if _COINED_RE.fullmatch(t)}
 
 
-def _is_content(tok: str, skip: set[str] = frozenset()) -> bool:
+def _is_content(tok: str, skip: Collection[str] = frozenset()) -> bool:
     return len(tok) > 2 and tok not in STOPWORDS and tok not in skip
 
 
-def _phrases(text: str, min_len: int = 2, max_len: int = 3, skip: set[str] = frozenset()) -> list[tuple[str, ...]]:
+def _phrases(text: str, min_len: int = 2, max_len: int = 3,
+             skip: Collection[str] = frozenset()) -> list[tuple[str, ...]]:
     """Candidate key phrases: windows of content words between stop words and punctuation."""
-    out = []
+    out: list[tuple[str, ...]] = []
     for chunk in _BREAK_RE.split(_clean(text)):
         run: list[str] = []
         for tok in [*_tokens(chunk), ""]:
@@ -241,75 +244,89 @@ class ExtractiveSystem(System):
         return type(DEFAULTS[key])(value)
 
     def generate(self, query: Query, search: SearchTool) -> Report:
-        from deepscholar.llm import local_judge
-        from deepscholar.text.sentences import split_exemplar_sentences
-
         if search is None:
             raise SystemFailure("extractive needs a search tool")
         timings: dict[str, float] = {}
         started = time.perf_counter()
-        k = self._cfg("search_k")
-        query_text = f"{query.title}. {' '.join(query.abstract.split())}"
-
-        # 1. Search: the title first, whose results are the background for the other queries' weights.
-        pool: dict[str, SearchResult] = {}
-        dropped = {"after_cutoff_or_undated": 0, "query_paper": 0}
-        per_query: list[dict[str, Any]] = []
-
-        def run(text: str) -> list[SearchResult]:
-            found = search.search(text, k)
-            fresh = 0
-            for r in found:
-                key = r.arxiv_id or f"title:{' '.join(r.title.lower().split())}"
-                if r.arxiv_id and r.arxiv_id == query.arxiv_id:
-                    dropped["query_paper"] += 1
-                elif r.published is None or assume_utc(r.published) >= assume_utc(query.cutoff):
-                    dropped["after_cutoff_or_undated"] += 1  # the tool should never return these
-                elif key not in pool:
-                    pool[key] = r
-                    fresh += 1
-            per_query.append({"query": text, "n": len(found), "new": fresh})
-            return found
-
-        title_hits = run(_clean(query.title))
-        queries, weights = build_search_queries(query.title, query.abstract,
-                                                [f"{r.title} {r.abstract}" for r in title_hits],
-                                                max_queries=self._cfg("max_queries"),
-                                                tfidf_terms=self._cfg("tfidf_terms"))
-        for text in queries[1:]:
-            run(text)
+        found = self._search(query, search)
         timings["search_ms"] = (time.perf_counter() - started) * 1000
-        if not pool:
-            raise SystemFailure("search found no paper published before the cutoff")
-
-        # 2. Rank the union by cosine to title+abstract; keep K above the relevance floor.
         t0 = time.perf_counter()
+        ranked = self._rank(query, found.pool)
+        timings["rank_ms"] = (time.perf_counter() - t0) * 1000
+        t0 = time.perf_counter()
+        themes = self._themes(ranked)
+        picked = self._pick_sentences(ranked, themes, found.pool)
+        timings["compose_ms"] = (time.perf_counter() - t0) * 1000
+        text, sources, theme_idx = self._compose(ranked, themes, picked, found.pool)
+        timings["total_ms"] = (time.perf_counter() - started) * 1000
+        trace = {
+            "search_backend": getattr(search, "name", None),
+            "queries": found.per_query,
+            "term_weights": found.weights,
+            "n_candidates": len(found.pool),
+            "dropped": found.dropped,
+            "selected": [{"idx": n, "arxiv_id": found.pool[ranked.keys[i]].arxiv_id,
+                          "similarity": float(ranked.sims[i])}
+                         for n, i in enumerate((i for m in themes for i in m), 1)],
+            "themes": theme_idx,
+            "config": {key: self._cfg(key) for key in DEFAULTS},
+            "timings_ms": {name: round(v, 1) for name, v in timings.items()},
+        }
+        return Report(text=text, sources=sources, trace=trace)
+
+    def _search(self, query: Query, search: SearchTool) -> _Found:
+        """1. Search: the title first, whose results are the background for the other queries' weights."""
+        found = _Found(query, search, self._cfg("search_k"))
+        title_hits = found.run(_clean(query.title))
+        queries, found.weights = build_search_queries(query.title, query.abstract,
+                                                      [f"{r.title} {r.abstract}" for r in title_hits],
+                                                      max_queries=self._cfg("max_queries"),
+                                                      tfidf_terms=self._cfg("tfidf_terms"))
+        for text in queries[1:]:
+            found.run(text)
+        if not found.pool:
+            raise SystemFailure("search found no paper published before the cutoff")
+        return found
+
+    def _rank(self, query: Query, pool: dict[str, SearchResult]) -> _Ranked:
+        """2. Rank the union by cosine to title+abstract; keep K above the relevance floor."""
+        from deepscholar.llm import local_judge
+        from deepscholar.text.sentences import split_exemplar_sentences
+
         keys = sorted(key for key in pool if split_exemplar_sentences(" ".join(pool[key].abstract.split())))
         if not keys:
             raise SystemFailure("no search result before the cutoff has an abstract to cite from")
+        query_text = f"{query.title}. {' '.join(query.abstract.split())}"
         doc_texts = [f"{pool[key].title}. {' '.join(pool[key].abstract.split())}" for key in keys]
         vecs = local_judge.embed([query_text, *doc_texts])
         qvec, dvecs = vecs[0], vecs[1:]
         sims = np.round(dvecs @ qvec, 4)
         order = sorted(range(len(keys)), key=lambda i: (-float(sims[i]), keys[i]))
-        floor = self._cfg("min_similarity")
-        chosen = [i for i in order if sims[i] >= floor][:self._cfg("top_k")]
-        if len(chosen) < min(self._cfg("min_sources"), self._cfg("top_k")):
-            chosen = order[:min(self._cfg("min_sources"), self._cfg("top_k"))]
-        timings["rank_ms"] = (time.perf_counter() - t0) * 1000
+        floor, top_k = self._cfg("min_similarity"), self._cfg("top_k")
+        chosen = [i for i in order if sims[i] >= floor][:top_k]
+        if len(chosen) < min(self._cfg("min_sources"), top_k):
+            chosen = order[:min(self._cfg("min_sources"), top_k)]
+        return _Ranked(keys=keys, qvec=qvec, dvecs=dvecs, sims=sims, chosen=chosen,
+                       rank_of={i: r for r, i in enumerate(chosen)})
 
-        # 3. Themes, ordered by their best member; members by similarity to the query.
-        t0 = time.perf_counter()
+    def _themes(self, ranked: _Ranked) -> list[list[int]]:
+        """3. Themes, ordered by their best member; members by similarity to the query."""
+        chosen, rank_of = ranked.chosen, ranked.rank_of
         k_themes = n_themes(len(chosen), min_themes=self._cfg("min_themes"), max_themes=self._cfg("max_themes"),
                             sources_per_theme=self._cfg("sources_per_theme"))
-        groups = cluster_themes(dvecs[chosen], k_themes)
-        rank_of = {i: r for r, i in enumerate(chosen)}
+        groups = cluster_themes(ranked.dvecs[chosen], k_themes)
         themes = [sorted((chosen[j] for j in g), key=lambda i: rank_of[i]) for g in groups]
         themes.sort(key=lambda members: rank_of[members[0]])
-        in_text_order = [i for members in themes for i in members]
+        return themes
 
-        # 4. Per source, the abstract sentence closest to the query and to the source's own title: what
-        # the source itself contributes that bears on the query. No sentence is cited twice.
+    def _pick_sentences(self, ranked: _Ranked, themes: list[list[int]],
+                        pool: dict[str, SearchResult]) -> dict[int, str]:
+        """4. Per source, the abstract sentence closest to the query and to the source's own title: what
+        the source itself contributes that bears on the query. No sentence is cited twice."""
+        from deepscholar.llm import local_judge
+        from deepscholar.text.sentences import split_exemplar_sentences
+
+        chosen, keys = ranked.chosen, ranked.keys
         sentences = {i: split_exemplar_sentences(" ".join(pool[keys[i]].abstract.split())) for i in chosen}
         flat = [s for i in chosen for s in sentences[i]]
         sent_vecs = local_judge.embed(flat)
@@ -318,30 +335,28 @@ class ExtractiveSystem(System):
         for i in chosen:
             offsets[i] = (start, start + len(sentences[i]))
             start += len(sentences[i])
-        # Boilerplate ("Experiments on ... show ...") recurs across abstracts: a sentence close to some
-        # other source's sentence is discounted by how close.
-        cross = sent_vecs @ sent_vecs.T
-        owner = np.repeat(np.arange(len(chosen)), [len(sentences[i]) for i in chosen])
-        cross[owner[:, None] == owner[None, :]] = 0.0
-        generic = cross.max(axis=1) if len(flat) else np.zeros(0)
+        generic = _genericness(sent_vecs, [len(sentences[i]) for i in chosen], len(flat))
         used: set[str] = set()
         picked = {}
-        for i in in_text_order:
+        for i in (i for members in themes for i in members):
             lo, hi = offsets[i]
-            score = (sent_vecs[lo:hi] @ qvec + sent_vecs[lo:hi] @ title_vecs[rank_of[i]]
+            score = (sent_vecs[lo:hi] @ ranked.qvec + sent_vecs[lo:hi] @ title_vecs[ranked.rank_of[i]]
                      - GENERIC_WEIGHT * generic[lo:hi])
             picked[i] = _pick_sentence(sentences[i], score, used, self._cfg("min_sentence_words"))
-        timings["compose_ms"] = (time.perf_counter() - t0) * 1000
+        return picked
 
+    def _compose(self, ranked: _Ranked, themes: list[list[int]], picked: dict[int, str],
+                 pool: dict[str, SearchResult]) -> tuple[str, list[Source], list[list[int]]]:
+        """The text (a paragraph per theme, under a heading), its sources and each theme's source numbers."""
         sources: list[Source] = []
         blocks: list[str] = []
         theme_idx: list[list[int]] = []
-        headings = theme_headings([[pool[keys[i]].title for i in members] for members in themes])
+        headings = theme_headings([[pool[ranked.keys[i]].title for i in members] for members in themes])
         for members, heading in zip(themes, headings, strict=True):
             lines = []
             theme_idx.append(list(range(len(sources) + 1, len(sources) + len(members) + 1)))
             for pos, i in enumerate(members):
-                r = pool[keys[i]]
+                r = pool[ranked.keys[i]]
                 # The snippet is the abstract exactly as split into sentences, so each cited sentence
                 # is a verbatim substring of its source's snippet.
                 sources.append(Source(idx=len(sources) + 1, title=r.title, snippet=" ".join(r.abstract.split()),
@@ -351,18 +366,51 @@ class ExtractiveSystem(System):
             if self._cfg("headings"):
                 blocks.append(f"### {heading}")
             blocks.append(" ".join(lines))
-        timings["total_ms"] = (time.perf_counter() - started) * 1000
+        return "\n\n".join(blocks) + "\n", sources, theme_idx
 
-        trace = {
-            "search_backend": getattr(search, "name", None),
-            "queries": per_query,
-            "term_weights": weights,
-            "n_candidates": len(pool),
-            "dropped": dropped,
-            "selected": [{"idx": n, "arxiv_id": pool[keys[i]].arxiv_id, "similarity": float(sims[i])}
-                         for n, i in enumerate((i for m in themes for i in m), 1)],
-            "themes": theme_idx,
-            "config": {key: self._cfg(key) for key in DEFAULTS},
-            "timings_ms": {name: round(v, 1) for name, v in timings.items()},
-        }
-        return Report(text="\n\n".join(blocks) + "\n", sources=sources, trace=trace)
+
+class _Found:
+    """What the searches found before the cutoff, by arXiv id (else title), and what they dropped."""
+
+    def __init__(self, query: Query, search: SearchTool, k: int) -> None:
+        self.query, self.search, self.k = query, search, k
+        self.pool: dict[str, SearchResult] = {}
+        self.dropped = {"after_cutoff_or_undated": 0, "query_paper": 0}
+        self.per_query: list[dict[str, Any]] = []
+        self.weights: dict[str, float] = {}
+
+    def run(self, text: str) -> list[SearchResult]:
+        found = self.search.search(text, self.k)
+        fresh = 0
+        for r in found:
+            key = r.arxiv_id or f"title:{' '.join(r.title.lower().split())}"
+            if r.arxiv_id and r.arxiv_id == self.query.arxiv_id:
+                self.dropped["query_paper"] += 1
+            elif r.published is None or assume_utc(r.published) >= assume_utc(self.query.cutoff):
+                self.dropped["after_cutoff_or_undated"] += 1  # the tool should never return these
+            elif key not in self.pool:
+                self.pool[key] = r
+                fresh += 1
+        self.per_query.append({"query": text, "n": len(found), "new": fresh})
+        return found
+
+
+@dataclass
+class _Ranked:
+    """The pool's keys (sorted), their embeddings and similarities, and the sources chosen (by rank)."""
+
+    keys: list[str]
+    qvec: np.ndarray
+    dvecs: np.ndarray
+    sims: np.ndarray
+    chosen: list[int]
+    rank_of: dict[int, int]
+
+
+def _genericness(sent_vecs: np.ndarray, counts: list[int], n: int) -> np.ndarray:
+    """Boilerplate ("Experiments on ... show ...") recurs across abstracts: each sentence's closeness to
+    the nearest sentence of another source, by which it is discounted."""
+    cross = sent_vecs @ sent_vecs.T
+    owner = np.repeat(np.arange(len(counts)), counts)
+    cross[owner[:, None] == owner[None, :]] = 0.0
+    return cross.max(axis=1) if n else np.zeros(0)

@@ -13,32 +13,20 @@ import logging
 import os
 import time
 import traceback
+from collections.abc import Mapping
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.errors import MissingCredentials, NotFound, infrastructure_cause
+from deepscholar.release.context import require_published
 from deepscholar.systems.registry import get_system
 
 log = logging.getLogger("deepscholar.generation")
 
 
-class ReleaseNotPublished(NotFound):
-    """Systems only run on a release that passed its gate."""
-
-
-def require_published(engine: Engine, release_id: str) -> None:
-    with engine.connect() as conn:
-        status = conn.execute(sa.text("SELECT status FROM releases WHERE release_id = :r"),
-                              {"r": release_id}).scalar()
-    if status is None:
-        raise ReleaseNotPublished(f"release {release_id} does not exist; run the release DAG for that month first")
-    if status != "published":
-        raise ReleaseNotPublished(f"release {release_id} is {status}, not published; reports wait for a published "
-                                  "release")
-
-
-def _runnable(system: dict) -> bool:
+def _runnable(system: Mapping[Any, Any]) -> bool:
     """File-imported external systems get their reports from `import-reports`, never from generation."""
     return not (system["kind"] == "external" and not (system["config"] or {}).get("endpoint"))
 
@@ -149,7 +137,8 @@ def generate_pair(engine: Engine, release_id: str, system_id: str, arxiv_id: str
             system = make_system(system_id, system_row["kind"], config,
                                  SystemContext(engine=engine, llm=llm_factory(engine)))
             search = make_search(backend, engine, query) if system.uses_search else None
-            report = system.generate(query, search)
+            # None only for a system with uses_search False, whose generate takes none.
+            report = system.generate(query, search)  # type: ignore[arg-type]
             check_sources(report)
             record.report = report
         except Exception as exc:  # any failure of the system itself is its result for this pair

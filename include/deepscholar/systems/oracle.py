@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from deepscholar.errors import SystemFailure
 from deepscholar.search.base import SearchTool
-from deepscholar.systems.base import Query, Report, Source, System, SystemFailure, register_system
+from deepscholar.systems.base import Query, Report, Source, System, register_system
 
 __all__ = ["OracleSystem", "important_arxiv_references"]
 
@@ -64,7 +65,7 @@ class OracleSystem(System):
             # The same dating rule as the leakage check in storage: corpus date, else the id's month.
             dates = source_dates(conn, candidates)
         sources: list[Source] = []
-        after_cutoff: list[str] = []
+        after_cutoff: list[str | None] = []  # candidates all have an arXiv id; Source's field is optional
         for src, (date, basis) in zip(candidates, dates, strict=True):
             if respect_cutoff and date is not None and date >= query.cutoff:
                 after_cutoff.append(src.arxiv_id)

@@ -14,7 +14,7 @@ import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from deepscholar.release.quality import Check, GateResult, import_gx, run_checks
+from deepscholar.gx import Check, GateResult, import_gx, run_checks
 
 log = logging.getLogger("deepscholar.generation")
 

@@ -43,11 +43,10 @@ def add_system(engine: Engine, name: str, kind: str, config: dict | None = None,
     version of a system is a new name (e.g. `my_system_v2`). Re-registering the same system is a no-op
     (its `active` flag is left alone); only LOCATION_KEYS may change in place.
     """
-    from deepscholar.systems.base import system_kinds
+    from deepscholar.systems.base import system_kind
 
     validate_name(name)
-    if kind not in system_kinds():
-        raise NotFound(f"unknown system kind {kind!r}; known: {', '.join(sorted(system_kinds()))}")
+    system_kind(kind)  # NotFound naming the known kinds
     config = dict(config or {})
     with engine.begin() as conn:
         row = conn.execute(sa.text("SELECT kind, version, config FROM systems WHERE system_id = :s FOR UPDATE"),

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from deepscholar.errors import SystemFailure
 from deepscholar.llm.client import ParseError
 from deepscholar.search.base import SearchResult, SearchTool
 from deepscholar.systems.base import (
@@ -30,7 +31,6 @@ from deepscholar.systems.base import (
     Source,
     System,
     SystemContext,
-    SystemFailure,
     register_system,
 )
 from deepscholar.systems.deepscholar_base import (
@@ -102,56 +102,59 @@ class SearchAgent(System):
             max_steps=s["max_steps"])}]
         steps: list[dict[str, Any]] = []
         calls = {"step": 0, "final": 0}
-        answer: str | None = None
+        answer = self._search_steps(client, messages, search, book, steps, calls)
+        text = self._final_answer(client, messages, answer, len(book.sources), calls)
+        trace = {
+            "kind": self.kind, "model": client.model, "settings": s,
+            "prompts": {"agent": self.prompt.version, "final": self.final_prompt.version},
+            "steps": steps, "forced_final": answer is None,
+            "counts": {"steps": len(steps), "searches": sum(1 for x in steps if "error" not in x),
+                       "malformed": sum(1 for x in steps if "error" in x), "sources": len(book.sources),
+                       "cited": len(set(cited_numbers(text)))},
+            "calls": {**calls, "total": calls["step"] + calls["final"]},
+        }
+        return Report(text=text, sources=book.sources, trace=trace)
 
-        while len(steps) < s["max_steps"]:
+    def _search_steps(self, client: Any, messages: list[dict[str, Any]], search: SearchTool, book: _Sources,
+                      steps: list[dict[str, Any]], calls: dict[str, int]) -> str | None:
+        """The tool loop, within the step budget: the model's answer, or None when the budget ran out."""
+        budget = self.settings["max_steps"]
+        while len(steps) < budget:
             result = client.complete(messages, purpose=f"{self.kind}.step", tools=[SEARCH_TOOL],
                                      tool_choice="auto")
             calls["step"] += 1
             tool_calls = _clean_tool_calls(result.message.get("tool_calls"), turn=calls["step"])
             if not tool_calls:
-                answer = result.text
-                break
+                return result.text
             messages.append({"role": "assistant", "content": result.message.get("content"),
                              "tool_calls": tool_calls})
             for call in tool_calls:
-                if len(steps) < s["max_steps"]:
+                if len(steps) < budget:
                     content, record = self._run_tool(call, search, book)
                     steps.append({"step": len(steps) + 1, **record})
                 else:
-                    content = f"error: the budget of {s['max_steps']} searches is spent; this call was not run"
+                    content = f"error: the budget of {budget} searches is spent; this call was not run"
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+        return None
 
-        n = len(book.sources)
-        forced = answer is None
-        if forced:
+    def _final_answer(self, client: Any, messages: list[dict[str, Any]], answer: str | None, n: int,
+                      calls: dict[str, int]) -> str:
+        """The section: the model's answer when usable; else asked for once more (forced when it never
+        answered, re-asked with the reason when its answer could not be used), else SystemFailure."""
+        if answer is None:
             follow_up = [*messages, {"role": "user", "content": self.final_prompt.render()}]
         else:
             try:
-                text = parse_section(answer, n)
+                return parse_section(answer, n)
             except ParseError as exc:
                 follow_up = [*messages, {"role": "assistant", "content": answer}, {"role": "user", "content": (
                     f"Your answer could not be used: {exc}. Answer again with only the section.")}]
-            else:
-                follow_up = None
-        if follow_up is not None:
-            judged = client.ask(follow_up, lambda t: parse_section(t, n), purpose=f"{self.kind}.final",
-                                tools=[SEARCH_TOOL], tool_choice="none")
-            calls["final"] += judged.calls
-            if not judged.scored:
-                raise SystemFailure(f"final answer: {judged.unscored_reason}")
-            text = judged.value
-
-        trace = {
-            "kind": self.kind, "model": client.model, "settings": s,
-            "prompts": {"agent": self.prompt.version, "final": self.final_prompt.version},
-            "steps": steps, "forced_final": forced,
-            "counts": {"steps": len(steps), "searches": sum(1 for x in steps if "error" not in x),
-                       "malformed": sum(1 for x in steps if "error" in x), "sources": n,
-                       "cited": len(set(cited_numbers(text)))},
-            "calls": {**calls, "total": calls["step"] + calls["final"]},
-        }
-        return Report(text=text, sources=book.sources, trace=trace)
+        judged = client.ask(follow_up, lambda t: parse_section(t, n), purpose=f"{self.kind}.final",
+                            tools=[SEARCH_TOOL], tool_choice="none")
+        calls["final"] += judged.calls
+        if not judged.scored:
+            raise SystemFailure(f"final answer: {judged.unscored_reason}")
+        return judged.value
 
     def _run_tool(self, call: dict, search: SearchTool, book: _Sources) -> tuple[str, dict[str, Any]]:
         """The tool message for one call and its trace record; a malformed call is answered, not raised."""

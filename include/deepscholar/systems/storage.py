@@ -43,9 +43,11 @@ def source_dates(conn: sa.Connection, sources: list[Source]) -> list[tuple[datet
     from deepscholar.text import arxiv_id_lower_bound_date
 
     ids = sorted({s.arxiv_id for s in sources if s.arxiv_id})
-    known = dict(conn.execute(sa.text("SELECT arxiv_id, published FROM corpus WHERE arxiv_id = ANY(:ids)"),
-                              {"ids": ids}).all()) if ids else {}
-    out = []
+    known: dict[str, datetime] = {}
+    if ids:
+        known = dict(conn.execute(sa.text("SELECT arxiv_id, published FROM corpus WHERE arxiv_id = ANY(:ids)"),
+                                  {"ids": ids}).all())
+    out: list[tuple[datetime | None, str]] = []
     for s in sources:
         if s.arxiv_id and known.get(s.arxiv_id):
             out.append((known[s.arxiv_id], "corpus"))

@@ -109,7 +109,9 @@ def arxiv_links_to_numbers(markdown: str) -> tuple[str, dict[int, str]]:
     numbers: dict[str, int] = {}
 
     def repl(m: re.Match) -> str:
-        arxiv_id = arxiv_id_of_token(ARXIV_URL_RE.search(m.group("url")).group("id"))
+        # The link pattern admits URLs the id pattern does not ("arxiv.org/abs/?q"): those stay links.
+        url = ARXIV_URL_RE.search(m.group("url"))
+        arxiv_id = arxiv_id_of_token(url.group("id")) if url else None
         if arxiv_id is None:
             return m.group(0)
         n = numbers.setdefault(arxiv_id, len(numbers) + 1)
@@ -202,7 +204,7 @@ def reference_spans(lines: list[str]) -> list[tuple[int, int]]:
     if not run:
         return spans
     starts = [lines[k] for a, b in run for k in range(a, b) if _entry_start(lines[k])]
-    dotted = [x for x in starts if _entry_start(x).group("d") is not None]
+    dotted = [x for x in starts if (start := _entry_start(x)) and start.group("d") is not None]
     if any(not _looks_bibliographic(x) for x in dotted):
         return spans
     if len(starts) < 2 and not all(_looks_bibliographic(x) for x in starts):
@@ -338,7 +340,7 @@ def citation_stats(text: str, sources: Iterable[Any]) -> CitationStats:
     Sources the system only retrieved (`cited` false) never resolve a number."""
     from deepscholar.text.sentences import split_report_sentences  # sentences.py reads markers from here
 
-    by_idx = {}
+    by_idx: dict[Any, Any] = {}
     for s in sources or []:
         if _attr(s, "cited") is not False:
             by_idx.setdefault(_attr(s, "idx"), s)

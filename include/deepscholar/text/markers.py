@@ -11,6 +11,7 @@ human-exemplar report, the organisation metric) are lenient: any bracketed group
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 __all__ = [
     "CITATION_MARKER_RE",
@@ -74,7 +75,7 @@ def strip_citation_markers(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-def markers_to_numbers(text: str, number_of: dict[str, int | None]) -> tuple[str, list[str]]:
+def markers_to_numbers(text: str, number_of: Mapping[str, int | None]) -> tuple[str, list[str]]:
     """Replace each marker by its [n][m] (deduplicated, in the marker's order); unknown keys dropped.
 
     `number_of[key]` is the key's number, None (or absent) for a key without a source. Returns the

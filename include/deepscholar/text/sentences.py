@@ -151,7 +151,7 @@ def _table_cells(line: str) -> list[str] | None:
 def _is_table_delimiter(line: str) -> bool:
     """| --- | :---: | (the row under a table's header)."""
     cells = _table_cells(line)
-    return bool(cells) and all(_TABLE_DELIMITER_CELL_RE.match(c) for c in cells)
+    return bool(cells and all(_TABLE_DELIMITER_CELL_RE.match(c) for c in cells))
 
 
 def _is_heading_like(lines: list[str]) -> bool:

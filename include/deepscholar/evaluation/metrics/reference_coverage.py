@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from deepscholar.evaluation.base import (
     ExemplarReference,
@@ -53,9 +53,9 @@ class Match:
     similarity: float | None = None  # the title similarity, for title matches
 
     def as_detail(self) -> dict:
-        out = {"cite_key": self.reference.cite_key, "arxiv_id": version_less(self.reference.arxiv_id),
-               "by": self.by, "source_idx": self.source.idx,
-               "source_arxiv_id": version_less(self.source.arxiv_id)}
+        out: dict[str, Any] = {
+            "cite_key": self.reference.cite_key, "arxiv_id": version_less(self.reference.arxiv_id),
+            "by": self.by, "source_idx": self.source.idx, "source_arxiv_id": version_less(self.source.arxiv_id)}
         if self.similarity is not None:
             out["similarity"] = round(self.similarity, 4)
         return out

@@ -16,10 +16,11 @@ from typing import Any
 import requests
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from deepscholar.errors import SystemFailure
 from deepscholar.http_guard import BREAKER, host_of
 from deepscholar.search.base import SearchTool
-from deepscholar.systems.base import Query, Report, System, SystemFailure, register_system
-from deepscholar.systems.external.formats import report_from_json
+from deepscholar.systems.base import Query, Report, System, register_system
+from deepscholar.systems.external.formats.sources import report_from_json
 
 __all__ = ["ExternalHTTPSystem"]
 

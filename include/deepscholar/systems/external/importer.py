@@ -25,7 +25,8 @@ from sqlalchemy.engine import Engine
 from deepscholar import db
 from deepscholar.errors import InvalidInput, NotFound
 from deepscholar.progress import progress
-from deepscholar.systems.external.formats import FORMATS, ExternalOutput, read_outputs
+from deepscholar.systems.external.formats import AUTO, ExternalOutput, format_names, read_outputs
+from deepscholar.systems.external.formats import get as get_format
 from deepscholar.systems.external.resolve import (
     DEFAULT_UNRESOLVED_SHARE,
     TITLE_SEARCH,
@@ -138,34 +139,26 @@ def _query_for(output: ExternalOutput, ids: set[str], rows: dict[int, str], rele
     return output.key
 
 
-def import_reports(engine: Engine, system_id: str, path: Path | str, release_id: str, fmt: str = "auto", *,
-                   title_search: str = "arxiv",
-                   max_unresolved_share: float = DEFAULT_UNRESOLVED_SHARE) -> ImportSummary:
-    """Import one output or a folder of outputs as `system_id`'s reports for `release_id`.
-
-    `title_search`: where title-only reference entries are looked up ("arxiv": the corpus, then arXiv
-    title search; "corpus": the corpus only). `max_unresolved_share`: a report whose share of unresolved
-    distinct cited numbers is above it is flagged `unresolved_citations`.
-    """
-    started = time.perf_counter()
+def _check_arguments(system_id: str, release_id: str, fmt: str, title_search: str,
+                     max_unresolved_share: float, path: Path) -> None:
+    """Refuse, before anything is read or stored, what the user mistyped (each with the valid choices)."""
     from deepscholar.release.window import validate_release_id
     from deepscholar.systems.registry import validate_name
 
     validate_name(system_id)
     validate_release_id(release_id)
-    if fmt != "auto" and fmt not in FORMATS:
-        raise InvalidInput(f"unknown format {fmt!r}; known: auto, {', '.join(FORMATS)}")
+    if fmt != AUTO:
+        get_format(fmt)  # InvalidInput naming the known formats
     if title_search not in TITLE_SEARCH:
         raise InvalidInput(f"title search must be one of {', '.join(TITLE_SEARCH)}, not {title_search!r}")
     if not 0.0 <= max_unresolved_share <= 1.0:
         raise InvalidInput(f"the unresolved-citation threshold is a share in [0, 1], not {max_unresolved_share}")
-    path = Path(path)
     if not path.exists():
         raise NotFound(f"{path} does not exist")
-    ids, rows = _release_keys(engine, release_id)
-    from deepscholar import rate_limit
 
-    rate_limit.use_warehouse(engine)  # title searches share arXiv's pace with whatever else runs
+
+def _read(path: Path, fmt: str) -> tuple[list[ExternalOutput], str]:
+    """The outputs under PATH and the format(s) they were read as; refused when nothing is recognised."""
     try:
         outputs = read_outputs(path, fmt)
     except (OSError, ValueError) as exc:  # unreadable, or nothing in it we know: the user's file, not a bug
@@ -174,54 +167,103 @@ def import_reports(engine: Engine, system_id: str, path: Path | str, release_id:
                      {o.format for o in outputs if o.format not in ("unreadable", "skipped")})
     if not formats and not any(o.error for o in outputs):
         skipped = "; ".join(f"{o.path}: {o.skipped}" for o in outputs if o.skipped)[:500]
-        raise InvalidInput(f"{path}: no system outputs recognised (formats: {', '.join(FORMATS)})"
+        raise InvalidInput(f"{path}: no system outputs recognised (formats: {', '.join(format_names())})"
                            + (f"; skipped {skipped}" if skipped else ""))
-    resolved = formats[0] if len(formats) == 1 else ("+".join(formats) if formats else fmt)
+    return outputs, formats[0] if len(formats) == 1 else ("+".join(formats) if formats else fmt)
+
+
+@dataclass
+class _Target:
+    """Where an import stores its reports: the system, the release's queries and the title resolver."""
+
+    engine: Engine
+    system_id: str
+    release_id: str
+    path: Path
+    system: dict
+    ids: set[str]
+    rows: dict[int, str]
+    resolver: TitleResolver
+    max_unresolved_share: float
+
+
+def _stored_counts(engine: Engine, report_id: Any) -> dict[str, Any]:
+    with engine.connect() as conn:
+        return dict(conn.execute(sa.text(
+            f"SELECT n_citations, n_unresolved_citations, n_leaked_sources, n_leaked_retrieved, quality_flags "
+            f"FROM {db.SCHEMA}.reports WHERE report_id = :id"), {"id": report_id}).mappings().one())
+
+
+def _store(target: _Target, output: ExternalOutput, arxiv_id: str) -> dict[str, Any]:
+    """Resolve, flag and store one report; its row for the summary."""
+    report = output.report
+    assert report is not None  # _import_output passes only outputs with a report
+    stats = finish_report(report, target.resolver)
+    flags, quality = quality_flags(report, stats, target.max_unresolved_share)
+    info = report.trace.setdefault("import", {})
+    info["system_path"] = str(target.path)
+    info["quality"] = quality
+    record = ReportRecord(
+        release_id=target.release_id, system_id=target.system_id, arxiv_id=arxiv_id, report=report,
+        system_version=target.system["version"], system_config=target.system["config"] or {},
+        search_backend=SEARCH_BACKEND, latency_ms=output.latency_ms, cost_usd=output.cost_usd,
+        quality_flags=flags)
+    report_id = store_report(target.engine, record)
+    return {"arxiv_id": arxiv_id, "report_id": report_id, "path": output.path, "format": output.format,
+            "n_sources": quality["n_sources"], "n_retrieved_uncited": quality["n_retrieved_uncited"],
+            "n_cited_numbers": stats.n_distinct, **_stored_counts(target.engine, report_id),
+            "unresolved": [u for u in info["unresolved"] if u.get("in_text", True)]}
+
+
+def _import_output(target: _Target, output: ExternalOutput, claimed: dict[str, str],
+                   summary: ImportSummary) -> None:
+    """Store one output as the report for its query, or count it as an error with the reason."""
+    summary._counts(output.format)["outputs"] += 1
+    if output.error or output.report is None:
+        summary.error(output, output.error or "no report")
+        return
+    try:
+        arxiv_id = _query_for(output, target.ids, target.rows, target.release_id)
+    except ValueError as exc:
+        summary.error(output, str(exc))
+        return
+    if arxiv_id in claimed:
+        summary.error(output, f"a second output for {arxiv_id} (first: {claimed[arxiv_id]}); not stored")
+        return
+    claimed[arxiv_id] = output.path
+    summary.stored(output.format, _store(target, output, arxiv_id))
+
+
+def import_reports(engine: Engine, system_id: str, path: Path | str, release_id: str, fmt: str = AUTO, *,
+                   title_search: str = "arxiv",
+                   max_unresolved_share: float = DEFAULT_UNRESOLVED_SHARE) -> ImportSummary:
+    """Import one output or a folder of outputs as `system_id`'s reports for `release_id`.
+
+    `fmt`: "auto" or a registered format's name (an unknown one is refused with the known ones listed).
+    `title_search`: where title-only reference entries are looked up ("arxiv": the corpus, then arXiv
+    title search; "corpus": the corpus only). `max_unresolved_share`: a report whose share of unresolved
+    distinct cited numbers is above it is flagged `unresolved_citations`.
+    """
+    started = time.perf_counter()
+    path = Path(path)
+    _check_arguments(system_id, release_id, fmt, title_search, max_unresolved_share, path)
+    ids, rows = _release_keys(engine, release_id)
+    from deepscholar import rate_limit
+
+    rate_limit.use_warehouse(engine)  # title searches share arXiv's pace with whatever else runs
+    outputs, resolved = _read(path, fmt)
     # Registered only when something can be stored: a run of unreadable files leaves no system behind.
     system = _ensure_system(engine, system_id, path, resolved) if any(o.report for o in outputs) else {}
     summary = ImportSummary(system_id=system_id, release_id=release_id, path=str(path), format=resolved,
                             title_search=title_search, max_unresolved_share=max_unresolved_share)
-    resolver = TitleResolver(engine, title_search)
-
+    target = _Target(engine, system_id, release_id, path, system, ids, rows, TitleResolver(engine, title_search),
+                     max_unresolved_share)
     summary.skipped = [{"path": o.path, "why": o.skipped} for o in outputs if o.skipped]
     outputs = [o for o in outputs if not o.skipped]
     summary.n_outputs = len(outputs)
     claimed: dict[str, str] = {}
     for output in progress(outputs, f"import-reports {system_id} into {release_id}: outputs"):
-        summary._counts(output.format)["outputs"] += 1
-        if output.error or output.report is None:
-            summary.error(output, output.error or "no report")
-            continue
-        try:
-            arxiv_id = _query_for(output, ids, rows, release_id)
-        except ValueError as exc:
-            summary.error(output, str(exc))
-            continue
-        if arxiv_id in claimed:
-            summary.error(output, f"a second output for {arxiv_id} (first: {claimed[arxiv_id]}); not stored")
-            continue
-        claimed[arxiv_id] = output.path
-        report = output.report
-        stats = finish_report(report, resolver)
-        flags, quality = quality_flags(report, stats, max_unresolved_share)
-        info = report.trace.setdefault("import", {})
-        info["system_path"] = str(path)
-        info["quality"] = quality
-        record = ReportRecord(
-            release_id=release_id, system_id=system_id, arxiv_id=arxiv_id, report=report,
-            system_version=system["version"], system_config=system["config"] or {},
-            search_backend=SEARCH_BACKEND, latency_ms=output.latency_ms, cost_usd=output.cost_usd,
-            quality_flags=flags)
-        report_id = store_report(engine, record)
-        with engine.connect() as conn:
-            stored = conn.execute(sa.text(
-                f"SELECT n_citations, n_unresolved_citations, n_leaked_sources, n_leaked_retrieved, quality_flags "
-                f"FROM {db.SCHEMA}.reports WHERE report_id = :id"), {"id": report_id}).mappings().one()
-        summary.stored(output.format, {
-            "arxiv_id": arxiv_id, "report_id": report_id, "path": output.path, "format": output.format,
-            "n_sources": quality["n_sources"], "n_retrieved_uncited": quality["n_retrieved_uncited"],
-            "n_cited_numbers": stats.n_distinct, **stored,
-            "unresolved": [u for u in info["unresolved"] if u.get("in_text", True)]})
+        _import_output(target, output, claimed, summary)
     summary.duration_seconds = round(time.perf_counter() - started, 3)
     log.info("import-reports %s into %s: %d of %d outputs stored, %d flagged, %d errors (%.2f s)", system_id,
              release_id, summary.n_stored, summary.n_outputs, summary.n_flagged, summary.n_errors,

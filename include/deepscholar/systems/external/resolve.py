@@ -24,7 +24,7 @@ from sqlalchemy.engine import Engine
 
 from deepscholar.errors import InfrastructureError
 from deepscholar.systems.base import Report
-from deepscholar.systems.external.formats import body_citations, unresolved_entry
+from deepscholar.systems.external.formats.base import body_citations, unresolved_entry
 from deepscholar.text import title_similarity
 from deepscholar.text.citations import CitationStats, citation_stats
 

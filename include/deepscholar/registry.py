@@ -1,0 +1,117 @@
+"""One registry shape for everything a contributor adds as a single file: metrics, search backends and
+import formats (system kinds register their classes the same way, in systems/base.py).
+
+Each module of a package that exports a declaration (`METRIC`, `BACKEND`, `FORMAT`) is found by importing
+the package's modules once, so adding one is adding a module; a declaration from outside the library
+(a test's, a plugin's) joins with `register()` or, for a while, `registered()`. A malformed or clashing
+declaration is refused when it is registered, and an unknown name is refused with the known ones listed:
+a typo fails loudly instead of silently doing nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Generic, TypeVar
+
+from deepscholar.errors import InvalidInput
+
+__all__ = ["Registry"]
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Declarations of one kind, by name.
+
+    `what` names the kind in messages ("metric", "search backend"); `package` and `attribute` say where
+    declarations live; `check` raises InvalidInput for a malformed one; `order` sorts the listing;
+    `known_prefix` goes before the known names in the unknown-name message (e.g. a pseudo-name like "auto").
+    """
+
+    def __init__(self, what: str, package: str, attribute: str, check: Callable[[T], None],
+                 order: Callable[[T], Any] | None = None, known_prefix: tuple[str, ...] = ()) -> None:
+        self.what, self.package, self.attribute = what, package, attribute
+        self._check = check
+        self._order = order or (lambda item: self.name_of(item))
+        self._known_prefix = known_prefix
+        self._items: dict[str, T] = {}
+        self._lock = threading.RLock()
+        self._discovered = False
+
+    @staticmethod
+    def name_of(item: T) -> str:
+        return item.name  # type: ignore[attr-defined]  # every declaration has a name; `check` makes sure
+
+    def _describe(self, item: T) -> str:
+        return f"{type(item).__module__}.{type(item).__qualname__}"
+
+    def register(self, item: T) -> T:
+        """Add a declaration; another one under a taken name is refused (the same object again is a no-op)."""
+        self._check(item)
+        with self._lock:
+            self._discover()
+            current = self._items.get(self.name_of(item))
+            if current is not None and current is not item:
+                raise InvalidInput(f"{self.what} {self.name_of(item)!r} is already registered by "
+                                   f"{self._describe(current)}")
+            self._items[self.name_of(item)] = item
+        return item
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            self._items.pop(name, None)
+
+    @contextmanager
+    def registered(self, item: T) -> Iterator[T]:
+        """The declaration is registered inside the block only (tests, trial runs)."""
+        self.register(item)
+        try:
+            yield item
+        finally:
+            self.unregister(self.name_of(item))
+
+    def _discover(self) -> None:
+        """Import every module of the package once and register what it declares."""
+        with self._lock:
+            if self._discovered:
+                return
+            self._discovered = True  # before importing: a module may ask the registry while it loads
+            package = importlib.import_module(self.package)
+            for info in pkgutil.iter_modules(package.__path__):
+                if info.name.startswith("_") or info.ispkg:
+                    continue
+                item = getattr(importlib.import_module(f"{self.package}.{info.name}"), self.attribute, None)
+                if item is None:
+                    continue  # a helper module, not a declaration
+                self._check(item)
+                name = self.name_of(item)
+                if name in self._items and self._items[name] is not item:
+                    raise InvalidInput(f"two {self.what} modules declare {name!r}")
+                self._items[name] = item
+
+    def items(self) -> list[T]:
+        """Every registered declaration, in listing order."""
+        with self._lock:
+            self._discover()
+            found = list(self._items.values())
+        return sorted(found, key=self._order)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.name_of(item) for item in self.items())
+
+    def find(self, name: str) -> T | None:
+        with self._lock:
+            self._discover()
+            return self._items.get(name)
+
+    def get(self, name: str) -> T:
+        """The declaration called `name`; an unknown name is refused with the known ones listed."""
+        item = self.find(name)
+        if item is None:
+            known = ", ".join((*self._known_prefix, *self.names()))
+            raise InvalidInput(f"unknown {self.what} {name!r}; known: {known}")
+        return item

@@ -1,0 +1,94 @@
+"""Opening a release, and the context every step of the pipeline gets."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from deepscholar import db, rate_limit
+from deepscholar.config import ReleaseConfig
+from deepscholar.errors import NotFound
+from deepscholar.release.window import month_window
+
+__all__ = ["ReleaseContext", "ReleaseNotPublished", "require_published", "code_version", "open_release"]
+
+log = logging.getLogger("deepscholar.release")
+
+
+@dataclass(frozen=True)
+class ReleaseContext:
+    """Everything a step needs: where the data lives and the stored spec of the release."""
+
+    engine: Engine
+    release_id: str
+    config: ReleaseConfig
+
+    @classmethod
+    def load(cls, engine: Engine, release_id: str, runtime: ReleaseConfig | None = None) -> ReleaseContext:
+        """The stored spec plus the endpoints of `runtime` (default: this process's environment)."""
+        with engine.connect() as conn:
+            stored = conn.execute(
+                sa.text("SELECT config FROM releases WHERE release_id = :r"), {"r": release_id}
+            ).scalar()
+        if stored is None:
+            raise LookupError(f"release {release_id} has not been opened (run the open step first)")
+        # The stored spec decides what the release contains; endpoints come from this run's environment.
+        config = ReleaseConfig.from_dict(stored).with_runtime_endpoints(runtime or ReleaseConfig.from_env())
+        # Every process working on the month paces its requests through the warehouse (rate_limit).
+        rate_limit.use_warehouse(engine)
+        return cls(engine, release_id, config)
+
+
+def code_version() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).parent, timeout=5)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def open_release(engine: Engine, release_id: str, config: ReleaseConfig) -> ReleaseContext:
+    """Create or refresh the release row. A published release keeps its status and config."""
+    start, end = month_window(release_id)
+    db.init_db(engine)
+    with engine.begin() as conn:
+        status = conn.execute(
+            sa.text("SELECT status FROM releases WHERE release_id = :r"), {"r": release_id}
+        ).scalar()
+        if status == "published":
+            log.info("release %s is already published; re-running only fills what is missing", release_id)
+        else:
+            if status == "failed":
+                # A re-build after a failed gate: the sources may have been fixed since, so references
+                # that found nothing are looked up again (a plain task retry keeps them).
+                retried = conn.execute(sa.text(
+                    "UPDATE exemplar_references SET resolution_method = NULL, resolution_error = NULL "
+                    "WHERE release_id = :r AND resolution_method = 'unresolved'"), {"r": release_id}).rowcount
+                log.info("release %s failed before: re-building, %d unresolved references will be looked up "
+                         "again", release_id, retried)
+            db.upsert(conn, "releases", [{
+                "release_id": release_id, "source": "pipeline", "window_start": start, "window_end": end,
+                "config": config.to_dict(), "status": "building", "code_version": code_version(), "error": None,
+            }], key=["release_id"])
+    return ReleaseContext.load(engine, release_id, runtime=config)
+
+
+class ReleaseNotPublished(NotFound):
+    """Systems only run on a release that passed its gate."""
+
+
+def require_published(engine: Engine, release_id: str) -> None:
+    with engine.connect() as conn:
+        status = conn.execute(sa.text("SELECT status FROM releases WHERE release_id = :r"),
+                              {"r": release_id}).scalar()
+    if status is None:
+        raise ReleaseNotPublished(f"release {release_id} does not exist; run the release DAG for that month first")
+    if status != "published":
+        raise ReleaseNotPublished(f"release {release_id} is {status}, not published; reports wait for a published "
+                                  "release")
