@@ -80,7 +80,7 @@ def _task_instances(metadata_url: str, run_id: str) -> list[dict]:
 def _judge_results(metadata_url: str, run_id: str) -> list[dict]:
     """What each judge task returned (its XCom), e.g. its process's peak RSS."""
     rows = _metadata_rows(metadata_url, "SELECT value FROM xcom WHERE dag_id = :d AND run_id = :r "
-                                        "AND task_id = 'judge_metric' AND key = 'return_value'", run_id)
+                                        "AND task_id = 'judge' AND key = 'return_value'", run_id)
     out = []
     for row in rows:
         value = row["value"]
@@ -110,10 +110,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args, engine, home: Path) -> int:
-    from deepscholar.config import ReleaseConfig
+    from support.settings import replay_settings
+
     from deepscholar.demo import demo_schedule_env, replay_endpoints, wait_for_month
     from deepscholar.local_airflow import LocalAirflow, drop_database, fresh_metadata_database
     from deepscholar.orchestration import BENCHMARK_DAG_ID
+    from deepscholar.release.spec import ReleaseSpec
     from deepscholar.release.steps import build_release
     from deepscholar.replay.scale_snapshot import ScaleSpec, write_scale_snapshot
     from deepscholar.replay.server import ReplayServer
@@ -126,11 +128,9 @@ def _run(args, engine, home: Path) -> int:
     manifest = write_scale_snapshot(home / "snapshot", ScaleSpec(candidates=args.candidates or 12 * args.queries))
     month = manifest["month"]
     with ReplayServer(home / "snapshot") as replay:
-        config = ReleaseConfig(categories=manifest["categories"], arxiv_api_url=replay.arxiv_api_url,
-                               arxiv_eprint_url=replay.eprint_url, openalex_url=replay.openalex_url,
-                               arxiv_delay_seconds=0, max_queries=args.queries, judge="local")
+        spec = ReleaseSpec(categories=manifest["categories"], max_queries=args.queries, judge="local")
         os.environ["DEEPSCHOLAR_OPENALEX_INTERVAL_SECONDS"] = "0"
-        built = build_release(engine, month, config)
+        built = build_release(engine, month, spec, replay_settings(replay))
         if not built["gx_success"] or built["queries"] < args.queries:
             raise SystemExit(f"the month did not build as needed: {built}")
         release_seconds = time.monotonic() - t
@@ -170,7 +170,7 @@ def _run(args, engine, home: Path) -> int:
     by_task: dict[str, int] = {}
     for ti in tis:
         by_task[ti["task_id"]] = by_task.get(ti["task_id"], 0) + 1
-    judges = [ti for ti in tis if ti["task_id"] == "judge_metric" and ti.get("start_date")]
+    judges = [ti for ti in tis if ti["task_id"] == "judge" and ti.get("start_date")]
     judge_wall = _seconds(min(ti["start_date"] for ti in judges), max(ti["end_date"] for ti in judges)) \
         if judges else None
     floor = calls * args.latency / (args.judge_concurrency * args.judge_tasks)

@@ -25,8 +25,8 @@ def main() -> int:
 
 def _run(engine, home: Path) -> int:
     from deepscholar import db
-    from deepscholar.config import ReleaseConfig
     from deepscholar.demo import replay_endpoints, run_release_dag
+    from deepscholar.release.spec import ReleaseSpec
     from deepscholar.release.steps import build_release
     from deepscholar.replay.demo_snapshot import write_demo_snapshot
     from deepscholar.replay.server import ReplayServer
@@ -53,7 +53,7 @@ def _run(engine, home: Path) -> int:
         db.init_db(engine)
         os.environ.update(endpoints)
         t0 = time.monotonic()
-        build_release(engine, month, ReleaseConfig.from_env())
+        build_release(engine, month, ReleaseSpec.from_env())
         t_lib = time.monotonic() - t0
     print(f"snapshot generation:               {t_snapshot:6.2f} s")
     print(f"release DAG via airflow dags test: {t_dag:6.2f} s (exit {rc})")

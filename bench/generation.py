@@ -50,8 +50,9 @@ def main() -> int:
 
 def _run(engine, home: Path) -> int:
     from support.openai_stub import OpenAIStub
+    from support.settings import replay_settings
 
-    from deepscholar.config import ReleaseConfig
+    from deepscholar.release.spec import ReleaseSpec
     from deepscholar.release.steps import build_release
     from deepscholar.replay.demo_snapshot import write_demo_snapshot
     from deepscholar.replay.server import ReplayServer
@@ -63,9 +64,7 @@ def _run(engine, home: Path) -> int:
     write_demo_snapshot(snapshot, month=month)
     categories = json.loads((snapshot / "manifest.json").read_text())["categories"]
     with ReplayServer(snapshot) as server:
-        build_release(engine, month, ReleaseConfig(
-            categories=categories, arxiv_api_url=server.arxiv_api_url, arxiv_eprint_url=server.eprint_url,
-            openalex_url=server.openalex_url, arxiv_delay_seconds=0))
+        build_release(engine, month, ReleaseSpec(categories=categories), replay_settings(server))
     print("offline systems (library path, 8 queries each):")
     for kind in ("human_exemplar", "oracle", "extractive"):
         add_system(engine, kind, kind)

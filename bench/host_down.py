@@ -105,9 +105,9 @@ def seed(engine, n_sources: int) -> None:
 
 
 def run(engine, which: str, mode: str, n_sources: int, retries: int | None, backoff: float | None) -> dict:
-    from deepscholar.config import ReleaseConfig
     from deepscholar.evaluation.source_counts import freeze_source_counts
     from deepscholar.http_guard import BREAKER
+    from deepscholar.settings import Settings
     from deepscholar.sources.openalex import OpenAlexSource
 
     seed(engine, n_sources)
@@ -124,7 +124,7 @@ def run(engine, which: str, mode: str, n_sources: int, retries: int | None, back
     started = time.perf_counter()
     error = None
     try:
-        freeze_source_counts(engine, RELEASE, runtime=ReleaseConfig(openalex_url=url),
+        freeze_source_counts(engine, RELEASE, settings=Settings.from_env().replace(openalex_url=url),
                              openalex=OpenAlexSource(base_url=url, **kwargs))
     except Exception as exc:  # the outcome being measured
         error = f"{type(exc).__name__}: {exc}"

@@ -56,13 +56,13 @@ def _release(db_url: str, env: dict, month: str, cap: int | None, out) -> None:
     """The host-bound release steps in a fresh process (its peak RSS is the release's own)."""
     os.environ.update(env)
     from deepscholar import db
-    from deepscholar.config import ReleaseConfig
     from deepscholar.release import steps
+    from deepscholar.release.spec import ReleaseSpec
 
     engine = db.get_engine(db_url)
     timings = {}
     t0 = time.monotonic()
-    ctx = steps.open_release(engine, month, ReleaseConfig.from_env(max_queries=cap or 0, judge="local"))
+    ctx = steps.open_release(engine, month, ReleaseSpec.from_env(max_queries=cap or 0, judge="local"))
     for name, run in (("search", steps.search_candidates), ("filter", steps.filter_candidates),
                       ("extract", lambda c: steps.run_sharded(c, steps.extract_exemplars, resolve=True)),
                       ("finish_extract", steps.finish_extraction),

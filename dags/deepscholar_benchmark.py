@@ -18,15 +18,15 @@ unless this run published the leaderboard of M; its log says why (release blocke
 So a run that did nothing never shows green.
 
 Generation maps one task per (system, query) pair still missing an ok report, in one lane per LLM
-provider so each provider's Airflow pool bounds its requests. Judging maps one task per (metric,
-system), each judging only the reports that lack a current score. So a scheduled run, a retry and a
+provider so each provider's Airflow pool bounds its requests. Judging maps one task per job: the
+(metric, system) units with reports lacking a current score, packed up to DEEPSCHOLAR_JUDGE_JOB_REPORTS
+report-metric judgments per task (evaluation/jobs.py), each judging only what is missing. So a scheduled run, a retry and a
 backfill for a newly registered system (params.systems = ["name"]) all do only the missing work.
 Wiring only: every task calls one function of the deepscholar library.
 """
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 from airflow.sdk import (
@@ -52,7 +52,9 @@ from deepscholar.orchestration import (
     release_wait_seconds,
     schedule_window,
 )
+from deepscholar.settings import current_settings
 
+SETTINGS = current_settings()  # read when the DAG file is parsed: task bounds, pools, retries, defaults
 LEADERBOARD_PUBLISHED = Asset(name=LEADERBOARD_ASSET_NAME, uri=LEADERBOARD_ASSET_URI)
 
 
@@ -86,7 +88,7 @@ def _run():
     max_active_runs=2,
     tags=["deepscholar", "benchmark"],
     default_args={
-        "retries": int(os.environ.get("DEEPSCHOLAR_TASK_RETRIES", "2")),
+        "retries": SETTINGS.task_retries,
         "retry_delay": timedelta(minutes=2),
         "retry_exponential_backoff": True,
     },
@@ -97,7 +99,7 @@ def _run():
                        description="Run this month instead of the run's data interval (YYYY-MM)."),
         "systems": Param([], type="array", items={"type": "string"},
                          description="Only these systems (e.g. a newly registered one); empty = all active."),
-        "judge": Param(os.environ.get("DEEPSCHOLAR_JUDGE", "local"), type="string",
+        "judge": Param(SETTINGS.judge, type="string",
                        description="'local' (offline embedding judge) or a litellm model string."),
         "metrics": Param([], type="array", items={"type": "string"},
                          description="Only these metrics; empty = all seven."),
@@ -146,7 +148,7 @@ def deepscholar_benchmark():
         # Airflow maps only over a task's whole return value, so each lane gets its list from its own task.
         return lanes[lane]
 
-    @task(max_active_tis_per_dagrun=int(os.environ.get("DEEPSCHOLAR_GENERATION_CONCURRENCY", "4")))
+    @task(max_active_tis_per_dagrun=SETTINGS.generation_concurrency)
     def generate_report(pairs: list[dict]) -> list[dict]:
         from airflow.sdk.exceptions import AirflowFailException
 
@@ -178,25 +180,25 @@ def deepscholar_benchmark():
     @task
     def plan_judging() -> list[dict]:
         from deepscholar.db import get_engine
-        from deepscholar.evaluation.runner import plan_judging as plan_tasks
+        from deepscholar.evaluation.jobs import plan_judging as plan_jobs
 
         params = get_current_context()["params"]
-        tasks = plan_tasks(get_engine(), _month(), params.get("systems") or None, params.get("metrics") or None)
-        print(f"{len(tasks)} (metric, system) judge tasks")
-        return tasks
+        jobs = plan_jobs(get_engine(), _month(), params.get("systems") or None, params.get("metrics") or None,
+                         _judge(), current_settings().judge_job_reports)
+        print(f"{len(jobs)} judge tasks for {sum(len(j['units']) for j in jobs)} (metric, system) units with "
+              f"{sum(j['reports'] for j in jobs)} report-metric judgments to do")
+        return jobs
 
-    @task(max_active_tis_per_dagrun=int(os.environ.get("DEEPSCHOLAR_JUDGE_TASKS", "4")),
-          pool=os.environ.get("DEEPSCHOLAR_JUDGE_POOL", "default_pool"))
-    def judge_metric(job: dict) -> dict:
+    @task(max_active_tis_per_dagrun=SETTINGS.judge_tasks, pool=SETTINGS.judge_pool)
+    def judge(job: dict) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
 
         from deepscholar.db import get_engine
         from deepscholar.errors import UserError
-        from deepscholar.evaluation.runner import judge_metric as judge
+        from deepscholar.evaluation.runner import judge_job
 
         try:
-            return judge(get_engine(), job["release_id"], job["metric"], system_id=job["system_id"],
-                         judge=_judge()).as_dict()
+            return judge_job(get_engine(), job, _judge())
         except UserError as exc:  # a judge misconfigured (missing API key, unknown metric): no retries
             raise AirflowFailException(str(exc)) from exc
 
@@ -276,7 +278,7 @@ def deepscholar_benchmark():
     generated >> checked
     jobs = plan_judging()
     checked >> jobs
-    judged = judge_metric.expand(job=jobs)
+    judged = judge.expand(job=jobs)
     published = publish_leaderboard()
     judged >> roll_up() >> check_leaderboard() >> published
     published >> finish()

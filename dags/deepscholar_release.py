@@ -10,7 +10,6 @@ or running (the earlier one stopped because the gate failed, or M was built by h
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
@@ -24,6 +23,7 @@ from deepscholar.orchestration import (
     RELEASE_DAG_ID,
     schedule_window,
 )
+from deepscholar.settings import current_settings
 
 RELEASE_PUBLISHED = Asset(name=RELEASE_ASSET_NAME, uri=RELEASE_ASSET_URI)
 
@@ -42,7 +42,7 @@ def _context(release_id: str):
     max_active_runs=1,
     tags=["deepscholar", "release"],
     default_args={
-        "retries": int(os.environ.get("DEEPSCHOLAR_TASK_RETRIES", "2")),
+        "retries": current_settings().task_retries,
         "retry_delay": timedelta(minutes=2),
         "retry_exponential_backoff": True,
     },
@@ -67,18 +67,18 @@ def _context(release_id: str):
 def deepscholar_release():
     @task
     def open_release() -> str:
-        from deepscholar.config import ReleaseConfig
         from deepscholar.db import get_engine
+        from deepscholar.release.spec import ReleaseSpec
         from deepscholar.release.steps import open_release as open_step
         from deepscholar.release.window import release_id_for
 
         ctx = get_current_context()
         params = ctx["params"]
         release_id = params.get("month") or release_id_for(ctx["data_interval_start"])
-        config = ReleaseConfig.from_env(categories=params.get("categories"),
-                                        require_venue=params.get("require_venue"), judge=params.get("judge"),
-                                        max_queries=params.get("max_queries"), sample_seed=params.get("sample_seed"))
-        open_step(get_engine(), release_id, config)
+        spec = ReleaseSpec.from_env(categories=params.get("categories"), require_venue=params.get("require_venue"),
+                                    judge=params.get("judge"), max_queries=params.get("max_queries"),
+                                    sample_seed=params.get("sample_seed"))
+        open_step(get_engine(), release_id, spec)
         return release_id
 
     @task

@@ -1,4 +1,5 @@
-"""The `deepscholar` command line. Every command honours DEEPSCHOLAR_DB_URL / DEEPSCHOLAR_HOME."""
+"""The `deepscholar` command line. Every command honours the settings (`deepscholar settings`), e.g.
+DEEPSCHOLAR_DB_URL / DEEPSCHOLAR_HOME."""
 
 from __future__ import annotations
 
@@ -66,13 +67,13 @@ def cmd_releases(args) -> int:
 
 
 def cmd_release_build(args) -> int:
-    from deepscholar.config import ReleaseConfig
+    from deepscholar.release.spec import ReleaseSpec
     from deepscholar.release.steps import build_release
     from deepscholar.reporting import print_release_summary
 
     engine = _engine()
-    config = ReleaseConfig.from_env(judge=args.judge, max_queries=args.max_queries, sample_seed=args.seed)
-    result = build_release(engine, args.month, config)
+    spec = ReleaseSpec.from_env(judge=args.judge, max_queries=args.max_queries, sample_seed=args.seed)
+    result = build_release(engine, args.month, spec)
     print_release_summary(engine, args.month)
     return 0 if result["gx_success"] else 1
 
@@ -141,14 +142,25 @@ def cmd_systems_list(args) -> int:
 
     from deepscholar.systems.registry import list_systems
 
-    rows = list_systems(_engine())
+    rows = [r | {"build": _current_build(r)} for r in list_systems(_engine())]
     if args.json:
         print(json.dumps(rows, default=str, indent=2))
     else:
         print(tabulate([[r["system_id"], r["kind"], r["version"], r["active"], json.dumps(r["config"]),
-                         r["ok_reports"]] for r in rows],
-                       headers=["system", "kind", "version", "active", "config", "ok reports"]))
+                         r["ok_reports"], r["build"]] for r in rows],
+                       headers=["system", "kind", "version", "active", "config", "ok reports", "current build"]))
     return 0
+
+
+def _current_build(row: dict) -> str | None:
+    """The build the system's next report gets; None when its kind is no longer known."""
+    from deepscholar.errors import NotFound
+    from deepscholar.systems.generation import current_build
+
+    try:
+        return current_build(row)
+    except NotFound:
+        return None
 
 
 def cmd_systems_active(args) -> int:
@@ -172,9 +184,12 @@ def cmd_import_reports(args) -> int:
 
 
 def cmd_generate(args) -> int:
-    from deepscholar.systems.generation import generate_release
+    from deepscholar.systems.generation import generate_release, regenerate_outdated
 
-    summary = generate_release(_engine(), args.release, args.system or None)
+    if args.regenerate_outdated:
+        summary = regenerate_outdated(_engine(), args.release, args.system or [])
+    else:
+        summary = generate_release(_engine(), args.release, args.system or None)
     print(json.dumps(summary, indent=2))
     return 0
 
@@ -193,7 +208,22 @@ def cmd_reports(args) -> int:
     # disable_numparse: an arXiv id such as 2506.00418 is text, not the number 2506.0.
     print(tabulate([[",".join(r[c]) if c == "quality_flags" else r[c] for c in cols] for r in rows], headers=cols,
                    disable_numparse=True))
+    print(_builds_footer(rows))
     return 0
+
+
+def _builds_footer(rows: list[dict]) -> str:
+    """Each system's builds among its ok reports (two of one reader mix: the reports check fails)."""
+    builds: dict[str, dict[str, int]] = {}
+    for r in (r for r in rows if r["status"] == "ok"):
+        build = r["system_build"] or "(unknown: stored before builds were recorded)"
+        builds.setdefault(r["system_id"], {}).setdefault(build, 0)
+        builds[r["system_id"]][build] += 1
+    lines = ["\nbuilds of the ok reports:"]
+    for system_id, counts in sorted(builds.items()):
+        several = f"  ({len(counts)} builds)" if len(counts) > 1 else ""
+        lines += [f"  {system_id}{several}"] + [f"    {b}  ({n} reports)" for b, n in sorted(counts.items())]
+    return "\n".join(lines)
 
 
 def _metric_models(pairs: list[str] | None) -> dict[str, str]:
@@ -208,8 +238,9 @@ def _metric_models(pairs: list[str] | None) -> dict[str, str]:
 
 def cmd_evaluate(args) -> int:
     from deepscholar.evaluation.runner import evaluate_release
+    from deepscholar.settings import current_settings
 
-    result = evaluate_release(_engine(), args.release, judge=args.judge,
+    result = evaluate_release(_engine(), args.release, judge=args.judge or current_settings().judge,
                               metric_models=_metric_models(args.metric_model), metrics=args.metrics or None,
                               systems=args.system or None, api_base=args.api_base, concurrency=args.concurrency)
     if args.json:
@@ -276,6 +307,19 @@ def cmd_demo(args) -> int:
     from deepscholar.demo import run_demo
 
     return run_demo(month=args.month, keep_running=args.keep_running)
+
+
+def cmd_settings(args) -> int:
+    """The effective settings (variable, value, where it comes from), or README's table with --markdown."""
+    from tabulate import tabulate
+
+    from deepscholar.settings import effective_rows, markdown_table
+
+    if args.markdown:
+        print(markdown_table())
+    else:
+        print(tabulate(effective_rows(), headers=["group", "variable", "value", "source"], disable_numparse=True))
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -354,10 +398,11 @@ def _add_report_commands(sub) -> None:
     p.add_argument("system")
     p.add_argument("path")
     p.add_argument("--release", required=True)
+    from deepscholar.systems.external.formats import format_names
+
     p.add_argument("--format", default="auto",
-                   help="auto (default: each output recognised by its files and content) or the name of one "
-                        "import format (one module each in systems/external/formats/); an unknown name is "
-                        "refused with the known ones listed")
+                   help="auto (default: each output recognised by its files and content) or one import format: "
+                        f"{', '.join(format_names())} (one module each in systems/external/formats/)")
     p.add_argument("--title-search", default="arxiv", choices=["arxiv", "corpus"],
                    help="where reference entries that give only a title are looked up: the corpus, then arXiv "
                         "title search (default), or the corpus only")
@@ -369,6 +414,9 @@ def _add_report_commands(sub) -> None:
     p = sub.add_parser("generate", help="write the missing reports of a release (same code as the DAG)")
     p.add_argument("--release", required=True)
     p.add_argument("--system", action="append", help="only this system (repeatable)")
+    p.add_argument("--regenerate-outdated", action="store_true",
+                   help="with --system: first delete the system's reports of the release (and their scores) that "
+                        "its current build did not write, so they are written again; costs those reports again")
     p.set_defaults(func=cmd_generate)
 
     p = sub.add_parser("reports", help="reports of a release with citation and leakage counts")
@@ -381,8 +429,9 @@ def _add_evaluation_commands(sub) -> None:
     """evaluate, leaderboard, web."""
     p = sub.add_parser("evaluate", help="judge a release's reports and roll up its leaderboard (same code as the DAG)")
     p.add_argument("--release", required=True)
-    p.add_argument("--judge", default=os.environ.get("DEEPSCHOLAR_JUDGE", "local"),
-                   help="'local' (offline embedding judge) or a litellm model string, e.g. openai/gpt-4o")
+    p.add_argument("--judge", default=None,
+                   help="'local' (offline embedding judge) or a litellm model string, e.g. openai/gpt-4o "
+                        "(default: DEEPSCHOLAR_JUDGE, else local)")
     p.add_argument("--metric-model", action="append", metavar="METRIC=MODEL",
                    help="a different judge model for one metric (repeatable), e.g. nugget_coverage=openai/gpt-4.1")
     p.add_argument("--metrics", nargs="+", metavar="METRIC", help="only these metrics")
@@ -405,7 +454,7 @@ def _add_evaluation_commands(sub) -> None:
 
 
 def _add_tool_commands(sub) -> None:
-    """latex inspect, replay serve, demo [snapshot]."""
+    """latex inspect, replay serve, demo [snapshot], settings."""
     latex = sub.add_parser("latex", help="LaTeX tools").add_subparsers(dest="latex_command", required=True)
     p = latex.add_parser("inspect", help="show the related-work section and its references")
     p.add_argument("path", help="a LaTeX project folder or an e-print file")
@@ -430,6 +479,11 @@ def _add_tool_commands(sub) -> None:
     p.add_argument("dest")
     p.add_argument("--month", default="2025-06")
     p.set_defaults(func=cmd_demo_snapshot)
+
+    p = sub.add_parser("settings", help="the effective settings: variable, value and whether the environment "
+                                        "or the default set it (nothing secret is printed)")
+    p.add_argument("--markdown", action="store_true", help="the documentation table of every setting instead")
+    p.set_defaults(func=cmd_settings)
 
 
 def _positive_int(text: str) -> int:

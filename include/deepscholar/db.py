@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Engine
 
-from deepscholar.config import deepscholar_home
+from deepscholar.settings import current_settings
 
 log = logging.getLogger(__name__)
 # pgserver logs every handle at INFO, including from atexit after pytest closed its streams.
@@ -28,7 +28,7 @@ logging.getLogger("pgserver").setLevel(logging.WARNING)
 SCHEMA = "deepscholar"
 EMBEDDED_DATABASE = "deepscholar"
 AIRFLOW_CONN_ID = "deepscholar_db"
-SQL_DIR = Path(os.environ.get("DEEPSCHOLAR_SQL_DIR", Path(__file__).resolve().parents[2] / "sql"))
+SQL_DIR = current_settings().sql_dir or Path(__file__).resolve().parents[2] / "sql"
 
 
 def _normalise_url(url: str) -> str:
@@ -57,7 +57,7 @@ def _airflow_connection_url() -> str | None:
 
 def embedded_server_uri(home: Path | None = None) -> str:
     """Start (or reuse) the project's embedded PostgreSQL and return a URL to its benchmark database."""
-    home = home or deepscholar_home()
+    home = home or current_settings().home.resolve()
     home.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -73,7 +73,7 @@ def embedded_server_uri(home: Path | None = None) -> str:
 
 def stop_embedded_server(home: Path | None = None) -> bool:
     """Stop the embedded PostgreSQL under `home` if it runs; its data stays on disk."""
-    pgdata = (home or deepscholar_home()) / "pgdata"
+    pgdata = (home or current_settings().home.resolve()) / "pgdata"
     if not (pgdata / "postmaster.pid").exists():
         return False
     with warnings.catch_warnings():
@@ -88,7 +88,7 @@ def stop_embedded_server(home: Path | None = None) -> bool:
 
 
 def resolve_db_url(url: str | None = None) -> str:
-    url = url or os.environ.get("DEEPSCHOLAR_DB_URL") or _airflow_connection_url()
+    url = url or current_settings().db_url or _airflow_connection_url()
     return _normalise_url(url or embedded_server_uri())
 
 

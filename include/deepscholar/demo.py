@@ -11,7 +11,6 @@ prints which DAG runs ran, how each was triggered and how it ended, then the mon
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -19,10 +18,10 @@ import time
 from pathlib import Path
 
 from deepscholar import db
-from deepscholar.config import deepscholar_home
 from deepscholar.local_airflow import airflow_bin, airflow_env
 from deepscholar.orchestration import BENCHMARK_DAG_ID, RELEASE_DAG_ID
 from deepscholar.release.window import month_window
+from deepscholar.settings import current_settings
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 __all__ = ["airflow_bin", "airflow_env", "run_demo", "replay_endpoints", "run_release_dag"]
@@ -205,7 +204,7 @@ def run_demo(month: str = "2025-06", keep_running: bool = False) -> int:
     from deepscholar.reporting import print_release_summary
 
     started = time.monotonic()
-    home = deepscholar_home()
+    home = current_settings().home.resolve()
     home.mkdir(parents=True, exist_ok=True)
     snapshot = home / "snapshot"
     write_demo_snapshot(snapshot, month=month)
@@ -228,7 +227,7 @@ def run_demo(month: str = "2025-06", keep_running: bool = False) -> int:
         systems = register_scheduled_demo_systems(engine, server.demo_system_url)
         print(f"systems:   {', '.join(systems)}")
         env = replay_endpoints(server, manifest, db_url) | demo_schedule_env(month)
-        port = int(os.environ.get("DEEPSCHOLAR_DEMO_PORT", "0") or 0)
+        port = current_settings().demo_port
         airflow = LocalAirflow(home / "airflow_demo", metadata_url, env, port=port)
         print(f"airflow:   starting `airflow standalone` on {airflow.url} (log: {airflow.log_path})")
         with airflow:
@@ -236,8 +235,7 @@ def run_demo(month: str = "2025-06", keep_running: bool = False) -> int:
             print(f"airflow:   unpausing {RELEASE_DAG_ID} and {BENCHMARK_DAG_ID}, scheduled for {month} only: "
                   "the scheduler fires both at once, as the monthly cron tick does")
             airflow.unpause(RELEASE_DAG_ID, BENCHMARK_DAG_ID)
-            runs = wait_for_month(airflow, engine, month, timeout=float(
-                os.environ.get("DEEPSCHOLAR_DEMO_TIMEOUT", "1200")))
+            runs = wait_for_month(airflow, engine, month, timeout=current_settings().demo_timeout_seconds)
             print_release_summary(engine, month)
             print_runs(runs, engine, month)
             print_reports_table(engine, month)

@@ -20,7 +20,6 @@ with a closed breaker.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,16 +28,15 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from deepscholar.errors import InfrastructureError
+from deepscholar.settings import Settings, current_settings
 
-__all__ = ["BREAKER", "HostBreaker", "HostUnavailable", "env_number", "env_setting", "host_of", "http_setting", "is_host_failure",
-           "DEFAULT_FAILURES", "DEFAULT_SECONDS", "HTTP_SETTING_ENV"]
+__all__ = ["BREAKER", "HostBreaker", "HostUnavailable", "host_of", "http_setting", "is_host_failure",
+           "DEFAULT_FAILURES", "DEFAULT_SECONDS"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_FAILURES = 5
-DEFAULT_SECONDS = 120.0
-FAILURES_ENV = "DEEPSCHOLAR_BREAKER_FAILURES"
-SECONDS_ENV = "DEEPSCHOLAR_BREAKER_SECONDS"
+DEFAULT_FAILURES = Settings.breaker_failures
+DEFAULT_SECONDS = Settings.breaker_seconds
 
 
 class HostUnavailable(InfrastructureError):
@@ -79,42 +77,19 @@ def is_host_failure(exc: BaseException) -> bool:
     return status is not None and status >= 500
 
 
-def env_number(name: str, default: float, *, cast: Callable[[str], float] = float, allow_zero: bool = False) -> float:
-    """Environment variable `name` as a number (positive, or also 0 with `allow_zero`); unset: `default`;
-    anything else is logged and `default` used."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = cast(raw)
-    except ValueError:
-        value = -1
-    if value < 0 or (value == 0 and not allow_zero):
-        log.warning("%s=%r is not a usable number; using %s", name, raw, default)
-        return default
-    return value
-
-
 # How hard the external-source clients (arXiv API, e-prints, OpenAlex) try before a call counts as failed.
-# Each client has its own defaults (what suits that host); these variables override all of them at once,
-# e.g. a shorter timeout on a flaky network, or fast-failing retries in tests of outages.
-HTTP_SETTING_ENV = {
-    "timeout": "DEEPSCHOLAR_HTTP_TIMEOUT_SECONDS",  # per request
-    "retries": "DEEPSCHOLAR_HTTP_RETRIES",  # retries after the first attempt, for 429/5xx/timeouts
-    "backoff": "DEEPSCHOLAR_HTTP_BACKOFF_SECONDS",  # base of the exponential wait between retries
-}
+# Each client has its own defaults (what suits that host); the settings DEEPSCHOLAR_HTTP_TIMEOUT_SECONDS,
+# _RETRIES and _BACKOFF_SECONDS override all of them at once, e.g. a shorter timeout on a flaky network,
+# or fast-failing retries in tests of outages.
+_HTTP_SETTINGS = {"timeout": "http_timeout_seconds", "retries": "http_retries", "backoff": "http_backoff_seconds"}
 
 
 def http_setting(kind: str, given: float | None, default: float) -> float:
-    """`given` when the caller chose a value, else the environment's override, else the client's default."""
-    return env_setting(HTTP_SETTING_ENV[kind], kind, given, default)
-
-
-def env_setting(name: str, kind: str, given: float | None, default: float) -> float:
-    """A timeout, retry count or backoff: `given`, else environment variable `name`, else `default`."""
+    """`given` when the caller chose a value, else the settings' override, else the client's default."""
     if given is not None:
         return given
-    return env_number(name, default, cast=int if kind == "retries" else float, allow_zero=kind != "timeout")
+    value = getattr(current_settings(), _HTTP_SETTINGS[kind])
+    return default if value is None else value
 
 
 @dataclass
@@ -126,7 +101,7 @@ class _Streak:
 
 
 class HostBreaker:
-    """Consecutive failed calls per host; `failures`/`seconds` of None read the environment at each use."""
+    """Consecutive failed calls per host; `failures`/`seconds` of None read the settings at each use."""
 
     def __init__(self, failures: int | None = None, seconds: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -135,9 +110,8 @@ class HostBreaker:
         self._lock = threading.Lock()
 
     def limits(self) -> tuple[int, float]:
-        failures = self._failures or int(env_number(FAILURES_ENV, DEFAULT_FAILURES, cast=int))
-        seconds = self._seconds or float(env_number(SECONDS_ENV, DEFAULT_SECONDS))
-        return failures, seconds
+        settings = current_settings()
+        return self._failures or settings.breaker_failures, self._seconds or settings.breaker_seconds
 
     def _error(self, host: str, streak: _Streak) -> HostUnavailable:
         return HostUnavailable(host, streak.failures, self._clock() - streak.since, streak.last_error)

@@ -88,7 +88,9 @@ def worker_hostname() -> str:
     """Airflow's `[core] hostname_callable` for the local Celery workers: each worker process stands for
     a machine (DEEPSCHOLAR_WORKER_HOSTNAME), so task instances record which worker ran them, as separate
     containers or hosts would."""
-    return os.environ.get("DEEPSCHOLAR_WORKER_HOSTNAME") or socket.getfqdn()
+    from deepscholar.settings import current_settings
+
+    return current_settings().worker_hostname or socket.getfqdn()
 
 
 def free_port() -> int:

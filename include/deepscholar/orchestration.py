@@ -1,5 +1,11 @@
 """Names shared between the DAG files and the library (kept free of Airflow imports)."""
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from deepscholar.settings import Settings, current_settings
+
 RELEASE_DAG_ID = "deepscholar_release"
 RELEASE_ASSET_NAME = "deepscholar_release"
 # The published release lives in the warehouse table deepscholar.releases.
@@ -38,63 +44,47 @@ def provider_lane(model: str | None) -> str:
     return "other"
 
 
-DEFAULT_OFFLINE_BATCH = 25
+DEFAULT_OFFLINE_BATCH = Settings.offline_batch
 
 
-def lane_batch_size(lane: str, environ=None) -> int:
+def _settings(environ: Mapping[str, str] | None) -> Settings:
+    """This process's settings, or those of `environ` when given."""
+    return current_settings() if environ is None else Settings.from_env(environ)
+
+
+def lane_batch_size(lane: str, environ: Mapping[str, str] | None = None) -> int:
     """(system, query) pairs per mapped generation task. An offline system writes a report in a fraction of a
     second to a few seconds while a task costs seconds of start-up, so offline pairs go
     DEEPSCHOLAR_OFFLINE_BATCH to a task: 4,000 reports would otherwise be 1,000 tasks. An LLM report takes tens of
     seconds of provider time: one per task, so a retry redoes one report and pools meter each call."""
-    import os
-
-    if lane != "offline":
-        return 1
-    environ = os.environ if environ is None else environ
-    raw = environ.get("DEEPSCHOLAR_OFFLINE_BATCH", "").strip()
-    if raw.isdigit() and int(raw) > 0:
-        return int(raw)
-    if raw:
-        raise ValueError(f"DEEPSCHOLAR_OFFLINE_BATCH must be a positive number of reports, not {raw!r}")
-    return DEFAULT_OFFLINE_BATCH
+    return _settings(environ).offline_batch if lane == "offline" else 1
 
 
-def lane_pool(lane: str, environ=None) -> str:
+def lane_pool(lane: str, environ: Mapping[str, str] | None = None) -> str:
     """DEEPSCHOLAR_POOL_<LANE> if set; else llm_<lane> for LLM lanes and default_pool for the offline one."""
-    import os
+    return getattr(_settings(environ), f"pool_{lane}", None) or f"llm_{lane}"
 
-    env = os.environ if environ is None else environ
-    override = env.get(f"DEEPSCHOLAR_POOL_{lane.upper()}")
-    if override:
-        return override
-    return "default_pool" if lane == "offline" else f"llm_{lane}"
 
 # How a benchmark run waits for its month's release (see deepscholar.scheduling).
-DEFAULT_RELEASE_WAIT_HOURS = 96.0  # a real month at arXiv's rate limits takes hours; allow several days
-DEFAULT_RELEASE_POKE_SECONDS = 300.0
+DEFAULT_RELEASE_WAIT_HOURS = Settings.release_wait_hours  # a real month at arXiv's rate limits takes hours
+DEFAULT_RELEASE_POKE_SECONDS = Settings.release_poke_seconds
 
 
-def release_wait_seconds(environ=None) -> float:
+def release_wait_seconds(environ: Mapping[str, str] | None = None) -> float:
     """How long a benchmark run waits for its release before giving up (DEEPSCHOLAR_RELEASE_WAIT_HOURS)."""
-    import os
-
-    env = os.environ if environ is None else environ
-    return float(env.get("DEEPSCHOLAR_RELEASE_WAIT_HOURS", DEFAULT_RELEASE_WAIT_HOURS)) * 3600.0
+    return _settings(environ).release_wait_hours * 3600.0
 
 
-def release_poke_seconds(environ=None) -> float:
+def release_poke_seconds(environ: Mapping[str, str] | None = None) -> float:
     """How often a waiting benchmark run looks at its release (DEEPSCHOLAR_RELEASE_POKE_SECONDS)."""
-    import os
-
-    env = os.environ if environ is None else environ
-    return float(env.get("DEEPSCHOLAR_RELEASE_POKE_SECONDS", DEFAULT_RELEASE_POKE_SECONDS))
+    return _settings(environ).release_poke_seconds
 
 
 LEADERBOARD_ASSET_NAME = "deepscholar_leaderboard"
 LEADERBOARD_ASSET_URI = "postgres://warehouse:5432/deepscholar/deepscholar/leaderboard"
 
 
-def schedule_window(environ=None) -> dict:
+def schedule_window(environ: Mapping[str, str] | None = None) -> dict:
     """start_date, end_date and catchup of both monthly DAGs, from the deployment's environment.
 
     DEEPSCHOLAR_SCHEDULE_START (YYYY-MM, default 2025-01) is the first month the deployment covers;
@@ -103,20 +93,17 @@ def schedule_window(environ=None) -> dict:
     end-to-end tests use START = END = the demo month with catchup, so the real scheduler fires exactly
     that month's runs for both DAGs, as the cron tick on the 1st does.
     """
-    import os
-
     import pendulum
 
-    env = os.environ if environ is None else environ
+    settings = _settings(environ)
 
     def month_start(value: str) -> pendulum.DateTime:
         year, month = value.strip().split("-")
         return pendulum.datetime(int(year), int(month), 1, tz="UTC")
 
-    end = env.get("DEEPSCHOLAR_SCHEDULE_END")
     return {
-        "start_date": month_start(env.get("DEEPSCHOLAR_SCHEDULE_START") or "2025-01"),
+        "start_date": month_start(settings.schedule_start),
         # A monthly run's logical date is the first of its month: ending there admits that month, no later.
-        "end_date": month_start(end) if end else None,
-        "catchup": (env.get("DEEPSCHOLAR_CATCHUP") or "false").strip().lower() in ("1", "true", "yes"),
+        "end_date": month_start(settings.schedule_end) if settings.schedule_end else None,
+        "catchup": settings.catchup,
     }

@@ -16,13 +16,14 @@ DEEPSCHOLAR_PROGRESS=plain forces the lines on a terminal too, DEEPSCHOLAR_PROGR
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, TextIO, TypeVar
+
+from deepscholar.settings import current_settings
 
 if TYPE_CHECKING:
     from rich.progress import Progress as Bars
@@ -56,7 +57,7 @@ def _isatty(stream) -> bool:
 
 def wants_bars(stream) -> bool:
     """Bars when DEEPSCHOLAR_PROGRESS says `bar`, lines when it says `plain`, else bars only on a TTY."""
-    mode = os.environ.get(ENV_MODE, "").strip().lower()
+    mode = current_settings().progress
     return mode == "bar" or (mode != "plain" and _isatty(stream))
 
 

@@ -15,7 +15,7 @@ the host is used at its full rate. No lock is held while waiting or during the r
   evaluation's cited-by lookups and `import-reports` call it with the warehouse every worker shares;
 - otherwise in this process (threads share it), e.g. a library user with no warehouse.
 
-Intervals: arXiv's from the release config (DEEPSCHOLAR_ARXIV_DELAY_SECONDS, default 3, also for
+Intervals: arXiv's from the settings (DEEPSCHOLAR_ARXIV_DELAY_SECONDS, default 3, also for
 e-prints), OpenAlex's from DEEPSCHOLAR_OPENALEX_INTERVAL_SECONDS (default 0.1). An interval of 0 makes no
 reservation at all.
 """
@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from deepscholar.http_guard import env_number
+from deepscholar.settings import Settings, current_settings
 
 __all__ = ["LocalSlots", "WarehouseSlots", "openalex_interval", "service_key", "use_warehouse", "wait_for_slot",
            "OPENALEX_INTERVAL_ENV", "DEFAULT_OPENALEX_INTERVAL"]
@@ -35,7 +35,7 @@ __all__ = ["LocalSlots", "WarehouseSlots", "openalex_interval", "service_key", "
 log = logging.getLogger(__name__)
 
 OPENALEX_INTERVAL_ENV = "DEEPSCHOLAR_OPENALEX_INTERVAL_SECONDS"
-DEFAULT_OPENALEX_INTERVAL = 0.1  # the polite pool's 10 requests per second
+DEFAULT_OPENALEX_INTERVAL = Settings.openalex_interval_seconds  # the polite pool's 10 requests per second
 
 
 def service_key(base_url: str) -> str:
@@ -50,7 +50,7 @@ def service_key(base_url: str) -> str:
 
 def openalex_interval() -> float:
     """Seconds between OpenAlex request starts (0: unpaced)."""
-    return float(env_number(OPENALEX_INTERVAL_ENV, DEFAULT_OPENALEX_INTERVAL, allow_zero=True))
+    return current_settings().openalex_interval_seconds
 
 
 class LocalSlots:

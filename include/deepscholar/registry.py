@@ -1,8 +1,8 @@
-"""One registry shape for everything a contributor adds as a single file: metrics, search backends and
-import formats (system kinds register their classes the same way, in systems/base.py).
+"""One registry shape for everything a contributor adds as a single file: metrics, search backends,
+import formats and system kinds.
 
-Each module of a package that exports a declaration (`METRIC`, `BACKEND`, `FORMAT`) is found by importing
-the package's modules once, so adding one is adding a module; a declaration from outside the library
+Each module of a package that exports a declaration (`METRIC`, `BACKEND`, `FORMAT`; for system kinds, the
+System subclasses it defines) is found by importing the package's modules once, so adding one is adding a module; a declaration from outside the library
 (a test's, a plugin's) joins with `register()` or, for a while, `registered()`. A malformed or clashing
 declaration is refused when it is registered, and an unknown name is refused with the known ones listed:
 a typo fails loudly instead of silently doing nothing.
@@ -19,9 +19,23 @@ from typing import Any, Generic, TypeVar
 
 from deepscholar.errors import InvalidInput
 
-__all__ = ["Registry"]
+__all__ = ["Registry", "package_modules"]
 
 T = TypeVar("T")
+
+
+def package_modules(package_name: str, recursive: bool = False) -> Iterator[str]:
+    """The modules of a package (names starting with "_" left out), and of its subpackages if `recursive`."""
+    package = importlib.import_module(package_name)
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name.startswith("_"):
+            continue
+        name = f"{package_name}.{info.name}"
+        if not info.ispkg:
+            yield name
+        elif recursive:
+            yield name
+            yield from package_modules(name, recursive)
 
 
 class Registry(Generic[T]):
@@ -33,27 +47,44 @@ class Registry(Generic[T]):
     """
 
     def __init__(self, what: str, package: str, attribute: str, check: Callable[[T], None],
-                 order: Callable[[T], Any] | None = None, known_prefix: tuple[str, ...] = ()) -> None:
+                 order: Callable[[T], Any] | None = None, known_prefix: tuple[str, ...] = (), *,
+                 name: Callable[[T], str] | None = None, collect: Callable[[Any], list[T]] | None = None,
+                 recursive: bool = False, unknown_error: type[Exception] = InvalidInput) -> None:
         self.what, self.package, self.attribute = what, package, attribute
         self._check = check
-        self._order = order or (lambda item: self.name_of(item))
+        self._name = name or (lambda item: item.name)  # type: ignore[attr-defined]  # `check` makes sure
+        self._order = order or self._name
         self._known_prefix = known_prefix
+        # What a module declares: by default its `attribute`; system kinds are the classes it defines.
+        self._collect = collect or self._declared_attribute
+        self._recursive = recursive  # look into subpackages too
+        self._unknown_error = unknown_error
         self._items: dict[str, T] = {}
         self._lock = threading.RLock()
         self._discovered = False
 
-    @staticmethod
-    def name_of(item: T) -> str:
-        return item.name  # type: ignore[attr-defined]  # every declaration has a name; `check` makes sure
+    def name_of(self, item: T) -> str:
+        return self._name(item)
+
+    def _declared_attribute(self, module: Any) -> list[T]:
+        item = getattr(module, self.attribute, None)
+        return [] if item is None else [item]
 
     def _describe(self, item: T) -> str:
-        return f"{type(item).__module__}.{type(item).__qualname__}"
+        where = item if isinstance(item, type) else type(item)  # a class declaration names itself
+        return f"{where.__module__}.{where.__qualname__}"
 
     def register(self, item: T) -> T:
         """Add a declaration; another one under a taken name is refused (the same object again is a no-op)."""
-        self._check(item)
         with self._lock:
             self._discover()
+            return self.add(item)
+
+    def add(self, item: T) -> T:
+        """`register` without discovering the package first: for a module of the package declaring itself
+        while it is being imported (discovery finds it again, as the same object)."""
+        self._check(item)
+        with self._lock:
             current = self._items.get(self.name_of(item))
             if current is not None and current is not item:
                 raise InvalidInput(f"{self.what} {self.name_of(item)!r} is already registered by "
@@ -80,18 +111,14 @@ class Registry(Generic[T]):
             if self._discovered:
                 return
             self._discovered = True  # before importing: a module may ask the registry while it loads
-            package = importlib.import_module(self.package)
-            for info in pkgutil.iter_modules(package.__path__):
-                if info.name.startswith("_") or info.ispkg:
-                    continue
-                item = getattr(importlib.import_module(f"{self.package}.{info.name}"), self.attribute, None)
-                if item is None:
-                    continue  # a helper module, not a declaration
-                self._check(item)
-                name = self.name_of(item)
-                if name in self._items and self._items[name] is not item:
-                    raise InvalidInput(f"two {self.what} modules declare {name!r}")
-                self._items[name] = item
+            for module_name in package_modules(self.package, self._recursive):
+                for item in self._collect(importlib.import_module(module_name)):
+                    self._check(item)
+                    name = self.name_of(item)
+                    if name in self._items and self._items[name] is not item:
+                        raise InvalidInput(f"two {self.what} modules declare {name!r}: "
+                                           f"{self._describe(self._items[name])} and {self._describe(item)}")
+                    self._items[name] = item
 
     def items(self) -> list[T]:
         """Every registered declaration, in listing order."""
@@ -113,5 +140,5 @@ class Registry(Generic[T]):
         item = self.find(name)
         if item is None:
             known = ", ".join((*self._known_prefix, *self.names()))
-            raise InvalidInput(f"unknown {self.what} {name!r}; known: {known}")
+            raise self._unknown_error(f"unknown {self.what} {name!r}; known: {known}")
         return item

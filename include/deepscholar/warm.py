@@ -21,12 +21,15 @@ import os
 import sys
 import time
 
+from deepscholar.errors import InvalidInput
+from deepscholar.settings import Settings, current_settings
+
 __all__ = ["DEFAULT_WARM_IMPORTS", "WARM_IMPORTS_ENV", "forks_tasks", "warm_airflow_process", "warm_imports"]
 
 log = logging.getLogger(__name__)
 
 WARM_IMPORTS_ENV = "DEEPSCHOLAR_WARM_IMPORTS"
-DEFAULT_WARM_IMPORTS = ("litellm",)
+DEFAULT_WARM_IMPORTS = Settings.warm_imports
 
 
 def forks_tasks(argv: list[str]) -> bool:
@@ -39,9 +42,7 @@ def forks_tasks(argv: list[str]) -> bool:
 def warm_imports(names: tuple[str, ...] | list[str] | None = None) -> dict[str, float]:
     """Import each module now; returns seconds per module (0.0 when it was already imported)."""
     if names is None:
-        raw = os.environ.get(WARM_IMPORTS_ENV)
-        names = DEFAULT_WARM_IMPORTS if raw is None else tuple(
-            n.strip() for n in raw.split(",") if n.strip() and n.strip().lower() != "none")
+        names = current_settings().warm_imports
     took = {}
     for name in names:
         started = time.monotonic()
@@ -64,7 +65,11 @@ def warm_airflow_process(argv: list[str] | None = None) -> dict[str, float]:
     if not forks_tasks(argv):
         return {}
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map at start-up
-    took = warm_imports()
+    try:
+        took = warm_imports()
+    except InvalidInput as exc:  # a malformed setting: the tasks will say so; warming is only a saving
+        log.error("not warming this process: %s", exc)
+        return {}
     if took:
         log.info("warmed for the tasks this process forks: %s", ", ".join(f"{k} {v} s" for k, v in took.items()))
     return took

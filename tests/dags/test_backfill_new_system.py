@@ -16,10 +16,11 @@ import time
 import pytest
 import requests
 import sqlalchemy as sa
+from support.settings import replay_settings
 
 from deepscholar import db
-from deepscholar.config import ReleaseConfig
 from deepscholar.local_airflow import airflow_bin, airflow_env
+from deepscholar.release.spec import ReleaseSpec
 from deepscholar.release.steps import build_release
 from deepscholar.replay.demo_snapshot import write_demo_snapshot
 from deepscholar.replay.server import ReplayServer
@@ -46,10 +47,8 @@ def two_published_months(engine, tmp_path):
         write_demo_snapshot(snapshot, month=month)
         categories = json.loads((snapshot / "manifest.json").read_text())["categories"]
         with ReplayServer(snapshot) as server:
-            config = ReleaseConfig(categories=categories, arxiv_api_url=server.arxiv_api_url,
-                                   arxiv_eprint_url=server.eprint_url, openalex_url=server.openalex_url,
-                                   arxiv_delay_seconds=0, judge="local")
-            assert build_release(engine, month, config)["gx_success"]
+            spec = ReleaseSpec(categories=categories, judge="local")
+            assert build_release(engine, month, spec, replay_settings(server))["gx_success"]
     add_system(engine, "extractive", "extractive")
     for month in MONTHS:
         generate_release(engine, month)

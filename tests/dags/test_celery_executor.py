@@ -22,11 +22,12 @@ import time
 
 import pytest
 import sqlalchemy as sa
+from support.settings import replay_settings
 
-from deepscholar.config import ReleaseConfig
 from deepscholar.demo import demo_schedule_env, replay_endpoints
 from deepscholar.local_airflow import LocalAirflow, drop_database, free_port, fresh_metadata_database
 from deepscholar.orchestration import BENCHMARK_DAG_ID
+from deepscholar.release.spec import ReleaseSpec
 from deepscholar.release.steps import build_release
 from deepscholar.replay.demo_snapshot import write_demo_snapshot
 from deepscholar.replay.server import ReplayServer
@@ -86,10 +87,8 @@ def published_month(engine, tmp_path):
     manifest = json.loads((snapshot / "manifest.json").read_text())
     server = ReplayServer(snapshot).start()
     try:
-        config = ReleaseConfig(categories=manifest["categories"], arxiv_api_url=server.arxiv_api_url,
-                               arxiv_eprint_url=server.eprint_url, openalex_url=server.openalex_url,
-                               arxiv_delay_seconds=0, judge="local")
-        assert build_release(engine, MONTH, config)["gx_success"]
+        spec = ReleaseSpec(categories=manifest["categories"], judge="local")
+        assert build_release(engine, MONTH, spec, replay_settings(server))["gx_success"]
         for name, kind in SYSTEMS:
             add_system(engine, name, kind)
         yield server, manifest

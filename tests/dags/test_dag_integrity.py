@@ -74,7 +74,7 @@ def test_benchmark_dag_runs_generation_lanes_in_their_provider_pools_then_judges
     # Judging starts only once every lane is generated and the reports passed their check.
     assert dag.get_task("check_reports").upstream_task_ids == {f"generate_{lane}" for lane in GENERATION_LANES}
     assert "check_reports" in dag.get_task("plan_judging").upstream_task_ids
-    assert dag.get_task("roll_up").upstream_task_ids == {"judge_metric"}
+    assert dag.get_task("roll_up").upstream_task_ids == {"judge"}
     assert dag.get_task("publish_leaderboard").upstream_task_ids == {"check_leaderboard"}
     assert [a.uri for a in dag.get_task("publish_leaderboard").outlets] == [
         "postgres://warehouse:5432/deepscholar/deepscholar/leaderboard"]

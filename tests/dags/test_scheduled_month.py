@@ -50,7 +50,10 @@ def _systems(engine):
 
 def _airflow(tmp_path, metadata_url, server, snapshot, db_url) -> LocalAirflow:
     manifest = json.loads((snapshot / "manifest.json").read_text())
-    env = replay_endpoints(server, manifest, db_url) | demo_schedule_env(MONTH) | {"DEEPSCHOLAR_TASK_RETRIES": "0"}
+    # Two extraction/resolution shards: still mapped tasks, half the task processes of the default four
+    # (each one a process start on this 2-core machine; the demo month is small).
+    env = replay_endpoints(server, manifest, db_url) | demo_schedule_env(MONTH) | {
+        "DEEPSCHOLAR_TASK_RETRIES": "0", "DEEPSCHOLAR_RELEASE_SHARDS": "2"}
     return LocalAirflow(tmp_path / "home", metadata_url, env)
 
 

@@ -18,13 +18,14 @@ import json
 import arxiv
 import pytest
 import sqlalchemy as sa
+from support.settings import replay_settings
 from support.warehouse import empty_warehouse
 
 from deepscholar import db
-from deepscholar.config import ReleaseConfig
 from deepscholar.errors import InfrastructureError
 from deepscholar.http_guard import BREAKER, HostUnavailable
 from deepscholar.release import steps
+from deepscholar.release.spec import ReleaseSpec
 from deepscholar.replay.demo_snapshot import write_demo_snapshot
 from deepscholar.replay.server import Delay, ReplayServer, Throttled, Truncated
 from faults.conftest import assert_no_loss, unchanged, warehouse_fingerprint
@@ -58,10 +59,9 @@ def server(snapshot):
         yield srv
 
 
-def _config(srv: ReplayServer, snapshot) -> ReleaseConfig:
+def _spec(snapshot) -> ReleaseSpec:
     categories = json.loads((snapshot / "manifest.json").read_text())["categories"]
-    return ReleaseConfig(categories=categories, arxiv_api_url=srv.arxiv_api_url, arxiv_eprint_url=srv.eprint_url,
-                         openalex_url=srv.openalex_url, arxiv_delay_seconds=0, judge="local")
+    return ReleaseSpec(categories=categories, judge="local")
 
 
 STEPS = ("search", "filter", "extract", "resolve")
@@ -108,7 +108,7 @@ def undisturbed(db_url, snapshot) -> dict:
     with pytest.MonkeyPatch.context() as mp, ReplayServer(snapshot) as srv:
         mp.setenv("DEEPSCHOLAR_HTTP_RETRIES", str(RETRIES))
         srv.app.arxiv_page_cap = PAGE_CAP
-        ctx = steps.open_release(engine, MONTH, _config(srv, snapshot))
+        ctx = steps.open_release(engine, MONTH, _spec(snapshot), replay_settings(srv))
         _run(ctx, "resolve")
         pages = sum(r.path == "/api/query" and "submittedDate" in r.query for r in srv.requests)
         doi_lookups = [r for r in srv.requests if r.path == "/works" and "filter=doi" in r.query]
@@ -141,7 +141,7 @@ ARXIV_CASES = [
 
 @pytest.mark.parametrize(("injected", "survives"), [c[1:] for c in ARXIV_CASES], ids=[c[0] for c in ARXIV_CASES])
 def test_arxiv_search_fails_mid_pagination(engine, server, snapshot, undisturbed, injected, survives):
-    ctx = steps.open_release(engine, MONTH, _config(server, snapshot))
+    ctx = steps.open_release(engine, MONTH, _spec(snapshot), replay_settings(server))
     server.inject_failures("/api/query", injected)
     if survives:
         with unchanged(engine, allowed_to_change=["papers", "corpus", "release_candidates"]):
@@ -171,7 +171,7 @@ def test_arxiv_search_fails_mid_pagination(engine, server, snapshot, undisturbed
 # --- arXiv e-prints --------------------------------------------------------------------------------------
 
 def _through_filter(engine, server, snapshot):
-    ctx = steps.open_release(engine, MONTH, _config(server, snapshot))
+    ctx = steps.open_release(engine, MONTH, _spec(snapshot), replay_settings(server))
     _run(ctx, "filter")
     with engine.connect() as conn:
         todo = list(conn.execute(sa.text("SELECT arxiv_id FROM release_candidates WHERE release_id = :r "
@@ -255,7 +255,7 @@ OPENALEX_CASES = ["openalex_429_retry_after_honoured", "openalex_429_past_retrie
 
 @pytest.mark.parametrize("case", OPENALEX_CASES)
 def test_openalex_failures(engine, server, snapshot, undisturbed, case):
-    ctx = steps.open_release(engine, MONTH, _config(server, snapshot))
+    ctx = steps.open_release(engine, MONTH, _spec(snapshot), replay_settings(server))
     _run(ctx, "extract")
     tables = ["exemplar_references", "corpus", "resolution_cache"]
     before = warehouse_fingerprint(engine)
@@ -314,7 +314,7 @@ def test_openalex_down_while_extraction_resolves(engine, server, snapshot, undis
     OpenAlex outage then must not cost the month its papers: every paper is extracted as undisturbed,
     the lookups stop after the first failure (not one outage per paper), the references wait for the
     resolve step, which fails while the host is down and completes the month once it is back."""
-    ctx = steps.open_release(engine, MONTH, _config(server, snapshot))
+    ctx = steps.open_release(engine, MONTH, _spec(snapshot), replay_settings(server))
     _run(ctx, "filter")
     server.clear_requests()
     server.inject_failures("/works", [503] * 1000)
@@ -339,7 +339,7 @@ def test_openalex_down_while_extraction_resolves(engine, server, snapshot, undis
 
 
 def test_extraction_that_resolves_as_it_goes_ends_as_the_two_steps_do(engine, server, snapshot, undisturbed):
-    ctx = steps.open_release(engine, MONTH, _config(server, snapshot))
+    ctx = steps.open_release(engine, MONTH, _spec(snapshot), replay_settings(server))
     _run(ctx, "filter")
     steps.extract_exemplars(ctx, resolve=True)
     server.clear_requests()

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from support.settings import replay_settings
 from support.warehouse import empty_warehouse
 
 from deepscholar.sources.eprint import EprintError, extract_eprint
@@ -244,7 +245,7 @@ RELEASE_STEP_CASES = [pytest.param(arxiv_id, id=f"release-step-{arxiv_id}-{case[
 def hostile_month(tmp_path_factory, db_url):
     """The demo month with five hostile e-prints, extracted once by the real steps behind the replay server."""
     from deepscholar import db
-    from deepscholar.config import ReleaseConfig
+    from deepscholar.release.spec import ReleaseSpec
     from deepscholar.release.steps import (
         extract_exemplars,
         filter_candidates,
@@ -263,14 +264,12 @@ def hostile_month(tmp_path_factory, db_url):
         path.write_bytes(replace(path.read_bytes()))
     categories = json.loads((snapshot / "manifest.json").read_text())["categories"]
     with ReplayServer(snapshot) as server:
-        config = ReleaseConfig(categories=categories, arxiv_api_url=server.arxiv_api_url,
-                               arxiv_eprint_url=server.eprint_url, openalex_url=server.openalex_url,
-                               arxiv_delay_seconds=0, judge="local")
-        ctx = open_release(engine, MONTH, config)
+        spec, settings = ReleaseSpec(categories=categories, judge="local"), replay_settings(server)
+        ctx = open_release(engine, MONTH, spec, settings)
         search_candidates(ctx)
         filter_candidates(ctx)
         counts = extract_exemplars(ctx)  # must return: a bad paper never stops the month
-        again = open_release(engine, MONTH, config)
+        again = open_release(engine, MONTH, spec, settings)
         with unchanged(engine):  # a second run of the step is a no-op: nothing lost, nothing duplicated
             extract_exemplars(again)
         with engine.connect() as conn:

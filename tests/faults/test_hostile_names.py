@@ -141,9 +141,10 @@ def test_the_command_exits_2_with_one_line(warehouse, kind, value):
 
 
 def _library_calls(engine, path: Path):
-    from deepscholar.config import ReleaseConfig
     from deepscholar.evaluation.leaderboard import load_leaderboard
+    from deepscholar.release.spec import ReleaseSpec
     from deepscholar.release.steps import build_release
+    from deepscholar.settings import Settings
     from deepscholar.systems.external.importer import import_reports
     from deepscholar.systems.registry import add_system
 
@@ -151,7 +152,8 @@ def _library_calls(engine, path: Path):
         "add-system": lambda v: add_system(engine, v, "extractive"),
         "import-reports-system": lambda v: import_reports(engine, v, path, RELEASE),
         "import-reports-release": lambda v: import_reports(engine, "newcomer", path, v),
-        "build-release": lambda v: build_release(engine, v, ReleaseConfig(arxiv_delay_seconds=0)),
+        "build-release": lambda v: build_release(engine, v, ReleaseSpec(),
+                                                 Settings.from_env().replace(arxiv_delay_seconds=0)),
         "load-leaderboard": lambda v: load_leaderboard(engine, v),
     }
 

@@ -24,11 +24,12 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from support.openai_stub import OpenAIStub
+from support.settings import replay_settings
 from support.warehouse import empty_warehouse
 
 from deepscholar import db
-from deepscholar.config import ReleaseConfig
 from deepscholar.demo import DEMO_HTTP_SYSTEM, register_scheduled_demo_systems, replay_endpoints
+from deepscholar.release.spec import ReleaseSpec
 from deepscholar.release.steps import build_release, release_counts
 from deepscholar.replay.demo_snapshot import write_demo_snapshot
 from deepscholar.replay.server import DEMO_SYSTEM_PATH, Delay, ReplayServer
@@ -113,10 +114,8 @@ def _release_keys(engine) -> dict:
 
 def _publish(engine, server: ReplayServer, snapshot: Path) -> None:
     categories = json.loads((snapshot / "manifest.json").read_text())["categories"]
-    config = ReleaseConfig(categories=categories, arxiv_api_url=server.arxiv_api_url,
-                           arxiv_eprint_url=server.eprint_url, openalex_url=server.openalex_url,
-                           arxiv_delay_seconds=0, judge="local")
-    assert build_release(engine, MONTH, config)["gx_success"]
+    spec = ReleaseSpec(categories=categories, judge="local")
+    assert build_release(engine, MONTH, spec, replay_settings(server))["gx_success"]
 
 
 # --- SIGKILL, then the same command again ----------------------------------------------------------------

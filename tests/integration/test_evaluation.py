@@ -16,9 +16,10 @@ from support.openai_stub import OpenAIStub, first_user_text
 
 from deepscholar import db
 from deepscholar.evaluation import registry
+from deepscholar.evaluation.jobs import plan_judging, plan_units
 from deepscholar.evaluation.judges import JudgeSpec
 from deepscholar.evaluation.metrics import get_metric
-from deepscholar.evaluation.runner import evaluate_release, judge_metric, pending_reports, plan_judging
+from deepscholar.evaluation.runner import evaluate_release, judge_job, judge_metric, pending_reports
 
 pytestmark = pytest.mark.slow  # builds and judges the demo month
 
@@ -103,13 +104,37 @@ def test_a_new_metric_version_rejudges_only_that_metric(demo):
     assert pending_reports(engine, month, relevance, LOCAL) == []
 
 
-def test_plan_judging_is_metric_by_system_and_can_be_narrowed(demo):
+def test_judging_is_planned_as_jobs_of_the_units_with_work_left(demo):
     engine, month = demo["engine"], demo["month"]
-    tasks = plan_judging(engine, month)
-    assert len(tasks) == 7 * 4 and {t["metric"] for t in tasks} == set(METRIC_ORDER)
-    assert {t["system_id"] for t in plan_judging(engine, month, ["oracle"], ["organization"])} == {"oracle"}
+    evaluate_release(engine, month, judge="local", roll_up=False)  # everything judged: nothing to plan
+    units = plan_units(engine, month)
+    assert len(units) == 7 * 4 and {u["metric"] for u in units} == set(METRIC_ORDER)
+    assert all(u["pending"] == 0 for u in units) and plan_judging(engine, month) == []
+    assert {u["system_id"] for u in plan_units(engine, month, ["oracle"], ["organization"])} == {"oracle"}
     with pytest.raises(ValueError, match="unknown metrics"):
         plan_judging(engine, month, metrics=["fluency"])
+
+    # Two systems' organization scores and one system's relevance scores go stale (an old metric version).
+    with engine.begin() as conn:
+        stale = conn.execute(sa.text("""
+            UPDATE metric_scores m SET metric_version = 'old' FROM reports r
+            WHERE m.report_id = r.report_id AND r.release_id = :r AND (
+                (m.metric = 'organization' AND r.system_id IN ('oracle', 'extractive'))
+                OR (m.metric = 'relevance_rate' AND r.system_id = 'oracle'))
+            RETURNING m.metric, r.system_id, m.report_id"""), {"r": month}).all()
+    expected = {(m, s) for m, s, _ in stale}
+    per_unit = {key: len({rid for m, s, rid in stale if (m, s) == key}) for key in expected}
+    jobs = plan_judging(engine, month)
+    assert len(jobs) == 1 and {(u["metric"], u["system_id"]) for u in jobs[0]["units"]} == expected
+    assert jobs[0]["reports"] == sum(per_unit.values())
+    # A job size below the largest unit gives every unit a job of its own; nothing is split or dropped.
+    single = plan_judging(engine, month, job_reports=1)
+    assert sorted((u["metric"], u["system_id"]) for j in single for u in j["units"]) == sorted(expected)
+    assert len(single) == len(expected)
+
+    done = judge_job(engine, jobs[0], "local")
+    assert sorted((r["metric"], r["system_id"]) for r in done["runs"]) == sorted(expected)
+    assert done["reports_judged"] == jobs[0]["reports"] and plan_judging(engine, month) == []
 
 
 def test_a_judge_answering_garbage_leaves_reports_unscored_with_reasons_and_the_board_counts_them(demo, monkeypatch):

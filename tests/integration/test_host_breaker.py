@@ -14,11 +14,12 @@ import sqlalchemy as sa
 from werkzeug import Request, Response
 
 from deepscholar import db
-from deepscholar.config import ReleaseConfig
 from deepscholar.errors import InfrastructureError
 from deepscholar.evaluation.source_counts import freeze_source_counts
 from deepscholar.http_guard import BREAKER, HostBreaker, HostUnavailable, host_of
+from deepscholar.release.spec import ReleaseSpec
 from deepscholar.release.steps import ReleaseContext, extract_exemplars, resolve_references
+from deepscholar.settings import Settings
 from deepscholar.sources.openalex import OpenAlexSource
 from deepscholar.systems.generation import generate_batch, plan_pairs
 from deepscholar.systems.registry import add_system
@@ -101,10 +102,10 @@ def test_openalex_down_stops_the_freeze_after_n_lookups_and_keeps_what_was_store
     server = OpenAlexGoingDown()
     httpserver.expect_request(re.compile(r"^/works.*")).respond_with_handler(server)
     url = httpserver.url_for("/").rstrip("/")
-    runtime = ReleaseConfig(openalex_url=url)
+    settings = Settings.from_env().replace(openalex_url=url)
 
     with pytest.raises(HostUnavailable) as caught:
-        freeze_source_counts(cited_release, RELEASE, runtime=runtime, openalex=_openalex(url))
+        freeze_source_counts(cited_release, RELEASE, settings=settings, openalex=_openalex(url))
     error = caught.value
     failed = len(CITED) - len(ANSWERED)  # the second batch: at least N lookups failed in one request
     assert isinstance(error, InfrastructureError) and error.host == host_of(url) and error.failures == failed >= N
@@ -120,7 +121,7 @@ def test_openalex_down_stops_the_freeze_after_n_lookups_and_keeps_what_was_store
     BREAKER.reset()
     server.up = True
     httpserver.clear_log()
-    counts = freeze_source_counts(cited_release, RELEASE, runtime=runtime, openalex=_openalex(url))
+    counts = freeze_source_counts(cited_release, RELEASE, settings=settings, openalex=_openalex(url))
     assert counts == {"from_exemplar": 0, "looked_up": len(CITED) - len(ANSWERED), "not_found": 0, "errors": 0,
                       "already_frozen": len(ANSWERED) + 1}
     assert len(httpserver.log) == 1
@@ -133,7 +134,8 @@ def test_connection_refused_opens_after_the_configured_number_of_failures(cited_
     url = f"http://127.0.0.1:{_closed_port()}"
     # The first batched request fails 50 lookups: more in a row than the configured 2.
     with pytest.raises(HostUnavailable, match=r"127\.0\.0\.1:\d+ unavailable: 50 consecutive failures .*ConnectionError"):
-        freeze_source_counts(cited_release, RELEASE, runtime=ReleaseConfig(openalex_url=url), openalex=_openalex(url))
+        freeze_source_counts(cited_release, RELEASE, settings=Settings.from_env().replace(openalex_url=url),
+                             openalex=_openalex(url))
     assert set(_frozen(cited_release)) == {FROZEN}
     assert BREAKER.failures_of(host_of(url)) == 1  # one request so far
     with pytest.raises(HostUnavailable):  # the second failed request opens the breaker
@@ -154,7 +156,7 @@ def test_an_isolated_failure_is_stored_as_before_and_a_success_resets_the_count(
 
     httpserver.expect_request(re.compile(r"^/works.*")).respond_with_handler(handler)
     url = httpserver.url_for("/").rstrip("/")
-    counts = freeze_source_counts(cited_release, RELEASE, runtime=ReleaseConfig(openalex_url=url),
+    counts = freeze_source_counts(cited_release, RELEASE, settings=Settings.from_env().replace(openalex_url=url),
                                   openalex=_openalex(url))
     assert counts["errors"] == 1 and counts["looked_up"] == len(CITED) - 1
     assert _frozen(cited_release)[failing]["lookup_error"].startswith("error: HTTPError: 500")
@@ -191,11 +193,13 @@ def _open(url: str) -> None:
 
 def test_release_steps_let_an_open_breaker_through_their_per_paper_handlers(engine, httpserver):
     """extract and resolve record a bad paper and go on; a host that is down stops them with nothing recorded."""
-    config = ReleaseConfig(arxiv_api_url=httpserver.url_for("/api/query"), arxiv_eprint_url=httpserver.url_for("/e-print"),
-                           openalex_url=httpserver.url_for("/openalex").rstrip("/"), arxiv_delay_seconds=0)
+    spec = ReleaseSpec()
+    settings = Settings.from_env().replace(
+        arxiv_api_url=httpserver.url_for("/api/query"), arxiv_eprint_url=httpserver.url_for("/e-print"),
+        openalex_url=httpserver.url_for("/openalex").rstrip("/"), arxiv_delay_seconds=0)
     published = datetime(2025, 6, 3, tzinfo=UTC)
     with engine.begin() as conn:
-        db.upsert(conn, "releases", [{"release_id": RELEASE, "status": "building", "config": config.to_dict()}],
+        db.upsert(conn, "releases", [{"release_id": RELEASE, "status": "building", "config": spec.to_dict()}],
                   key=["release_id"])
         db.upsert(conn, "papers", [{"arxiv_id": QUERY, "version": 1, "title": "T", "abstract": "A", "authors": [],
                                     "categories": ["cs.CL"], "primary_category": "cs.CL", "published": published,
@@ -209,7 +213,7 @@ def test_release_steps_let_an_open_breaker_through_their_per_paper_handlers(engi
             "release_id": RELEASE, "arxiv_id": "2506.00002", "cite_key": "k", "bib_type": "article",
             "bib_title": "Dense passage retrieval for open-domain question answering", "bib_fields": {}}],
             key=["release_id", "arxiv_id", "cite_key"])
-    ctx = ReleaseContext(engine, RELEASE, config)
+    ctx = ReleaseContext(engine, RELEASE, spec, settings)
 
     _open(httpserver.url_for("/"))  # arXiv API, e-prints and OpenAlex all live on this one test host
     with pytest.raises(HostUnavailable, match="ConnectTimeout: test outage"):

@@ -117,7 +117,8 @@ def _snapshot(engine) -> dict[str, list[str]]:
             "ORDER BY 1")).scalars().all()
         names = sorted({"leaderboard" if n == "leaderboard_systems" else n for n in names})
         return {n: sorted(conn.execute(sa.text(
-            f"SELECT (to_jsonb(t) - 'quality_flags' - 'cited' - 'n_leaked_retrieved' - 'sample_rank')::text "
+            f"SELECT (to_jsonb(t) - 'quality_flags' - 'cited' - 'n_leaked_retrieved' - 'sample_rank' "
+            f"- 'system_build' - 'system_build_detail')::text "
             f"FROM deepscholar.\"{n}\" t")).scalars().all())
             for n in names}
 
@@ -171,6 +172,9 @@ def test_baseline_warehouse_upgrades_to_head_keeping_every_row(new_database):
     with engine.begin() as conn:
         flags = conn.execute(sa.text("SELECT quality_flags FROM reports ORDER BY system_id")).scalars().all()
         assert flags == [[], []]  # existing rows took the default
+        # Reports stored before builds were recorded: an unknown build (NULL), not an empty one.
+        assert conn.execute(sa.text("SELECT count(*) FROM reports WHERE system_build IS NULL "
+                                    "AND system_build_detail IS NULL")).scalar() == 2
         # The importer's path: an upsert through the reflected table sets the new column.
         db.upsert(conn, "reports", [{"release_id": "2025-05", "system_id": "mine", "arxiv_id": "2505.00001",
                                      "status": "ok", "text": "x", "quality_flags": ["no_sources"]}],
@@ -179,6 +183,11 @@ def test_baseline_warehouse_upgrades_to_head_keeping_every_row(new_database):
             "no_sources"]
         assert conn.execute(sa.text("SELECT count(*) FROM leaderboard_latest")).scalar() == 1  # views intact
     assert db.init_db(engine) == []
+    # A month whose reports all predate builds has one (unknown) build per system: not a mix.
+    from deepscholar.systems.quality import run_reports_check
+
+    check = run_reports_check(engine, "2025-05")
+    assert check.success, check.summary
     assert migrations.status(engine) | {"detail": ""} == {
         "state": "versioned", "current": HEAD, "detail": "", "head": HEAD, "pending": []}
 

@@ -9,7 +9,6 @@ import pytest
 import sqlalchemy as sa
 
 from deepscholar import db
-from deepscholar.config import ReleaseConfig
 from deepscholar.release.quality import (
     CHECK_NAMES,
     ReleaseNotGated,
@@ -17,13 +16,14 @@ from deepscholar.release.quality import (
     publish_release,
     run_release_gate,
 )
+from deepscholar.release.spec import ReleaseSpec
 
 pytestmark = pytest.mark.slow  # builds a release per case
 
 RELEASE = "2025-06"
 WINDOW = (datetime(2025, 6, 1, tzinfo=UTC), datetime(2025, 7, 1, tzinfo=UTC))
 QUERY_A, QUERY_B = "2506.01001", "2506.01002"
-CONFIG = ReleaseConfig(max_words=1000, min_references=5, min_resolution_rate=0.5, require_venue=True)
+CONFIG = ReleaseSpec(max_words=1000, min_references=5, min_resolution_rate=0.5, require_venue=True)
 
 
 # ------------------------------------------------------------------------------------------ builders
@@ -250,10 +250,10 @@ def test_empty_release_fails(engine):
 def test_release_config_is_the_default_and_can_be_overridden(engine):
     build_good_release(engine)
     execute(engine, "UPDATE deepscholar.releases SET config = CAST(:c AS jsonb)",
-            c=json.dumps(ReleaseConfig(max_words=200).to_dict()))
+            c=json.dumps(ReleaseSpec(max_words=200).to_dict()))
     assert run_release_gate(engine, RELEASE).failed_checks == ["word_count_in_range"]
     assert run_release_gate(engine, RELEASE, CONFIG).success
-    assert run_release_gate(engine, RELEASE, ReleaseConfig(require_venue=False, min_references=7)).failed_checks == [
+    assert run_release_gate(engine, RELEASE, ReleaseSpec(require_venue=False, min_references=7)).failed_checks == [
         "min_references"]
 
 

@@ -12,8 +12,9 @@ import json
 import pytest
 import sqlalchemy as sa
 from support.demo_month import write_unresolvable_snapshot
+from support.settings import replay_settings
 
-from deepscholar.config import ReleaseConfig
+from deepscholar.release.spec import ReleaseSpec
 from deepscholar.release.steps import build_release
 from deepscholar.replay.demo_snapshot import write_demo_snapshot
 from deepscholar.replay.server import ReplayServer
@@ -25,10 +26,8 @@ pytestmark = pytest.mark.slow
 def _build(engine, snapshot):
     categories = json.loads((snapshot / "manifest.json").read_text())["categories"]
     with ReplayServer(snapshot) as server:
-        config = ReleaseConfig(categories=categories, arxiv_api_url=server.arxiv_api_url,
-                               arxiv_eprint_url=server.eprint_url, openalex_url=server.openalex_url,
-                               arxiv_delay_seconds=0, judge="local")
-        return build_release(engine, MONTH, config)
+        return build_release(engine, MONTH, ReleaseSpec(categories=categories, judge="local"),
+                             replay_settings(server))
 
 
 def _unresolved(engine) -> int:

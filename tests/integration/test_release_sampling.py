@@ -12,10 +12,11 @@ import json
 
 import pytest
 import sqlalchemy as sa
+from support.settings import replay_settings
 from support.warehouse import empty_warehouse
 
-from deepscholar.config import ReleaseConfig
 from deepscholar.release import steps
+from deepscholar.release.spec import ReleaseSpec
 from deepscholar.replay.demo_snapshot import write_demo_snapshot
 from deepscholar.replay.server import ReplayServer
 from deepscholar.reporting import print_release_summary, release_summary
@@ -36,10 +37,7 @@ def snapshot(tmp_path_factory):
 def _extract(engine, snapshot, monkeypatch=None, **spec):
     categories = json.loads((snapshot / "manifest.json").read_text())["categories"]
     with ReplayServer(snapshot) as server:
-        config = ReleaseConfig(categories=categories, arxiv_api_url=server.arxiv_api_url,
-                               arxiv_eprint_url=server.eprint_url, openalex_url=server.openalex_url,
-                               arxiv_delay_seconds=0, **spec)
-        ctx = steps.open_release(engine, MONTH, config)
+        ctx = steps.open_release(engine, MONTH, ReleaseSpec(categories=categories, **spec), replay_settings(server))
         steps.search_candidates(ctx)
         steps.filter_candidates(ctx)
         counts = steps.extract_exemplars(ctx)
@@ -120,10 +118,8 @@ def test_a_paper_retried_after_a_transient_failure_takes_its_place_in_the_sample
     categories = json.loads((snapshot / "manifest.json").read_text())["categories"]
     with ReplayServer(snapshot) as server, pytest.MonkeyPatch.context() as mp:
         mp.setenv("DEEPSCHOLAR_HTTP_RETRIES", "0")
-        config = ReleaseConfig(categories=categories, arxiv_api_url=server.arxiv_api_url,
-                               arxiv_eprint_url=server.eprint_url, openalex_url=server.openalex_url,
-                               arxiv_delay_seconds=0, max_queries=CAP, sample_seed=5)
-        ctx = steps.open_release(engine, MONTH, config)
+        spec = ReleaseSpec(categories=categories, max_queries=CAP, sample_seed=5)
+        ctx = steps.open_release(engine, MONTH, spec, replay_settings(server))
         steps.search_candidates(ctx)
         steps.filter_candidates(ctx)
         server.inject_failures(f"/e-print/{victim}", [500])

@@ -16,10 +16,11 @@ import shutil
 
 import pytest
 import sqlalchemy as sa
+from support.settings import replay_settings
 from support.warehouse import empty_warehouse
 
-from deepscholar.config import ReleaseConfig
 from deepscholar.release import steps
+from deepscholar.release.spec import ReleaseSpec
 from deepscholar.replay.demo_snapshot import write_demo_snapshot
 from deepscholar.replay.server import ReplayServer
 
@@ -31,10 +32,7 @@ MONTH = "2025-06"
 def _resolve(engine, snapshot, month: str) -> list:
     categories = json.loads((snapshot / "manifest.json").read_text())["categories"]
     with ReplayServer(snapshot) as server:
-        config = ReleaseConfig(categories=categories, arxiv_api_url=server.arxiv_api_url,
-                               arxiv_eprint_url=server.eprint_url, openalex_url=server.openalex_url,
-                               arxiv_delay_seconds=0)
-        ctx = steps.open_release(engine, month, config)
+        ctx = steps.open_release(engine, month, ReleaseSpec(categories=categories), replay_settings(server))
         for step in (steps.search_candidates, steps.filter_candidates):
             step(ctx)
         server.clear_requests()

@@ -13,9 +13,10 @@ import json
 
 import pytest
 import sqlalchemy as sa
+from support.settings import replay_settings
 
-from deepscholar.config import ReleaseConfig
 from deepscholar.release import steps
+from deepscholar.release.spec import ReleaseSpec
 from deepscholar.replay.scale_snapshot import ScaleSpec, write_scale_snapshot
 from deepscholar.replay.server import ReplayServer
 
@@ -54,10 +55,9 @@ def test_a_scaled_month_in_slices_keeps_the_cap_the_rate_limits_and_every_refere
     monkeypatch.setenv("DEEPSCHOLAR_OPENALEX_INTERVAL_SECONDS", str(INTERVALS["/works"]))
     with ReplayServer(root) as server:
         server.app.min_intervals = dict(INTERVALS)
-        config = ReleaseConfig(categories=manifest["categories"], arxiv_api_url=server.arxiv_api_url,
-                               arxiv_eprint_url=server.eprint_url, openalex_url=server.openalex_url,
-                               arxiv_delay_seconds=INTERVALS["/api/query"], max_queries=CAP, sample_seed=1)
-        ctx = steps.open_release(engine, month, config)
+        spec = ReleaseSpec(categories=manifest["categories"], max_queries=CAP, sample_seed=1)
+        ctx = steps.open_release(engine, month, spec,
+                                 replay_settings(server, arxiv_delay_seconds=INTERVALS["/api/query"]))
         steps.search_candidates(ctx)
         steps.filter_candidates(ctx)
         _release(ctx)

@@ -11,10 +11,10 @@ from support.warehouse import one_query_release
 from werkzeug import Request, Response
 
 from deepscholar import db
-from deepscholar.config import ReleaseConfig
 from deepscholar.evaluation.context import load_reports
 from deepscholar.evaluation.metrics.document_importance import METRIC as DI
 from deepscholar.evaluation.source_counts import freeze_source_counts
+from deepscholar.settings import Settings
 
 RELEASE = "2025-06"
 QUERY = "2506.00001"
@@ -102,12 +102,13 @@ def _rows(engine) -> dict[str, dict]:
         return {r["arxiv_id"]: dict(r) for r in rows}
 
 
-def _runtime(httpserver) -> ReleaseConfig:
-    return ReleaseConfig(openalex_url=httpserver.url_for("/").rstrip("/"), openalex_email="bench@example.org")
+def _runtime(httpserver) -> Settings:
+    return Settings.from_env().replace(openalex_url=httpserver.url_for("/").rstrip("/"),
+                                       openalex_email="bench@example.org")
 
 
 def test_freeze_looks_up_once_and_reruns_make_no_request(engine, release, openalex, httpserver):
-    counts = freeze_source_counts(engine, RELEASE, runtime=_runtime(httpserver))
+    counts = freeze_source_counts(engine, RELEASE, settings=_runtime(httpserver))
     assert counts == {"from_exemplar": 1, "looked_up": 1, "not_found": 1, "errors": 1, "already_frozen": 1}
     rows = _rows(engine)
     assert set(rows) == {FOUND, MISSING, FROM_EXEMPLAR, BROKEN, FROZEN}  # not the failed report's source
@@ -129,19 +130,19 @@ def test_freeze_looks_up_once_and_reruns_make_no_request(engine, release, openal
     ]
     assert httpserver.log[0][0].headers.get("From") == "bench@example.org"
 
-    again = freeze_source_counts(engine, RELEASE, runtime=_runtime(httpserver))
+    again = freeze_source_counts(engine, RELEASE, settings=_runtime(httpserver))
     assert again == {"from_exemplar": 0, "looked_up": 0, "not_found": 0, "errors": 0, "already_frozen": 5}
     assert len(httpserver.log) == 3
     assert _rows(engine) == rows  # looked_up_at included: nothing rewritten
 
 
 def test_retrying_errors_touches_only_failed_lookups(engine, release, openalex, httpserver):
-    freeze_source_counts(engine, RELEASE, runtime=_runtime(httpserver))
+    freeze_source_counts(engine, RELEASE, settings=_runtime(httpserver))
     before = _rows(engine)
     openalex.fail.clear()
     openalex.works[BROKEN] = {"id": "https://openalex.org/W444", "title": "Broken", "cited_by_count": 9}
     httpserver.clear_log()
-    counts = freeze_source_counts(engine, RELEASE, runtime=_runtime(httpserver), retry_errors=True)
+    counts = freeze_source_counts(engine, RELEASE, settings=_runtime(httpserver), retry_errors=True)
     assert counts == {"from_exemplar": 0, "looked_up": 1, "not_found": 0, "errors": 0, "already_frozen": 4}
     assert len(httpserver.log) == 1
     after = _rows(engine)
@@ -150,7 +151,7 @@ def test_retrying_errors_touches_only_failed_lookups(engine, release, openalex, 
 
 
 def test_frozen_counts_reach_document_importance(engine, release, openalex, httpserver):
-    freeze_source_counts(engine, RELEASE, runtime=_runtime(httpserver))
+    freeze_source_counts(engine, RELEASE, settings=_runtime(httpserver))
     (ctx,) = load_reports(engine, [release])
     assert {s.arxiv_id: s.cited_by_count for s in ctx.cited_arxiv_sources()} == {
         FOUND: 42, MISSING: None, FROM_EXEMPLAR: 77, BROKEN: None}
@@ -163,7 +164,7 @@ def test_frozen_counts_reach_document_importance(engine, release, openalex, http
 def test_a_release_without_cited_arxiv_papers_needs_no_openalex(engine, httpserver):
     with engine.begin() as conn:
         db.upsert(conn, "releases", [{"release_id": RELEASE, "status": "published"}], key=["release_id"])
-    counts = freeze_source_counts(engine, RELEASE, runtime=_runtime(httpserver))
+    counts = freeze_source_counts(engine, RELEASE, settings=_runtime(httpserver))
     assert counts == {"from_exemplar": 0, "looked_up": 0, "not_found": 0, "errors": 0, "already_frozen": 0}
     assert httpserver.log == []
 
@@ -173,7 +174,7 @@ def test_concurrent_freezes_look_each_paper_up_once(engine, release, openalex, h
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(3) as pool:
-        runs = list(pool.map(lambda _: freeze_source_counts(engine, RELEASE, runtime=_runtime(httpserver)),
+        runs = list(pool.map(lambda _: freeze_source_counts(engine, RELEASE, settings=_runtime(httpserver)),
                              range(3)))
     assert sorted(r["looked_up"] for r in runs) == [0, 0, 1]
     assert sorted(r["already_frozen"] for r in runs) == [1, 5, 5]

@@ -14,11 +14,12 @@ import sqlalchemy as sa
 from support.warehouse import one_query_release
 
 from deepscholar import db
-from deepscholar.config import ReleaseConfig
 from deepscholar.evaluation.source_counts import arxiv_doi, freeze_source_counts
 from deepscholar.http_guard import BREAKER, HostUnavailable
+from deepscholar.release.spec import ReleaseSpec
 from deepscholar.replay.demo_snapshot import write_demo_snapshot
 from deepscholar.replay.server import ReplayServer
+from deepscholar.settings import Settings
 from deepscholar.sources.openalex import BATCH, OpenAlexSource, arxiv_id_from_work, bare_doi
 
 pytestmark = pytest.mark.slow  # builds a release per test
@@ -89,8 +90,8 @@ def month(engine, snapshot) -> dict:
             "works_by_doi": {bare_doi(w["doi"]): w for w in works}}
 
 
-def _runtime(server) -> ReleaseConfig:
-    return ReleaseConfig(openalex_url=server.openalex_url, openalex_email="bench@example.org")
+def _runtime(server) -> Settings:
+    return Settings.from_env().replace(openalex_url=server.openalex_url, openalex_email="bench@example.org")
 
 
 def _rows(engine) -> dict[str, dict]:
@@ -122,7 +123,7 @@ def _one_by_one(server, month) -> tuple[dict[str, tuple | None], int]:
     """What the former per-paper lookup gave: GET /works/<doi>, then a title search when that found nothing;
     (openalex_id, count) or None per paper, and the number of requests it took."""
     openalex = OpenAlexSource(base_url=server.openalex_url)
-    threshold = ReleaseConfig().title_match_threshold
+    threshold = ReleaseSpec().title_match_threshold
     server.clear_requests()
     out = {}
     for a in month["todo"]:
@@ -141,7 +142,7 @@ def _one_by_one(server, month) -> tuple[dict[str, tuple | None], int]:
 def test_batched_lookups_give_the_one_by_one_counts_in_a_fraction_of_the_requests(engine, month, server, caplog):
     caplog.set_level(logging.INFO, logger="deepscholar.progress")
     todo = month["todo"]
-    counts = freeze_source_counts(engine, RELEASE, runtime=_runtime(server))
+    counts = freeze_source_counts(engine, RELEASE, settings=_runtime(server))
     assert counts == {"from_exemplar": 1, "looked_up": len(todo) - 3, "not_found": 3, "errors": 0,
                       "already_frozen": 1}
     rows = _rows(engine)
@@ -182,7 +183,7 @@ def test_batched_lookups_give_the_one_by_one_counts_in_a_fraction_of_the_request
     assert lines[-1].endswith(f"({len(todo) - 3} found, 3 not found, 0 failed)")
 
     # (3) Rerunning stores nothing twice and asks OpenAlex nothing.
-    again = freeze_source_counts(engine, RELEASE, runtime=_runtime(server))
+    again = freeze_source_counts(engine, RELEASE, settings=_runtime(server))
     assert again == {"from_exemplar": 0, "looked_up": 0, "not_found": 0, "errors": 0,
                      "already_frozen": len(month["cited"])}
     assert server.requests == []
@@ -193,7 +194,7 @@ def test_batched_lookups_give_the_one_by_one_counts_in_a_fraction_of_the_request
 
 def _undisturbed(engine, server, month) -> dict[str, tuple]:
     """The outcome of an undisturbed freeze; the rows it wrote are then removed again."""
-    freeze_source_counts(engine, RELEASE, runtime=_runtime(server))
+    freeze_source_counts(engine, RELEASE, settings=_runtime(server))
     rows = {a: _outcome(r) for a, r in _rows(engine).items()}
     with engine.begin() as conn:
         conn.execute(sa.text("DELETE FROM source_cited_by WHERE release_id = :r AND arxiv_id <> :f"),
@@ -209,7 +210,7 @@ def test_a_batch_answered_400_marks_its_papers_and_loses_nothing(engine, month, 
     assert {TITLE_HIT, TITLE_OTHER} <= first and {UNKNOWN, NO_TITLE} <= second
 
     server.inject_failures("/works", [400])  # the first request: the first batch of DOIs
-    counts = freeze_source_counts(engine, RELEASE, runtime=_runtime(server))
+    counts = freeze_source_counts(engine, RELEASE, settings=_runtime(server))
     assert counts == {"from_exemplar": 1, "looked_up": len(second) - 2, "not_found": 2, "errors": BATCH,
                       "already_frozen": 1}
     asked = _requests(server)
@@ -227,9 +228,9 @@ def test_a_batch_answered_400_marks_its_papers_and_loses_nothing(engine, month, 
 
     # Failed lookups stay frozen unless errors are retried; the retry asks only for the failed batch.
     server.clear_requests()
-    assert freeze_source_counts(engine, RELEASE, runtime=_runtime(server))["already_frozen"] == len(month["cited"])
+    assert freeze_source_counts(engine, RELEASE, settings=_runtime(server))["already_frozen"] == len(month["cited"])
     assert server.requests == []
-    counts = freeze_source_counts(engine, RELEASE, runtime=_runtime(server), retry_errors=True)
+    counts = freeze_source_counts(engine, RELEASE, settings=_runtime(server), retry_errors=True)
     assert counts == {"from_exemplar": 0, "looked_up": BATCH - 1, "not_found": 1, "errors": 0,
                       "already_frozen": len(month["cited"]) - BATCH}
     asked = _requests(server)
@@ -246,7 +247,7 @@ def test_openalex_down_for_a_batch_stops_the_step_and_freezes_no_error(engine, m
     openalex = OpenAlexSource(base_url=server.openalex_url, max_retries=1, backoff_seconds=0.001, timeout=5)
     server.inject_failures("/works", [503] * 100)
     with pytest.raises(HostUnavailable, match=rf"cited-by lookups of {BATCH} papers in a row failed on the host"):
-        freeze_source_counts(engine, RELEASE, runtime=_runtime(server), openalex=openalex)
+        freeze_source_counts(engine, RELEASE, settings=_runtime(server), openalex=openalex)
     assert [r.status for r in server.requests] == [503, 503]  # one batch, its one retry; then stopped
     assert {a: _outcome(r) for a, r in _rows(engine).items()} == {
         a: undisturbed[a] for a in (month["from_exemplar"], month["frozen"])}
@@ -255,7 +256,7 @@ def test_openalex_down_for_a_batch_stops_the_step_and_freezes_no_error(engine, m
     BREAKER.reset()
     server.clear_failures()
     server.clear_requests()
-    counts = freeze_source_counts(engine, RELEASE, runtime=_runtime(server), openalex=openalex)
+    counts = freeze_source_counts(engine, RELEASE, settings=_runtime(server), openalex=openalex)
     assert counts["errors"] == 0 and counts["already_frozen"] == 2
     assert len(server.requests) == 2 + 3
     assert {a: _outcome(r) for a, r in _rows(engine).items()} == undisturbed

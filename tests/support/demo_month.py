@@ -17,20 +17,19 @@ MONTH = "2025-06"
 
 
 def build_demo_month(engine: Engine, home: Path, month: str = MONTH) -> dict:
-    from deepscholar.config import ReleaseConfig
     from deepscholar.demo import DEMO_SYSTEMS, register_demo_systems
+    from deepscholar.release.spec import ReleaseSpec
     from deepscholar.release.steps import build_release
     from deepscholar.replay.demo_snapshot import write_demo_snapshot
     from deepscholar.replay.server import ReplayServer
     from deepscholar.systems.generation import generate_release
+    from support.settings import replay_settings
 
     snapshot = home / "snapshot"
     write_demo_snapshot(snapshot, month=month)
     categories = json.loads((snapshot / "manifest.json").read_text())["categories"]
     with ReplayServer(snapshot) as server:
-        build_release(engine, month, ReleaseConfig(
-            categories=categories, arxiv_api_url=server.arxiv_api_url, arxiv_eprint_url=server.eprint_url,
-            openalex_url=server.openalex_url, arxiv_delay_seconds=0))
+        build_release(engine, month, ReleaseSpec(categories=categories), replay_settings(server))
         register_demo_systems(engine, snapshot, home, month)
         generated = generate_release(engine, month, [name for name, _, _ in DEMO_SYSTEMS])
     return {"month": month, "snapshot": snapshot, "generated": generated}

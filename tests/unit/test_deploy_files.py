@@ -374,18 +374,16 @@ def test_init_migrates_creates_pools_and_benchmark_schema(services, common):
 
 
 def test_deepscholar_defaults_match_the_library(common):
-    from deepscholar import rate_limit
-    from deepscholar.config import ReleaseConfig
-    from deepscholar.release.shards import DEFAULT_RELEASE_SHARDS
+    from deepscholar.settings import Settings
     from deepscholar.sources.endpoints import ARXIV_API_URL, ARXIV_EPRINT_URL
 
     env = env_of(common)
-    defaults = ReleaseConfig()
-    assert interpolate(env["DEEPSCHOLAR_ARXIV_API_URL"]) == ARXIV_API_URL
-    assert interpolate(env["DEEPSCHOLAR_ARXIV_EPRINT_URL"]) == ARXIV_EPRINT_URL
+    defaults = Settings()
+    assert interpolate(env["DEEPSCHOLAR_ARXIV_API_URL"]) == ARXIV_API_URL == defaults.arxiv_api_url
+    assert interpolate(env["DEEPSCHOLAR_ARXIV_EPRINT_URL"]) == ARXIV_EPRINT_URL == defaults.arxiv_eprint_url
     assert float(interpolate(env["DEEPSCHOLAR_ARXIV_DELAY_SECONDS"])) == defaults.arxiv_delay_seconds
-    assert float(interpolate(env["DEEPSCHOLAR_OPENALEX_INTERVAL_SECONDS"])) == rate_limit.DEFAULT_OPENALEX_INTERVAL
-    assert int(interpolate(env["DEEPSCHOLAR_RELEASE_SHARDS"])) == DEFAULT_RELEASE_SHARDS
+    assert float(interpolate(env["DEEPSCHOLAR_OPENALEX_INTERVAL_SECONDS"])) == defaults.openalex_interval_seconds
+    assert int(interpolate(env["DEEPSCHOLAR_RELEASE_SHARDS"])) == defaults.release_shards
     assert interpolate(env["DEEPSCHOLAR_JUDGE"]) == defaults.judge
     assert (interpolate(env["DEEPSCHOLAR_REQUIRE_VENUE"]).lower() == "true") == defaults.require_venue
     # An empty value here would override the library default with "nothing": pass through only if set.

@@ -75,9 +75,20 @@ def test_json_formats_share_a_shape_so_one_may_be_forced_onto_another(tmp_path):
     ({"suffixes": ()}, "neither a folder rule nor file suffixes"),
     ({"reader": None}, "`recognise` needs a `reader`"),
     ({"name": "storm"}, "'storm' is already registered"),
+    ({"version": ""}, "`version` is a short string"),
+    ({"version": 2}, "`version` is a short string"),
 ])
 def test_a_malformed_declaration_is_refused(change, error):
     fields = {f: getattr(TOY, f) for f in TOY.__dataclass_fields__} | change
     with pytest.raises(InvalidInput, match=error):
         formats.register(ImportFormat(**fields))
     assert formats.format_names() == BUILT_IN
+
+
+def test_import_reports_help_lists_every_registered_format(capsys):
+    from deepscholar.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["import-reports", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert all(name in shown.replace("- ", "-") for name in formats.format_names())

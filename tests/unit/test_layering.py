@@ -1,7 +1,7 @@
 """The library's import layering, checked on the source (every import, function-level ones included).
 
 Three layers, each importing only its own layer and those below:
-- foundations: text, sources, llm, db and the small shared modules (errors, clock, config, gx, ...);
+- foundations: text, sources, llm, db and the small shared modules (errors, clock, settings, gx, ...);
 - the domain: release, systems, search, evaluation (and replay, the offline stand-in for the services);
 - the edges: web, cli, the demo, reporting, Airflow helpers (and dags/, plugins/, outside the package).
 Across packages only public names are imported: a leading underscore means "this package's business".
@@ -18,7 +18,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "include" / "deepscholar"
 
 LAYERS: dict[str, int] = {
-    **dict.fromkeys(("errors", "clock", "text", "prompts", "progress", "http_guard", "rate_limit", "config", "db",
+    **dict.fromkeys(("errors", "clock", "text", "prompts", "progress", "http_guard", "rate_limit", "settings", "db",
                      "migrations", "sources", "llm", "gx", "orchestration", "registry"), 0),
     **dict.fromkeys(("release", "systems", "search", "evaluation", "replay"), 1),
     **dict.fromkeys(("web", "cli", "demo", "reporting", "local_airflow", "scheduling", "warm", "__init__",

@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
-from deepscholar.config import ReleaseConfig
 from deepscholar.errors import InvalidInput
 from deepscholar.release.sampling import sample_order
+from deepscholar.release.spec import ReleaseSpec
 
 # An uneven month: 600 cs.LG, 300 cs.CL, 90 cs.IR, 10 cs.AI candidates.
 SHARES = {"cs.LG": 600, "cs.CL": 300, "cs.IR": 90, "cs.AI": 10}
@@ -42,21 +42,21 @@ def test_within_a_category_the_order_is_random_not_by_id():
 
 
 def test_the_cap_is_a_positive_count_or_none():
-    assert ReleaseConfig(max_queries=None).max_queries is None
+    assert ReleaseSpec(max_queries=None).max_queries is None
     with pytest.raises(InvalidInput, match="max_queries"):
-        ReleaseConfig(max_queries=0)
+        ReleaseSpec(max_queries=0)
     # A release stored before the cap existed was built from every paper: it keeps no cap.
-    assert ReleaseConfig.from_dict({"categories": ["cs.CL"]}).max_queries is None
-    assert ReleaseConfig.from_dict(ReleaseConfig().to_dict()).max_queries == 200
+    assert ReleaseSpec.from_dict({"categories": ["cs.CL"]}).max_queries is None
+    assert ReleaseSpec.from_dict(ReleaseSpec().to_dict()).max_queries == 200
 
 
 def test_environment_and_overrides(monkeypatch):
     monkeypatch.setenv("DEEPSCHOLAR_MAX_QUERIES", "none")
     monkeypatch.setenv("DEEPSCHOLAR_SAMPLE_SEED", "11")
-    assert (ReleaseConfig.from_env().max_queries, ReleaseConfig.from_env().sample_seed) == (None, 11)
-    assert ReleaseConfig.from_env(max_queries=50).max_queries == 50
+    assert (ReleaseSpec.from_env().max_queries, ReleaseSpec.from_env().sample_seed) == (None, 11)
+    assert ReleaseSpec.from_env(max_queries=50).max_queries == 50
     monkeypatch.setenv("DEEPSCHOLAR_MAX_QUERIES", "63")
-    assert ReleaseConfig.from_env(max_queries=0).max_queries is None  # 0: no cap, as the DAG param says
+    assert ReleaseSpec.from_env(max_queries=0).max_queries is None  # 0: no cap, as the DAG param says
     monkeypatch.setenv("DEEPSCHOLAR_MAX_QUERIES", "lots")
     with pytest.raises(InvalidInput, match="DEEPSCHOLAR_MAX_QUERIES"):
-        ReleaseConfig.from_env()
+        ReleaseSpec.from_env()

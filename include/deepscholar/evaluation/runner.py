@@ -1,7 +1,8 @@
 """Judging a month: one metric over the reports that lack a current score for it, then the roll-up.
 
-`judge_metric` is what one mapped Airflow task runs (one metric, one system); `evaluate_release` runs
-all of it outside Airflow with the same functions. Only reports without a score at the current
+`judge_metric` judges one metric over one system's (or every system's) reports; `judge_job` is what one
+mapped Airflow task runs (the (metric, system) units packed into one job by evaluation.jobs);
+`evaluate_release` runs every unit outside Airflow with the same functions. Only reports without a score at the current
 metric_version under this judge_config are judged, so a re-run, a retry and a backfill do only the
 missing work, and a prompt change (a new metric_version) re-judges exactly that metric.
 
@@ -14,7 +15,6 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
-import os
 import resource
 import time
 from collections.abc import Sequence
@@ -25,19 +25,17 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar import db
-from deepscholar.errors import InvalidInput, UserError
-from deepscholar.evaluation import registry
+from deepscholar.errors import UserError
 from deepscholar.evaluation.base import ItemJudgment, Metric, ReportContext, Score
 from deepscholar.evaluation.judges import JudgeSpec, record_judge_config
+from deepscholar.settings import current_settings
 
-__all__ = ["pending_reports", "judge_metric", "plan_judging", "evaluate_release", "JudgeRun",
-           "DEFAULT_CONCURRENCY"]
+__all__ = ["pending_reports", "judge_metric", "judge_units", "judge_job", "evaluate_release", "JudgeRun"]
 
 log = logging.getLogger("deepscholar.evaluation")
 
-DEFAULT_CONCURRENCY = 16
 CHUNK_REPORTS = 100  # reports judged and stored per transaction: progress survives a killed task
-MAX_PARALLEL_TASKS = 32  # (metric, system) tasks run side by side by evaluate_release with an LLM judge
+MAX_PARALLEL_TASKS = 32  # (metric, system) units judged side by side in one process with an LLM judge
 
 
 @dataclass
@@ -62,8 +60,12 @@ class JudgeRun:
         return dict(self.__dict__)
 
 
-def _env_concurrency() -> int:
-    return int(os.environ.get("DEEPSCHOLAR_JUDGE_CONCURRENCY", str(DEFAULT_CONCURRENCY)))
+def _concurrency() -> int:
+    return current_settings().judge_concurrency
+
+
+def _api_base() -> str | None:
+    return current_settings().judge_api_base
 
 
 def pending_reports(engine: Engine, release_id: str, metric: Metric, judge_config: str,
@@ -185,8 +187,8 @@ def judge_metric(
         prepare(engine, release_id)
     if client is None and not spec.is_local:
         client = spec.client_for(
-            engine, metric_name, api_base=api_base or os.environ.get("DEEPSCHOLAR_JUDGE_API_BASE") or None,
-            api_key=api_key, concurrency=concurrency or _env_concurrency())
+            engine, metric_name, api_base=api_base or _api_base(),
+            api_key=api_key, concurrency=concurrency or _concurrency())
     record_judge_config(engine, spec, metric, client)
     label = f"{metric_name} on {release_id} ({system_id or 'all systems'}, {spec.config_id})"
     with track_usage() as usage:
@@ -240,22 +242,6 @@ def _account(run: JudgeRun, usage, started: float) -> None:
     run.peak_rss_mb = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def plan_judging(engine: Engine, release_id: str, systems: Sequence[str] | None = None,
-                 metrics: Sequence[str] | None = None) -> list[dict]:
-    """(metric, system) tasks: every metric for every system with ok reports in the release."""
-    known = registry.metric_names()
-    metrics = list(metrics or known)
-    unknown = sorted(set(metrics) - set(known))
-    if unknown:
-        raise InvalidInput(f"unknown metrics: {', '.join(unknown)}; known: {', '.join(known)}")
-    with engine.connect() as conn:
-        names = conn.execute(sa.text("""
-            SELECT DISTINCT system_id FROM reports
-            WHERE release_id = :r AND status = 'ok' AND (CAST(:s AS text[]) IS NULL OR system_id = ANY(:s))
-            ORDER BY system_id"""), {"r": release_id, "s": list(systems) if systems else None}).scalars().all()
-    return [{"release_id": release_id, "metric": m, "system_id": s} for m in metrics for s in names]
-
-
 def _check_judge_credentials(engine: Engine, release_id: str, spec: JudgeSpec, tasks: Sequence[dict],
                              clients: dict) -> None:
     """A missing API key is named before anything runs, if any judge model has work (a re-run answered
@@ -273,6 +259,48 @@ def _check_judge_credentials(engine: Engine, release_id: str, spec: JudgeSpec, t
             checked.add(model)
 
 
+def judge_units(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeSpec, *,
+                api_base: str | None = None, concurrency: int | None = None) -> list[JudgeRun]:
+    """Judge (metric, system) units: one after another with the local judge (CPU-bound embeddings), all at
+    once through one client per model with an LLM judge, so `concurrency` requests stay in flight for the
+    whole set instead of draining at the end of every small unit."""
+    if spec.is_local:
+        return [judge_metric(engine, release_id, u["metric"], system_id=u["system_id"], judge=spec) for u in units]
+    base = api_base or _api_base()
+    clients: dict[str, object] = {}
+    for u in units:
+        model = spec.model_for(u["metric"])
+        if model not in clients:
+            clients[model] = spec.client_for(engine, u["metric"], api_base=base,
+                                             concurrency=concurrency or _concurrency())
+    _check_judge_credentials(engine, release_id, spec, units, clients)
+    # Each unit runs in a copy of this thread's context, so a caller's track_usage() sees its calls.
+    contexts = [contextvars.copy_context() for _ in units]
+    with ThreadPoolExecutor(max_workers=max(1, min(len(units), MAX_PARALLEL_TASKS))) as pool:
+        return list(pool.map(lambda ctx, u: ctx.run(
+            judge_metric, engine, release_id, u["metric"], system_id=u["system_id"], judge=spec,
+            client=clients[spec.model_for(u["metric"])]), contexts, units))
+
+
+def judge_job(engine: Engine, job: dict, judge: str | JudgeSpec = "local") -> dict:
+    """What one mapped Airflow judge task runs: the units of one job planned by evaluation.jobs."""
+    spec = judge if isinstance(judge, JudgeSpec) else JudgeSpec.parse(judge)
+    runs = judge_units(engine, job["release_id"], job["units"], spec)
+    return _summary(job["release_id"], spec, runs)
+
+
+def _summary(release_id: str, spec: JudgeSpec, runs: Sequence[JudgeRun]) -> dict:
+    costs = [r.cost_usd for r in runs if r.cost_usd is not None]
+    return {"release_id": release_id, "judge_config": spec.config_id, "runs": [r.as_dict() for r in runs],
+            "reports_judged": sum(r.reports for r in runs), "llm_requests": sum(r.llm_requests for r in runs),
+            "cached_calls": sum(r.cached_calls for r in runs), "llm_attempts": sum(r.llm_attempts for r in runs),
+            "prompt_tokens": sum(r.prompt_tokens for r in runs),
+            "completion_tokens": sum(r.completion_tokens for r in runs),
+            "cost_usd": sum(costs) if costs else None,
+            "unscored_reports": sum(r.unscored_reports for r in runs),
+            "peak_rss_mb": max((r.peak_rss_mb for r in runs if r.peak_rss_mb), default=None)}
+
+
 def evaluate_release(
     engine: Engine,
     release_id: str,
@@ -285,44 +313,20 @@ def evaluate_release(
     concurrency: int | None = None,
     roll_up: bool = True,
 ) -> dict:
-    """The evaluation half outside Airflow: the DAG's judge tasks one after another, then the roll-up."""
+    """The evaluation half outside Airflow: every (metric, system) unit in this process, then the roll-up."""
+    from deepscholar.evaluation.jobs import plan_units
     from deepscholar.release.context import require_published
 
     require_published(engine, release_id)
     spec = JudgeSpec.parse(judge, metric_models)
-    tasks = plan_judging(engine, release_id, systems, metrics)
-    if not tasks:
+    units = plan_units(engine, release_id, systems, metrics, spec)
+    if not units:
         which = f" of {', '.join(systems)}" if systems else ""
         raise UserError(f"release {release_id} has no ok reports{which} to judge: write them first with "
                         f"`deepscholar generate --release {release_id}` (or the benchmark DAG), or import them "
                         "with `deepscholar import-reports`")
-    if spec.is_local:  # CPU-bound embeddings: one task after another
-        runs = [judge_metric(engine, release_id, t["metric"], system_id=t["system_id"], judge=spec) for t in tasks]
-    else:
-        # All (metric, system) tasks at once through one client per model, so `concurrency` requests stay
-        # in flight for the whole evaluation instead of draining at the end of every small task.
-        base = api_base or os.environ.get("DEEPSCHOLAR_JUDGE_API_BASE") or None
-        clients: dict[str, object] = {}
-        for t in tasks:
-            model = spec.model_for(t["metric"])
-            if model not in clients:
-                clients[model] = spec.client_for(engine, t["metric"], api_base=base,
-                                                 concurrency=concurrency or _env_concurrency())
-        # Each task runs in a copy of this thread's context, so a caller's track_usage() sees its calls.
-        contexts = [contextvars.copy_context() for _ in tasks]
-        _check_judge_credentials(engine, release_id, spec, tasks, clients)
-        with ThreadPoolExecutor(max_workers=max(1, min(len(tasks), MAX_PARALLEL_TASKS))) as pool:
-            runs = list(pool.map(lambda ctx, t: ctx.run(
-                judge_metric, engine, release_id, t["metric"], system_id=t["system_id"], judge=spec,
-                client=clients[spec.model_for(t["metric"])]), contexts, tasks))
-    costs = [r.cost_usd for r in runs if r.cost_usd is not None]
-    result = {"release_id": release_id, "judge_config": spec.config_id, "runs": [r.as_dict() for r in runs],
-              "reports_judged": sum(r.reports for r in runs), "llm_requests": sum(r.llm_requests for r in runs),
-              "cached_calls": sum(r.cached_calls for r in runs), "llm_attempts": sum(r.llm_attempts for r in runs),
-              "prompt_tokens": sum(r.prompt_tokens for r in runs),
-              "completion_tokens": sum(r.completion_tokens for r in runs),
-              "cost_usd": sum(costs) if costs else None,
-              "unscored_reports": sum(r.unscored_reports for r in runs)}
+    result = _summary(release_id, spec, judge_units(engine, release_id, units, spec, api_base=api_base,
+                                                   concurrency=concurrency))
     if roll_up:
         from deepscholar.evaluation.rollup import roll_up as do_roll_up
 

@@ -7,7 +7,7 @@ sides of the ratio); any other is looked up the way the release pipeline resolve
 (release.resolution): OpenAlex by DOI — the paper's own DOI from the corpus, else its arXiv DOI — 50 DOIs
 in one request (`filter=doi:a|b|...`, OpenAlexSource.works_by_dois), then, only for the papers no DOI
 found, by title at the release's title-match threshold, one request each; all through the same
-OpenAlexSource (base URL and e-mail from the runtime endpoints, 429/5xx backoff in its session). Each
+OpenAlexSource (base URL and e-mail from the settings, 429/5xx backoff in its session). Each
 batch's rows are stored as soon as they are decided, so a killed task keeps what it looked up.
 
 Frozen means a row, once written, is never looked up again: re-running makes 0 requests. A lookup that
@@ -33,10 +33,10 @@ from contextlib import contextmanager
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from deepscholar.config import ReleaseConfig
 from deepscholar.errors import InfrastructureError
 from deepscholar.http_guard import BREAKER, HostUnavailable, is_host_failure
 from deepscholar.progress import Progress
+from deepscholar.settings import Settings
 
 __all__ = ["freeze_source_counts", "arxiv_doi", "NOT_FOUND_PREFIX", "ERROR_PREFIX"]
 
@@ -165,13 +165,13 @@ def _store(engine: Engine, rows: list[dict]) -> int:
     return sum(1 for r in rows if (r["lookup_error"] or "").startswith(ERROR_PREFIX))
 
 
-def freeze_source_counts(engine: Engine, release_id: str, runtime: ReleaseConfig | None = None, *,
+def freeze_source_counts(engine: Engine, release_id: str, settings: Settings | None = None, *,
                          retry_errors: bool = False, openalex=None) -> dict:
     """Freeze a cited-by count for every arXiv paper cited by an ok report of the release.
 
     Returns {from_exemplar, looked_up, not_found, errors, already_frozen}: rows copied from the exemplar
     references, rows found in OpenAlex, rows OpenAlex does not know, failed lookups, and papers skipped
-    because they already had a row. `runtime` supplies the endpoints (default: this process's environment);
+    because they already had a row. `settings` supply the endpoints (default: this process's environment's);
     `openalex` an OpenAlexSource with other timeouts or retries (default: one built from those endpoints).
     """
     from deepscholar import rate_limit
@@ -187,7 +187,7 @@ def freeze_source_counts(engine: Engine, release_id: str, runtime: ReleaseConfig
         counts["from_exemplar"] = _copy_exemplar_counts(engine, release_id, from_exemplar)
         remaining = [t for t in todo if t["arxiv_id"] not in from_exemplar]
         if remaining:
-            _look_up_remaining(engine, release_id, remaining, counts, runtime, openalex)
+            _look_up_remaining(engine, release_id, remaining, counts, settings, openalex)
     return counts
 
 
@@ -215,20 +215,20 @@ def _copy_exemplar_counts(engine: Engine, release_id: str, from_exemplar: dict[s
 
 
 def _look_up_remaining(engine: Engine, release_id: str, remaining: list[dict], counts: dict,
-                       runtime: ReleaseConfig | None, openalex) -> None:
+                       settings: Settings | None, openalex) -> None:
     """OpenAlex lookups BATCH at a time, stored as they come; HostUnavailable when the host keeps failing."""
     from deepscholar.release.context import ReleaseContext
     from deepscholar.sources.openalex import BATCH, OpenAlexSource
 
-    cfg = ReleaseContext.load(engine, release_id, runtime=runtime).config
-    openalex = openalex or OpenAlexSource(base_url=cfg.openalex_url, email=cfg.openalex_email)
+    ctx = ReleaseContext.load(engine, release_id, settings=settings)
+    openalex = openalex or OpenAlexSource(base_url=ctx.settings.openalex_url, email=ctx.settings.openalex_email)
     tracker = Progress(f"OpenAlex cited-by counts for {release_id}", len(remaining))
     # Failed lookups while the host keeps failing wait here: stored once OpenAlex answers again,
     # dropped (looked up again on retry) when the step stops for the host (see the module's doc).
     host_failed: list[dict] = []
     streak_since = 0.0
     for start in range(0, len(remaining), BATCH):
-        for t, found, host_down in _look_up(openalex, remaining[start:start + BATCH], cfg.title_match_threshold):
+        for t, found, host_down in _look_up(openalex, remaining[start:start + BATCH], ctx.spec.title_match_threshold):
             row = {"release_id": release_id, "arxiv_id": t["arxiv_id"], **found}
             _count_lookup(counts, row)
             if host_down:

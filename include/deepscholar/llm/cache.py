@@ -19,7 +19,7 @@ from sqlalchemy.engine import Engine
 
 from deepscholar.db import table, upsert
 
-__all__ = ["CachedCall", "canonical_request", "request_hash", "lookup", "store"]
+__all__ = ["CachedCall", "canonical_request", "hash_request", "request_hash", "lookup", "store"]
 
 
 def _jsonable(value: Any) -> Any:
@@ -47,12 +47,16 @@ def canonical_request(
     return json.loads(json.dumps(body, default=_jsonable))
 
 
+def hash_request(body: Mapping[str, Any]) -> str:
+    """The cache key of a request built by canonical_request (key order and spacing do not matter)."""
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def request_hash(
     model: str, api_base: str | None, messages: Sequence[Mapping], params: Mapping[str, Any]
 ) -> str:
-    body = canonical_request(model, api_base, messages, params)
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hash_request(canonical_request(model, api_base, messages, params))
 
 
 @dataclass(frozen=True)

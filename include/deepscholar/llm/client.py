@@ -30,8 +30,9 @@ from sqlalchemy.engine import Engine
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from deepscholar.errors import InfrastructureError, JudgeError, MissingCredentials
-from deepscholar.http_guard import BREAKER, env_setting, host_of
+from deepscholar.http_guard import BREAKER, host_of
 from deepscholar.llm import cache
+from deepscholar.settings import current_settings
 
 __all__ = [
     "LLMClient",
@@ -129,6 +130,7 @@ def parse_json_array(text: str) -> list:
 # --- retries ---------------------------------------------------------------------------------------
 
 def _litellm():
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map at import
     import litellm
 
     litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banner per failed call in task logs
@@ -138,7 +140,7 @@ def _litellm():
 def _is_direct(model: str, api_base: str | None) -> bool:
     """`openai/<model>` at an explicit endpoint goes the direct way (llm/openai_compatible.py) unless
     DEEPSCHOLAR_LLM_TRANSPORT=litellm."""
-    if os.environ.get("DEEPSCHOLAR_LLM_TRANSPORT", "direct").strip().lower() == "litellm":
+    if current_settings().llm_transport == "litellm":
         return False
     return bool(api_base) and model.startswith("openai/") and len(model) > len("openai/")
 
@@ -193,14 +195,16 @@ def _is_config_error(exc: BaseException) -> bool:
         exc, (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError))
 
 
-LLM_SETTING_ENV = {"retries": "DEEPSCHOLAR_LLM_RETRIES", "timeout": "DEEPSCHOLAR_LLM_TIMEOUT_SECONDS",
-                   "backoff": "DEEPSCHOLAR_LLM_BACKOFF_SECONDS"}
+_LLM_SETTINGS = {"retries": "llm_retries", "timeout": "llm_timeout_seconds", "backoff": "llm_backoff_seconds"}
 
 
 def llm_setting(kind: str, given: float | None, default: float) -> float:
     """How hard every LLM client tries (systems, judges): the caller's value, else the environment's,
-    else the default. Bad values are logged and ignored."""
-    return env_setting(LLM_SETTING_ENV[kind], kind, given, default)
+    else the default. Bad values are logged and ignored (deepscholar.settings)."""
+    if given is not None:
+        return given
+    value = getattr(current_settings(), _LLM_SETTINGS[kind])
+    return default if value is None else value
 
 
 # --- the client ------------------------------------------------------------------------------------
@@ -262,7 +266,7 @@ class LLMClient:
                        "response_format": response_format}
         call_params = {k: v for k, v in call_params.items() if v is not None}
         request = cache.canonical_request(self.model, self.api_base, messages, call_params)
-        key = cache.request_hash(self.model, self.api_base, messages, call_params)
+        key = cache.hash_request(request)  # the body just built: built and serialised once
         with self._key_lock(key):
             hit = cache.lookup(self.engine, key)
             if hit is not None:

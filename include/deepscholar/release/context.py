@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import logging
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar import db, rate_limit
-from deepscholar.config import ReleaseConfig
 from deepscholar.errors import NotFound
+from deepscholar.release.spec import ReleaseSpec
 from deepscholar.release.window import month_window
+from deepscholar.settings import Settings, current_settings
 
 __all__ = ["ReleaseContext", "ReleaseNotPublished", "require_published", "code_version", "open_release"]
 
@@ -22,26 +23,28 @@ log = logging.getLogger("deepscholar.release")
 
 @dataclass(frozen=True)
 class ReleaseContext:
-    """Everything a step needs: where the data lives and the stored spec of the release."""
+    """Everything a step needs: where the data lives, the stored spec of the release, and how this
+    process reaches the services (its settings)."""
 
     engine: Engine
     release_id: str
-    config: ReleaseConfig
+    spec: ReleaseSpec
+    settings: Settings = field(default_factory=current_settings)
 
     @classmethod
-    def load(cls, engine: Engine, release_id: str, runtime: ReleaseConfig | None = None) -> ReleaseContext:
-        """The stored spec plus the endpoints of `runtime` (default: this process's environment)."""
+    def load(cls, engine: Engine, release_id: str, settings: Settings | None = None) -> ReleaseContext:
+        """The stored spec, with `settings` (default: this process's environment's) for the endpoints."""
         with engine.connect() as conn:
             stored = conn.execute(
                 sa.text("SELECT config FROM releases WHERE release_id = :r"), {"r": release_id}
             ).scalar()
         if stored is None:
             raise LookupError(f"release {release_id} has not been opened (run the open step first)")
-        # The stored spec decides what the release contains; endpoints come from this run's environment.
-        config = ReleaseConfig.from_dict(stored).with_runtime_endpoints(runtime or ReleaseConfig.from_env())
+        # The stored spec decides what the release contains; endpoints come from this run's settings.
+        spec = ReleaseSpec.from_dict(stored)
         # Every process working on the month paces its requests through the warehouse (rate_limit).
         rate_limit.use_warehouse(engine)
-        return cls(engine, release_id, config)
+        return cls(engine, release_id, spec, settings or current_settings())
 
 
 def code_version() -> str:
@@ -53,8 +56,10 @@ def code_version() -> str:
         return "unknown"
 
 
-def open_release(engine: Engine, release_id: str, config: ReleaseConfig) -> ReleaseContext:
-    """Create or refresh the release row. A published release keeps its status and config."""
+def open_release(engine: Engine, release_id: str, spec: ReleaseSpec,
+                 settings: Settings | None = None) -> ReleaseContext:
+    """Create or refresh the release row. A published release keeps its status and spec; `settings`
+    (default: this process's) say how the steps reach the services."""
     start, end = month_window(release_id)
     db.init_db(engine)
     with engine.begin() as conn:
@@ -74,9 +79,9 @@ def open_release(engine: Engine, release_id: str, config: ReleaseConfig) -> Rele
                          "again", release_id, retried)
             db.upsert(conn, "releases", [{
                 "release_id": release_id, "source": "pipeline", "window_start": start, "window_end": end,
-                "config": config.to_dict(), "status": "building", "code_version": code_version(), "error": None,
+                "config": spec.to_dict(), "status": "building", "code_version": code_version(), "error": None,
             }], key=["release_id"])
-    return ReleaseContext.load(engine, release_id, runtime=config)
+    return ReleaseContext.load(engine, release_id, settings=settings)
 
 
 class ReleaseNotPublished(NotFound):

@@ -20,11 +20,11 @@ def search_candidates(ctx: ReleaseContext) -> dict:
     """Every paper the month's category search returns is stored, whatever happens to it later."""
     from deepscholar.sources.arxiv import ArxivSource
 
-    cfg = ctx.config
+    spec, settings = ctx.spec, ctx.settings
     start, end = month_window(ctx.release_id)
-    source = ArxivSource(api_url=cfg.arxiv_api_url, delay_seconds=cfg.arxiv_delay_seconds)
-    papers = list(source.search_window(cfg.categories, start, end))
-    log.info("search: %d papers in %s for %s", len(papers), ctx.release_id, ", ".join(cfg.categories))
+    source = ArxivSource(api_url=settings.arxiv_api_url, delay_seconds=settings.arxiv_delay_seconds)
+    papers = list(source.search_window(spec.categories, start, end))
+    log.info("search: %d papers in %s for %s", len(papers), ctx.release_id, ", ".join(spec.categories))
     with ctx.engine.begin() as conn:
         db.upsert(conn, "papers", [_paper_row(p) for p in papers], key=["arxiv_id", "version"])
         db.upsert(conn, "corpus", [corpus_row(p, "search") for p in papers], key=["arxiv_id"], update=[])
@@ -52,7 +52,7 @@ def filter_candidates(ctx: ReleaseContext) -> dict:
     """Keep v1 papers accepted or published at a venue; record the matched venue and phrase."""
     from deepscholar.sources.venues import DEFAULT_VENUES, detect_venue
 
-    venues = ctx.config.venues or DEFAULT_VENUES
+    venues = ctx.spec.venues or DEFAULT_VENUES
     counts = {"not_v1": 0, "no_venue": 0, "passed": 0}
     with ctx.engine.begin() as conn:
         rows = []
@@ -64,7 +64,7 @@ def filter_candidates(ctx: ReleaseContext) -> dict:
                 counts["not_v1"] += 1
                 continue
             match = detect_venue(c["comment"], c["journal_ref"], venues)
-            if match is None and ctx.config.require_venue:
+            if match is None and ctx.spec.require_venue:
                 rows.append({"arxiv_id": c["arxiv_id"], "version": 1, "stage": "venue", "status": "skipped",
                              "reason": "no_venue", "detail": f"comment={c['comment']!r} journal_ref={c['journal_ref']!r}",
                              "venue": None, "venue_phrase": None, "venue_field": None})
@@ -92,7 +92,7 @@ def _rank_for_sampling(conn: sa.Connection, ctx: ReleaseContext) -> None:
     passed = conn.execute(sa.text(
         f"SELECT c.arxiv_id, p.primary_category FROM release_candidates c JOIN papers p USING (arxiv_id, version) "
         f"WHERE c.release_id = :r AND {_PASSED_FILTERS}"), {"r": ctx.release_id}).all()
-    order = sample_order([(a, cat) for a, cat in passed], ctx.config.sample_seed, ctx.release_id)
+    order = sample_order([(a, cat) for a, cat in passed], ctx.spec.sample_seed, ctx.release_id)
     if order:
         conn.execute(sa.text(
             "UPDATE release_candidates c SET sample_rank = o.rank FROM unnest(CAST(:ids AS text[])) "

@@ -40,7 +40,7 @@ def extract_exemplars(ctx: ReleaseContext, shard: Shard | None = None, *, resolv
     `resolve`: look up the references of the papers kept, two papers at a time, while extraction goes on
     (_ResolveAsKept); the resolve step then only finishes what is left.
     """
-    cap = ctx.config.max_queries
+    cap = ctx.spec.max_queries
     with ctx.engine.connect() as conn:
         todo = in_shard(candidates_at(conn, ctx.release_id, "source"), shard)
     counts: dict[str, int] = {"kept": 0}
@@ -141,8 +141,8 @@ class _ResolveAsKept:
 
 def finish_extraction(ctx: ReleaseContext) -> dict:
     """After every shard: enforce the cap once more and report the month's extraction as a whole."""
-    if ctx.config.max_queries is not None:
-        drop_over_cap(ctx, ctx.config.max_queries)
+    if ctx.spec.max_queries is not None:
+        drop_over_cap(ctx, ctx.spec.max_queries)
     with ctx.engine.connect() as conn:
         counts = release_counts(conn, ctx.release_id)
     summary = {"kept": counts["queries"], "dropped": counts["dropped"]}
@@ -157,11 +157,12 @@ def extract_paper(ctx: ReleaseContext, cand: dict) -> tuple[dict, list[dict], li
     from deepscholar.sources.latex import find_related_work
     from deepscholar.sources.latex_text import word_count
 
-    cfg = ctx.config
+    spec, settings = ctx.spec, ctx.settings
     arxiv_id = cand["arxiv_id"]
     try:
         # arXiv's one request per interval holds for e-prints too (rate_limit: shared by every shard).
-        payload = fetch_eprint(f"{arxiv_id}v1", base_url=cfg.arxiv_eprint_url, delay_seconds=cfg.arxiv_delay_seconds)
+        payload = fetch_eprint(f"{arxiv_id}v1", base_url=settings.arxiv_eprint_url,
+                               delay_seconds=settings.arxiv_delay_seconds)
     except EprintNotFound as exc:
         raise SkipPaper("source", "no_source", str(exc)) from exc
     notes: list[str] = []
@@ -180,16 +181,16 @@ def extract_paper(ctx: ReleaseContext, cand: dict) -> tuple[dict, list[dict], li
         if section is None:
             raise SkipPaper("section", "no_related_work", "no related-work section found")
         words = word_count(section.text)
-        if words > cfg.max_words:
-            raise SkipPaper("section", "too_many_words", f"{words} words > cap {cfg.max_words}")
+        if words > spec.max_words:
+            raise SkipPaper("section", "too_many_words", f"{words} words > cap {spec.max_words}")
         bib = parse_bibliography(contents.root, section.main_tex)
     cited = [k for k in section.cite_keys if k in bib]
     missing = sorted(set(section.cite_keys) - set(cited))
     if missing:
         notes.append(f"{len(missing)} cite keys without a bibliography entry: {', '.join(missing[:20])}")
-    if len(cited) < cfg.min_references:
+    if len(cited) < spec.min_references:
         raise SkipPaper("bibliography", "too_few_references",
-                        f"{len(cited)} cited references with bibliography entries < minimum {cfg.min_references}")
+                        f"{len(cited)} cited references with bibliography entries < minimum {spec.min_references}")
     query = {
         "release_id": ctx.release_id, "arxiv_id": arxiv_id, "version": 1, "title": cand["title"],
         "abstract": cand["abstract"], "authors": cand["authors"], "published": cand["published"],

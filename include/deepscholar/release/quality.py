@@ -22,9 +22,9 @@ import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from deepscholar.config import ReleaseConfig
 from deepscholar.db import SCHEMA
 from deepscholar.gx import Check, GateResult, import_gx, jsonable, run_checks, short
+from deepscholar.release.spec import ReleaseSpec
 
 __all__ = [
     "ARXIV_ID_REGEX",
@@ -147,7 +147,7 @@ def load_release_frames(engine: Engine, release_id: str) -> tuple[dict[str, Any]
 # ---------------------------------------------------------------------------------------------- checks
 
 
-def _build_checks(gxe, release: dict[str, Any], config: ReleaseConfig) -> tuple[list[Check], list[dict]]:
+def _build_checks(gxe, release: dict[str, Any], spec: ReleaseSpec) -> tuple[list[Check], list[dict]]:
     """The expectations for this release, plus checks settled without GX (skipped or not runnable)."""
     checks: list[Check] = []
     settled: list[dict] = []
@@ -178,21 +178,21 @@ def _build_checks(gxe, release: dict[str, Any], config: ReleaseConfig) -> tuple[
         # GX skips nulls in a range check, so a missing date needs its own expectation.
         add("published_present", "queries", gxe.ExpectColumnValuesToNotBeNull(column="published"))
 
-    if pipeline and config.require_venue:
+    if pipeline and spec.require_venue:
         add("venue_present", "queries", gxe.ExpectColumnValuesToNotBeNull(column="venue"))
     else:
         skip("venue_present", "expect_column_values_to_not_be_null",
              "official release" if not pipeline else "config.require_venue is false")
 
     add("word_count_in_range", "queries", gxe.ExpectColumnValuesToBeBetween(
-        column="word_count", min_value=1, max_value=config.max_words))
+        column="word_count", min_value=1, max_value=spec.max_words))
     add("min_references", "queries", gxe.ExpectColumnValuesToBeBetween(
-        column="n_cite_keys", min_value=config.min_references))
+        column="n_cite_keys", min_value=spec.min_references))
     # METRICS.md: reference coverage is unscored when a query has no important arXiv reference.
     add("important_arxiv_reference_per_query", "query_references", gxe.ExpectColumnValuesToBeBetween(
         column="n_important_arxiv", min_value=1))
     add("resolution_rate", "resolution", gxe.ExpectColumnValuesToBeBetween(
-        column="resolution_rate", min_value=config.min_resolution_rate, max_value=1.0),
+        column="resolution_rate", min_value=spec.min_resolution_rate, max_value=1.0),
         ["release_id", "n_references", "n_resolved"])
     add("cited_by_count_non_negative", "references", gxe.ExpectColumnValuesToBeBetween(
         column="cited_by_count", min_value=0), ["arxiv_id", "cite_key"])
@@ -209,15 +209,15 @@ def _build_checks(gxe, release: dict[str, Any], config: ReleaseConfig) -> tuple[
 # ------------------------------------------------------------------------------------------------ API
 
 
-def run_release_gate(engine: Engine, release_id: str, config: ReleaseConfig | None = None) -> GateResult:
-    """Validate a release with GX. Without `config`, the thresholds the release was built with are used."""
+def run_release_gate(engine: Engine, release_id: str, spec: ReleaseSpec | None = None) -> GateResult:
+    """Validate a release with GX. Without `spec`, the thresholds the release was built with are used."""
     started = time.perf_counter()
     release, frames = load_release_frames(engine, release_id)
-    if config is None:
-        config = ReleaseConfig.from_dict(release["config"] or {})
+    if spec is None:
+        spec = ReleaseSpec.from_dict(release["config"] or {})
 
     gx, gxe = import_gx()
-    checks, settled = _build_checks(gxe, release, config)
+    checks, settled = _build_checks(gxe, release, spec)
     records = run_checks(gx, checks, frames) + settled
     order = {name: i for i, name in enumerate(CHECK_NAMES)}
     records.sort(key=lambda c: order.get(c["name"], len(order)))
@@ -226,7 +226,7 @@ def run_release_gate(engine: Engine, release_id: str, config: ReleaseConfig | No
     for rec in records:
         if rec["name"] == "resolution_rate":
             rec["details"].update(n_references=int(res["n_references"]), n_resolved=int(res["n_resolved"]),
-                                  rate=float(res["resolution_rate"]), min_rate=config.min_resolution_rate)
+                                  rate=float(res["resolution_rate"]), min_rate=spec.min_resolution_rate)
 
     failed = [c for c in records if not c["success"]]
     n_skipped = sum(1 for c in records if c.get("skipped"))
@@ -245,7 +245,7 @@ def run_release_gate(engine: Engine, release_id: str, config: ReleaseConfig | No
     return GateResult(
         release_id=release_id, success=not failed, checks=jsonable(records), summary=summary,
         gx_version=gx.__version__, duration_seconds=round(duration, 3),
-        ran_at=datetime.now().astimezone().isoformat(), config=config.to_dict())
+        ran_at=datetime.now().astimezone().isoformat(), config=spec.to_dict())
 
 
 def apply_gate(engine: Engine, release_id: str, result: GateResult) -> str:

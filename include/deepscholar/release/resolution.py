@@ -134,9 +134,9 @@ def resolve_pending(ctx, shard=None, papers: list[str] | None = None) -> dict:
     from deepscholar.sources.arxiv import ArxivSource
     from deepscholar.sources.openalex import OpenAlexSource
 
-    cfg = ctx.config
-    arxiv = ArxivSource(api_url=cfg.arxiv_api_url, delay_seconds=cfg.arxiv_delay_seconds)
-    openalex = OpenAlexSource(base_url=cfg.openalex_url, email=cfg.openalex_email)
+    spec, settings = ctx.spec, ctx.settings
+    arxiv = ArxivSource(api_url=settings.arxiv_api_url, delay_seconds=settings.arxiv_delay_seconds)
+    openalex = OpenAlexSource(base_url=settings.openalex_url, email=settings.openalex_email)
     todo = in_shard(pending_references(ctx.engine, ctx.release_id, papers), shard)
     label = f"resolve references of {ctx.release_id} {shard_label(shard)}".rstrip()
     if papers is None:
@@ -149,7 +149,7 @@ def resolve_pending(ctx, shard=None, papers: list[str] | None = None) -> dict:
         for ref in chunk:
             ref.bib_arxiv_id = _bib_arxiv_id(ref.row)
         cached = _from_cache(ctx.engine, chunk, openalex)
-        _resolve_chunk([r for r in chunk if not r.from_cache], arxiv, openalex, cfg.title_match_threshold)
+        _resolve_chunk([r for r in chunk if not r.from_cache], arxiv, openalex, spec.title_match_threshold)
         counts["from_cache"] = counts.get("from_cache", 0) + cached
         for ref in chunk:
             outcome = _store(ctx, ref)

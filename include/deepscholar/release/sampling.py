@@ -14,7 +14,7 @@ costs hours at arXiv's rate limits, so the cap is applied before extraction, wit
   the population a month without a cap would keep — stratified by category, and no paper past the
   cut-off is ever downloaded.
 - The order depends only on the seed, the release id and the set of candidates, and the seed is part
-  of the stored release config, so re-building a month reproduces the same sample.
+  of the stored release spec, so re-building a month reproduces the same sample.
 """
 
 from __future__ import annotations

@@ -5,20 +5,21 @@ from __future__ import annotations
 import zlib
 from typing import TYPE_CHECKING
 
+from deepscholar.settings import Settings, current_settings
+
 if TYPE_CHECKING:
     from deepscholar.release.context import ReleaseContext
 
 __all__ = ["DEFAULT_RELEASE_SHARDS", "Shard", "in_shard", "release_shards", "run_sharded", "shard_label", "shard_of"]
 
 Shard = tuple[int, int]  # (k, n): the k-th of n slices of a step's work, k from 0
-DEFAULT_RELEASE_SHARDS = 4
+DEFAULT_RELEASE_SHARDS = Settings.release_shards
 
 
-def release_shards() -> int:
-    """How many slices extraction and resolution run as (DEEPSCHOLAR_RELEASE_SHARDS)."""
-    from deepscholar.http_guard import env_number
-
-    return int(env_number("DEEPSCHOLAR_RELEASE_SHARDS", DEFAULT_RELEASE_SHARDS, cast=int))
+def release_shards(settings: Settings | None = None) -> int:
+    """How many slices extraction and resolution run as (DEEPSCHOLAR_RELEASE_SHARDS; default: this
+    process's settings)."""
+    return (settings or current_settings()).release_shards
 
 
 def shard_of(row: dict, n: int) -> int:
@@ -49,7 +50,7 @@ def run_sharded(ctx: ReleaseContext, step, **kwargs) -> None:
     first failure is raised once every slice has stopped (each keeps what it stored)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    n = release_shards()
+    n = release_shards(ctx.settings)
     if n == 1:
         step(ctx, **kwargs)
         return

@@ -19,16 +19,18 @@ import logging
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from deepscholar.config import ReleaseConfig
 from deepscholar.release.candidates import release_counts
 from deepscholar.release.context import ReleaseContext, open_release
 from deepscholar.release.discovery import filter_candidates, search_candidates
 from deepscholar.release.extraction import extract_exemplars, finish_extraction
 from deepscholar.release.labelling import label_importance, nuggetize_exemplars
 from deepscholar.release.shards import Shard, run_sharded
+from deepscholar.release.spec import ReleaseSpec
+from deepscholar.settings import Settings
 
 __all__ = [
     "ReleaseContext",
+    "ReleaseSpec",
     "build_release",
     "extract_exemplars",
     "filter_candidates",
@@ -62,7 +64,7 @@ def resolve_references(ctx: ReleaseContext, shard: Shard | None = None) -> dict:
 def gate_release(ctx: ReleaseContext):
     from deepscholar.release.quality import apply_gate, run_release_gate
 
-    result = run_release_gate(ctx.engine, ctx.release_id, ctx.config)
+    result = run_release_gate(ctx.engine, ctx.release_id, ctx.spec)
     apply_gate(ctx.engine, ctx.release_id, result)
     with ctx.engine.begin() as conn:
         conn.execute(sa.text("UPDATE releases SET counts = CAST(:c AS jsonb) WHERE release_id = :r"),
@@ -82,9 +84,10 @@ def publish(ctx: ReleaseContext) -> dict:
 
 # --- the whole month -------------------------------------------------------------------------------------
 
-def build_release(engine: Engine, release_id: str, config: ReleaseConfig) -> dict:
-    """Every step in order, outside Airflow (the DAG calls the same functions one task each)."""
-    ctx = open_release(engine, release_id, config)
+def build_release(engine: Engine, release_id: str, spec: ReleaseSpec, settings: Settings | None = None) -> dict:
+    """Every step in order, outside Airflow (the DAG calls the same functions one task each); `settings`
+    (default: this process's) say where the services are."""
+    ctx = open_release(engine, release_id, spec, settings)
     search_candidates(ctx)
     filter_candidates(ctx)
     run_sharded(ctx, extract_exemplars, resolve=True)

@@ -119,13 +119,13 @@ class ArxivSearch:
 
 
 def make_arxiv_search(engine: Engine | None, cutoff: datetime, exclude_ids: Iterable[str], **kw: Any) -> ArxivSearch:
-    """Endpoint and pacing from the run's environment unless given; papers seen are recorded in `engine`."""
-    from deepscholar.sources.endpoints import arxiv_api_url_from_env, arxiv_delay_seconds_from_env
+    """Endpoint and pacing from the run's settings unless given; papers seen are recorded in `engine`."""
+    from deepscholar.settings import current_settings
 
     if "api_url" not in kw:
-        kw["api_url"] = arxiv_api_url_from_env()
+        kw["api_url"] = current_settings().arxiv_api_url
     if "delay_seconds" not in kw:
-        kw["delay_seconds"] = arxiv_delay_seconds_from_env()
+        kw["delay_seconds"] = current_settings().arxiv_delay_seconds
     kw.setdefault("engine", engine)
     return ArxivSearch(cutoff, exclude_ids=exclude_ids, **kw)
 

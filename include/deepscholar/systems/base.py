@@ -9,11 +9,8 @@ below finds it; nothing else lists kinds. An unknown kind is refused with the kn
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import re
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,7 +19,10 @@ from typing import Any, ClassVar
 from sqlalchemy.engine import Engine
 
 from deepscholar.errors import InvalidInput, NotFound
+from deepscholar.prompts import Prompt
+from deepscholar.registry import Registry
 from deepscholar.search.base import SearchTool
+from deepscholar.systems.build import RUN_KEYS, SystemBuild
 
 
 @dataclass(frozen=True)
@@ -63,10 +63,21 @@ class SystemContext:
 
 
 class System:
-    """Base class: subclasses set `kind` and implement `generate`."""
+    """Base class: subclasses set `kind` and implement `generate`.
+
+    A kind states what defines its output, so every report records the build that wrote it
+    (`effective_version`, systems/build.py): `version`, `defaults`, `load_prompts` and `models`.
+    """
 
     kind: ClassVar[str] = ""
     uses_search: ClassVar[bool] = True
+    # The kind's code version. Bump it (to "2", ...) with any code change that makes the kind write
+    # something else for the same config, prompts and model (a new step, a changed parse or ordering);
+    # not for a refactoring, a fix of a crash, or a change of how it runs (retries, concurrency). Prompt
+    # files and defaults need no bump: their versions and values are part of the build themselves.
+    version: ClassVar[str] = "1"
+    # The values the kind uses for config keys the registered config leaves out (part of the build).
+    defaults: ClassVar[Mapping[str, Any]] = {}
 
     def __init__(self, name: str, config: dict[str, Any], context: SystemContext):
         self.name = name
@@ -75,6 +86,29 @@ class System:
 
     def generate(self, query: Query, search: SearchTool) -> Report:
         raise NotImplementedError
+
+    @classmethod
+    def load_prompts(cls) -> dict[str, Prompt]:
+        """{role: prompt} of every prompt file the kind uses; the instance uses these same prompts."""
+        return {}
+
+    @classmethod
+    def models(cls, config: Mapping[str, Any]) -> tuple[str, ...]:
+        """The models the kind calls with this config: by default the config's litellm `model`."""
+        model = config.get("model")
+        return (str(model),) if model else ()
+
+    @classmethod
+    def output_config(cls, config: Mapping[str, Any]) -> dict[str, Any]:
+        """What defines the output: the defaults overlaid with the config, less how it runs (RUN_KEYS)."""
+        return {k: v for k, v in {**cls.defaults, **config}.items() if k not in RUN_KEYS}
+
+    @classmethod
+    def effective_version(cls, registered_version: str, config: Mapping[str, Any]) -> SystemBuild:
+        """The build of a system of this kind registered with `registered_version` and `config`."""
+        return SystemBuild(kind=cls.kind, version=str(registered_version), code=cls.version,
+                           prompts={role: p.version for role, p in cls.load_prompts().items()},
+                           models=cls.models(config), config=cls.output_config(config))
 
 
 # ------------------------------------------------------------------------------ the kind registry
@@ -86,65 +120,15 @@ class System:
 
 SYSTEMS_PACKAGE = "deepscholar.systems"
 _KIND_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
-_registered: dict[str, type[System]] = {}
-_lock = threading.RLock()
-_discovered = False
 
 
-def _check(cls: type, kind: object) -> None:
-    where = f"system kind {kind!r} ({cls.__module__}.{cls.__qualname__})"
+def _check(cls: type) -> None:
+    kind = getattr(cls, "kind", None)
+    where = f"system kind {kind!r} ({getattr(cls, '__module__', '?')}.{getattr(cls, '__qualname__', cls)})"
     if not (isinstance(cls, type) and issubclass(cls, System)):
         raise InvalidInput(f"{where}: a system kind is a subclass of deepscholar.systems.base.System")
     if not isinstance(kind, str) or not _KIND_RE.match(kind):
         raise InvalidInput(f"{where}: a kind is lower_snake_case, at most 63 characters")
-
-
-def _add(cls: type[System]) -> None:
-    with _lock:
-        current = _registered.get(cls.kind)
-        if current is not None and current is not cls:
-            raise InvalidInput(f"system kind {cls.kind!r} registered twice: by {current.__module__}."
-                               f"{current.__qualname__} and {cls.__module__}.{cls.__qualname__}")
-        _registered[cls.kind] = cls
-
-
-def register_system(kind: str):
-    """Class decorator: the class is system kind `kind` (a taken kind is refused)."""
-
-    def decorate(cls: type[System]) -> type[System]:
-        _check(cls, kind)
-        cls.kind = kind
-        _add(cls)
-        return cls
-
-    return decorate
-
-
-def unregister_system(kind: str) -> None:
-    with _lock:
-        _registered.pop(kind, None)
-
-
-@contextmanager
-def registered_system(cls: type[System]) -> Iterator[type[System]]:
-    """`cls` (its `kind` set) is a registered kind inside the block only (tests, trial runs)."""
-    register_system(cls.kind)(cls)
-    try:
-        yield cls
-    finally:
-        unregister_system(cls.kind)
-
-
-def _package_modules(package_name: str) -> Iterator[str]:
-    """Every module of the package and of its subpackages (names starting with "_" left out)."""
-    package = importlib.import_module(package_name)
-    for info in pkgutil.iter_modules(package.__path__):
-        if info.name.startswith("_"):
-            continue
-        name = f"{package_name}.{info.name}"
-        yield name
-        if info.ispkg:
-            yield from _package_modules(name)
 
 
 def _kinds_in(module: Any) -> list[type[System]]:
@@ -154,32 +138,46 @@ def _kinds_in(module: Any) -> list[type[System]]:
             and obj.__module__ == module.__name__ and obj.__dict__.get("kind")]
 
 
-def _discover() -> None:
-    """Import every module of the systems package once and register the kinds they define."""
-    global _discovered
-    with _lock:
-        if _discovered:
-            return
-        _discovered = True  # before importing: a module may ask for kinds while it loads
-        for name in _package_modules(SYSTEMS_PACKAGE):
-            for cls in _kinds_in(importlib.import_module(name)):
-                _check(cls, cls.kind)
-                _add(cls)
+_KINDS: Registry[type[System]] = Registry(
+    "system kind", SYSTEMS_PACKAGE, "", _check, name=lambda cls: cls.kind, collect=_kinds_in, recursive=True,
+    unknown_error=NotFound)
+
+
+def register_system(kind: str):
+    """Class decorator: the class is system kind `kind` (a taken kind is refused)."""
+
+    def decorate(cls: type[System]) -> type[System]:
+        if isinstance(cls, type):
+            cls.kind = kind
+        _check(cls)
+        # A module of the package declaring itself while it is imported must not start discovery (which
+        # imports the package); anything else is checked against every kind first.
+        inside = getattr(cls, "__module__", "").startswith(SYSTEMS_PACKAGE + ".")
+        (_KINDS.add if inside else _KINDS.register)(cls)
+        return cls
+
+    return decorate
+
+
+def unregister_system(kind: str) -> None:
+    _KINDS.unregister(kind)
+
+
+@contextmanager
+def registered_system(cls: type[System]) -> Iterator[type[System]]:
+    """`cls` (its `kind` set) is a registered kind inside the block only (tests, trial runs)."""
+    with _KINDS.registered(cls):
+        yield cls
 
 
 def system_kinds() -> dict[str, type[System]]:
     """{kind: class} of every registered kind, by kind."""
-    with _lock:
-        _discover()
-        return dict(sorted(_registered.items()))
+    return {cls.kind: cls for cls in _KINDS.items()}
 
 
 def system_kind(kind: str) -> type[System]:
     """The class of `kind`; an unknown kind is refused (NotFound, a LookupError) with the known ones listed."""
-    kinds = system_kinds()
-    if kind not in kinds:
-        raise NotFound(f"unknown system kind {kind!r}; known: {', '.join(kinds)}")
-    return kinds[kind]
+    return _KINDS.get(kind)
 
 
 def make_system(name: str, kind: str, config: dict[str, Any], context: SystemContext) -> System:

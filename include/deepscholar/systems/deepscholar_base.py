@@ -91,10 +91,17 @@ def llm_system_settings(kind: str, config: dict[str, Any], defaults: dict[str, i
 class DeepScholarBase(System):
     """Query writing, search, relevance filter, top-K ranking, aggregation (see the module docstring)."""
 
+    version = "1"  # bump rule: systems/base.py System.version
+    defaults = DEFAULTS
+
     def __init__(self, name: str, config: dict[str, Any], context: SystemContext):
         super().__init__(name, config, context)
         self.settings = llm_system_settings(self.kind, self.config, DEFAULTS)
-        self.prompts = {stage: load_system_prompt(f"deepscholar_base_{stage}_v1") for stage in STAGES}
+        self.prompts = self.load_prompts()
+
+    @classmethod
+    def load_prompts(cls) -> dict[str, Prompt]:
+        return {stage: load_system_prompt(f"deepscholar_base_{stage}_v1") for stage in STAGES}
 
     def generate(self, query: Query, search: SearchTool) -> Report:
         if search is None:

@@ -9,6 +9,9 @@ is dropped from its marker and counted in the trace.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import sqlalchemy as sa
 
 from deepscholar.errors import SystemFailure
@@ -28,6 +31,11 @@ def _bib_snippet(row: dict) -> str:
 @register_system("human_exemplar")
 class HumanExemplarSystem(System):
     uses_search = False
+    version = "1"  # bump rule: systems/base.py System.version
+
+    @classmethod
+    def models(cls, config: Mapping[str, Any]) -> tuple[str, ...]:
+        return ()  # the paper's own section
 
     def generate(self, query: Query, search: SearchTool | None = None) -> Report:
         with self.context.engine.connect() as conn:

@@ -13,7 +13,7 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,6 +236,14 @@ class ExtractiveSystem(System):
     """Title/phrase/TF-IDF searches → MiniLM ranking → themes → one cited source sentence per source."""
 
     uses_search = True
+    version = "1"  # bump rule: systems/base.py System.version
+    defaults = DEFAULTS
+
+    @classmethod
+    def models(cls, config: Mapping[str, Any]) -> tuple[str, ...]:
+        from deepscholar.llm.local_judge import MODEL_ID
+
+        return (MODEL_ID,)  # embeddings only; no LLM
 
     def _cfg(self, key: str):
         value = self.config.get(key, DEFAULTS[key])

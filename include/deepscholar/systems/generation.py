@@ -10,7 +10,6 @@ system's: it propagates, the Airflow task fails and is retried, and nothing is s
 from __future__ import annotations
 
 import logging
-import os
 import time
 import traceback
 from collections.abc import Mapping
@@ -19,8 +18,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from deepscholar.errors import MissingCredentials, NotFound, infrastructure_cause
+from deepscholar.errors import InvalidInput, MissingCredentials, NotFound, infrastructure_cause
 from deepscholar.release.context import require_published
+from deepscholar.settings import current_settings
 from deepscholar.systems.registry import get_system
 
 log = logging.getLogger("deepscholar.generation")
@@ -35,6 +35,9 @@ def plan_pairs(engine: Engine, release_id: str, systems: list[str] | None = None
     """(system, query) pairs of the release without an ok report: the only work a run or backfill does.
 
     Named systems are taken whether active or not (an explicit request); otherwise every active one.
+    An ok report written by an older build of its system (systems/build.py) is not missing: rewriting it
+    costs money, so that is only done on request (`regenerate_outdated`); the month's reports check
+    fails on the mix instead and says so.
     """
     require_published(engine, release_id)
     with engine.connect() as conn:
@@ -121,21 +124,22 @@ def generate_pair(engine: Engine, release_id: str, system_id: str, arxiv_id: str
     """
     from deepscholar.llm.client import track_usage
     from deepscholar.search import make_search
-    from deepscholar.systems.base import SystemContext, make_system
+    from deepscholar.systems.base import SystemContext, system_kind
     from deepscholar.systems.storage import ReportRecord, check_sources, store_report
 
     system_row = get_system(engine, system_id)
     query = _load_query(engine, release_id, arxiv_id)
     config = system_row["config"] or {}
-    backend = config.get("search", os.environ.get("DEEPSCHOLAR_SEARCH_BACKEND", "local"))
+    backend = config.get("search", current_settings().search_backend)
     record = ReportRecord(release_id=release_id, system_id=system_id, arxiv_id=arxiv_id, report=None,
                           system_version=system_row["version"], system_config=config,
                           search_backend=backend, search_cutoff=query.cutoff)
     started = time.monotonic()
     with track_usage() as usage:
         try:
-            system = make_system(system_id, system_row["kind"], config,
-                                 SystemContext(engine=engine, llm=llm_factory(engine)))
+            kind = system_kind(system_row["kind"])
+            record.system_build = kind.effective_version(system_row["version"], config)
+            system = kind(system_id, config, SystemContext(engine=engine, llm=llm_factory(engine)))
             search = make_search(backend, engine, query) if system.uses_search else None
             # None only for a system with uses_search False, whose generate takes none.
             report = system.generate(query, search)  # type: ignore[arg-type]
@@ -182,6 +186,45 @@ def generate_release(engine: Engine, release_id: str, systems: list[str] | None 
     return {"pairs": len(results), **counts}
 
 
+def current_build(system_row: Mapping[str, Any]) -> str:
+    """The build string a system's reports get when generated (file-imported: imported) now."""
+    from deepscholar.systems.base import system_kind
+
+    if not _runnable(system_row):
+        from deepscholar.systems.external.importer import format_build
+
+        return format_build(system_row["version"], str((system_row["config"] or {}).get("format", "?"))).label()
+    kind = system_kind(system_row["kind"])
+    return kind.effective_version(system_row["version"], system_row["config"] or {}).label()
+
+
+def regenerate_outdated(engine: Engine, release_id: str, systems: list[str]) -> dict:
+    """Delete the named systems' reports of the release not written by their current build (their
+    sources, judgments and scores go with them), then generate the release's missing pairs for them.
+
+    Only on explicit request (it pays for the reports again); the scores must then be judged again
+    (`deepscholar evaluate`, or a benchmark run with those systems). File-imported systems are
+    re-imported instead.
+    """
+    if not systems:
+        raise InvalidInput("name the systems whose outdated reports to regenerate (it costs their reports again)")
+    require_published(engine, release_id)
+    deleted = 0
+    for system_id in systems:
+        row = get_system(engine, system_id)
+        if not _runnable(row):
+            raise InvalidInput(f"system {system_id} is file-imported: re-import its outputs with "
+                               f"`deepscholar import-reports {system_id} PATH --release {release_id}`")
+        build = current_build(row)
+        with engine.begin() as conn:
+            n = conn.execute(sa.text(
+                "DELETE FROM reports WHERE release_id = :r AND system_id = :s AND system_build IS DISTINCT FROM :b"),
+                {"r": release_id, "s": system_id, "b": build}).rowcount
+        log.info("%s: %d reports of %s not written by build %s deleted", system_id, n, release_id, build)
+        deleted += n
+    return {"deleted_outdated": deleted, **generate_release(engine, release_id, systems)}
+
+
 def list_reports(engine: Engine, release_id: str) -> list[dict]:
     """A release's reports; an unknown release is the caller's mistake, not an empty list."""
     with engine.connect() as conn:
@@ -193,6 +236,7 @@ def list_reports(engine: Engine, release_id: str) -> list[dict]:
                    (SELECT count(*) FROM report_sources s WHERE s.report_id = r.report_id AND NOT s.cited)
                        AS n_retrieved_uncited,
                    r.n_citations, r.n_unresolved_citations, r.n_leaked_sources AS leaked_sources,
-                   r.n_leaked_retrieved AS leaked_retrieved, r.quality_flags, r.n_llm_calls, r.latency_ms
+                   r.n_leaked_retrieved AS leaked_retrieved, r.quality_flags, r.n_llm_calls, r.latency_ms,
+                   r.system_build
             FROM reports r WHERE r.release_id = :r ORDER BY r.system_id, r.arxiv_id"""),
             {"r": release_id}).mappings()]

@@ -9,6 +9,9 @@ gate rejects leaks); `respect_cutoff: false` restores the whole of E, counted in
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import sqlalchemy as sa
 
 from deepscholar.errors import SystemFailure
@@ -52,6 +55,12 @@ def first_sentence(abstract: str) -> str:
 @register_system("oracle")
 class OracleSystem(System):
     uses_search = False
+    version = "1"  # bump rule: systems/base.py System.version
+    defaults = {"respect_cutoff": True}
+
+    @classmethod
+    def models(cls, config: Mapping[str, Any]) -> tuple[str, ...]:
+        return ()  # no model: the answer key's own sentences
 
     def generate(self, query: Query, search: SearchTool | None = None) -> Report:
         from deepscholar.systems.storage import source_dates

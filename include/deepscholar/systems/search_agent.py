@@ -24,6 +24,7 @@ from typing import Any
 
 from deepscholar.errors import SystemFailure
 from deepscholar.llm.client import ParseError
+from deepscholar.prompts import Prompt
 from deepscholar.search.base import SearchResult, SearchTool
 from deepscholar.systems.base import (
     Query,
@@ -85,11 +86,18 @@ class _Sources:
 class SearchAgent(System):
     """Search-then-write by the model's own choice of queries, within a step budget."""
 
+    version = "1"  # bump rule: systems/base.py System.version
+    defaults = DEFAULTS
+
     def __init__(self, name: str, config: dict[str, Any], context: SystemContext):
         super().__init__(name, config, context)
         self.settings = llm_system_settings(self.kind, self.config, DEFAULTS)
-        self.prompt = load_system_prompt("search_agent_v1")
-        self.final_prompt = load_system_prompt("search_agent_final_v1")
+        prompts = self.load_prompts()
+        self.prompt, self.final_prompt = prompts["agent"], prompts["final"]
+
+    @classmethod
+    def load_prompts(cls) -> dict[str, Prompt]:
+        return {"agent": load_system_prompt("search_agent_v1"), "final": load_system_prompt("search_agent_final_v1")}
 
     def generate(self, query: Query, search: SearchTool) -> Report:
         if search is None:

@@ -1,5 +1,8 @@
 """Storing a report: one upsert per (release, system, query), its sources replaced, leakage checked.
 
+Every upsert also writes the report's system build (systems/build.py), so a report always says which
+version of its system (prompts, defaults, code) wrote it.
+
 Used by generation (DAG and CLI) and by the importers of external outputs, so every report gets the
 same citation statistics and the same leakage check however it arrived.
 """
@@ -15,6 +18,7 @@ from sqlalchemy.engine import Engine
 from deepscholar import db
 from deepscholar.clock import UTC
 from deepscholar.systems.base import Report, Source
+from deepscholar.systems.build import SystemBuild
 
 
 @dataclass
@@ -27,6 +31,7 @@ class ReportRecord:
     report: Report | None
     error: str | None = None
     system_version: str | None = None
+    system_build: SystemBuild | None = None  # reports.system_build(_detail); None: not known
     system_config: dict = field(default_factory=dict)
     search_backend: str | None = None
     search_cutoff: datetime | None = None
@@ -71,6 +76,30 @@ def check_sources(report: Report) -> None:
         raise ValueError(f"report sources must have distinct indices >= 1 (duplicates: {dupes})")
 
 
+def _content(text: str | None, sources) -> tuple:
+    return (text, sorted((s.idx, s.title, s.snippet, s.arxiv_id, s.url, s.cited) for s in sources))
+
+
+def _forget_stale_scores(conn: sa.Connection, rec: ReportRecord, sources: list[Source]) -> None:
+    """A report stored again with other text or sources (a re-import of a corrected file, a regenerated
+    report) loses the judgments and scores of its old content, so the next evaluation judges it again.
+    The same content stored again (a retry, a re-run) keeps them: judging stays free on re-runs."""
+    old = conn.execute(sa.text(
+        "SELECT report_id, text FROM reports WHERE release_id = :r AND system_id = :s AND arxiv_id = :a"),
+        {"r": rec.release_id, "s": rec.system_id, "a": rec.arxiv_id}).first()
+    if old is None:
+        return
+    old_sources = [Source(idx=r.source_idx, title=r.title, snippet=r.snippet, arxiv_id=r.arxiv_id, url=r.url,
+                          cited=r.cited)
+                   for r in conn.execute(sa.text("""SELECT source_idx, title, snippet, arxiv_id, url, cited
+                                                    FROM report_sources WHERE report_id = :id"""),
+                                         {"id": old.report_id})]
+    if _content(old.text, old_sources) == _content(rec.report.text if rec.report else None, sources):
+        return
+    for table in ("judgments", "metric_scores"):
+        conn.execute(sa.text(f"DELETE FROM {table} WHERE report_id = :id"), {"id": old.report_id})
+
+
 def store_report(engine: Engine, rec: ReportRecord) -> int:
     """Upsert the report row and replace its sources; returns report_id. Retries never duplicate."""
     from deepscholar.text.citations import citation_stats
@@ -94,6 +123,8 @@ def store_report(engine: Engine, rec: ReportRecord) -> int:
             "status": "ok" if rec.report is not None and rec.error is None else "system_error",
             "error": rec.error, "text": rec.report.text if rec.report else None,
             "system_version": rec.system_version, "system_config": rec.system_config,
+            "system_build": rec.system_build.label() if rec.system_build else None,
+            "system_build_detail": rec.system_build.detail() if rec.system_build else None,
             "search_backend": rec.search_backend, "search_cutoff": cutoff, "latency_ms": rec.latency_ms,
             "n_llm_calls": rec.n_llm_calls, "prompt_tokens": rec.prompt_tokens,
             "completion_tokens": rec.completion_tokens, "cost_usd": rec.cost_usd,
@@ -102,6 +133,7 @@ def store_report(engine: Engine, rec: ReportRecord) -> int:
             "n_leaked_sources": n_leaked, "n_leaked_retrieved": n_leaked_retrieved,
             "quality_flags": list(rec.quality_flags), "trace": rec.report.trace if rec.report else {},
         }
+        _forget_stale_scores(conn, rec, sources)
         db.upsert(conn, "reports", [row], key=["release_id", "system_id", "arxiv_id"])
         report_id = conn.execute(sa.text(
             "SELECT report_id FROM reports WHERE release_id = :r AND system_id = :s AND arxiv_id = :a"),

@@ -204,7 +204,7 @@ def report_detail(conn: sa.Connection, report_id: int) -> dict | None:
     """A report with its `sources`, `scores` (every judge, every variant) and `judgments`; None if unknown."""
     rows = _rows(conn, """
         SELECT rp.report_id, rp.release_id, rp.system_id, rp.arxiv_id, rp.status, rp.error, rp.text,
-               rp.system_version, rp.search_backend, rp.search_cutoff, rp.n_citations, rp.created_at,
+               rp.system_version, rp.system_build, rp.search_backend, rp.search_cutoff, rp.n_citations, rp.created_at,
                rp.quality_flags, rp.n_unresolved_citations, rp.n_leaked_retrieved,
                q.title AS query_title, s.kind AS system_kind
         FROM deepscholar.reports rp

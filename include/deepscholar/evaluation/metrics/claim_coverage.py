@@ -15,8 +15,6 @@ w = 0..5 sweep is opt-in: DEEPSCHOLAR_CLAIM_COVERAGE_W_MAX=5 (then stored as its
 
 from __future__ import annotations
 
-import logging
-import os
 from collections.abc import Callable, Sequence
 
 from deepscholar.evaluation.base import (
@@ -33,6 +31,7 @@ from deepscholar.evaluation.metrics.citation_precision import (
     resolved_text,
     support_cosines,
 )
+from deepscholar.settings import current_settings
 from deepscholar.text.citations import strip_citation_numbers
 
 __all__ = ["ClaimCoverage", "METRIC", "DEFAULT_W_MAX", "SWEEP_W_MAX", "SUPPORT_COSINE", "query_text",
@@ -41,7 +40,6 @@ __all__ = ["ClaimCoverage", "METRIC", "DEFAULT_W_MAX", "SWEEP_W_MAX", "SUPPORT_C
 NAME = "claim_coverage"
 DEFAULT_W_MAX = 1  # the headline's window: the monthly run asks nothing it does not need
 SWEEP_W_MAX = 5  # METRICS.md's w = 0..5 sweep, opt-in
-W_MAX_ENV = "DEEPSCHOLAR_CLAIM_COVERAGE_W_MAX"
 # Local judge: a sentence is covered when its best cosine against a reference (whole text or one of its
 # sentences) reaches this; stricter than citation precision's, since *every* claim must be backed.
 SUPPORT_COSINE = 0.65
@@ -191,15 +189,9 @@ def _listed(refs: Sequence[str], query: str) -> str:
 
 
 def configured_w_max() -> int:
-    """DEEPSCHOLAR_CLAIM_COVERAGE_W_MAX (1..5), else the monthly default of 1; a bad value is logged."""
-    raw = os.environ.get(W_MAX_ENV, "").strip()
-    if not raw:
-        return DEFAULT_W_MAX
-    if raw.isdigit() and 1 <= int(raw) <= SWEEP_W_MAX:
-        return int(raw)
-    logging.getLogger(__name__).warning("%s=%r is not a window cap of 1..%d; using %d", W_MAX_ENV, raw,
-                                        SWEEP_W_MAX, DEFAULT_W_MAX)
-    return DEFAULT_W_MAX
+    """DEEPSCHOLAR_CLAIM_COVERAGE_W_MAX (1..5), else the monthly default of 1; a bad value is logged
+    (deepscholar.settings)."""
+    return current_settings().claim_coverage_w_max
 
 
 METRIC = ClaimCoverage(configured_w_max())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import requests
@@ -40,6 +41,11 @@ class ExternalHTTPSystem(System):
     and generation must not pretend to run it."""
 
     uses_search = False
+    version = "1"  # bump rule: systems/base.py System.version (here: how the answer is read)
+
+    @classmethod
+    def models(cls, config: Mapping[str, Any]) -> tuple[str, ...]:
+        return ()  # whatever the service runs is its own business; its version is the registered one
 
     def generate(self, query: Query, search: SearchTool | None = None) -> Report:
         endpoint = self.config.get("endpoint")

@@ -25,6 +25,7 @@ from sqlalchemy.engine import Engine
 from deepscholar import db
 from deepscholar.errors import InvalidInput, NotFound
 from deepscholar.progress import progress
+from deepscholar.systems.build import SystemBuild, import_build
 from deepscholar.systems.external.formats import AUTO, ExternalOutput, format_names, read_outputs
 from deepscholar.systems.external.formats import get as get_format
 from deepscholar.systems.external.resolve import (
@@ -36,7 +37,7 @@ from deepscholar.systems.external.resolve import (
 )
 from deepscholar.systems.storage import ReportRecord, store_report
 
-__all__ = ["ImportSummary", "import_reports"]
+__all__ = ["ImportSummary", "format_build", "import_reports"]
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +195,15 @@ def _stored_counts(engine: Engine, report_id: Any) -> dict[str, Any]:
             f"FROM {db.SCHEMA}.reports WHERE report_id = :id"), {"id": report_id}).mappings().one())
 
 
+def format_build(registered_version: str, fmt: str) -> SystemBuild:
+    """The import's build: the registered version and the format (with its version) that read the output."""
+    try:
+        fmt_version: str | None = get_format(fmt).version
+    except InvalidInput:  # not a registered format (a test's, since removed): the name alone
+        fmt_version = None
+    return import_build(registered_version, fmt, fmt_version)
+
+
 def _store(target: _Target, output: ExternalOutput, arxiv_id: str) -> dict[str, Any]:
     """Resolve, flag and store one report; its row for the summary."""
     report = output.report
@@ -207,7 +217,7 @@ def _store(target: _Target, output: ExternalOutput, arxiv_id: str) -> dict[str, 
         release_id=target.release_id, system_id=target.system_id, arxiv_id=arxiv_id, report=report,
         system_version=target.system["version"], system_config=target.system["config"] or {},
         search_backend=SEARCH_BACKEND, latency_ms=output.latency_ms, cost_usd=output.cost_usd,
-        quality_flags=flags)
+        quality_flags=flags, system_build=format_build(target.system["version"], output.format))
     report_id = store_report(target.engine, record)
     return {"arxiv_id": arxiv_id, "report_id": report_id, "path": output.path, "format": output.format,
             "n_sources": quality["n_sources"], "n_retrieved_uncited": quality["n_retrieved_uncited"],

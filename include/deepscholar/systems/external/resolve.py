@@ -23,6 +23,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.errors import InfrastructureError
+from deepscholar.release.spec import ReleaseSpec
+from deepscholar.settings import Settings, current_settings
 from deepscholar.systems.base import Report
 from deepscholar.systems.external.formats.base import body_citations, unresolved_entry
 from deepscholar.text import title_similarity
@@ -57,15 +59,15 @@ class TitleResolver:
     """Title -> arXiv paper, from the corpus first, then arXiv title search; one lookup per title per import."""
 
     def __init__(self, engine: Engine, title_search: str = "arxiv", threshold: float | None = None,
-                 arxiv_source: Any = None) -> None:
-        from deepscholar.config import ReleaseConfig
-
+                 arxiv_source: Any = None, settings: Settings | None = None) -> None:
+        """`threshold`: the release spec's title match threshold unless given; `settings` (default: this
+        process's) say where arXiv is."""
         if title_search not in TITLE_SEARCH:
             raise ValueError(f"title_search must be one of {', '.join(TITLE_SEARCH)}, not {title_search!r}")
         self.engine = engine
         self.title_search = title_search
-        self.config = ReleaseConfig.from_env()
-        self.threshold = threshold if threshold is not None else self.config.title_match_threshold
+        self.settings = settings or current_settings()
+        self.threshold = threshold if threshold is not None else ReleaseSpec().title_match_threshold
         self._arxiv = arxiv_source
         self._cache: dict[str, TitleMatch | None] = {}
         self.n_arxiv_lookups = 0
@@ -82,7 +84,8 @@ class TitleResolver:
         from deepscholar.sources.arxiv import ArxivSource
 
         if self._arxiv is None:
-            self._arxiv = ArxivSource(api_url=self.config.arxiv_api_url, delay_seconds=self.config.arxiv_delay_seconds)
+            self._arxiv = ArxivSource(api_url=self.settings.arxiv_api_url,
+                                      delay_seconds=self.settings.arxiv_delay_seconds)
         self.n_arxiv_lookups += 1
         try:
             hits = self._arxiv.search_title(title, max_results=5)

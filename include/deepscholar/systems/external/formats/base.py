@@ -93,6 +93,9 @@ class ImportFormat:
       its parser), so they are not taken as outputs of their own.
     Formats that read the same suffixes with the same reader share a file shape: `--format` may force
     one onto the other's files. `parse(unit)` returns the outputs of one unit (a JSONL file holds many).
+    `version` is part of every imported report's build (systems/build.py): bump it ("2", ...) when the
+    parser reads the same output differently (other sources, other numbering, other text); not for a
+    fix that only turns a refused output into a read one.
     """
 
     name: str
@@ -109,6 +112,7 @@ class ImportFormat:
     lists_unrecognised: bool = False
     unrecognised: str = ""
     companions: tuple[str, ...] = ()
+    version: str = "1"
 
     def reads(self, path: Path) -> bool:
         """A file this format reads, by its suffix."""

@@ -31,6 +31,8 @@ def _check(fmt: ImportFormat) -> None:
                            f"characters, and not one of {', '.join(sorted(_RESERVED))}")
     if not callable(fmt.parse):
         raise InvalidInput(f"{where}: `parse` must be callable")
+    if not isinstance(fmt.version, str) or not re.fullmatch(r"[A-Za-z0-9._-]{1,32}", fmt.version):
+        raise InvalidInput(f"{where}: `version` is a short string of letters, digits, '.', '_' and '-' ('1')")
     if not isinstance(fmt.position, int):
         raise InvalidInput(f"{where}: `position` (its place in listings) must be an int")
     if fmt.folder is None and not fmt.suffixes:

@@ -1,0 +1,93 @@
+"""A report's system build: what the system that wrote it was, stored whole on every report.
+
+`systems.version` is what was given at registration, but a kind's code, its prompt files and its
+defaults can change under the same name. The build names all of it, so two versions of one system
+can never mix silently in a month (systems/quality.py fails the month's reports check when they do):
+
+- a system we run (`System.effective_version`, systems/base.py):
+  `<kind>:<registered version>+code<code version>[+prompts(<prompt>,...)][+model(<model>,...)]+cfg<hash>`,
+  e.g. `deepscholar_base:1+code1+prompts(aggregate_v1,filter_v1,queries_v1,rank_v1)+model(openai/gpt-4o)+cfg6f07e6ed`.
+  `code` is the kind's `System.version` (its bump rule is there); prompts are the versions (`version:`
+  lines) of the prompt files the kind uses, ordered by role, without the `<kind>_` prefix (kept when only
+  `v<N>` would remain: `search_agent_v1`); models are what it calls; `cfg` is a short sha256 of the
+  output-defining config as sorted JSON (the kind's defaults overlaid with the registered config, less
+  RUN_KEYS), so a changed default changes the build too;
+- a report imported from a file (systems/external/importer.py):
+  `external:<registered version>+import(<format>@<format version>)`, e.g. `external:1+import(storm@1)`:
+  the output was made elsewhere; what we control is how it is read (formats/base.py ImportFormat.version).
+
+`reports.system_build` is the string, `reports.system_build_detail` the same in parts (and the whole
+effective config), for telling two builds apart. Reports stored before builds were recorded have NULL:
+an unknown build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from deepscholar.systems.registry import LOCATION_KEYS
+
+__all__ = ["RUN_KEYS", "SystemBuild", "config_hash", "import_build"]
+
+# Config keys that change how a system runs, never what it writes: not part of its build.
+RUN_KEYS = LOCATION_KEYS | {"concurrency"}
+CONFIG_HASH_CHARS = 8
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    """The first characters of the sha256 of the config as sorted, compact JSON (stable across runs)."""
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:CONFIG_HASH_CHARS]
+
+
+@dataclass(frozen=True)
+class SystemBuild:
+    """One build; `label` is the stored string, `detail` the stored parts."""
+
+    kind: str
+    version: str  # as registered (systems.version)
+    code: str | None = None  # the kind's code version (System.version)
+    prompts: dict[str, str] = field(default_factory=dict)  # role -> prompt version
+    models: tuple[str, ...] = ()
+    config: dict[str, Any] = field(default_factory=dict)  # output-defining config, defaults resolved
+    import_format: str | None = None
+    import_format_version: str | None = None
+
+    @property
+    def config_hash(self) -> str:
+        return config_hash(self.config)
+
+    def label(self) -> str:
+        parts = [f"{self.kind}:{self.version}"]
+        if self.import_format is not None:
+            return "+".join([*parts, f"import({self.import_format}@{self.import_format_version or '?'})"])
+        parts.append(f"code{self.code}")
+        if self.prompts:
+            parts.append(f"prompts({','.join(self._short(v) for _, v in sorted(self.prompts.items()))})")
+        if self.models:
+            parts.append(f"model({','.join(self.models)})")
+        parts.append(f"cfg{self.config_hash}")
+        return "+".join(parts)
+
+    def _short(self, prompt_version: str) -> str:
+        """`deepscholar_base_rank_v1` -> `rank_v1`; `search_agent_v1` stays whole (`v1` alone says nothing)."""
+        rest = prompt_version.removeprefix(f"{self.kind}_")
+        return prompt_version if re.fullmatch(r"v\d.*", rest) else rest
+
+    def detail(self) -> dict[str, Any]:
+        if self.import_format is not None:
+            return {"kind": self.kind, "registered_version": self.version,
+                    "import": {"format": self.import_format, "format_version": self.import_format_version}}
+        return {"kind": self.kind, "registered_version": self.version, "code_version": self.code,
+                "prompts": dict(sorted(self.prompts.items())), "models": list(self.models),
+                "config": self.config, "config_hash": self.config_hash}
+
+
+def import_build(registered_version: str, fmt: str, fmt_version: str | None) -> SystemBuild:
+    """The build of a report imported from a file of format `fmt` (formats/base.py ImportFormat.version)."""
+    return SystemBuild(kind="external", version=registered_version, import_format=fmt,
+                       import_format_version=fmt_version)
