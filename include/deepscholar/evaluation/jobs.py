@@ -38,6 +38,7 @@ def plan_units(engine: Engine, release_id: str, systems: Sequence[str] | None = 
                metrics: Sequence[str] | None = None, judge: str | JudgeSpec = "local") -> list[dict]:
     """Every (metric, system) with ok reports in the release, with how many of them lack a current score."""
     from deepscholar.evaluation.metrics import get_metric
+    from deepscholar.evaluation.runner import PENDING_CONDITION, pending_params
 
     chosen = _checked_metrics(metrics)
     spec = judge if isinstance(judge, JudgeSpec) else JudgeSpec.parse(judge)
@@ -45,17 +46,14 @@ def plan_units(engine: Engine, release_id: str, systems: Sequence[str] | None = 
     with engine.connect() as conn:
         for name in chosen:
             metric = get_metric(name)
-            rows = conn.execute(sa.text("""
-                SELECT r.system_id, count(*) FILTER (WHERE NOT EXISTS (
-                    SELECT 1 FROM metric_scores m
-                    WHERE m.report_id = r.report_id AND m.metric = :m AND m.judge_config = :j
-                      AND m.variant = :v AND m.metric_version = :ver)) AS pending
+            rows = conn.execute(sa.text(f"""
+                SELECT r.system_id, count(*) FILTER (WHERE {PENDING_CONDITION}) AS pending
                 FROM reports r
                 WHERE r.release_id = :r AND r.status = 'ok'
                   AND (CAST(:s AS text[]) IS NULL OR r.system_id = ANY(:s))
                 GROUP BY r.system_id ORDER BY r.system_id"""),
-                {"r": release_id, "s": list(systems) if systems else None, "m": name, "j": spec.config_id,
-                 "v": metric.headline, "ver": metric.version}).all()
+                {"r": release_id, "s": list(systems) if systems else None,
+                 **pending_params(metric, spec.config_id)}).all()
             units += [{"metric": name, "system_id": system_id, "pending": int(pending)}
                       for system_id, pending in rows]
     return units

@@ -68,20 +68,29 @@ def _api_base() -> str | None:
     return current_settings().judge_api_base
 
 
+# What "pending" means, for report `r` (of table reports): no headline score of metric :m at its current
+# version :ver under judge_config :j. pending_reports lists them; evaluation.jobs counts them per system.
+PENDING_CONDITION = """NOT EXISTS (
+    SELECT 1 FROM metric_scores m
+    WHERE m.report_id = r.report_id AND m.metric = :m AND m.judge_config = :j
+      AND m.variant = :v AND m.metric_version = :ver)"""
+
+
+def pending_params(metric: Metric, judge_config: str) -> dict:
+    """The bind parameters of PENDING_CONDITION."""
+    return {"m": metric.name, "j": judge_config, "v": metric.headline, "ver": metric.version}
+
+
 def pending_reports(engine: Engine, release_id: str, metric: Metric, judge_config: str,
                     system_id: str | None = None) -> list[int]:
     """Ok reports of the release without a headline score at the current metric_version."""
     with engine.connect() as conn:
-        return list(conn.execute(sa.text("""
+        return list(conn.execute(sa.text(f"""
             SELECT r.report_id FROM reports r
             WHERE r.release_id = :r AND r.status = 'ok' AND (CAST(:s AS text) IS NULL OR r.system_id = :s)
-              AND NOT EXISTS (
-                  SELECT 1 FROM metric_scores m
-                  WHERE m.report_id = r.report_id AND m.metric = :m AND m.judge_config = :j
-                    AND m.variant = :v AND m.metric_version = :ver)
+              AND {PENDING_CONDITION}
             ORDER BY r.system_id, r.arxiv_id"""),
-            {"r": release_id, "s": system_id, "m": metric.name, "j": judge_config, "v": metric.headline,
-             "ver": metric.version}).scalars())
+            {"r": release_id, "s": system_id, **pending_params(metric, judge_config)}).scalars())
 
 
 def _judge_llm(metric: Metric, client, contexts: Sequence[ReportContext],
