@@ -53,7 +53,7 @@ bench: install
 	$(PY) bench/demo_release.py
 
 stop-db: install
-	$(PY) -c "from deepscholar.db import stop_embedded_server; stop_embedded_server()"
+	$(VENV)/bin/deepscholar db stop
 
 # Rewrite the locks after editing requirements*.txt (needs PyPI). Pins already in a lock are kept while
 # they still fit; `make lock LOCK_ARGS=--upgrade` moves everything to the newest allowed versions.

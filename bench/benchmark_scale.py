@@ -9,7 +9,13 @@ OpenAI-compatible stub in its own process at --latency per request. Prints one J
 
   {"systems", "queries", "reports", "task_instances": {task: n}, "judge_calls", "wall_seconds",
    "judge_floor_seconds", "judge_wall_seconds", "judge_wall_vs_floor", "scheduler": {...},
-   "judge_task_peak_rss_mb": {"median", "max"}, ...}
+   "judge_task_peak_rss_mb": {"median", "max"}, "run_state", "failed_attempts": {task: n},
+   "peak_connections", "peak_connections_by_database", "max_connections", "connection_budget", ...}
+
+failed_attempts counts task attempts that failed (earlier tries from task_instance_history, and last tries
+that failed); peak_connections is the server's client connections sampled from pg_stat_activity every
+0.25 s during the run (the sampler's own excluded), against its max_connections and the worst case
+connection_budget.py derives from the run's settings.
 
 judge_floor_seconds = judge calls x latency / (DEEPSCHOLAR_JUDGE_CONCURRENCY x DEEPSCHOLAR_JUDGE_TASKS),
 what the provider's latency alone forces at the run's configured parallelism; judge_wall_seconds runs from
@@ -17,7 +23,7 @@ the first judge task's start to the last one's end. scheduler: per task instance
 scheduled to queued and from queued to running (the executor's start-up), medians and 90th percentiles.
 
 Usage: .venv/bin/python bench/benchmark_scale.py [--systems 20] [--queries 200] [--latency 0.2]
-(embedded PostgreSQL in a throwaway DEEPSCHOLAR_HOME unless --db-url; ~1 h on 2 cores at the defaults;
+(embedded PostgreSQL in a throwaway DEEPSCHOLAR_HOME unless --db-url; ~12 min on 2 cores at the defaults;
 `--systems 2 --queries 20` checks the set-up in a few minutes).
 """
 
@@ -38,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from evaluation import RemoteStub  # noqa: E402  (bench/evaluation.py: the scripted judge in its own process)
-from support.warehouse import throwaway_warehouse  # noqa: E402
+from support.warehouse import ConnectionSampler, throwaway_warehouse  # noqa: E402
 
 
 def _seconds(a: str | None, b: str | None) -> float | None:
@@ -75,6 +81,19 @@ def _task_instances(metadata_url: str, run_id: str) -> list[dict]:
                           run_id)
     return [{**r, **{k: r[k].isoformat() if r[k] else None
                      for k in ("scheduled_dttm", "queued_dttm", "start_date", "end_date")}} for r in rows]
+
+
+def _failed_attempts(metadata_url: str, run_id: str) -> dict[str, int]:
+    """Task attempts of the run that failed, by task: earlier tries (task_instance_history) that ended failed
+    or up for retry, and task instances whose last try failed."""
+    rows = _metadata_rows(metadata_url, """
+        SELECT task_id, count(*) AS n FROM (
+            SELECT task_id FROM task_instance_history WHERE dag_id = :d AND run_id = :r
+              AND state IN ('failed', 'up_for_retry')
+            UNION ALL
+            SELECT task_id FROM task_instance WHERE dag_id = :d AND run_id = :r AND state = 'failed') t
+        GROUP BY task_id ORDER BY task_id""", run_id)
+    return {r["task_id"]: int(r["n"]) for r in rows}
 
 
 def _judge_results(metadata_url: str, run_id: str) -> list[dict]:
@@ -148,17 +167,24 @@ def _run(args, engine, home: Path) -> int:
             "OPENAI_API_KEY": "bench", "DEEPSCHOLAR_JUDGE_CONCURRENCY": str(args.judge_concurrency),
             "DEEPSCHOLAR_JUDGE_TASKS": str(args.judge_tasks)}
         metadata_url = fresh_metadata_database(db_url, metadata)
+        from deepscholar.connection_budget import compute_budget
+        from deepscholar.settings import Settings
+
+        budget = compute_budget(Settings.from_env({**os.environ, **env}), environ={"AIRFLOW__CORE__PARALLELISM": str(args.parallelism),
+                                         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_url}, warehouse_url=db_url)
         try:
             with LocalAirflow(home / "airflow", metadata_url, env, parallelism=args.parallelism) as airflow:
                 airflow.wait_for_dags([BENCHMARK_DAG_ID])
                 calls_before = stub.requests
                 t = time.monotonic()
-                airflow.unpause(BENCHMARK_DAG_ID)  # the scheduler starts the month's run, as on the 1st
-                runs = wait_for_month(airflow, engine, month, args.timeout, progress=say)
-                wall = time.monotonic() - t
+                with ConnectionSampler(db_url) as connections:
+                    airflow.unpause(BENCHMARK_DAG_ID)  # the scheduler starts the month's run, as on the 1st
+                    runs = wait_for_month(airflow, engine, month, args.timeout, progress=say)
+                    wall = time.monotonic() - t
                 calls = stub.requests - calls_before
                 run = next(r for r in runs if r["dag_id"] == BENCHMARK_DAG_ID)
                 tis = _task_instances(metadata_url, run["dag_run_id"])
+                failed = _failed_attempts(metadata_url, run["dag_run_id"])
                 judge_rss = [v["peak_rss_mb"] for v in _judge_results(metadata_url, run["dag_run_id"])
                              if v.get("peak_rss_mb")]
         finally:
@@ -189,6 +215,10 @@ def _run(args, engine, home: Path) -> int:
             "task_seconds": _spread([t["duration"] for t in tis]),
         },
         "judge_task_peak_rss_mb": _spread(judge_rss),
+        "failed_attempts": failed, "failed_attempts_total": sum(failed.values()),
+        "peak_connections": connections.peak, "peak_connections_by_database": connections.peak_by_database,
+        "max_connections": connections.max_connections, "connection_samples": connections.samples,
+        "connection_budget": budget.worst_case,
     }), flush=True)
     return 0
 

@@ -19,12 +19,10 @@ report, 88 calls per report, 200 ms stub).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
 import math
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -39,26 +37,9 @@ logging.getLogger("werkzeug").setLevel(logging.WARNING)
 AUTHORS_SECONDS_PER_REPORT = 15.3
 
 
-def scripted_judge(body: dict) -> str:
-    """A well-formed answer for each metric's prompt; yes/no verdicts vary deterministically with the prompt."""
-    from support.openai_stub import first_user_text
-
-    prompt = first_user_text(body)
-    coin = int(hashlib.sha256(prompt.encode()).hexdigest(), 16) % 100
-    if '"decision"' in prompt:
-        return json.dumps({"decision": "A" if coin < 50 else "B", "explanation": "clearer grouping"})
-    if '"grade"' in prompt:
-        return json.dumps({"grade": coin % 3, "explanation": "by topic"})
-    if m := re.search(r"exactly (\d+) strings", prompt):
-        labels = ["support", "partial_support", "not_support"]
-        return json.dumps([labels[(coin + i) % 3] for i in range(int(m.group(1)))])
-    if '"supported"' in prompt:
-        return json.dumps({"supported": coin < 60, "explanation": "as stated"})
-    return "unrecognised prompt"
-
-
 def serve_stub(latency: float, conn) -> None:
     """The judge server in its own process, as a real provider would be: its CPU is not ours."""
+    from support.judge_stub import scripted_judge
     from support.openai_stub import OpenAIStub
 
     with OpenAIStub() as stub:

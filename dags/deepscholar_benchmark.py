@@ -19,8 +19,9 @@ So a run that did nothing never shows green.
 
 Generation maps one task per (system, query) pair still missing an ok report, in one lane per LLM
 provider so each provider's Airflow pool bounds its requests. Judging maps one task per job: the
-(metric, system) units with reports lacking a current score, packed up to DEEPSCHOLAR_JUDGE_JOB_REPORTS
-report-metric judgments per task (evaluation/jobs.py), each judging only what is missing. So a scheduled run, a retry and a
+(metric, system) units with reports lacking a current score, spread over tasks of equal work (about
+DEEPSCHOLAR_JUDGE_JOB_REPORTS report-metric judgments each, a multiple of DEEPSCHOLAR_JUDGE_TASKS of them;
+evaluation/jobs.py), each judging only what is missing. So a scheduled run, a retry and a
 backfill for a newly registered system (params.systems = ["name"]) all do only the missing work.
 Wiring only: every task calls one function of the deepscholar library.
 """
@@ -42,6 +43,7 @@ from airflow.sdk import (
 
 from deepscholar.orchestration import (
     BENCHMARK_DAG_ID,
+    BENCHMARK_MAX_ACTIVE_RUNS,
     GENERATION_LANES,
     LEADERBOARD_ASSET_NAME,
     LEADERBOARD_ASSET_URI,
@@ -85,7 +87,7 @@ def _run():
     # Time-based (not asset-triggered) so months can be backfilled from the UI, CLI or REST API.
     schedule=CronDataIntervalTimetable(MONTHLY_CRON, timezone="UTC"),
     **schedule_window(),  # start/end/catchup from DEEPSCHOLAR_SCHEDULE_START/_END, DEEPSCHOLAR_CATCHUP
-    max_active_runs=2,
+    max_active_runs=BENCHMARK_MAX_ACTIVE_RUNS,
     tags=["deepscholar", "benchmark"],
     default_args={
         "retries": SETTINGS.task_retries,
@@ -179,12 +181,14 @@ def deepscholar_benchmark():
 
     @task
     def plan_judging() -> list[dict]:
+        from deepscholar.connection_budget import log_budget
         from deepscholar.db import get_engine
         from deepscholar.evaluation.jobs import plan_judging as plan_jobs
 
         params = get_current_context()["params"]
+        log_budget(get_engine())  # the deployment's worst case against the server's max_connections
         jobs = plan_jobs(get_engine(), _month(), params.get("systems") or None, params.get("metrics") or None,
-                         _judge(), current_settings().judge_job_reports)
+                         _judge(), current_settings().judge_job_reports, SETTINGS.judge_tasks)
         print(f"{len(jobs)} judge tasks for {sum(len(j['units']) for j in jobs)} (metric, system) units with "
               f"{sum(j['reports'] for j in jobs)} report-metric judgments to do")
         return jobs
@@ -193,12 +197,12 @@ def deepscholar_benchmark():
     def judge(job: dict) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
 
-        from deepscholar.db import get_engine
+        from deepscholar.db import judge_engine
         from deepscholar.errors import UserError
         from deepscholar.evaluation.runner import judge_job
 
         try:
-            return judge_job(get_engine(), job, _judge())
+            return judge_job(judge_engine(), job, _judge())
         except UserError as exc:  # a judge misconfigured (missing API key, unknown metric): no retries
             raise AirflowFailException(str(exc)) from exc
 

@@ -7,13 +7,15 @@ in its own database, apart from Airflow's metadata.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import sys
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
+from typing import TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -22,11 +24,13 @@ from sqlalchemy.engine import Engine
 from deepscholar.settings import current_settings
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 # pgserver logs every handle at INFO, including from atexit after pytest closed its streams.
 logging.getLogger("pgserver").setLevel(logging.WARNING)
 
 SCHEMA = "deepscholar"
 EMBEDDED_DATABASE = "deepscholar"
+APPLICATION_NAME = "deepscholar"  # pg_stat_activity.application_name of every warehouse connection
 AIRFLOW_CONN_ID = "deepscholar_db"
 SQL_DIR = current_settings().sql_dir or Path(__file__).resolve().parents[2] / "sql"
 
@@ -68,7 +72,35 @@ def embedded_server_uri(home: Path | None = None) -> str:
     exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{EMBEDDED_DATABASE}';")
     if "(1 row)" not in exists:
         server.psql(f"CREATE DATABASE {EMBEDDED_DATABASE};")
+    _apply_max_connections(server, home / "pgdata", current_settings().embedded_max_connections)
     return server.get_uri(EMBEDDED_DATABASE)
+
+
+def _psql_value(server, sql: str) -> str:
+    """The single value psql prints for a one-row, one-column query."""
+    lines = [line.strip() for line in server.psql(sql).splitlines()]
+    return lines[2] if len(lines) > 2 else ""
+
+
+def _apply_max_connections(server, pgdata: Path, wanted: int) -> None:
+    """Give the embedded server DEEPSCHOLAR_EMBEDDED_MAX_CONNECTIONS (PostgreSQL's own default, 100, is below
+    what a deployment's task processes can hold at once). The value needs a restart: done at once when no
+    one else is connected (a server this call just started), otherwise logged for the operator."""
+    if _psql_value(server, "SHOW max_connections;") == str(wanted):
+        return
+    server.psql(f"ALTER SYSTEM SET max_connections = {int(wanted)};")
+    others = _psql_value(server, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                                 "AND pid <> pg_backend_pid();")
+    if others != "0":
+        log.warning("the embedded PostgreSQL runs with another max_connections than "
+                    "DEEPSCHOLAR_EMBEDDED_MAX_CONNECTIONS=%d and has %s clients: it takes the new value at its next "
+                    "start (`deepscholar db stop`)", wanted, others)
+        return
+    from pgserver._commands import pg_ctl  # type: ignore[attr-defined]  # made by setattr at import
+
+    # restart re-uses the options the server was started with (postmaster.opts: its socket, no TCP).
+    pg_ctl(["-w", "-m", "fast", "restart"], pgdata=pgdata, user=server.system_user)
+    log.info("embedded PostgreSQL restarted with max_connections=%d", wanted)
 
 
 def stop_embedded_server(home: Path | None = None) -> bool:
@@ -83,6 +115,9 @@ def stop_embedded_server(home: Path | None = None) -> bool:
 
         server = pgserver.get_server(pgdata, cleanup_mode=None)
         pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=server.system_user)
+        # pgserver keeps one handle per data folder per process: the next call must start the server anew.
+        atexit.unregister(server._cleanup)  # it would forget the handle again at exit
+        pgserver.PostgresServer._instances.pop(server.pgdata, None)
     _engine_for.cache_clear()
     return True
 
@@ -92,21 +127,116 @@ def resolve_db_url(url: str | None = None) -> str:
     return _normalise_url(url or embedded_server_uri())
 
 
+# What PostgreSQL answers when it cannot take a connection *now* but will soon: over max_connections, a
+# server starting, restarting or in recovery, a connection reset or refused by a server that is coming back.
+# Authentication failures and unknown databases are not in the list: waiting would not fix them.
+TRANSIENT_CONNECT_ERRORS = (
+    "too many clients", "remaining connection slots are reserved", "the database system is starting up",
+    "the database system is shutting down", "the database system is in recovery mode",
+    "the database system is not yet accepting connections", "connection refused", "could not connect to server",
+    "server closed the connection unexpectedly", "connection reset", "terminating connection",
+    "no connection to the server", "timeout expired")
+
+
+def is_transient_connect_error(exc: BaseException) -> bool:
+    """Whether a failed attempt to connect is worth repeating after a pause (see TRANSIENT_CONNECT_ERRORS)."""
+    text = str(exc).lower()
+    return any(marker in text for marker in TRANSIENT_CONNECT_ERRORS)
+
+
+def _connect_with_retries(dialect, cargs, cparams, settings=None):
+    """Open one DBAPI connection, waiting out a full or restarting server with bounded, logged backoff.
+
+    A refused connection is an outage of the warehouse, not of the task: it is retried here, in the thread
+    that needs the connection (holding nothing meanwhile), then raised as InfrastructureError so Airflow
+    retries the task later instead of burning its retries in seconds.
+    """
+    from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+    from deepscholar.errors import InfrastructureError
+
+    settings = settings or current_settings()
+    retrying = Retrying(
+        stop=stop_after_attempt(settings.db_connect_retries + 1),
+        wait=wait_exponential_jitter(initial=settings.db_connect_backoff_seconds, max=30.0,
+                                     jitter=settings.db_connect_backoff_seconds),
+        retry=retry_if_exception(lambda e: isinstance(e, dialect.loaded_dbapi.OperationalError)
+                                 and is_transient_connect_error(e)),
+        before_sleep=lambda state: log.warning(
+            "the warehouse refused a connection (attempt %d of %d): %s; retrying in %.1f s",
+            state.attempt_number, settings.db_connect_retries + 1,
+            str(state.outcome.exception() if state.outcome else "").strip().splitlines()[0],
+            state.next_action.sleep if state.next_action else 0.0),
+        reraise=True,
+    )
+    try:
+        return retrying(dialect.connect, *cargs, **cparams)
+    except dialect.loaded_dbapi.OperationalError as exc:
+        if not is_transient_connect_error(exc):
+            raise
+        where = f"{cparams.get('host') or 'local socket'}:{cparams.get('port') or 5432}/{cparams.get('dbname')}"
+        raise InfrastructureError(f"the warehouse at {where}", str(exc).strip().splitlines()[0]) from exc
+
+
 @cache
-def _engine_for(url: str) -> Engine:
-    return sa.create_engine(
+def _engine_for(url: str, pool_size: int) -> Engine:
+    """A bounded pool: at most `pool_size` connections, threads beyond it wait their turn (no overflow), so
+    what a process can hold is known in advance and the deployment's total fits the server (see
+    connection_budget)."""
+    engine = sa.create_engine(
         url,
         pool_pre_ping=True,
-        # Judge tasks run many LLM calls at once, each touching the llm_calls cache briefly.
-        pool_size=8,
-        max_overflow=24,
-        connect_args={"options": f"-csearch_path={SCHEMA},public"},
+        pool_size=pool_size,
+        max_overflow=0,
+        pool_timeout=current_settings().db_pool_timeout_seconds,
+        connect_args={"options": f"-csearch_path={SCHEMA},public", "application_name": APPLICATION_NAME},
     )
+    sa.event.listen(engine, "do_connect", lambda dialect, _rec, cargs, cparams:
+                    _connect_with_retries(dialect, cargs, cparams))
+    return engine
 
 
-def get_engine(url: str | None = None) -> Engine:
-    """One engine per URL per process (the pool is shared by everything in the process)."""
-    return _engine_for(resolve_db_url(url))
+def get_engine(url: str | None = None, *, pool_size: int | None = None) -> Engine:
+    """One engine per URL and pool size per process (its pool is shared by everything in the process).
+
+    `pool_size` defaults to DEEPSCHOLAR_DB_POOL_SIZE; judge tasks ask for DEEPSCHOLAR_JUDGE_DB_POOL_SIZE.
+    """
+    return _engine_for(resolve_db_url(url), pool_size or current_settings().db_pool_size)
+
+
+def judge_engine(url: str | None = None) -> Engine:
+    """The engine of a judge task: its pool sized for the requests it keeps in flight."""
+    return get_engine(url, pool_size=current_settings().judge_db_pool_size)
+
+
+def with_outage_retries(fn: Callable[[], T], what: str) -> T:
+    """Run `fn` again after a pause when the warehouse fails under it (a connection reset mid-statement, a
+    server restarting): bounded (DEEPSCHOLAR_DB_CONNECT_RETRIES) and logged, then InfrastructureError so
+    Airflow retries the task. Only for idempotent work: judging and generation re-do only what is missing.
+    An InfrastructureError (the connect-time retries are already spent) is not repeated here."""
+    from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+    from deepscholar.errors import InfrastructureError, is_warehouse_outage
+
+    settings = current_settings()
+    retrying = Retrying(
+        stop=stop_after_attempt(settings.db_connect_retries + 1),
+        wait=wait_exponential_jitter(initial=settings.db_connect_backoff_seconds, max=30.0,
+                                     jitter=settings.db_connect_backoff_seconds),
+        retry=retry_if_exception(lambda e: is_warehouse_outage(e) and not isinstance(e, InfrastructureError)),
+        before_sleep=lambda state: log.warning(
+            "%s: the warehouse failed (attempt %d of %d): %s; retrying in %.1f s", what, state.attempt_number,
+            settings.db_connect_retries + 1,
+            str(state.outcome.exception() if state.outcome else "").strip().splitlines()[0],
+            state.next_action.sleep if state.next_action else 0.0),
+        reraise=True,
+    )
+    try:
+        return retrying(fn)
+    except Exception as exc:
+        if is_warehouse_outage(exc) and not isinstance(exc, InfrastructureError):
+            raise InfrastructureError("the warehouse", str(exc).strip().splitlines()[0]) from exc
+        raise
 
 
 def describe_url(engine: Engine) -> str:

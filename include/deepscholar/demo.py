@@ -278,3 +278,5 @@ def print_leaderboard(engine, release_id: str) -> None:
     print("\nSQL:  SELECT * FROM deepscholar.leaderboard_latest;   CLI: deepscholar leaderboard --format markdown")
     print("Page: deepscholar web (http://127.0.0.1:8050/), or in the Airflow UI under "
           "'DeepScholar leaderboard' (plugins/deepscholar_leaderboard.py, mounted at /deepscholar/)")
+    print("The embedded PostgreSQL keeps running for the next command; `deepscholar db stop` (or `make stop-db`) "
+          "stops it, its data stays under DEEPSCHOLAR_HOME.")

@@ -12,6 +12,7 @@ RELEASE_ASSET_NAME = "deepscholar_release"
 RELEASE_ASSET_URI = "postgres://warehouse:5432/deepscholar/deepscholar/releases"
 MONTHLY_CRON = "0 0 1 * *"
 BENCHMARK_DAG_ID = "deepscholar_benchmark"
+BENCHMARK_MAX_ACTIVE_RUNS = 2  # months judged at once (each run keeps DEEPSCHOLAR_JUDGE_TASKS judge tasks)
 # Airflow's default max_map_length is 1024: stay under it by batching pairs beyond this many tasks.
 MAX_MAPPED_TASKS = 1000
 

@@ -209,6 +209,27 @@ class Settings:
     sql_dir: Path | None = _setting(
         "DEEPSCHOLAR_SQL_DIR", None, PATH, "warehouse", "folder of the analyst queries (`queries/*.sql`)",
         shown_default="`sql/` of the source tree")
+    db_pool_size: int = _setting(
+        "DEEPSCHOLAR_DB_POOL_SIZE", 4, POSITIVE_INT, "warehouse",
+        "warehouse connections one process opens at most (a task, the CLI, the page); its threads take turns, "
+        "each holding one for a statement or a transaction, never while waiting for a provider")
+    judge_db_pool_size: int = _setting(
+        "DEEPSCHOLAR_JUDGE_DB_POOL_SIZE", 6, POSITIVE_INT, "warehouse",
+        "the same for a judge task, whose requests in flight each read and write the `llm_calls` cache")
+    db_pool_timeout_seconds: float = _setting(
+        "DEEPSCHOLAR_DB_POOL_TIMEOUT_SECONDS", 300.0, POSITIVE_SECONDS, "warehouse",
+        "how long a thread waits for one of its process's connections before failing")
+    db_connect_retries: int = _setting(
+        "DEEPSCHOLAR_DB_CONNECT_RETRIES", 6, COUNT, "warehouse",
+        "retries of a refused warehouse connection (too many clients, starting up, reset), with exponential "
+        "backoff, before the task fails as an outage for Airflow to retry", tolerant=True)
+    db_connect_backoff_seconds: float = _setting(
+        "DEEPSCHOLAR_DB_CONNECT_BACKOFF_SECONDS", 1.0, SECONDS, "warehouse",
+        "base of those retries' backoff (doubling, capped at 30 s, with jitter)", tolerant=True)
+    embedded_max_connections: int = _setting(
+        "DEEPSCHOLAR_EMBEDDED_MAX_CONNECTIONS", 300, _number(int, "an integer >= 10", 10), "warehouse",
+        "`max_connections` of the embedded PostgreSQL (applied when it starts; `deepscholar db stop` first to "
+        "change it): the connection budget of `deepscholar settings` must fit under it")
     # release: the defaults of a new month's spec, stored with the release
     categories: tuple[str, ...] = _setting(
         "DEEPSCHOLAR_CATEGORIES", DEFAULT_CATEGORIES, CATEGORIES, "release", "arXiv categories searched")
@@ -281,6 +302,10 @@ class Settings:
         "DEEPSCHOLAR_JUDGE", "local", TEXT, "judging",
         "the judge: `local` (offline embeddings) or a litellm model string such as `openai/gpt-4o`; also the "
         "release-time judge of a new month")
+    release_judge: str | None = _setting(
+        "DEEPSCHOLAR_RELEASE_JUDGE", None, TEXT, "judging",
+        "the release-time judge of a new month (importance labels, nuggets), when it should differ from the "
+        "benchmark's", shown_default="`DEEPSCHOLAR_JUDGE`")
     judge_api_base: str | None = _setting("DEEPSCHOLAR_JUDGE_API_BASE", None, URL, "judging",
                                           "base URL of the judge's provider", shown_default="the provider's")
     judge_concurrency: int = _setting("DEEPSCHOLAR_JUDGE_CONCURRENCY", 16, POSITIVE_INT, "judging",
@@ -290,9 +315,9 @@ class Settings:
     judge_pool: str = _setting("DEEPSCHOLAR_JUDGE_POOL", "default_pool", TEXT, "judging",
                                "Airflow pool bounding parallel judge tasks")
     judge_job_reports: int = _setting(
-        "DEEPSCHOLAR_JUDGE_JOB_REPORTS", 400, POSITIVE_INT, "judging",
-        "report-metric judgments one judge task takes on; small (metric, system) pairs are packed together "
-        "up to this")
+        "DEEPSCHOLAR_JUDGE_JOB_REPORTS", 4000, POSITIVE_INT, "judging",
+        "about how many report-metric judgments one judge task takes on: a month gets that many jobs' worth, "
+        "rounded up to a multiple of DEEPSCHOLAR_JUDGE_TASKS, of equal work (`evaluation/jobs.py`)")
     claim_coverage_w_max: int = _setting(
         "DEEPSCHOLAR_CLAIM_COVERAGE_W_MAX", 1, _number(int, "an integer from 1 to 5", 1, maximum=5), "judging",
         "claim coverage's window cap: `1` asks only what the headline (w = 1) needs; `5` runs the w = 0..5 "

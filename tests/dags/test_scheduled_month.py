@@ -15,6 +15,9 @@ import time
 import pytest
 import sqlalchemy as sa
 from support.demo_month import write_unresolvable_snapshot
+from support.judge_stub import scripted_judge
+from support.openai_stub import OpenAIStub
+from support.warehouse import ConnectionSampler, throwaway_warehouse
 
 from deepscholar.demo import demo_schedule_env, replay_endpoints
 from deepscholar.local_airflow import LocalAirflow, drop_database, fresh_metadata_database
@@ -48,13 +51,46 @@ def _systems(engine):
         add_system(engine, name, kind)
 
 
-def _airflow(tmp_path, metadata_url, server, snapshot, db_url) -> LocalAirflow:
+def _airflow(tmp_path, metadata_url, server, snapshot, db_url, extra: dict | None = None) -> LocalAirflow:
     manifest = json.loads((snapshot / "manifest.json").read_text())
     # Two extraction/resolution shards: still mapped tasks, half the task processes of the default four
     # (each one a process start on this 2-core machine; the demo month is small).
     env = replay_endpoints(server, manifest, db_url) | demo_schedule_env(MONTH) | {
-        "DEEPSCHOLAR_TASK_RETRIES": "0", "DEEPSCHOLAR_RELEASE_SHARDS": "2"}
+        "DEEPSCHOLAR_TASK_RETRIES": "0", "DEEPSCHOLAR_RELEASE_SHARDS": "2"} | (extra or {})
     return LocalAirflow(tmp_path / "home", metadata_url, env)
+
+
+# The warehouse of the first test: a server of its own that takes 40 connections. Four judge tasks at once
+# with the pools of before (8 + 24 overflow each) could open 128; the bounded pools fit (connection_budget).
+LIMITED_MAX_CONNECTIONS = 40
+ORACLES = ("oracle", "oracle_b", "oracle_c")
+
+
+@pytest.fixture
+def limited_warehouse(monkeypatch):
+    monkeypatch.setenv("DEEPSCHOLAR_EMBEDDED_MAX_CONNECTIONS", str(LIMITED_MAX_CONNECTIONS))
+    with throwaway_warehouse("deepscholar_limited_", database="embedded") as (engine, _home):
+        yield engine
+
+
+@pytest.fixture
+def judge_stub():
+    """The benchmark's LLM judge: an OpenAI-compatible server answering every metric's prompt over HTTP."""
+    with OpenAIStub() as stub:
+        stub.default = scripted_judge
+        stub.delay = 0.2
+        yield stub
+
+
+def _overlap(task_instances: list[dict], task_id: str) -> int:
+    """The most instances of a task that were running at the same moment."""
+    edges = sorted((t[k], d) for t in task_instances if t["task_id"] == task_id and t["start_date"]
+                   for k, d in (("start_date", 1), ("end_date", -1)))
+    running = peak = 0
+    for _, d in sorted(edges, key=lambda e: (e[0], e[1])):
+        running += d
+        peak = max(peak, running)
+    return peak
 
 
 def _wait(predicate, airflow: LocalAirflow, timeout: float, what: str):
@@ -99,19 +135,31 @@ def _benchmark_rows(engine) -> list[dict]:
 
 
 def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
-        engine, db_url, metadata_url, snapshot, tmp_path):
-    _systems(engine)
-    with ReplayServer(snapshot) as server:
+        limited_warehouse, db_url, metadata_url, snapshot, tmp_path, judge_stub):
+    """Also the month at the warehouse's connection limit: an LLM judge over real HTTP, four judge tasks at
+    once with 16 requests in flight each, on a server that takes 40 connections. Every task succeeds at
+    its first attempt (retries are off) and the peak stays under the limit."""
+    engine = limited_warehouse
+    warehouse_url = engine.url.render_as_string(hide_password=False)
+    for name in ORACLES:
+        add_system(engine, name, "oracle")
+    add_system(engine, "human_exemplar", "human_exemplar")
+    judge = {"DEEPSCHOLAR_RELEASE_JUDGE": "local", "DEEPSCHOLAR_JUDGE": "openai/stub-judge",
+             "DEEPSCHOLAR_JUDGE_API_BASE": judge_stub.url, "OPENAI_API_KEY": "test",
+             "DEEPSCHOLAR_JUDGE_TASKS": "4", "DEEPSCHOLAR_JUDGE_CONCURRENCY": "16",
+             "DEEPSCHOLAR_JUDGE_JOB_REPORTS": "24"}
+    with ReplayServer(snapshot) as server, ConnectionSampler(warehouse_url, interval=0.1) as connections:
         server.inject_failures("/api/query", [Delay(RELEASE_STALL_SECONDS)])
-        with _airflow(tmp_path, metadata_url, server, snapshot, db_url) as airflow:
+        with _airflow(tmp_path, metadata_url, server, snapshot, warehouse_url, judge) as airflow:
             airflow.wait_for_dags([RELEASE_DAG_ID, BENCHMARK_DAG_ID])
             airflow.unpause(RELEASE_DAG_ID, BENCHMARK_DAG_ID)  # the scheduler fires both: the cron tick
 
             board = _wait(lambda: _leaderboard(engine), airflow, 600, "the leaderboard of the month")
             _wait(lambda: _all_ended(airflow), airflow, 180, "every DAG run to end")
             release_runs, benchmark_runs = _runs(airflow, RELEASE_DAG_ID), _runs(airflow, BENCHMARK_DAG_ID)
+            tasks = airflow.task_instances(BENCHMARK_DAG_ID, benchmark_runs[0]["dag_run_id"])
 
-    assert board == [(MONTH, "human_exemplar"), (MONTH, "oracle")]
+    assert board == sorted([(MONTH, "human_exemplar")] + [(MONTH, name) for name in ORACLES])
     # One run per DAG, both created by the scheduler for the same logical date, both green.
     assert [(r["run_type"], r["state"]) for r in release_runs] == [("scheduled", "success")]
     assert [(r["run_type"], r["state"]) for r in benchmark_runs] == [("scheduled", "success")]
@@ -122,9 +170,20 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
     with engine.connect() as conn:
         published_at = conn.execute(sa.text("SELECT published_at FROM releases WHERE release_id = :r"),
                                     {"r": MONTH}).scalar_one()
+        judged_by = conn.execute(sa.text("SELECT DISTINCT judge_config FROM metric_scores")).scalars().all()
     assert rows[0]["started_at"] < published_at
     # The arXiv search really was stalled: the release could not have been published before the stall ended.
     assert (published_at - rows[0]["started_at"]).total_seconds() > RELEASE_STALL_SECONDS / 2
+
+    # At the connection limit: the LLM judge did the judging, three or four judge tasks ran at once (their
+    # old pools could have opened 32 connections each against 40), no task attempt failed, and the
+    # server never ran out (the sampler's own connection is the one more).
+    assert judged_by == ["llm:openai/stub-judge"] and judge_stub.requests > 0
+    assert _overlap(tasks, "judge") >= 3, {t["map_index"]: (t["start_date"], t["end_date"]) for t in tasks
+                                           if t["task_id"] == "judge"}
+    assert [(t["task_id"], t["try_number"]) for t in tasks if t["try_number"] > 1 or t["state"] == "failed"] == []
+    assert connections.max_connections == LIMITED_MAX_CONNECTIONS
+    assert 0 < connections.peak < LIMITED_MAX_CONNECTIONS - 3
 
 
 def test_failed_gate_blocks_the_month_cleanly_and_a_rebuild_publishes_it_by_itself(

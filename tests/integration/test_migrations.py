@@ -271,7 +271,10 @@ def test_db_status_and_init_from_the_command_line(new_database):
     url = new_database()
     fresh = _run_cli(url, "db", "status", "--json")
     assert fresh.returncode == 0, fresh.stderr
-    assert json.loads(fresh.stdout) | {"url": ""} == {
+    shown = json.loads(fresh.stdout)
+    connections = shown.pop("connections")  # the connection budget against the server (connection_budget.py)
+    assert connections["worst_case"] >= connections["warehouse"] > 0 and connections["server_limit"] > 0
+    assert shown | {"url": ""} == {
         "state": "fresh", "current": None, "detail": "", "head": HEAD, "pending": ALL, "url": ""}
     engine = db.get_engine(url)
     with engine.connect() as conn:  # status is read-only: it created nothing

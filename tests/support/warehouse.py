@@ -138,3 +138,47 @@ def throwaway_warehouse(prefix: str = "deepscholar_tmp_", *, database: str = "em
             db.stop_embedded_server(home)
         if not keep_home:
             shutil.rmtree(home, ignore_errors=True)
+
+
+class ConnectionSampler:
+    """The server's client connections sampled from pg_stat_activity in a thread (every `interval` s) on one
+    connection of its own: the peak in all and per database, to set against max_connections.
+
+    Usage: with ConnectionSampler(url) as sampler: ...; sampler.peak, sampler.peak_by_database
+    """
+
+    def __init__(self, url: str, interval: float = 0.25) -> None:
+        import threading
+
+        self.url, self.interval = url, interval
+        self.peak = 0
+        self.peak_by_database: dict[str, int] = {}
+        self.samples = 0
+        self.max_connections: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="connection-sampler", daemon=True)
+
+    def _run(self) -> None:
+        engine = sa.create_engine(self.url, poolclass=sa.pool.NullPool, isolation_level="AUTOCOMMIT")
+        try:
+            with engine.connect() as conn:
+                self.max_connections = int(conn.execute(sa.text("SHOW max_connections")).scalar_one())
+                while not self._stop.is_set():
+                    rows = conn.execute(sa.text(
+                        "SELECT coalesce(datname, '?'), count(*) FROM pg_stat_activity "
+                        "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() GROUP BY 1")).all()
+                    self.samples += 1
+                    self.peak = max(self.peak, sum(n for _, n in rows))
+                    for name, n in rows:
+                        self.peak_by_database[name] = max(self.peak_by_database.get(name, 0), n)
+                    self._stop.wait(self.interval)
+        finally:
+            engine.dispose()
+
+    def __enter__(self) -> ConnectionSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(10)

@@ -1,30 +1,65 @@
-"""Packing (metric, system) units into judge tasks: sizes respected, order kept, nothing lost."""
+"""Spreading (metric, system) units over judge tasks: equal work, full waves, nothing lost or doubled."""
 
 from __future__ import annotations
 
 import pytest
 
 from deepscholar.errors import InvalidInput
-from deepscholar.evaluation.jobs import pack_jobs
+from deepscholar.evaluation.jobs import pack_jobs, unit_cost
 
 
 def _units(*sizes: int) -> list[dict]:
     return [{"metric": f"m{i}", "system_id": "s", "pending": n} for i, n in enumerate(sizes)]
 
 
-def test_small_units_share_a_job_up_to_the_size_and_a_large_one_stands_alone():
-    jobs = pack_jobs(_units(100, 150, 100, 900, 50, 60), job_reports=400)
-    assert [[u["pending"] for u in job] for job in jobs] == [[100, 150, 100], [900], [50, 60]]
+def _pending(job: list[dict]) -> int:
+    return sum(u["pending"] for u in job)
+
+
+def _by_pending(unit: dict) -> float:
+    return float(unit["pending"])
+
+
+def test_a_month_that_fits_one_job_is_one_task():
+    jobs = pack_jobs(_units(100, 150, 100, 50), job_reports=400, tasks=4, cost=_by_pending)
+    assert [sorted(u["pending"] for u in job) for job in jobs] == [[50, 100, 100, 150]]
+
+
+def test_more_work_makes_full_waves_of_equal_jobs_keeping_the_order():
+    sizes = (200,) * 20 + (30, 70, 120, 5)
+    units = _units(*sizes)
+    jobs = pack_jobs(units, job_reports=1000, tasks=4, cost=_by_pending)
+    # 4,225 report-metrics at 1,000 a job: 5 jobs, rounded up to a full second wave of 4.
+    assert len(jobs) == 8
+    loads = [_pending(job) for job in jobs]
+    # Consecutive cuts of equal share: no job is further from the mean than the largest unit.
+    assert max(abs(load - 4225 / 8) for load in loads) <= 200
+    # Every unit once, in the order given (one metric's systems stay together).
+    assert [u["metric"] for job in jobs for u in job] == [u["metric"] for u in units]
 
 
 def test_units_with_nothing_pending_make_no_task_and_every_other_unit_is_kept_once():
     units = _units(0, 5, 0, 7, 3)
-    jobs = pack_jobs(units, job_reports=8)
-    flat = [u["metric"] for job in jobs for u in job]
+    jobs = pack_jobs(units, job_reports=8, tasks=2, cost=_by_pending)
+    flat = sorted(u["metric"] for job in jobs for u in job)
     assert flat == ["m1", "m3", "m4"] and pack_jobs(_units(0, 0)) == []
-    assert all(sum(u["pending"] for u in job) <= 8 or len(job) == 1 for job in jobs)
+    assert len(jobs) == 2  # 15 pending at 8 a job: 2 jobs, already a full wave of 2
 
 
-def test_a_job_size_below_one_is_refused():
+def test_never_more_jobs_than_units():
+    assert len(pack_jobs(_units(5000), job_reports=100, tasks=4, cost=_by_pending)) == 1
+
+
+def test_cost_weighs_a_metric_by_its_calls_per_report():
+    # Claim coverage asks about a dozen questions per report, organization two; judge-free metrics none.
+    claims = unit_cost({"metric": "claim_coverage", "system_id": "s", "pending": 100})
+    organization = unit_cost({"metric": "organization", "system_id": "s", "pending": 100})
+    free = unit_cost({"metric": "reference_coverage", "system_id": "s", "pending": 100})
+    assert claims > 4 * organization > 4 * free > 0
+
+
+def test_a_job_size_or_task_count_below_one_is_refused():
     with pytest.raises(InvalidInput, match="at least one report"):
         pack_jobs(_units(1), job_reports=0)
+    with pytest.raises(InvalidInput, match="at least one parallel task"):
+        pack_jobs(_units(1), tasks=0)

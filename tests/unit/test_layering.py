@@ -18,7 +18,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "include" / "deepscholar"
 
 LAYERS: dict[str, int] = {
-    **dict.fromkeys(("errors", "clock", "text", "prompts", "progress", "http_guard", "rate_limit", "settings", "db",
+    **dict.fromkeys(("errors", "clock", "text", "prompts", "progress", "http_guard", "rate_limit", "settings", "db", "connection_budget",
                      "migrations", "sources", "llm", "gx", "orchestration", "registry"), 0),
     **dict.fromkeys(("release", "systems", "search", "evaluation", "replay"), 1),
     **dict.fromkeys(("web", "cli", "demo", "reporting", "local_airflow", "scheduling", "warm", "__init__",

@@ -24,6 +24,8 @@ BY_ENV = {s.env: s for s in SETTINGS}
 DYNAMIC_READS = {
     "include/deepscholar/systems/deepscholar_base.py": "the API-key variable a system's config names (a secret)",
     "include/deepscholar/local_airflow.py": "the whole environment, copied for the Airflow processes it starts",
+    "include/deepscholar/connection_budget.py": "Airflow's own AIRFLOW__* variables (parallelism, its pools), "
+                                                "for the connection budget",
 }
 
 
@@ -76,7 +78,7 @@ def test_defaults_without_any_variable():
     assert (s.categories, s.max_queries, s.judge, s.judge_concurrency, s.judge_tasks, s.judge_pool) == (
         ("cs.CL", "cs.LG", "cs.IR", "cs.AI"), 200, "local", 16, 4, "default_pool")
     assert (s.generation_concurrency, s.task_retries, s.judge_job_reports, s.openalex_url, s.http_retries) == (
-        4, 2, 400, None, None)
+        4, 2, 4000, None, None)
 
 
 def test_values_are_parsed_by_their_kind():

@@ -224,6 +224,7 @@ class JudgeFreeMetric:
     headline = "score"
     variants: tuple[str, ...] = ("score",)
     definition = "d1"
+    calls_per_report = 0.0  # see LLMJudgedMetric.calls_per_report
 
     @property
     def version(self) -> str:
@@ -260,6 +261,9 @@ class LLMJudgedMetric:
     variants: tuple[str, ...]
     prompt_name: str
     definition: str = "d1"
+    # About how many judge calls one report takes (cached ones included); only balances a month's judge
+    # tasks (evaluation.jobs), never part of a score. Measured on the demo month by bench/evaluation.py.
+    calls_per_report: float = 1.0
 
     def __init__(self) -> None:
         from deepscholar.prompts import load_prompt_file

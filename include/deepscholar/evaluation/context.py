@@ -60,8 +60,13 @@ def load_queries(engine: Engine, release_id: str, arxiv_ids: Iterable[str] | Non
         nuggets=tuple(nuggets_of.get(q["arxiv_id"], ()))) for q in queries}
 
 
-def load_reports(engine: Engine, report_ids: Sequence[int]) -> list[ReportContext]:
-    """ReportContexts for ok reports, in the order of report_ids (unknown or failed ids are skipped)."""
+def load_reports(engine: Engine, report_ids: Sequence[int],
+                 queries_seen: dict[tuple[str, str], QueryInfo] | None = None) -> list[ReportContext]:
+    """ReportContexts for ok reports, in the order of report_ids (unknown or failed ids are skipped).
+
+    `queries_seen` keeps the query data already read (a published release's queries do not change): a
+    judge task's units share one, so every system's reports of a query read it once, not once per metric.
+    """
     if not report_ids:
         return []
     with engine.connect() as conn:
@@ -88,11 +93,13 @@ def load_reports(engine: Engine, report_ids: Sequence[int]) -> list[ReportContex
             idx=s["source_idx"], arxiv_id=s["arxiv_id"], title=s["title"],
             text=source_text(s["title"], s["snippet"], s["abstract"], prefer_abstract=prefer_abstract),
             abstract=s["abstract"], cited_by_count=s["cited_by_count"])
-    queries: dict[tuple[str, str], QueryInfo] = {}
+    queries: dict[tuple[str, str], QueryInfo] = {} if queries_seen is None else queries_seen
     for release_id in {r["release_id"] for r in reports}:
-        wanted = {r["arxiv_id"] for r in reports if r["release_id"] == release_id}
-        for arxiv_id, q in load_queries(engine, release_id, wanted).items():
-            queries[(release_id, arxiv_id)] = q
+        wanted = {r["arxiv_id"] for r in reports if r["release_id"] == release_id
+                  and (release_id, r["arxiv_id"]) not in queries}
+        if wanted:
+            for arxiv_id, q in load_queries(engine, release_id, wanted).items():
+                queries[(release_id, arxiv_id)] = q
     by_id = {r["report_id"]: r for r in reports}
     out = []
     for report_id in report_ids:

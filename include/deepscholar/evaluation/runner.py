@@ -19,7 +19,7 @@ import resource
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -93,8 +93,18 @@ def pending_reports(engine: Engine, release_id: str, metric: Metric, judge_confi
             {"r": release_id, "s": system_id, **pending_params(metric, judge_config)}).scalars())
 
 
+@dataclass
+class JobShare:
+    """What the units of one judge task share: the release's query data, read once (a published release
+    does not change), and one pool of `concurrency` threads for every unit's questions, instead of a new
+    pool per unit and chunk (a month's task started thousands of threads)."""
+
+    queries: dict = field(default_factory=dict)
+    pool: ThreadPoolExecutor | None = None
+
+
 def _judge_llm(metric: Metric, client, contexts: Sequence[ReportContext],
-               label: str = "judge calls") -> dict[int, list[ItemJudgment]]:
+               label: str = "judge calls", pool: ThreadPoolExecutor | None = None) -> dict[int, list[ItemJudgment]]:
     from deepscholar.progress import Progress
 
     work = [(ctx, item) for ctx in contexts for item in metric.items(ctx)]
@@ -105,7 +115,7 @@ def _judge_llm(metric: Metric, client, contexts: Sequence[ReportContext],
         tracker.advance()
         return judgment
 
-    answers = client.map(one, work)
+    answers = client.map(one, work, pool=pool)
     out: dict[int, list[ItemJudgment]] = {ctx.report_id: [] for ctx in contexts}
     for (ctx, _), judgment in zip(work, answers, strict=True):
         out[ctx.report_id].append(judgment)
@@ -122,44 +132,60 @@ def _judge_local(metric: Metric, contexts: Sequence[ReportContext], tracker=None
     return out
 
 
-_JUDGMENT_UPSERT = sa.text("""
+# Every judgment of a chunk of reports in one statement (a JSON array of rows), not one per report: a
+# month stores tens of thousands of report-metrics, and per-report round trips cost more than judging.
+_JUDGMENTS_UPSERT = sa.text("""
     INSERT INTO judgments (report_id, metric, judge_config, item_key, metric_version, label, unscored_reason,
                            explanation, n_calls, judged_at)
-    VALUES (:report_id, :metric, :judge_config, :item_key, :metric_version, CAST(:label AS jsonb),
-            :unscored_reason, :explanation, :n_calls, now())
+    SELECT x.report_id, x.metric, x.judge_config, x.item_key, x.metric_version,
+           NULLIF(x.label, 'null'::jsonb), x.unscored_reason, x.explanation, x.n_calls, now()
+    FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS x(report_id bigint, metric text, judge_config text,
+         item_key text, metric_version text, label jsonb, unscored_reason text, explanation text, n_calls int)
     ON CONFLICT (report_id, metric, judge_config, item_key) DO UPDATE SET
         metric_version = EXCLUDED.metric_version, label = EXCLUDED.label,
         unscored_reason = EXCLUDED.unscored_reason, explanation = EXCLUDED.explanation,
         n_calls = EXCLUDED.n_calls, judged_at = now()""")
+# Judgments of those reports whose items are gone (the report was judged before with other items).
+_STALE_JUDGMENTS_DELETE = sa.text("""
+    DELETE FROM judgments j WHERE j.metric = :metric AND j.judge_config = :judge_config
+      AND j.report_id = ANY(:report_ids)
+      AND NOT EXISTS (SELECT 1 FROM unnest(CAST(:kept_reports AS bigint[]), CAST(:kept_keys AS text[])) AS k(rid, key)
+                      WHERE k.rid = j.report_id AND k.key = j.item_key)""")
 
 
-def store_results(conn: sa.Connection, metric: Metric, judge_config: str, report_id: int,
-                  judgments: Sequence[ItemJudgment], scores: Sequence[Score]) -> None:
-    """Replace this report's judgments and scores for (metric, judge_config) by the new ones."""
-    keys = [j.key for j in judgments]
-    if len(set(keys)) != len(keys):
-        raise ValueError(f"{metric.name}: duplicate item keys for report {report_id}")
-    base = {"report_id": report_id, "metric": metric.name, "judge_config": judge_config}
-    if judgments:
-        conn.execute(_JUDGMENT_UPSERT, [
-            {**base, "item_key": j.key, "metric_version": metric.version,
-             # SQL NULL (not JSON null) for an unscored item, as the table's CHECK requires.
-             "label": None if j.label is None else json.dumps(j.label),
-             "unscored_reason": j.unscored_reason, "explanation": j.explanation, "n_calls": j.calls}
-            for j in judgments])
+def store_results(conn: sa.Connection, metric: Metric, judge_config: str,
+                  results: Sequence[tuple[int, Sequence[ItemJudgment], Sequence[Score]]]) -> None:
+    """Replace these reports' judgments and scores for (metric, judge_config) by the new ones: `results` is
+    (report_id, judgments, scores) per report; a constant number of statements for the whole chunk."""
+    base = {"metric": metric.name, "judge_config": judge_config}
+    judgment_rows, score_rows = [], []
+    for report_id, judgments, scores in results:
+        keys = [j.key for j in judgments]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"{metric.name}: duplicate item keys for report {report_id}")
+        variants = [s.variant for s in scores]
+        if set(variants) != set(metric.variants) or len(variants) != len(set(variants)):
+            raise ValueError(f"{metric.name}: score() returned variants {variants}, expected {list(metric.variants)}")
+        # An unscored item's label is SQL NULL (not JSON null), as the table's CHECK requires.
+        judgment_rows += [{**base, "report_id": report_id, "item_key": j.key, "metric_version": metric.version,
+                           "label": j.label, "unscored_reason": j.unscored_reason, "explanation": j.explanation,
+                           "n_calls": j.calls} for j in judgments]
+        score_rows += [{**base, "report_id": report_id, "variant": sc.variant, "metric_version": metric.version,
+                        "value": sc.value, "unscored_reason": sc.unscored_reason, "n_items": sc.n_items,
+                        "details": sc.details or {}} for sc in scores]
+    if not results:
+        return
+    report_ids = [r[0] for r in results]
+    if judgment_rows:
+        conn.execute(_JUDGMENTS_UPSERT, {"rows": json.dumps(judgment_rows)})
+    conn.execute(_STALE_JUDGMENTS_DELETE, {**base, "report_ids": report_ids,
+                                           "kept_reports": [r["report_id"] for r in judgment_rows],
+                                           "kept_keys": [r["item_key"] for r in judgment_rows]})
+    db.upsert(conn, "metric_scores", score_rows, key=["report_id", "metric", "judge_config", "variant"])
     conn.execute(sa.text("""
-        DELETE FROM judgments WHERE report_id = :report_id AND metric = :metric AND judge_config = :judge_config
-          AND NOT (item_key = ANY(:keys))"""), {**base, "keys": keys})
-    variants = [s.variant for s in scores]
-    if set(variants) != set(metric.variants) or len(variants) != len(set(variants)):
-        raise ValueError(f"{metric.name}: score() returned variants {variants}, expected {list(metric.variants)}")
-    db.upsert(conn, "metric_scores", [
-        {**base, "variant": s.variant, "metric_version": metric.version, "value": s.value,
-         "unscored_reason": s.unscored_reason, "n_items": s.n_items, "details": s.details or {}}
-        for s in scores], key=["report_id", "metric", "judge_config", "variant"])
-    conn.execute(sa.text("""
-        DELETE FROM metric_scores WHERE report_id = :report_id AND metric = :metric
-          AND judge_config = :judge_config AND NOT (variant = ANY(:variants))"""), {**base, "variants": variants})
+        DELETE FROM metric_scores WHERE report_id = ANY(:report_ids) AND metric = :metric
+          AND judge_config = :judge_config AND NOT (variant = ANY(:variants))"""),
+        {**base, "report_ids": report_ids, "variants": list(metric.variants)})
 
 
 def judge_metric(
@@ -173,10 +199,14 @@ def judge_metric(
     api_key: str | None = None,
     concurrency: int | None = None,
     client=None,
+    prepared: bool = False,
+    share: JobShare | None = None,
 ) -> JudgeRun:
     """Judge every report of the release (optionally one system's) lacking a current score for one metric.
 
-    `client` lets several of these share one LLMClient, so one concurrency bound covers them all.
+    `client` lets several of these share one LLMClient, so one concurrency bound covers them all;
+    `prepared` says the caller already ran the metric's release-wide preparation (judge_units does, once);
+    `share` is what the units of one judge task share (JobShare).
     """
     from deepscholar.evaluation.metrics import get_metric
     from deepscholar.llm.client import track_usage
@@ -189,11 +219,8 @@ def judge_metric(
     if not pending:
         run.seconds = time.perf_counter() - started
         return run
-    # A metric that needs data fixed for the whole release first (document importance: the cited-by
-    # counts of the papers reports cite, frozen once) prepares it here.
-    prepare = getattr(metric, "prepare", None)
-    if prepare is not None:
-        prepare(engine, release_id)
+    if not prepared:
+        _prepare(engine, release_id, metric)
     if client is None and not spec.is_local:
         client = spec.client_for(
             engine, metric_name, api_base=api_base or _api_base(),
@@ -201,7 +228,7 @@ def judge_metric(
     record_judge_config(engine, spec, metric, client)
     label = f"{metric_name} on {release_id} ({system_id or 'all systems'}, {spec.config_id})"
     with track_usage() as usage:
-        _judge_pending(engine, metric, spec, client, pending, label, run)
+        _judge_pending(engine, metric, spec, client, pending, label, run, share or JobShare())
     _account(run, usage, started)
     log.info("%s on %s (%s, %s): %d reports, %d items, %d unscored, %d LLM requests (%d cached calls), %.1f s, "
              "peak RSS %.0f MB", metric_name, release_id, system_id or "all systems", spec.config_id, run.reports,
@@ -209,37 +236,47 @@ def judge_metric(
     return run
 
 
+def _prepare(engine: Engine, release_id: str, metric: Metric) -> None:
+    """A metric that needs data fixed for the whole release first (document importance: the cited-by counts
+    of the papers reports cite, frozen once) prepares it here. Run once per metric before any thread
+    judges it: the preparation holds a connection for its lock while it works, and threads queueing for it
+    would each hold one more."""
+    prepare = getattr(metric, "prepare", None)
+    if prepare is not None:
+        prepare(engine, release_id)
+
+
 def _judge_pending(engine: Engine, metric: Metric, spec: JudgeSpec, client, pending: Sequence[int], label: str,
-                   run: JudgeRun) -> None:
+                   run: JudgeRun, share: JobShare) -> None:
     """Judge, score and store the pending reports a chunk at a time (a chunk's writes are one transaction)."""
     from deepscholar.evaluation.context import load_reports
     from deepscholar.progress import Progress
 
     reports_done = Progress(f"{label}: reports", len(pending)) if client is None else None
     for start in range(0, len(pending), CHUNK_REPORTS):
-        contexts = load_reports(engine, pending[start:start + CHUNK_REPORTS])
+        contexts = load_reports(engine, pending[start:start + CHUNK_REPORTS], share.queries)
         if client is None:
             judged = _judge_local(metric, contexts, reports_done)
         else:
             chunk = (f", reports {start + 1}-{start + len(contexts)} of {len(pending)}"
                      if len(pending) > CHUNK_REPORTS else "")
-            judged = _judge_llm(metric, client, contexts, f"{label}: judge calls{chunk}")
+            judged = _judge_llm(metric, client, contexts, f"{label}: judge calls{chunk}", share.pool)
+        results = [_score(metric, ctx, judged[ctx.report_id], run) for ctx in contexts]
         with engine.begin() as conn:
-            for ctx in contexts:
-                _score_and_store(conn, metric, spec, ctx, judged[ctx.report_id], run)
+            store_results(conn, metric, spec.config_id, results)
 
 
-def _score_and_store(conn: sa.Connection, metric: Metric, spec: JudgeSpec, ctx: ReportContext,
-                     judgments: Sequence[ItemJudgment], run: JudgeRun) -> None:
+def _score(metric: Metric, ctx: ReportContext, judgments: Sequence[ItemJudgment],
+           run: JudgeRun) -> tuple[int, Sequence[ItemJudgment], Sequence[Score]]:
     scores = metric.score(ctx, judgments)
-    store_results(conn, metric, spec.config_id, ctx.report_id, judgments, scores)
     run.reports += 1
     run.items += len(judgments)
-    headline = next(s for s in scores if s.variant == metric.headline)
-    if headline.value is None:
+    headline = next((s for s in scores if s.variant == metric.headline), None)  # none: store_results says so
+    if headline is not None and headline.value is None:
         run.unscored_reports += 1
         log.warning("%s unscored for report %s (%s / %s): %s", metric.name, ctx.report_id,
                     ctx.system_id, ctx.arxiv_id, headline.unscored_reason)
+    return ctx.report_id, judgments, scores
 
 
 def _account(run: JudgeRun, usage, started: float) -> None:
@@ -274,7 +311,9 @@ def judge_units(engine: Engine, release_id: str, units: Sequence[dict], spec: Ju
     once through one client per model with an LLM judge, so `concurrency` requests stay in flight for the
     whole set instead of draining at the end of every small unit."""
     if spec.is_local:
-        return [judge_metric(engine, release_id, u["metric"], system_id=u["system_id"], judge=spec) for u in units]
+        share = JobShare()
+        return [judge_metric(engine, release_id, u["metric"], system_id=u["system_id"], judge=spec, share=share)
+                for u in units]
     base = api_base or _api_base()
     clients: dict[str, object] = {}
     for u in units:
@@ -283,18 +322,28 @@ def judge_units(engine: Engine, release_id: str, units: Sequence[dict], spec: Ju
             clients[model] = spec.client_for(engine, u["metric"], api_base=base,
                                              concurrency=concurrency or _concurrency())
     _check_judge_credentials(engine, release_id, spec, units, clients)
+    from deepscholar.evaluation.metrics import get_metric
+
+    for name in dict.fromkeys(u["metric"] for u in units):
+        _prepare(engine, release_id, get_metric(name))
     # Each unit runs in a copy of this thread's context, so a caller's track_usage() sees its calls.
     contexts = [contextvars.copy_context() for _ in units]
-    with ThreadPoolExecutor(max_workers=max(1, min(len(units), MAX_PARALLEL_TASKS))) as pool:
+    concurrency = concurrency or _concurrency()
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="judge") as questions, \
+            ThreadPoolExecutor(max_workers=max(1, min(len(units), MAX_PARALLEL_TASKS))) as pool:
+        share = JobShare(pool=questions)
         return list(pool.map(lambda ctx, u: ctx.run(
             judge_metric, engine, release_id, u["metric"], system_id=u["system_id"], judge=spec,
-            client=clients[spec.model_for(u["metric"])]), contexts, units))
+            client=clients[spec.model_for(u["metric"])], prepared=True, share=share), contexts, units))
 
 
 def judge_job(engine: Engine, job: dict, judge: str | JudgeSpec = "local") -> dict:
     """What one mapped Airflow judge task runs: the units of one job planned by evaluation.jobs."""
     spec = judge if isinstance(judge, JudgeSpec) else JudgeSpec.parse(judge)
-    runs = judge_units(engine, job["release_id"], job["units"], spec)
+    # A warehouse failure mid-job re-runs the job after a pause: only what is still pending is judged again
+    # and answers already received come from the llm_calls cache, so nothing is paid twice.
+    runs = db.with_outage_retries(lambda: judge_units(engine, job["release_id"], job["units"], spec),
+                                  f"judge job of {job['release_id']}")
     return _summary(job["release_id"], spec, runs)
 
 

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from deepscholar.db import table, upsert
+from deepscholar.db import upsert
 
-__all__ = ["CachedCall", "canonical_request", "hash_request", "request_hash", "lookup", "store"]
+__all__ = ["CachedCall", "Coalescer", "RecentCalls", "canonical_request", "hash_request", "request_hash", "lookup", "store"]
 
 
 def _jsonable(value: Any) -> Any:
@@ -76,15 +78,115 @@ class CachedCall:
     created_at: datetime | None = None
 
 
-def lookup(engine: Engine, hash_: str) -> CachedCall | None:
-    tbl = table(engine, "llm_calls")
+class RecentCalls:
+    """The last `size` answers by request hash, least recently used dropped first (thread-safe)."""
+
+    def __init__(self, size: int = 20_000) -> None:
+        self._size = size
+        self._calls: OrderedDict[str, CachedCall] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> CachedCall | None:
+        with self._lock:
+            call = self._calls.get(key)
+            if call is not None:
+                self._calls.move_to_end(key)
+            return call
+
+    def put(self, key: str, call: CachedCall) -> None:
+        with self._lock:
+            self._calls[key] = call
+            self._calls.move_to_end(key)
+            while len(self._calls) > self._size:
+                self._calls.popitem(last=False)
+
+
+class Coalescer:
+    """Concurrent callers' single-row reads or writes sent to the warehouse as one statement.
+
+    Why: a judge task keeps 16 or more requests in flight, and every one of them reads the cache before
+    and writes it after its request. One statement per call is two round trips (with the pool's ping) per
+    call, on a server that the other judge tasks share; at thousands of calls per minute that, not the
+    provider, set the pace. Leader and followers, no thread of its own: a caller that finds no batch
+    running runs one with every item waiting (its own among them), the others wait for their result. Alone,
+    a caller pays nothing extra; under load, one round trip serves up to `max_batch` callers.
+    """
+
+    def __init__(self, run_batch: Callable[[list], list], max_batch: int = 200) -> None:
+        self._run_batch = run_batch
+        self._max_batch = max_batch
+        self._cond = threading.Condition()
+        self._pending: list[list] = []  # [item, done, result, error]
+        self._busy = False
+
+    def __call__(self, item: Any) -> Any:
+        entry = [item, False, None, None]
+        with self._cond:
+            self._pending.append(entry)
+        while True:
+            with self._cond:
+                while not entry[1] and self._busy:
+                    self._cond.wait()
+                if entry[1]:
+                    break
+                self._busy = True
+                batch, self._pending = self._pending[:self._max_batch], self._pending[self._max_batch:]
+            try:
+                results = self._run_batch([e[0] for e in batch])
+                for e, result in zip(batch, results, strict=True):
+                    e[2] = result
+            except BaseException as exc:  # every caller of the batch sees the failure (e.g. an outage)
+                for e in batch:
+                    e[3] = exc
+            finally:
+                with self._cond:
+                    for e in batch:
+                        e[1] = True
+                    self._busy = False
+                    self._cond.notify_all()
+        if entry[3] is not None:
+            raise entry[3]
+        return entry[2]
+
+
+_COLUMNS = [f.name for f in fields(CachedCall) if f.name != "request"]  # a hit's request was hashed already
+_coalescers: dict[int, tuple[Engine, Coalescer, Coalescer]] = {}
+_coalescers_lock = threading.Lock()
+
+
+def _for(engine: Engine) -> tuple[Coalescer, Coalescer]:
+    """This engine's (lookup, store) coalescers."""
+    with _coalescers_lock:
+        found = _coalescers.get(id(engine))
+        if found is None or found[0] is not engine:
+            found = (engine, Coalescer(lambda keys: _lookup_many(engine, keys)),
+                     Coalescer(lambda rows: _store_many(engine, rows)))
+            _coalescers[id(engine)] = found
+        return found[1], found[2]
+
+
+def _lookup_many(engine: Engine, hashes: list[str]) -> list[CachedCall | None]:
     with engine.connect() as conn:
-        row = conn.execute(sa.select(tbl).where(tbl.c.request_hash == hash_)).mappings().first()
-    return CachedCall(**dict(row)) if row else None
+        rows = conn.execute(sa.text(f"SELECT {', '.join(_COLUMNS)} FROM llm_calls WHERE request_hash = ANY(:h)"),
+                            {"h": list(dict.fromkeys(hashes))}).mappings().all()
+    found = {r["request_hash"]: CachedCall(request={}, **dict(r)) for r in rows}
+    return [found.get(h) for h in hashes]
 
 
-def store(engine: Engine, call: CachedCall) -> bool:
-    """Insert the call unless its key exists (first write wins); returns whether a row was written."""
-    row = {k: v for k, v in asdict(call).items() if k != "created_at" or v is not None}
+def _store_many(engine: Engine, calls: list[CachedCall]) -> list[None]:
+    rows = [{k: v for k, v in asdict(call).items() if k != "created_at"} for call in calls]
     with engine.begin() as conn:
-        return upsert(conn, "llm_calls", [row], key=["request_hash"], update=[]) > 0
+        upsert(conn, "llm_calls", rows, key=["request_hash"], update=[])
+    return [None] * len(calls)
+
+
+def lookup(engine: Engine, hash_: str) -> CachedCall | None:
+    """The stored call with this key, or None. Concurrent lookups share one statement (Coalescer); the
+    returned call's `request` is empty (the caller built and hashed it)."""
+    return _for(engine)[0](hash_)
+
+
+def store(engine: Engine, call: CachedCall) -> None:
+    """Insert the call unless its key exists (first write wins); concurrent stores share one transaction,
+    committed before any of their callers goes on."""
+    return _for(engine)[1](call)

@@ -13,6 +13,7 @@ parsers (the local judge, DAG files) should not pay it.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import functools
 import json
 import logging
@@ -240,6 +241,9 @@ class LLMClient:
         # Bounds requests in flight across all threads using this client, including nested map() calls.
         self._in_flight = threading.BoundedSemaphore(concurrency)
         # Identical requests issued concurrently wait for the first one and are then served by the cache.
+        # Answers this client already had, kept in memory: llm_calls rows never change once written, and
+        # the same question recurs across a judge task's systems (one paper's relevance, identical reports).
+        self._recent = cache.RecentCalls()
         self._key_locks: dict[str, list] = {}
         self._key_guard = threading.Lock()
         self._credentials_checked = False
@@ -268,8 +272,9 @@ class LLMClient:
         request = cache.canonical_request(self.model, self.api_base, messages, call_params)
         key = cache.hash_request(request)  # the body just built: built and serialised once
         with self._key_lock(key):
-            hit = cache.lookup(self.engine, key)
+            hit = self._recent.get(key) or cache.lookup(self.engine, key)
             if hit is not None:
+                self._recent.put(key, hit)
                 return _record_usage(_result_from_row(hit, cached=True))
             self.check_credentials()
             try:
@@ -281,6 +286,7 @@ class LLMClient:
                     raise InfrastructureError(self.service, exc) from exc
                 raise
             cache.store(self.engine, row)
+            self._recent.put(key, dataclasses.replace(row, request={}))
             return _record_usage(_result_from_row(row, cached=False))
 
     @property
@@ -435,28 +441,37 @@ class LLMClient:
 
     # -- fan-out --
 
-    def map(self, fn: Callable[[R], T], items: Iterable[R]) -> list[T]:
-        """fn over items with at most `concurrency` running, results in input order."""
+    def map(self, fn: Callable[[R], T], items: Iterable[R], pool: ThreadPoolExecutor | None = None) -> list[T]:
+        """fn over items with at most `concurrency` running, results in input order.
+
+        `pool`: run on these threads instead of new ones (a judge task's units share one pool of
+        `concurrency` threads rather than each starting its own); only for fn that never calls map itself.
+        """
         items = list(items)
         if not items:
             return []
+        if pool is not None:
+            return self._map_on(pool, fn, items)
         if self.concurrency == 1 or len(items) == 1:
             return [fn(item) for item in items]
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(items)), thread_name_prefix="llm") as pool:
+            return self._map_on(pool, fn, items)
+
+    @staticmethod
+    def _map_on(pool: ThreadPoolExecutor, fn: Callable[[R], T], items: list[R]) -> list[T]:
         # One copy of the *caller's* context per item, taken here in the calling thread: a copy taken
         # inside a worker would be the worker's own empty context, and the calls made there would be
         # missing from the caller's track_usage() (one copy per item: a Context runs in one thread at a time).
         contexts = [contextvars.copy_context() for _ in items]
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(items)),
-                                thread_name_prefix="llm") as pool:
-            futures = [pool.submit(ctx.run, fn, item) for ctx, item in zip(contexts, items, strict=True)]
-            try:
-                return [f.result() for f in futures]
-            except BaseException:
-                # e.g. the provider is down: items not started yet would each wait out their retries only
-                # to fail the same way; the running ones finish, the rest are dropped.
-                for f in futures:
-                    f.cancel()
-                raise
+        futures = [pool.submit(ctx.run, fn, item) for ctx, item in zip(contexts, items, strict=True)]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            # e.g. the provider is down: items not started yet would each wait out their retries only
+            # to fail the same way; the running ones finish, the rest are dropped.
+            for f in futures:
+                f.cancel()
+            raise
 
 
 @dataclass

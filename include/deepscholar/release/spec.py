@@ -49,7 +49,8 @@ class ReleaseSpec:
         cap = overrides.pop("max_queries", None)
         values: dict[str, Any] = {
             "categories": list(settings.categories), "require_venue": settings.require_venue,
-            "max_queries": settings.max_queries, "sample_seed": settings.sample_seed, "judge": settings.judge,
+            "max_queries": settings.max_queries, "sample_seed": settings.sample_seed,
+            "judge": settings.release_judge or settings.judge,
         }
         if settings.venues is not None:
             values["venues"] = list(settings.venues)

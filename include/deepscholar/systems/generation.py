@@ -9,6 +9,7 @@ system's: it propagates, the Airflow task fails and is retried, and nothing is s
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import traceback
@@ -18,6 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from deepscholar import db
 from deepscholar.errors import InvalidInput, MissingCredentials, NotFound, infrastructure_cause
 from deepscholar.release.context import require_published
 from deepscholar.settings import current_settings
@@ -171,7 +173,10 @@ def generate_batch(engine: Engine, pairs: list[dict]) -> list[dict]:
     """What one mapped Airflow task runs; raises on an infrastructure failure so the task fails and retries."""
     results = []
     for n, p in enumerate(pairs, start=1):
-        result = generate_pair(engine, p["release_id"], p["system_id"], p["arxiv_id"])
+        # A warehouse failure writes the pair again after a pause (its LLM answers come from the cache).
+        result = db.with_outage_retries(
+            functools.partial(generate_pair, engine, p["release_id"], p["system_id"], p["arxiv_id"]),
+            f"{p['system_id']} on {p['arxiv_id']}")
         log.info("report %d of %d: %s / %s -> %s", n, len(pairs), p["system_id"], p["arxiv_id"], result["status"])
         results.append(result)
     return results

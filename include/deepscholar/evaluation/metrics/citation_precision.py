@@ -74,6 +74,7 @@ class CitationPrecision(LLMJudgedMetric):
     position = 1  # column within the dimension
     label = "Cite-P"  # the leaderboard's column heading (Table 2)
     headline = "per_pair"
+    calls_per_report = 9.0  # balances judge tasks only (evaluation.jobs)
     variants = ("per_pair", "per_sentence")
 
     prompt_name = "citation_precision_v2"

@@ -74,6 +74,7 @@ class ClaimCoverage(LLMJudgedMetric):
     position = 2  # column within the dimension
     label = "Claim cov (w=1)"  # the leaderboard's column heading (Table 2)
     headline = "w1"
+    calls_per_report = 12.0  # balances judge tasks only (evaluation.jobs)
     prompt_name = "claim_coverage_v2"
 
     def __init__(self, w_max: int = DEFAULT_W_MAX) -> None:

@@ -49,6 +49,7 @@ class NuggetCoverage(LLMJudgedMetric):
     position = 2  # column within the dimension
     label = "Nugget cov"  # the leaderboard's column heading (Table 2)
     headline = "strict_all"
+    calls_per_report = 1.3  # balances judge tasks only (evaluation.jobs)
     variants = ("strict_all", "all", "strict_vital", "vital")
 
     prompt_name = "nugget_coverage_v2"

@@ -69,6 +69,7 @@ class Organization(LLMJudgedMetric):
     position = 1  # column within the dimension
     label = "Org"  # the leaderboard's column heading (Table 2)
     headline = "score"
+    calls_per_report = 2.0  # balances judge tasks only (evaluation.jobs)
     variants = ("score",)
 
     prompt_name = "organization_v2"

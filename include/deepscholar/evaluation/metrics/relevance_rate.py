@@ -62,6 +62,7 @@ class RelevanceRate(LLMJudgedMetric):
     position = 1  # column within the dimension
     label = "Rel rate"  # the leaderboard's column heading (Table 2)
     headline = "score"
+    calls_per_report = 3.5  # balances judge tasks only (evaluation.jobs)
     variants = ("score",)
     prompt_name = "relevance_rate_v2"
     definition = "d1"
