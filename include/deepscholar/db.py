@@ -11,6 +11,7 @@ import atexit
 import logging
 import os
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
@@ -252,23 +253,47 @@ def init_db(engine: Engine) -> list[str]:
     from deepscholar import migrations
 
     applied = migrations.upgrade(engine)
-    _tables.cache_clear()
+    _forget_tables()
     return applied
 
 
-@cache
-def _tables(engine: Engine) -> Mapping[str, sa.Table]:
-    meta = sa.MetaData()
-    meta.reflect(bind=engine, schema=SCHEMA)
-    return {t.name: t for t in meta.tables.values()}
+_reflected: dict[int, tuple[Engine, Mapping[str, sa.Table]]] = {}
+_reflect_lock = threading.Lock()
+
+
+def _tables(engine: Engine, conn: sa.Connection | None = None) -> Mapping[str, sa.Table]:
+    """The schema's tables, reflected once per engine. Reflected on the caller's connection when it holds
+    one: with a bounded pool, threads that each hold a connection and ask for another would wait forever."""
+    found = _reflected.get(id(engine))
+    if found is not None and found[0] is engine:
+        return found[1]
+    with _reflect_lock:
+        found = _reflected.get(id(engine))
+        if found is not None and found[0] is engine:
+            return found[1]
+        meta = sa.MetaData()
+        if conn is not None:
+            meta.reflect(bind=conn, schema=SCHEMA)
+        else:
+            with engine.connect() as own:
+                meta.reflect(bind=own, schema=SCHEMA)
+        tables = {t.name: t for t in meta.tables.values()}
+        _reflected[id(engine)] = (engine, tables)
+        return tables
+
+
+def _forget_tables() -> None:
+    with _reflect_lock:
+        _reflected.clear()
 
 
 def table(engine_or_conn: Engine | sa.Connection, name: str) -> sa.Table:
+    conn = engine_or_conn if isinstance(engine_or_conn, sa.Connection) else None
     engine = engine_or_conn.engine if isinstance(engine_or_conn, sa.Connection) else engine_or_conn
-    tables = _tables(engine)
+    tables = _tables(engine, conn)
     if name not in tables:
-        _tables.cache_clear()
-        tables = _tables(engine)
+        _forget_tables()
+        tables = _tables(engine, conn)
     try:
         return tables[name]
     except KeyError:
