@@ -145,31 +145,38 @@ def is_transient_connect_error(exc: BaseException) -> bool:
     return any(marker in text for marker in TRANSIENT_CONNECT_ERRORS)
 
 
-def _connect_with_retries(dialect, cargs, cparams, settings=None):
+def _warehouse_retrying(retry_if: Callable[[BaseException], bool], what: str):
+    """The warehouse's retry policy (DEEPSCHOLAR_DB_CONNECT_RETRIES, exponential backoff from
+    DEEPSCHOLAR_DB_CONNECT_BACKOFF_SECONDS, capped at 30 s), each retry logged with `what` failed."""
+    from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+    settings = current_settings()
+    attempts = settings.db_connect_retries + 1
+    return Retrying(
+        stop=stop_after_attempt(attempts),
+        wait=wait_exponential_jitter(initial=settings.db_connect_backoff_seconds, max=30.0,
+                                     jitter=settings.db_connect_backoff_seconds),
+        retry=retry_if_exception(retry_if),
+        before_sleep=lambda state: log.warning(
+            "%s (attempt %d of %d): %s; retrying in %.1f s", what, state.attempt_number, attempts,
+            str(state.outcome.exception() if state.outcome else "").strip().splitlines()[0],
+            state.next_action.sleep if state.next_action else 0.0),
+        reraise=True,
+    )
+
+
+def _connect_with_retries(dialect, cargs, cparams):
     """Open one DBAPI connection, waiting out a full or restarting server with bounded, logged backoff.
 
     A refused connection is an outage of the warehouse, not of the task: it is retried here, in the thread
     that needs the connection (holding nothing meanwhile), then raised as InfrastructureError so Airflow
     retries the task later instead of burning its retries in seconds.
     """
-    from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
-
     from deepscholar.errors import InfrastructureError
 
-    settings = settings or current_settings()
-    retrying = Retrying(
-        stop=stop_after_attempt(settings.db_connect_retries + 1),
-        wait=wait_exponential_jitter(initial=settings.db_connect_backoff_seconds, max=30.0,
-                                     jitter=settings.db_connect_backoff_seconds),
-        retry=retry_if_exception(lambda e: isinstance(e, dialect.loaded_dbapi.OperationalError)
-                                 and is_transient_connect_error(e)),
-        before_sleep=lambda state: log.warning(
-            "the warehouse refused a connection (attempt %d of %d): %s; retrying in %.1f s",
-            state.attempt_number, settings.db_connect_retries + 1,
-            str(state.outcome.exception() if state.outcome else "").strip().splitlines()[0],
-            state.next_action.sleep if state.next_action else 0.0),
-        reraise=True,
-    )
+    retrying = _warehouse_retrying(
+        lambda e: isinstance(e, dialect.loaded_dbapi.OperationalError) and is_transient_connect_error(e),
+        "the warehouse refused a connection")
     try:
         return retrying(dialect.connect, *cargs, **cparams)
     except dialect.loaded_dbapi.OperationalError as exc:
@@ -215,23 +222,10 @@ def with_outage_retries(fn: Callable[[], T], what: str) -> T:
     server restarting): bounded (DEEPSCHOLAR_DB_CONNECT_RETRIES) and logged, then InfrastructureError so
     Airflow retries the task. Only for idempotent work: judging and generation re-do only what is missing.
     An InfrastructureError (the connect-time retries are already spent) is not repeated here."""
-    from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
-
     from deepscholar.errors import InfrastructureError, is_warehouse_outage
 
-    settings = current_settings()
-    retrying = Retrying(
-        stop=stop_after_attempt(settings.db_connect_retries + 1),
-        wait=wait_exponential_jitter(initial=settings.db_connect_backoff_seconds, max=30.0,
-                                     jitter=settings.db_connect_backoff_seconds),
-        retry=retry_if_exception(lambda e: is_warehouse_outage(e) and not isinstance(e, InfrastructureError)),
-        before_sleep=lambda state: log.warning(
-            "%s: the warehouse failed (attempt %d of %d): %s; retrying in %.1f s", what, state.attempt_number,
-            settings.db_connect_retries + 1,
-            str(state.outcome.exception() if state.outcome else "").strip().splitlines()[0],
-            state.next_action.sleep if state.next_action else 0.0),
-        reraise=True,
-    )
+    retrying = _warehouse_retrying(lambda e: is_warehouse_outage(e) and not isinstance(e, InfrastructureError),
+                                   f"{what}: the warehouse failed")
     try:
         return retrying(fn)
     except Exception as exc:
@@ -261,22 +255,20 @@ _reflected: dict[int, tuple[Engine, Mapping[str, sa.Table]]] = {}
 _reflect_lock = threading.Lock()
 
 
-def _tables(engine: Engine, conn: sa.Connection | None = None) -> Mapping[str, sa.Table]:
-    """The schema's tables, reflected once per engine. Reflected on the caller's connection when it holds
-    one: with a bounded pool, threads that each hold a connection and ask for another would wait forever."""
+def _cached_tables(engine: Engine) -> Mapping[str, sa.Table] | None:
     found = _reflected.get(id(engine))
-    if found is not None and found[0] is engine:
-        return found[1]
+    return found[1] if found is not None and found[0] is engine else None
+
+
+def _reflect(engine: Engine, conn: sa.Connection, refresh: bool) -> Mapping[str, sa.Table]:
+    """Reflect the schema once per engine (again when `refresh`), on a connection the caller already holds:
+    with a bounded pool, a thread holding the lock while it waits for a connection, or holding a connection
+    while it waits for another, could wait forever."""
     with _reflect_lock:
-        found = _reflected.get(id(engine))
-        if found is not None and found[0] is engine:
-            return found[1]
+        if not refresh and (tables := _cached_tables(engine)) is not None:
+            return tables
         meta = sa.MetaData()
-        if conn is not None:
-            meta.reflect(bind=conn, schema=SCHEMA)
-        else:
-            with engine.connect() as own:
-                meta.reflect(bind=own, schema=SCHEMA)
+        meta.reflect(bind=conn, schema=SCHEMA)
         tables = {t.name: t for t in meta.tables.values()}
         _reflected[id(engine)] = (engine, tables)
         return tables
@@ -290,10 +282,13 @@ def _forget_tables() -> None:
 def table(engine_or_conn: Engine | sa.Connection, name: str) -> sa.Table:
     conn = engine_or_conn if isinstance(engine_or_conn, sa.Connection) else None
     engine = engine_or_conn.engine if isinstance(engine_or_conn, sa.Connection) else engine_or_conn
-    tables = _tables(engine, conn)
-    if name not in tables:
-        _forget_tables()
-        tables = _tables(engine, conn)
+    tables = _cached_tables(engine)
+    if tables is None or name not in tables:  # not reflected yet, or created since: reflect (again)
+        if conn is not None:
+            tables = _reflect(engine, conn, refresh=tables is not None)
+        else:
+            with engine.connect() as own:
+                tables = _reflect(engine, own, refresh=tables is not None)
     try:
         return tables[name]
     except KeyError:

@@ -315,12 +315,12 @@ def judge_units(engine: Engine, release_id: str, units: Sequence[dict], spec: Ju
         return [judge_metric(engine, release_id, u["metric"], system_id=u["system_id"], judge=spec, share=share)
                 for u in units]
     base = api_base or _api_base()
+    concurrency = concurrency or _concurrency()
     clients: dict[str, object] = {}
     for u in units:
         model = spec.model_for(u["metric"])
         if model not in clients:
-            clients[model] = spec.client_for(engine, u["metric"], api_base=base,
-                                             concurrency=concurrency or _concurrency())
+            clients[model] = spec.client_for(engine, u["metric"], api_base=base, concurrency=concurrency)
     _check_judge_credentials(engine, release_id, spec, units, clients)
     from deepscholar.evaluation.metrics import get_metric
 
@@ -328,7 +328,6 @@ def judge_units(engine: Engine, release_id: str, units: Sequence[dict], spec: Ju
         _prepare(engine, release_id, get_metric(name))
     # Each unit runs in a copy of this thread's context, so a caller's track_usage() sees its calls.
     contexts = [contextvars.copy_context() for _ in units]
-    concurrency = concurrency or _concurrency()
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="judge") as questions, \
             ThreadPoolExecutor(max_workers=max(1, min(len(units), MAX_PARALLEL_TASKS))) as pool:
         share = JobShare(pool=questions)
