@@ -1,5 +1,31 @@
 """LaTeX to plain text: the cleaned-text format described in :mod:`deepscholar.sources.latex` (citation
-markers, floats and labels dropped, footnotes inline, math verbatim), and its word count."""
+markers, floats and labels dropped, footnotes inline, math verbatim), and its word count.
+
+Which arguments are text. The rule: a command's braced argument is printed text, so its words are kept and
+the command itself is dropped. This covers every font, shape, size, box and emphasis command
+(``\\textsf{Obelia}``, ``\\texttt``, ``\\mbox``, ``\\emph``, ``\\underline``, ``\\textsuperscript``, ...),
+``{\\bf ..}``-style declarations, and every command this module has never heard of: ``\\foo{x}`` keeps
+``x`` (several braced arguments are all kept, run together; the optional ``[..]`` arguments of a known
+command are dropped, brackets after an unknown one stay, as they may be text). Math fonts used in text (``\\mathrm{x}``, ``\\mathbf{x}``) keep their letters as plain
+text; math itself stays verbatim. The exceptions are listed, never guessed:
+
+- :data:`_NON_TEXT_MACROS`: commands none of whose arguments are text, dropped whole: labels, lengths and
+  spacing (``\\vspace``, ``\\setlength``, ``\\vskip 2pt``), colour names (``\\color``, ``\\definecolor``), file
+  names (``\\input``, ``\\includegraphics``, ``\\bibliography``), package and class loading, definitions
+  (``\\newcommand``, ``\\newacronym``, ...), invisible boxes (``\\phantom``), index entries, captions (their
+  floats are dropped anyway), and two kinds of notes that are not the paper's prose: ``\\todo`` (a note to
+  co-authors) and ``\\thanks`` (title-block acknowledgements);
+- :data:`_TEXT_ARG_MACROS`: commands with setting arguments and one text argument, which alone is kept:
+  ``\\textcolor{red}{TEXT}``, ``\\colorbox``, ``\\fcolorbox``, ``\\href{url}{TEXT}``, ``\\parbox{width}{TEXT}``,
+  ``\\makebox[w][pos]{TEXT}``, ``\\raisebox``, ``\\foreignlanguage{lang}{TEXT}``, ...;
+- commands with their own rendering: citations become markers; ``\\ref`` and its kin ``[ref]``; headings
+  their own paragraph; ``\\footnote`` its text inline in parentheses; ``\\url{u}`` the address itself (a
+  reader sees it printed, and it names the resource); ``\\verb|x|`` its text; ``\\enquote{x}`` the text in
+  quotes; ``\\xspace`` nothing but the space TeX would add before a following word; acronym uses
+  (``\\ac{key}``, ``\\gls{key}``, ...) the key itself, plural or capitalised as the command says. Acronyms
+  defined in the paper are expanded to their short or long form beforehand by
+  :mod:`deepscholar.sources.latex_macros`, so the key is printed only for acronyms defined nowhere before.
+"""
 
 from __future__ import annotations
 
@@ -28,6 +54,7 @@ from .latex_citations import (
     cite_keys_in_latex,
     split_keys,
 )
+from .latex_macros import ACRONYM_USES, acronym_text
 
 __all__ = ["latex_to_text", "normalise_whitespace", "word_count"]
 
@@ -37,43 +64,126 @@ _FLOAT_ENVS = (
     "longtable", "algorithmic", "lstlisting", "verbatim", "tikzpicture", "thebibliography",
 )
 _HEADING_MACROS = ("part", "chapter", "section", "subsection", "subsubsection", "paragraph", "subparagraph")
-_DROP_MACROS_WALKER = {
-    # name -> argspec, so the walker swallows the arguments of macros we drop entirely
+# Commands whose arguments are not text (settings, names, files, lengths, definitions, notes that are not
+# prose): name -> argument spec, so the walker swallows the arguments and the text drops them with the name.
+_NON_TEXT_MACROS: dict[str, str] = {
     "label": "{",
     "vspace": "*{",
     "hspace": "*{",
     "setlength": "{{",
     "addtolength": "{{",
+    "settowidth": "{{",
+    "settoheight": "{{",
+    "newlength": "{",
     "setcounter": "{{",
     "addtocounter": "{{",
+    "newcounter": "{[",
+    "setstretch": "{",
+    "fontsize": "{{",
+    "enlargethispage": "*{",
     "renewcommand": "*{[[{",
     "newcommand": "*{[[{",
     "providecommand": "*{[[{",
+    "newenvironment": "*{[[{{",
+    "renewenvironment": "*{[[{{",
+    "newtheorem": "*{[{[",
+    "theoremstyle": "{",
     "DeclareMathOperator": "*{{",
-    "definecolor": "{{{",
+    "definecolor": "[{{{",
+    "providecolor": "[{{{",
+    "colorlet": "[{[{",
     "includegraphics": "*[{",
     "caption": "*[{",
     "captionof": "*{[{",
+    "captionsetup": "[{",
+    "documentclass": "[{",
+    "usepackage": "[{",
+    "RequirePackage": "[{",
+    "input": "{",
+    "include": "{",
+    "subfile": "{",
     "bibliographystyle": "{",
     "bibliography": "{",
     "addbibresource": "[{",
     "nocite": "{",
     "todo": "[{",
+    "thanks": "{",
     "graphicspath": "{",
     "linespread": "{",
     "color": "[{",
     "pagecolor": "[{",
     "rowcolor": "[{",
     "cellcolor": "[{",
+    "rowcolors": "*[{{{",
     "index": "{",
-    "glsadd": "{",
-    "resizebox": "*{{",
+    "glsadd": "[{",
+    "acused": "{",
+    "newacronym": "[{{{",
+    "acrodef": "{[{",
+    "acro": "{[{",
+    "newacro": "{[{",
+    "DeclareAcronym": "{{",
+    "newglossaryentry": "{{",
+    "hypersetup": "{",
+    "urlstyle": "{",
+    "selectlanguage": "{",
+    "hyphenation": "{",
+    "phantom": "{",
+    "hphantom": "{",
+    "vphantom": "{",
+    "pagestyle": "{",
+    "thispagestyle": "{",
+    "pagenumbering": "{",
+    "footnotemark": "[",
+    "addcontentsline": "{{{",
+    "addtocontents": "{{",
+    "markboth": "{{",
+    "markright": "{",
+    "keywords": "{",
+    "Description": "[{",
+    "sbox": "{{",
+    "savebox": "{[[{",
+    "newsavebox": "{",
+    "usebox": "{",
+    "crefname": "{{{",
+    "Crefname": "{{{",
+    "setcitestyle": "{",
+    "lstset": "{",
+    "tikzset": "{",
+    "pgfplotsset": "{",
+    "sisetup": "{",
+    "ding": "{",
 }
+# Commands with setting arguments and one text argument: name -> (argument spec, index of the text one).
+_TEXT_ARG_MACROS: dict[str, tuple[str, int]] = {
+    "textcolor": ("[{{", 2),
+    "colorbox": ("[{{", 2),
+    "fcolorbox": ("[{[{{", 4),
+    "href": ("[{{", 2),
+    "hyperref": ("[{", 1),
+    "hyperlink": ("{{", 1),
+    "hypertarget": ("{{", 1),
+    "parbox": ("[[[{{", 4),
+    "makebox": ("[[{", 2),
+    "framebox": ("[[{", 2),
+    "raisebox": ("{[[{", 3),
+    "rotatebox": ("[{{", 2),
+    "scalebox": ("{[{", 2),
+    "resizebox": ("*{{{", 3),
+    "foreignlanguage": ("[{{", 2),
+    "multicolumn": ("{{{", 2),
+    "multirow": ("[{[{{", 4),
+    "texorpdfstring": ("{{", 1),  # the plain-text twin the author wrote for non-TeX readers
+}
+# Math font commands met in text keep their letters as they are (pylatexenc would write 𝐁𝐨𝐥𝐝 letters).
+_MATH_FONT_MACROS = ("mathrm", "mathit", "mathbf", "mathsf", "mathtt", "mathnormal", "boldsymbol", "bm")
 _REF_MACROS = ("ref", "eqref", "autoref", "Autoref", "cref", "Cref", "vref", "Vref", "pageref", "nameref",
                "cpageref", "Cpageref", "autopageref", "subref")
 
 
-def _cite_repl(node, macroname=None) -> str:
+def _cite_repl(node, l2tobj, macroname=None) -> str:
+    if macroname == "citetext":  # natbib's parenthetical text: words, not keys
+        return _mandatory_args_repl(node, l2tobj)
     if macroname in NOT_CITATIONS:
         return ""
     args = node.nodeargd.argnlist if node.nodeargd and node.nodeargd.argnlist else []
@@ -99,11 +209,48 @@ def _footnote_repl(node, l2tobj) -> str:
     return f" ({text})" if text else ""
 
 
-def _href_repl(node, l2tobj) -> str:
-    args = node.nodeargd.argnlist if node.nodeargd and node.nodeargd.argnlist else []
-    if len(args) >= 2 and args[1] is not None:
-        return l2tobj.nodelist_to_text([args[1]])
-    return ""
+def _mandatory_args_repl(node, l2tobj) -> str:
+    """The rule for commands without a spec of their own: the text of their braced arguments."""
+    argd = node.nodeargd
+    if argd is None or not argd.argnlist:
+        return ""
+    spec = getattr(argd, "argspec", None) or ""
+    out = []
+    for i, arg in enumerate(argd.argnlist):
+        if arg is None or (i < len(spec) and spec[i] != "{"):
+            continue  # a star or an optional argument: settings, not text
+        out.append(l2tobj.nodelist_to_text([arg]))
+    return "".join(out)
+
+
+def _text_arg_repl(index: int):
+    """A replacement keeping only argument ``index`` (the text; the others are settings)."""
+
+    def repl(node, l2tobj) -> str:
+        args = node.nodeargd.argnlist if node.nodeargd and node.nodeargd.argnlist else []
+        if len(args) > index and args[index] is not None:
+            return l2tobj.nodelist_to_text([args[index]])
+        return ""
+
+    return repl
+
+
+def _verb_repl(node) -> str:
+    return getattr(node.nodeargd, "verbatim_text", "") or ""
+
+
+def _enquote_repl(node, l2tobj) -> str:
+    text = _mandatory_args_repl(node, l2tobj)
+    return f"\u201c{text}\u201d" if text else ""
+
+
+def _acronym_repl(node, l2tobj, macroname=None) -> str:
+    """An acronym whose definition was not found: the key itself, in the form the command asks for."""
+    key = _mandatory_args_repl(node, l2tobj).strip()
+    if not key:
+        return ""
+    _, plural, capital = ACRONYM_USES.get(macroname or "", ("short", False, ""))
+    return acronym_text(key, key, "short", plural, capital)
 
 
 def _url_repl(node) -> str:
@@ -119,20 +266,17 @@ def _contexts(extra_cites: tuple[str, ...]):
     walker_db = _walker_default_db()
     walker_macros = [std_macro(name, "*[[{") for name in cite_names if not name.endswith("cites")]
     walker_macros += [std_macro(name, "[[{[[{[[{[[{") for name in cite_names if name.endswith("cites")]
-    walker_macros += [std_macro(name, spec) for name, spec in _DROP_MACROS_WALKER.items()]
+    walker_macros += [std_macro(name, spec) for name, spec in _NON_TEXT_MACROS.items()]
+    walker_macros += [std_macro(name, spec) for name, (spec, _) in _TEXT_ARG_MACROS.items()]
+    walker_macros += [std_macro(name, "*[{") for name in ACRONYM_USES]
+    walker_macros += [std_macro(name, "{") for name in _MATH_FONT_MACROS]
     walker_macros += [std_macro(name, "*{") for name in _REF_MACROS]
     walker_macros += [std_macro(name, "*[{") for name in _HEADING_MACROS]
     walker_macros += [
         std_macro("footnote", "[{"),
         std_macro("footnotetext", "[{"),
         std_macro("url", "{"),
-        std_macro("href", "{{"),
-        std_macro("hyperref", "[{"),
-        std_macro("textcolor", "[{{"),
-        std_macro("colorbox", "[{{"),
-        std_macro("multicolumn", "{{{"),
-        std_macro("multirow", "[{[{{"),
-        std_macro("scalebox", "{[{"),
+        std_macro("enquote", "*{"),
     ]
     walker_envs = [std_environment(name, "[{") for name in ("figure", "figure*", "table", "table*")]
     walker_envs += [std_environment(name, "[{{") for name in ("wrapfigure", "wraptable")]
@@ -145,17 +289,18 @@ def _contexts(extra_cites: tuple[str, ...]):
 
     text_db = _l2t_default_db()
     text_macros = [MacroTextSpec(name, simplify_repl=_cite_repl) for name in cite_names]
-    text_macros += [MacroTextSpec(name, discard=True) for name in _DROP_MACROS_WALKER]
+    text_macros += [MacroTextSpec(name, discard=True) for name in _NON_TEXT_MACROS]
+    text_macros += [MacroTextSpec(name, simplify_repl=_text_arg_repl(i)) for name, (_, i) in _TEXT_ARG_MACROS.items()]
+    text_macros += [MacroTextSpec(name, simplify_repl=_acronym_repl) for name in ACRONYM_USES]
+    text_macros += [MacroTextSpec(name, simplify_repl=_mandatory_args_repl) for name in _MATH_FONT_MACROS]
     text_macros += [MacroTextSpec(name, simplify_repl="[ref]") for name in _REF_MACROS]
     text_macros += [MacroTextSpec(name, simplify_repl=_heading_repl) for name in _HEADING_MACROS]
     text_macros += [
         MacroTextSpec("footnote", simplify_repl=_footnote_repl),
         MacroTextSpec("footnotetext", simplify_repl=_footnote_repl),
         MacroTextSpec("url", simplify_repl=_url_repl),
-        MacroTextSpec("href", simplify_repl=_href_repl),
-        MacroTextSpec("hyperref", simplify_repl=_href_repl),
-        MacroTextSpec("textcolor", simplify_repl="%(3)s"),
-        MacroTextSpec("colorbox", simplify_repl="%(3)s"),
+        MacroTextSpec("verb", simplify_repl=_verb_repl),
+        MacroTextSpec("enquote", simplify_repl=_enquote_repl),
         MacroTextSpec("item", simplify_repl="\n"),
         MacroTextSpec("\\", simplify_repl="\n"),
         MacroTextSpec("xspace", discard=True),
@@ -167,6 +312,7 @@ def _contexts(extra_cites: tuple[str, ...]):
     text_db.add_context_category(
         "deepscholar", prepend=True, macros=text_macros, environments=text_envs, specials=text_specials
     )
+    text_db.set_unknown_macro_spec(MacroTextSpec("", simplify_repl=_mandatory_args_repl))
     return walker_db, text_db
 
 
@@ -200,7 +346,26 @@ def normalise_whitespace(text: str) -> str:
 _URL_ARG_RE = re.compile(r"(\\(?:url|href|path)\s*\{)([^{}]*)(\})")
 
 
+# xspace adds a space only before a word: not before punctuation, a closing brace or the end of a line.
+_XSPACE_RE = re.compile(r"\\xspace(?![A-Za-z@])[ \t]*")
+_NO_XSPACE_BEFORE = frozenset(",.;:!?')]}/-~\"\n")
+# Plain TeX skips take a bare length, which would otherwise be printed: \vskip -2mm, \hskip 0.5\linewidth.
+_SKIP_RE = re.compile(
+    r"\\[vh]skip(?![A-Za-z@])(?:\s*-?\s*(?:\d+(?:\.\d*)?|\.\d+)\s*"
+    r"(?:(?:pt|mm|cm|in|em|ex|bp|pc|sp|dd|cc)(?![A-Za-z])|\\[A-Za-z@]+)?|\s*\\[A-Za-z@]+)?"
+)
+
+
+def _xspace(m: re.Match[str]) -> str:
+    nxt = m.string[m.end() : m.end() + 1]
+    return " " if nxt and nxt not in _NO_XSPACE_BEFORE else ""
+
+
 def _prepare(latex: str) -> str:
+    if "xspace" in latex:
+        latex = _XSPACE_RE.sub(_xspace, latex)
+    if "skip" in latex:
+        latex = _SKIP_RE.sub(" ", latex)
     # A URL may hold a literal %, which pylatexenc would read as a comment.
     latex = _URL_ARG_RE.sub(
         lambda m: m.group(1) + re.sub(r"(?<!\\)%", r"\\%", m.group(2)) + m.group(3), latex
