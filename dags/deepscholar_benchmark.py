@@ -13,6 +13,17 @@ the run at once (state `blocked`, the gate's message in the log and in `benchmar
 re-built and published, the release DAG starts a new benchmark run for M by itself
 (`start_benchmark`), because no run for M is waiting any more.
 
+**Backfill or manual run of a month never built.** Only a scheduled run waits for a release that has
+not been started (its release run of the same tick opens it moments later). A backfill or manual run
+for a month with no release row, while no release DAG run is queued or running, fails at once in
+`wait_for_release` with one line saying how to build the month (`deepscholar release build M`, or the
+release DAG with {"month": M}); a release that is started but not published keeps every run waiting
+(`scheduling.decide_wait`). We chose not to let a backfill trigger the release DAG itself: a release
+takes hours at arXiv's rate limits, fixes the month's queries and labels for good and has its own
+choices (judge, sample size, seed), so building one stays an explicit step, not a side effect of a
+date range picked to fill in a new system; and once that release publishes, the release DAG starts
+the month's benchmark run anyway.
+
 **Honest final state.** `finish` runs last whatever happened (trigger rule all_done) and fails the run
 unless this run published the leaderboard of M; its log says why (release blocked, which task failed).
 So a run that did nothing never shows green.
@@ -74,11 +85,13 @@ def _judge() -> str:
 def _run():
     """This Airflow run as the warehouse records it in benchmark_runs."""
     from deepscholar.evaluation.judges import JudgeSpec
-    from deepscholar.scheduling import BenchmarkRun
+    from deepscholar.scheduling import BenchmarkRun, run_type_name
 
     dag_run = get_current_context()["dag_run"]
-    return BenchmarkRun(release_id=_month(), run_id=dag_run.run_id, run_type=str(dag_run.run_type),
-                        triggered_by=str(getattr(dag_run, "triggered_by", None) or "") or None,
+    # The SDK's enums print as "DagRunType.BACKFILL" on Python 3.11: stored by value ("backfill").
+    triggered_by = getattr(dag_run, "triggered_by", None)
+    return BenchmarkRun(release_id=_month(), run_id=dag_run.run_id, run_type=run_type_name(dag_run.run_type),
+                        triggered_by=run_type_name(triggered_by) if triggered_by else None,
                         judge_config=JudgeSpec.parse(_judge()).config_id)
 
 
@@ -116,13 +129,16 @@ def deepscholar_benchmark():
         from airflow.sdk.exceptions import AirflowFailException
 
         from deepscholar.db import get_engine, init_db
+        from deepscholar.orchestration import RELEASE_DAG_ID
         from deepscholar.scheduling import ReleaseBlocked, poke_release
 
         engine = get_engine()
         init_db(engine)
+        # A queued or running release run may be about to open M: then even a backfill or manual run waits.
+        building = get_current_context()["ti"].get_dr_count(dag_id=RELEASE_DAG_ID, states=["queued", "running"]) > 0
         try:
-            return PokeReturnValue(is_done=poke_release(engine, _run()))
-        except ReleaseBlocked as exc:  # the gate failed: end now, with its message, no retries
+            return PokeReturnValue(is_done=poke_release(engine, _run(), release_run_active=building))
+        except ReleaseBlocked as exc:  # gate failed, or never started (backfill/manual): end now, no retries
             raise AirflowFailException(str(exc)) from exc
 
     # -- generation --

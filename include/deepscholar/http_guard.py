@@ -15,23 +15,32 @@ lets calls through again; the next failure opens it at once, the next success cl
 
 The state lives in this process (`BREAKER`): an Airflow task is one process, so a retried task starts
 with a closed breaker.
+
+`bounded_request` is the other guard, for a host that answers but should not be trusted with how: one
+request whose whole exchange (connect, headers, body) ends by a deadline and whose body is read in chunks up
+to a byte limit (a declared Content-Length over it is refused before reading). requests' own timeout is per
+read, so an endpoint sending a byte a second would otherwise hold the caller as long as it likes; a timer
+shuts the request's socket down at the deadline, whatever the request is doing then.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from deepscholar.errors import InfrastructureError
 from deepscholar.settings import Settings, current_settings
 
-__all__ = ["BREAKER", "HostBreaker", "HostUnavailable", "host_of", "http_setting", "is_host_failure",
-           "DEFAULT_FAILURES", "DEFAULT_SECONDS"]
+__all__ = ["BREAKER", "AnswerTooLarge", "BoundedAnswer", "DeadlinePassed", "HostBreaker", "HostUnavailable",
+           "bounded_request", "host_of", "http_setting", "is_host_failure", "DEFAULT_FAILURES", "DEFAULT_SECONDS"]
 
 log = logging.getLogger(__name__)
 
@@ -178,3 +187,170 @@ class HostBreaker:
 
 
 BREAKER = HostBreaker()
+
+
+# --- one request with a whole-exchange deadline and a body limit ---------------------------------------------
+
+class AnswerTooLarge(Exception):
+    """The answer's body is (or declares to be) over `limit` bytes; reading stopped there."""
+
+    def __init__(self, limit: int, seen: int, *, declared: bool) -> None:
+        self.limit, self.seen, self.declared = limit, seen, declared
+        what = f"declares {seen} bytes" if declared else f"passed {limit} bytes"
+        super().__init__(f"answer {what}, over the limit of {limit} bytes")
+
+
+class DeadlinePassed(Exception):
+    """The answer had begun (status and headers received) but was not complete within `seconds`."""
+
+    def __init__(self, seconds: float, received: int) -> None:
+        self.seconds, self.received = seconds, received
+        super().__init__(f"no complete answer within {seconds:g} s ({received} bytes of body received)")
+
+
+@dataclass(frozen=True)
+class BoundedAnswer:
+    status_code: int
+    headers: Mapping[str, str]
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+
+class _Deadline:
+    """Shuts every socket a request opens down when the time is up, which ends any read or write waiting
+    on it at once."""
+
+    def __init__(self, seconds: float) -> None:
+        self.expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        _WATCHED.deadline = self
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+        _WATCHED.deadline = None
+
+    def adopt(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self.expired:
+                _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # already closed
+        pass
+
+
+_WATCHED = threading.local()  # the deadline of the request this thread is making, if any
+
+
+@functools.cache
+def _watched_pools() -> dict[str, type]:
+    """urllib3 pools whose connections hand their socket to this thread's deadline once connected."""
+    from urllib3 import connection, connectionpool
+
+    def watched(base: Any) -> type:
+        def connect(self: Any) -> None:
+            base.connect(self)
+            if (deadline := getattr(_WATCHED, "deadline", None)) is not None:
+                deadline.adopt(self.sock)
+
+        return type(f"Watched{base.__name__}", (base,), {"connect": connect})
+
+    http_pool = type("WatchedHTTPConnectionPool", (connectionpool.HTTPConnectionPool,),
+                     {"ConnectionCls": watched(connection.HTTPConnection)})
+    https_pool = type("WatchedHTTPSConnectionPool", (connectionpool.HTTPSConnectionPool,),
+                      {"ConnectionCls": watched(connection.HTTPSConnection)})
+    return {"http": http_pool, "https": https_pool}
+
+
+def _watched_session() -> Any:
+    """A requests Session whose connections (direct or through an HTTP proxy) obey `_WATCHED.deadline`."""
+    import requests
+    from requests.adapters import HTTPAdapter
+
+    pools = _watched_pools()
+
+    class WatchedAdapter(HTTPAdapter):
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+            super().init_poolmanager(*args, **kwargs)
+            self.poolmanager.pool_classes_by_scheme = pools
+
+        def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
+            manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+            if not proxy.lower().startswith("socks"):
+                manager.pool_classes_by_scheme = pools
+            return manager
+
+    session = requests.Session()
+    session.mount("http://", WatchedAdapter())
+    session.mount("https://", WatchedAdapter())
+    return session
+
+
+def bounded_request(method: str, url: str, *, seconds: float, max_bytes: int, error_bytes: int = 4096,
+                    **kwargs: Any) -> BoundedAnswer:
+    """One request whose whole exchange ends within `seconds` and whose body is at most `max_bytes`
+    (`error_bytes` for a 4xx/5xx answer, which is only read for its message).
+
+    Raises what requests raises for a connection that fails or times out; `requests.Timeout` also when the
+    deadline passes before the answer's status and headers are in (`requests.ReadTimeout`: nothing was
+    answered, the caller may retry as after any timeout); DeadlinePassed when it passes while the body is read; AnswerTooLarge past the limit (on a
+    Content-Length over it, before reading). Each call opens its own connection (none is kept).
+    """
+    import requests
+
+    received = 0
+    with _Deadline(seconds) as deadline, _watched_session() as session:
+        try:
+            response = session.request(method, url, stream=True, timeout=(seconds, seconds), **kwargs)
+        except requests.RequestException as exc:
+            if deadline.expired:
+                raise requests.ReadTimeout(f"no answer within {seconds:g} s") from exc
+            raise
+        if deadline.expired:  # the headers were cut short by the shutdown (http.client takes what came)
+            response.close()
+            raise requests.ReadTimeout(f"no answer within {seconds:g} s")
+        with response:
+            limit = max_bytes if response.status_code < 400 else error_bytes
+            declared = response.headers.get("Content-Length", "")
+            if response.status_code < 400 and declared.isdigit() and int(declared) > limit:
+                raise AnswerTooLarge(limit, int(declared), declared=True)
+            chunks: list[bytes] = []
+            try:
+                for chunk in response.iter_content(64 * 1024):
+                    received += len(chunk)
+                    if received > limit:
+                        if response.status_code < 400:
+                            chunks.clear()  # freed now, not when the traceback goes
+                            raise AnswerTooLarge(limit, received, declared=False)
+                        chunks.append(chunk[: limit - (received - len(chunk))])
+                        break
+                    chunks.append(chunk)
+                    if deadline.expired:
+                        break
+            except (requests.RequestException, OSError) as exc:
+                if not deadline.expired:
+                    raise
+                raise DeadlinePassed(seconds, received) from exc
+            if deadline.expired:  # the socket was shut: what came may be cut short
+                raise DeadlinePassed(seconds, received)
+            return BoundedAnswer(response.status_code, dict(response.headers), b"".join(chunks))

@@ -8,12 +8,18 @@ no worker slot held while waiting) and every benchmark run records what it is do
     waiting   → release M is not published yet (building, gated or not started)
     running   → release M is published; the run generates, judges and rolls up
     published → the run published M's leaderboard
-    blocked   → release M failed its gate (or was not published in time): nothing was generated
+    blocked   → release M failed its gate (or was not published in time, or was never started for a
+                backfill or manual run): nothing was generated
     failed    → a task of the run failed (the message names it); Airflow retried it first
 
 When release M is published the release DAG asks `benchmark_start_needed`: if no benchmark run for M is
 waiting or running (the cron run gave up because the gate failed, or M was built by hand), it triggers a
 new benchmark run for M, so a re-built release gets its leaderboard with no human step.
+
+Only a scheduled run waits for a release that was never started (at the cron tick the release run of M
+opens it moments later). A backfill or manual run is for a month that should already exist: when
+release M has no row and no release DAG run is queued or running, `decide_wait` ends it at once with
+how to build the month, instead of leaving it in the sensor for days (`wait_for_release`).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar import db
+from deepscholar.orchestration import RELEASE_DAG_ID
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +39,14 @@ RUN_STATES = ("waiting", "running", "published", "blocked", "failed")
 # A run in one of these states will still do the month's work; a publish needs no new run then.
 ACTIVE_STATES = ("waiting", "running")
 
+# Run types (Airflow's DagRun.run_type) that stop at once when their release was never started: they are
+# started by a person for a month that should exist. Any other run (scheduled, asset-triggered) waits.
+FAIL_FAST_RUN_TYPES = ("backfill", "manual")
+
+
 class ReleaseBlocked(RuntimeError):
-    """Release M failed its gate: the benchmark run for M stops here, having written nothing."""
+    """Release M failed its gate, or was never started for a backfill or manual run: the benchmark run for
+    M stops here, having written nothing."""
 
 
 @dataclass(frozen=True)
@@ -95,25 +108,66 @@ def run_state(engine: Engine, release_id: str, run_id: str) -> tuple[str, str | 
     return (row.state, row.message) if row else None
 
 
-def poke_release(engine: Engine, run: BenchmarkRun) -> bool:
+@dataclass(frozen=True)
+class WaitDecision:
+    """What a benchmark run's sensor does after one look at its release."""
+
+    action: str  # "start" (release published), "wait" or "block" (end the run now, failed)
+    message: str
+
+
+def run_type_name(run_type: object) -> str:
+    """"backfill" for Airflow's DagRunType member, its value or its str(): the task SDK's DagRunType is a
+    str enum whose str() on Python 3.11 is "DagRunType.BACKFILL", not the value."""
+    text = str(getattr(run_type, "value", run_type) or "")
+    return text.rpartition(".")[2].lower()
+
+
+def decide_wait(state: ReleaseState, run_type: object, release_run_active: bool = False) -> WaitDecision:
+    """The sensor's decision for one look at release M: start, wait, or block with a one-line message.
+
+    `run_type` is the Airflow run's type ("scheduled", "manual", "backfill", ...); `release_run_active`
+    says whether any run of the release DAG is queued or running (it may be about to open M).
+    - published: start, in every run type;
+    - failed (its gate or a step): block, with the failure and how to re-build;
+    - never started (no row): a scheduled run waits (the release run of the same tick opens it soon); a
+      backfill or manual run blocks at once, unless a release DAG run is active (M may be next in it);
+    - started but not published (building, gated, ...): wait, in every run type.
+    """
+    month = state.release_id
+    if state.published:
+        return WaitDecision("start", f"release {month} is published")
+    if state.status == "failed":
+        return WaitDecision("block", (
+            f"{state.describe()}. Nothing was generated for {month}. Fix and re-build the release (DAG "
+            f"{RELEASE_DAG_ID}, month {month}); once it is published a new benchmark run for the month "
+            "starts by itself."))
+    kind = run_type_name(run_type)
+    if state.status is None and kind in FAIL_FAST_RUN_TYPES and not release_run_active:
+        return WaitDecision("block", (
+            f"release {month} was never started: build it with `deepscholar release build {month}` and clear "
+            f"this run, or trigger {RELEASE_DAG_ID} with {{\"month\": \"{month}\"}} (its publish starts a "
+            f"benchmark run for {month} by itself). This {kind} run did not wait; nothing was generated."))
+    return WaitDecision("wait", f"waiting: {state.describe()}")
+
+
+def poke_release(engine: Engine, run: BenchmarkRun, release_run_active: bool = False) -> bool:
     """One look at release M from the benchmark run's sensor: True when the run may start.
 
-    Raises ReleaseBlocked when the release failed its gate, after recording the run as blocked, so the
-    run ends at once with the gate's message instead of waiting out its timeout.
+    Raises ReleaseBlocked when `decide_wait` blocks the run (the release failed its gate, or a backfill or
+    manual run found it never started), after recording the run as blocked, so the run ends at once with
+    that message instead of waiting out its timeout.
     """
-    state = release_state(engine, run.release_id)
-    if state.published:
-        record_run(engine, run, "running", f"release {run.release_id} is published")
+    decision = decide_wait(release_state(engine, run.release_id), run.run_type, release_run_active)
+    if decision.action == "start":
+        record_run(engine, run, "running", decision.message)
         log.info("release %s is published: the benchmark run starts", run.release_id)
         return True
-    if state.status == "failed":
-        message = (f"{state.describe()}. Nothing was generated for {run.release_id}. Fix and re-build the "
-                   f"release (DAG deepscholar_release, month {run.release_id}); once it is published a new "
-                   "benchmark run for the month starts by itself.")
-        record_run(engine, run, "blocked", message)
-        raise ReleaseBlocked(message)
-    record_run(engine, run, "waiting", f"waiting: {state.describe()}")
-    log.info("waiting: %s", state.describe())
+    if decision.action == "block":
+        record_run(engine, run, "blocked", decision.message)
+        raise ReleaseBlocked(decision.message)
+    record_run(engine, run, "waiting", decision.message)
+    log.info("%s", decision.message)
     return False
 
 

@@ -310,6 +310,9 @@ class Settings:
                                           "base URL of the judge's provider", shown_default="the provider's")
     judge_concurrency: int = _setting("DEEPSCHOLAR_JUDGE_CONCURRENCY", 16, POSITIVE_INT, "judging",
                                       "judge requests in flight inside one judge task")
+    release_judge_concurrency: int = _setting(
+        "DEEPSCHOLAR_RELEASE_JUDGE_CONCURRENCY", 8, POSITIVE_INT, "judging",
+        "release-time judge requests in flight inside one `importance` or `nuggets` task")
     judge_tasks: int = _setting("DEEPSCHOLAR_JUDGE_TASKS", 4, POSITIVE_INT, "judging",
                                 "parallel judge tasks per benchmark run")
     judge_pool: str = _setting("DEEPSCHOLAR_JUDGE_POOL", "default_pool", TEXT, "judging",
@@ -318,6 +321,11 @@ class Settings:
         "DEEPSCHOLAR_JUDGE_JOB_REPORTS", 4000, POSITIVE_INT, "judging",
         "about how many report-metric judgments one judge task takes on: a month gets that many jobs' worth, "
         "rounded up to a multiple of DEEPSCHOLAR_JUDGE_TASKS, of equal work (`evaluation/jobs.py`)")
+    judge_claim_lease_seconds: float = _setting(
+        "DEEPSCHOLAR_JUDGE_CLAIM_LEASE_SECONDS", 120.0, POSITIVE_SECONDS, "judging",
+        "lease of a judge process's claim on the reports it is judging (`evaluation/claims.py`, renewed every "
+        "third of it while it works): another evaluation of the month skips them, and takes them over at most "
+        "this long after their holder died")
     claim_coverage_w_max: int = _setting(
         "DEEPSCHOLAR_CLAIM_COVERAGE_W_MAX", 1, _number(int, "an integer from 1 to 5", 1, maximum=5), "judging",
         "claim coverage's window cap: `1` asks only what the headline (w = 1) needs; `5` runs the w = 0..5 "
@@ -325,6 +333,18 @@ class Settings:
     # generation
     search_backend: str = _setting("DEEPSCHOLAR_SEARCH_BACKEND", "local", TEXT, "generation",
                                    "search backend of systems without a `search` config key")
+    search_index_dir: Path | None = _setting(
+        "DEEPSCHOLAR_SEARCH_INDEX_DIR", None, PATH, "generation",
+        "folder of the `local` search's BM25 index, a cache derived from `corpus` (rebuilt by itself when the "
+        "corpus changes; safe to delete; one per machine)", shown_default="`search-index/` in DEEPSCHOLAR_HOME")
+    search_index_check_seconds: float = _setting(
+        "DEEPSCHOLAR_SEARCH_INDEX_CHECK_SECONDS", 10.0, SECONDS, "generation",
+        "how often a process asks whether `corpus` changed since its search index was built (0: before every "
+        "search); a paper added since is found from the next check on")
+    external_max_response_bytes: int = _setting(
+        "DEEPSCHOLAR_EXTERNAL_MAX_RESPONSE_BYTES", 20_000_000, POSITIVE_INT, "generation",
+        "largest answer, in bytes, an external system's endpoint may send for one query (read in chunks; a "
+        "larger one, or a larger declared Content-Length, is that report's system_error)")
     generation_concurrency: int = _setting("DEEPSCHOLAR_GENERATION_CONCURRENCY", 4, POSITIVE_INT, "generation",
                                            "parallel mapped generation tasks per lane and run")
     offline_batch: int = _setting(

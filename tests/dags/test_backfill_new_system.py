@@ -2,7 +2,9 @@
 
 Runs a real `airflow standalone` (scheduler, dag-processor, API server, LocalExecutor) and creates the
 backfill with the Airflow CLI, exactly as an operator would; only the new system's missing reports may
-appear and nothing else may change.
+appear and nothing else may change. Then a backfill of a month that has no release, created through the
+REST API the UI's "Run Backfill" uses, must fail at once in `wait_for_release` with one line saying how to
+build the month, instead of waiting days for a release nobody is building (issue 22).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import signal
 import subprocess
 import time
+from urllib.parse import quote
 
 import pytest
 import requests
@@ -30,6 +33,7 @@ from deepscholar.systems.registry import add_system
 pytestmark = pytest.mark.slow  # real Airflow processes: minutes, not seconds
 
 MONTHS = ("2025-05", "2025-06")
+UNRELEASED = "2025-07"  # no release was ever started for it
 
 
 def _free_port() -> int:
@@ -139,6 +143,74 @@ def _serialized(metadata_url: str, dag_id: str) -> bool:
         engine.dispose()
 
 
+def _api(env, method: str, path: str, **kwargs):
+    """Airflow's REST API (/api/v2), as the UI calls it, signed in as the standalone's admin."""
+    url = f"http://127.0.0.1:{env['AIRFLOW__API__PORT']}"
+    passwords = os.path.join(env["AIRFLOW_HOME"], "simple_auth_manager_passwords.json.generated")
+    with open(passwords) as f:
+        password = json.load(f)["admin"]
+    token = requests.post(f"{url}/auth/token", json={"username": "admin", "password": password}, timeout=30)
+    token.raise_for_status()
+    headers = {"Authorization": f"Bearer {token.json()['access_token']}", "Accept": "application/json"}
+    resp = requests.request(method, f"{url}/api/v2{path}", headers=headers, timeout=60, **kwargs)
+    assert resp.ok, f"{method} {path}: HTTP {resp.status_code}: {resp.text[:500]}"
+    return resp.json()
+
+
+def _backfill_of_a_month_never_released_fails_at_once(engine, env, log_path):
+    """POST /api/v2/backfills (the UI's "Run Backfill") over a month with no release: the run fails within a
+    minute, in wait_for_release, with one line saying how to build that release, and writes nothing else."""
+    dag_id = "deepscholar_benchmark"
+    # Airflow admits one unfinished backfill per DAG: the scheduler closes the first once its runs ended.
+    deadline = time.monotonic() + 180
+    while any(b["completed_at"] is None
+              for b in _api(env, "GET", "/backfills", params={"dag_id": dag_id})["backfills"]):
+        assert time.monotonic() < deadline, log_path.read_text()[-5000:]
+        time.sleep(2)
+    counts_before = db.row_counts(engine)
+
+    started = time.monotonic()
+    _api(env, "POST", "/backfills", json={
+        "dag_id": dag_id, "from_date": f"{UNRELEASED}-01T00:00:00Z", "to_date": f"{UNRELEASED}-01T00:00:00Z",
+        "dag_run_conf": {"systems": ["extractive_tight"]}})
+    while True:  # the schedule ends with the last published month: only the backfill creates this run
+        runs = [r for r in _api(env, "GET", f"/dags/{dag_id}/dagRuns", params={"limit": 100})["dag_runs"]
+                if (r["logical_date"] or "").startswith(f"{UNRELEASED}-01")]
+        if runs and runs[0]["state"] in ("success", "failed"):
+            break
+        assert time.monotonic() - started < 60, f"backfill run still {runs}: {log_path.read_text()[-5000:]}"
+        time.sleep(2)
+    (run,) = runs
+    assert (run["run_type"], run["state"]) == ("backfill", "failed")
+
+    tis = _api(env, "GET", f"/dags/{dag_id}/dagRuns/{quote(run['dag_run_id'], safe='')}/taskInstances",
+               params={"limit": 100})["task_instances"]
+    states = {t["task_id"]: t["state"] for t in tis}
+    # wait_for_release failed on its first try (no retry, no reschedule); `finish` then says the run did nothing.
+    assert {t for t, state in states.items() if state == "failed"} == {"wait_for_release", "finish"}, states
+    assert states["plan"] == "upstream_failed"
+    waited = next(t for t in tis if t["task_id"] == "wait_for_release")
+    assert waited["try_number"] == 1
+    log = _api(env, "GET", f"/dags/{dag_id}/dagRuns/{quote(run['dag_run_id'], safe='')}/taskInstances/"
+                           f"wait_for_release/logs/1", params={"full_content": "true"})["content"]
+    said = [json.dumps(event) for event in log if "was never started" in json.dumps(event)]
+    assert len(said) == 1, log
+    assert f"release {UNRELEASED} was never started: build it with `deepscholar release build {UNRELEASED}`" \
+        in said[0]
+    assert not any("waiting:" in json.dumps(event) for event in log)
+
+    # Nothing of the month was written but the run's own record, blocked with the same line.
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT state, message FROM benchmark_runs WHERE release_id = :m"),
+                            {"m": UNRELEASED}).all()
+    assert [r.state for r in rows] == ["blocked"]
+    assert rows[0].message.startswith(f"release {UNRELEASED} was never started: ")
+    counts_after = db.row_counts(engine)
+    assert counts_after["benchmark_runs"] == counts_before["benchmark_runs"] + 1
+    assert {k: v for k, v in counts_after.items() if k != "benchmark_runs"} == \
+        {k: v for k, v in counts_before.items() if k != "benchmark_runs"}
+
+
 def _report_keys(engine, system_id):
     with engine.connect() as conn:
         return conn.execute(sa.text(
@@ -197,3 +269,5 @@ def test_backfill_produces_exactly_the_new_systems_missing_reports(two_published
                 "source_cited_by", "leaderboard_systems", "leaderboard_metrics", "benchmark_runs", "judge_configs")
     assert {k: v for k, v in counts_after.items() if k not in produced} == \
         {k: v for k, v in counts_before.items() if k not in produced}
+
+    _backfill_of_a_month_never_released_fails_at_once(engine, env, log_path)

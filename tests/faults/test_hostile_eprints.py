@@ -8,16 +8,20 @@ server to the real release step, which must record each bad paper with its reaso
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import json
+import math
 import os
+import struct
 import subprocess
 import sys
 import tarfile
 import time
 import tracemalloc
 import uuid
+import zlib
 from pathlib import Path
 
 import pytest
@@ -25,7 +29,13 @@ import sqlalchemy as sa
 from support.settings import replay_settings
 from support.warehouse import empty_warehouse
 
-from deepscholar.sources.eprint import EprintError, extract_eprint
+from deepscholar.sources.eprint import (
+    MAX_GZIP_RATIO,
+    CompressionBombError,
+    EprintError,
+    GunzipStream,
+    extract_eprint,
+)
 from deepscholar.sources.latex import find_related_work
 from faults.conftest import unchanged
 
@@ -69,6 +79,71 @@ def gzip_bomb(decompressed: int) -> bytes:
     """`decompressed` bytes of LaTeX-looking text from a payload of a few hundred KB (repeated gzip members)."""
     piece = gzip.compress(b"\\documentclass{article}" + b" " * (16 * 2**20 - 23), 9)
     return piece * (decompressed // (16 * 2**20))
+
+
+TEN_GB = 10 * 2**30
+_BLOCK = 64 * 2**20
+
+
+@functools.cache
+def declared_bomb_gzip(kind: str, size: int = TEN_GB) -> bytes:
+    """One gzip stream of a tar whose one member holds `size` zero bytes ("tar") or of a LaTeX file
+    followed by `size` spaces ("tex"): its trailer declares the whole (mod 2**32, as gzip does) and it
+    weighs about size / 1000 bytes. 64 MiB of the filler is streamed through a compressobj once, ending
+    in a full flush (no back-reference crosses it), so that block's output is repeated instead of
+    compressing 10 GB again; nothing of the decompressed size is ever held or written."""
+    if kind == "tar":
+        prefix, fill = _info("main.tex", size).tobuf(format=tarfile.GNU_FORMAT), b"\0"
+        suffix = b"\0" * 1024  # end of archive
+    else:
+        prefix, fill, suffix = b"\\documentclass{article}\n\\begin{document}\n", b" ", b"\n\\end{document}\n"
+    assert size % _BLOCK == 0
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    block = fill * _BLOCK
+    head = deflate.compress(prefix) + deflate.flush(zlib.Z_FULL_FLUSH)
+    body = deflate.compress(block) + deflate.flush(zlib.Z_FULL_FLUSH)
+    assert deflate.compress(block) + deflate.flush(zlib.Z_FULL_FLUSH) == body  # the same bytes every time
+    tail = deflate.compress(suffix) + deflate.flush()
+    crc = crc32_joined(zlib.crc32(prefix), _repeated_crc32(zlib.crc32(block), _BLOCK, size // _BLOCK), size)
+    crc = crc32_joined(crc, zlib.crc32(suffix), len(suffix))
+    total = len(prefix) + size + len(suffix)
+    header = b"\x1f\x8b\x08\x00" + b"\0\0\0\0" + b"\x02\xff"  # deflate, no name, no mtime, best compression
+    return header + head + body * (size // _BLOCK) + tail + struct.pack("<II", crc, total % 2**32)
+
+
+# CRC-32 of a concatenation from the CRCs of its parts, so the bomb's trailer is right without hashing 10 GB:
+# the CRC is linear over GF(2), and crc(A + B) is crc(A) run through len(B) zero bytes, xor crc(B). Running
+# a CRC register through one zero bit is a linear map, kept as the images of the 32 unit vectors; running
+# it through n bits is that map raised to the n-th power, by repeated squaring.
+
+def _image(columns: list[int], vector: int) -> int:
+    out, bit = 0, 0
+    while vector:
+        if vector & 1:
+            out ^= columns[bit]
+        vector, bit = vector >> 1, bit + 1
+    return out
+
+
+def crc32_joined(crc_a: int, crc_b: int, len_b: int) -> int:
+    step = [(1 << i) >> 1 ^ (0xEDB88320 if i == 0 else 0) for i in range(32)]  # one zero bit, reflected
+    bits, register = 8 * len_b, crc_a
+    while bits:
+        if bits & 1:
+            register = _image(step, register)
+        step = [_image(step, column) for column in step]  # the map applied twice
+        bits >>= 1
+    return register ^ crc_b
+
+
+def _repeated_crc32(crc: int, length: int, times: int) -> int:
+    """CRC-32 of one block of `length` bytes (CRC `crc`) written `times` times in a row."""
+    whole = 0  # the CRC of the empty string
+    while times:
+        if times & 1:
+            whole = crc32_joined(whole, crc, length)
+        crc, length, times = crc32_joined(crc, crc, length), 2 * length, times >> 1
+    return whole
 
 
 def truncated(payload: bytes, keep: float = 0.5) -> bytes:
@@ -168,10 +243,54 @@ def test_hostile_archive(tmp_path, make, caps, expected):
     assert all(Path(os.path.realpath(p)).is_relative_to(dest.resolve()) for p in dest.rglob("*"))
 
 
+# --- a gzip declaring 10 GB: refused after a few MB, not after the 200 MB cap -----------------------------
+
+@pytest.mark.parametrize("kind", ["tar", "tex"], ids=["tar-inside-gzip-10GB", "single-file-gzip-10GB"])
+def test_a_10gb_gzip_bomb_is_refused_after_a_few_megabytes(tmp_path, kind):
+    extra = 512 + 1024 if kind == "tar" else 41 + 16  # tar header and end, or the two LaTeX lines
+    # The same construction, small enough to read whole: gzip checks the trailer's CRC and length.
+    assert len(gzip.decompress(declared_bomb_gzip(kind, 3 * _BLOCK))) == 3 * _BLOCK + extra
+    payload = declared_bomb_gzip(kind)
+    assert len(payload) < 12 * 2**20
+    assert struct.unpack("<I", payload[-4:])[0] == (TEN_GB + extra) % 2**32
+    # What it is, read the way the extractor reads it (no limits): the path it would take past the refusal.
+    first = next(iter(GunzipStream(payload, limit=2**62, max_ratio=math.inf)))
+    assert first[257:262] == b"ustar" if kind == "tar" else first.startswith(b"\\documentclass")
+
+    dest = tmp_path / "out"
+    tracemalloc.start()
+    try:
+        with pytest.raises(CompressionBombError, match=f"exceeds {MAX_GZIP_RATIO} times its compressed size") as err:
+            extract_eprint(payload, dest)  # the default caps, as the release uses them
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    refused = err.value
+    assert isinstance(refused, EprintError) and "refused as a gzip bomb" in str(refused)
+    # Refused within the first few MB decompressed, after a few KB of the 10 MB payload were read.
+    assert refused.decompressed_bytes <= 4 * 2**20 + 64 * 2**10, refused.decompressed_bytes
+    assert refused.compressed_bytes <= 64 * 2**10, refused.compressed_bytes
+    assert peak < 16 * 2**20, f"peak {peak / 2**20:.1f} MB"
+    assert not dest.exists() or not any(dest.rglob("*"))
+
+
+def test_the_ratio_refusal_does_not_touch_an_ordinary_project(tmp_path):
+    """A project of a few MB of varied LaTeX, and one whose tar is mostly padding, pass the ratio."""
+    body = b"".join(b"\\section{Part %d}\nResult %d follows from Lemma %d \\cite{k%d}.\n" % (i, i * 7, i % 13, i)
+                    for i in range(150_000))
+    payload = tar([("main.tex", TEX), ("body.tex", body)] + [(f"tiny{i}.tex", b"%\n") for i in range(1000)])
+    stream = GunzipStream(payload, limit=2**40)
+    assert sum(len(chunk) for chunk in stream) > 2 * (4 * 2**20)  # past the grace: the ratio was applied
+    assert stream.decompressed / stream.compressed < MAX_GZIP_RATIO / 4
+    contents = extract_eprint(payload, tmp_path / "out")
+    assert len(contents.files) == 1002 and not contents.skipped_members
+
+
 # --- the command line: `deepscholar latex inspect FILE` ----------------------------------------------------
 
 CLI_CASES = [
     pytest.param(lambda: declared_bomb(10**12), 2, "declares", id="cli-tar-bomb"),
+    pytest.param(lambda: declared_bomb_gzip("tar"), 2, "refused as a gzip bomb", id="cli-gzip-bomb-10GB"),
     pytest.param(lambda: truncated(gzip.compress(tar([("main.tex", TEX), ("b", os.urandom(9000))], gz=False))), 2,
                  "corrupt gzip", id="cli-truncated-gzip"),
     pytest.param(lambda: truncated(tar([("main.tex", TEX), ("b.tex", os.urandom(100_000))], gz=False)), 0,
@@ -236,6 +355,8 @@ RELEASE_CASES = {
     "2506.01004": (lambda p: truncated(p), "skipped", "unsafe_or_bad_archive", "corrupt gzip"),
     "2506.01005": (_with_odd_bytes, "kept", None, None),
     "2506.01006": (lambda _: member_bomb(6000), "skipped", "unsafe_or_bad_archive", "more than 5000 members"),
+    "2506.01015": (lambda _: declared_bomb_gzip("tar"), "skipped", "unsafe_or_bad_archive",
+                   f"exceeds {MAX_GZIP_RATIO} times its compressed size"),
 }
 RELEASE_STEP_CASES = [pytest.param(arxiv_id, id=f"release-step-{arxiv_id}-{case[1]}")
                       for arxiv_id, case in RELEASE_CASES.items()]
@@ -243,7 +364,7 @@ RELEASE_STEP_CASES = [pytest.param(arxiv_id, id=f"release-step-{arxiv_id}-{case[
 
 @pytest.fixture(scope="module")
 def hostile_month(tmp_path_factory, db_url):
-    """The demo month with five hostile e-prints, extracted once by the real steps behind the replay server."""
+    """The demo month with six hostile e-prints, extracted once by the real steps behind the replay server."""
     from deepscholar import db
     from deepscholar.release.spec import ReleaseSpec
     from deepscholar.release.steps import (

@@ -222,3 +222,79 @@ def test_a_report_stored_again_with_other_content_loses_its_old_scores_and_the_s
     with month.connect() as conn:
         assert conn.execute(sa.text("""SELECT count(*) FROM judgments j JOIN reports r USING (report_id)
                                        WHERE r.arxiv_id = :a"""), {"a": QUERIES[1]}).scalar() == 0
+
+
+# --- the search backend is part of the build --------------------------------------------------------------
+
+SEARCHING_KIND = "test_build_searching"
+
+
+class Searching(System):
+    """An offline system that asks its search tool: which backend answered is part of what it wrote."""
+
+    kind = SEARCHING_KIND
+    uses_search = True
+
+    def generate(self, query, search):
+        hits = search.search(query.title, k=1)
+        return Report(text=f"{query.title} builds on earlier work [1] ({search.name}, {len(hits)} hits).\n",
+                      sources=[Source(idx=1, title="Earlier work", snippet="We did it.", arxiv_id="2401.00001")])
+
+
+class _Empty:
+    name = "test_other"
+
+    def __init__(self, cutoff):
+        self.cutoff = cutoff
+
+    def search(self, text, k=10):
+        return []
+
+
+@pytest.fixture
+def searching(monkeypatch):
+    from deepscholar.search import registry as search_registry
+    from deepscholar.search.base import Backend
+
+    monkeypatch.delenv("DEEPSCHOLAR_SEARCH_BACKEND", raising=False)
+    other = Backend("test_other", lambda engine, cutoff, exclude_ids, **kw: _Empty(cutoff))
+    with registered_system(Searching), search_registry.registered(other):
+        yield Searching
+
+
+def backends(engine, system_id: str) -> dict[str, str]:
+    with engine.connect() as conn:
+        return dict(conn.execute(sa.text("SELECT arxiv_id, search_backend FROM reports WHERE system_id = :s"),
+                                 {"s": system_id}).all())
+
+
+def test_a_month_mixing_search_backends_for_one_system_fails_the_check(month, searching, monkeypatch):
+    add_system(month, "finder", SEARCHING_KIND)
+    add_system(month, "pinned", SEARCHING_KIND, {"search": "local"})  # names its backend: never mixed
+    assert generate_release(month, RELEASE) == {"pairs": 6, "ok": 6}
+    local = current_build(get_system(month, "finder"))
+    assert "+search(" not in local  # the default backend: the string builds had before it was recorded
+    assert {b for b, _ in builds(month, "finder").values()} == {local}
+    assert {d["search_backend"] for _, d in builds(month, "finder").values()} == {"local"}
+    assert run_reports_check(month, RELEASE).success
+
+    # One report is written again by a process whose default backend is another one.
+    with month.begin() as conn:
+        conn.execute(sa.text("DELETE FROM reports WHERE arxiv_id = :a"), {"a": QUERIES[2]})
+    monkeypatch.setenv("DEEPSCHOLAR_SEARCH_BACKEND", "test_other")
+    assert generate_release(month, RELEASE) == {"pairs": 2, "ok": 2}
+    other = current_build(get_system(month, "finder"))
+    assert other == local.replace("+cfg", "+search(test_other)+cfg")
+    assert backends(month, "finder") == {QUERIES[0]: "local", QUERIES[1]: "local", QUERIES[2]: "test_other"}
+    assert builds(month, "finder")[QUERIES[2]][1]["search_backend"] == "test_other"
+
+    result = run_reports_check(month, RELEASE)
+    assert not result.success and result.failed_checks == ["one_build_per_system"]
+    assert f"system finder's 3 ok reports of {RELEASE} mix builds: {local} (2 reports); {other} (1 reports)" in (
+        result.summary)
+    assert "pinned" not in result.summary  # its config names the backend: the environment changed nothing
+
+    # Regenerating under the new backend makes the month one build again.
+    assert regenerate_outdated(month, RELEASE, ["finder"]) == {"deleted_outdated": 2, "pairs": 2, "ok": 2}
+    assert set(backends(month, "finder").values()) == {"test_other"}
+    assert run_reports_check(month, RELEASE).success

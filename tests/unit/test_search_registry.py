@@ -18,7 +18,7 @@ class _Scope:
 
 
 def test_every_backend_module_is_found():
-    assert backend_names() == ("arxiv", "local")
+    assert backend_names() == ("arxiv", "local", "local_tsrank")
 
 
 def test_an_unknown_backend_is_refused_naming_the_known_ones():
@@ -58,4 +58,4 @@ def test_a_backend_declared_once_is_what_make_search_uses():
 def test_a_malformed_backend_is_refused(backend, error):
     with pytest.raises(InvalidInput, match=error):
         registry.register(backend)
-    assert backend_names() == ("arxiv", "local")
+    assert backend_names() == ("arxiv", "local", "local_tsrank")

@@ -31,13 +31,13 @@ def _bumped(loader, stage: str):
 def test_the_build_string_of_each_llm_kind_names_its_prompts_model_and_config():
     base = DeepScholarBase.effective_version("1", {"model": MODEL})
     cfg = config_hash({**{k: v for k, v in DEFAULTS.items() if k != "concurrency"}, "model": MODEL})
-    assert base.label() == (f"deepscholar_base:1+code1+prompts(aggregate_v1,filter_v1,queries_v1,rank_v1)"
+    assert base.label() == (f"deepscholar_base:1+code2+prompts(aggregate_v1,filter_v1,queries_v1,rank_v1)"
                             f"+model({MODEL})+cfg{cfg}")
     assert base.detail()["prompts"] == {stage: f"deepscholar_base_{stage}_v1"
                                         for stage in ("aggregate", "filter", "queries", "rank")}
     assert base.detail()["config"]["K"] == DEFAULTS["K"] and "concurrency" not in base.detail()["config"]
     agent = SearchAgent.effective_version("v2", {"model": MODEL})
-    assert agent.label().startswith(f"search_agent:v2+code1+prompts(search_agent_v1,final_v1)+model({MODEL})+cfg")
+    assert agent.label().startswith(f"search_agent:v2+code2+prompts(search_agent_v1,final_v1)+model({MODEL})+cfg")
     assert len(base.config_hash) == 8 and base.config_hash == DeepScholarBase.effective_version(
         "1", {"model": MODEL}).config_hash  # stable
 
@@ -88,8 +88,8 @@ def test_a_code_version_bump_changes_the_build(monkeypatch):
 def test_every_kind_states_a_build_without_being_constructed():
     """A bad config fails construction (stored as system_error); the build of that report is still known."""
     labels = {kind: cls.effective_version("1", {}).label() for kind, cls in system_kinds().items()}
-    assert labels["deepscholar_base"].startswith("deepscholar_base:1+code1+prompts(")  # no model: none named
-    assert labels["extractive"].startswith("extractive:1+code1+model(all-MiniLM-L6-v2)+cfg")
+    assert labels["deepscholar_base"].startswith("deepscholar_base:1+code2+prompts(")  # no model: none named
+    assert labels["extractive"].startswith("extractive:1+code2+model(all-MiniLM-L6-v2)+cfg")
     assert labels["human_exemplar"] == f"human_exemplar:1+code1+cfg{config_hash({})}"
     assert labels["oracle"] == f"oracle:1+code1+cfg{config_hash({'respect_cutoff': True})}"
     assert labels["external"] == f"external:1+code1+cfg{config_hash({})}"  # an endpoint is a location
@@ -102,3 +102,48 @@ def test_an_imported_report_names_the_format_that_read_it():
     assert format_build("1", "no-such-format").label() == "external:1+import(no-such-format@?)"
     assert import_build("3", "jsonl", "2") == SystemBuild(kind="external", version="3", import_format="jsonl",
                                                           import_format_version="2")
+
+
+# --- the search backend ------------------------------------------------------------------------------------
+
+@pytest.fixture
+def default_backend(monkeypatch):
+    monkeypatch.delenv("DEEPSCHOLAR_SEARCH_BACKEND", raising=False)
+
+
+def test_the_search_backend_is_part_of_the_build_of_a_kind_that_searches(default_backend, monkeypatch):
+    local = DeepScholarBase.effective_version("1", {"model": MODEL})
+    assert local.search == "local" and local.detail()["search_backend"] == "local"
+    # The registry's default is implied, so builds stored before the backend was recorded keep their string.
+    assert "+search(" not in local.label()
+
+    monkeypatch.setenv("DEEPSCHOLAR_SEARCH_BACKEND", "arxiv")
+    arxiv = DeepScholarBase.effective_version("1", {"model": MODEL})
+    assert arxiv != local and arxiv.label() != local.label()
+    assert arxiv.label() == local.label().replace("+cfg", "+search(arxiv)+cfg")
+    assert arxiv.detail() == {**local.detail(), "search_backend": "arxiv"}
+    assert "+search(arxiv)+" in SearchAgent.effective_version("1", {"model": MODEL}).label()
+    assert "+search(arxiv)+" in system_kinds()["extractive"].effective_version("1", {}).label()
+
+
+def test_a_backend_the_config_names_is_the_one_used_whatever_the_environment(default_backend, monkeypatch):
+    named = DeepScholarBase.effective_version("1", {"model": MODEL, "search": "arxiv"})
+    monkeypatch.setenv("DEEPSCHOLAR_SEARCH_BACKEND", "local")
+    assert DeepScholarBase.effective_version("1", {"model": MODEL, "search": "arxiv"}) == named
+    assert named.search == "arxiv" and named.detail()["search_backend"] == "arxiv"
+    # Already in the config hash: named once.
+    assert "+search(" not in named.label()
+    assert named.config_hash != DeepScholarBase.effective_version("1", {"model": MODEL}).config_hash
+    # Written the way make_search reads it (case and blanks do not make another backend).
+    assert DeepScholarBase.effective_version("1", {"model": MODEL, "search": " ArXiv "}).search == "arxiv"
+
+
+def test_kinds_without_search_have_no_backend_in_their_build(default_backend, monkeypatch):
+    before = {kind: cls.effective_version("1", {}) for kind, cls in system_kinds().items()
+              if not cls.uses_search}
+    assert set(before) >= {"external", "human_exemplar", "oracle"}
+    monkeypatch.setenv("DEEPSCHOLAR_SEARCH_BACKEND", "arxiv")
+    for kind, build in before.items():
+        after = system_kinds()[kind].effective_version("1", {})
+        assert after == build and build.search is None and "search_backend" not in build.detail()
+        assert "+search(" not in after.label()

@@ -19,6 +19,7 @@ from sqlalchemy.engine import Engine
 
 from deepscholar.llm.client import Judged, LLMClient, ParseError, parse_json_array, parse_json_object
 from deepscholar.prompts import Prompt, load_prompt_file
+from deepscholar.settings import current_settings
 from deepscholar.text.markers import cited_keys, strip_citation_markers
 from deepscholar.text.sentences import split_exemplar_sentences
 
@@ -304,12 +305,17 @@ class LocalReleaseJudge:
 
 
 def make_release_judge(
-    spec: str, engine: Engine | None, api_base: str | None = None, concurrency: int = 8
+    spec: str, engine: Engine | None, api_base: str | None = None, concurrency: int | None = None
 ) -> ReleaseJudge:
-    """"local" is the offline judge; anything else is a litellm model string (e.g. "openai/gpt-4.1")."""
+    """"local" is the offline judge; anything else is a litellm model string (e.g. "openai/gpt-4.1").
+
+    `concurrency` (requests in flight) left None is DEEPSCHOLAR_RELEASE_JUDGE_CONCURRENCY (default 8).
+    """
     spec = spec.strip()
     if spec == "local":
         return LocalReleaseJudge()
     if engine is None:
         raise ValueError("an LLM judge needs a database engine for its call cache")
+    if concurrency is None:
+        concurrency = current_settings().release_judge_concurrency
     return LLMReleaseJudge(LLMClient(engine, spec, api_base=api_base, concurrency=concurrency))

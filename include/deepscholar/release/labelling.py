@@ -17,9 +17,10 @@ log = logging.getLogger("deepscholar.release")
 def _judge(ctx: ReleaseContext):
     from deepscholar.release.judging import make_release_judge
 
-    # The judge is the spec's (it decides the labels); where its provider is, this process's settings. Its
-    # requests in flight stay make_release_judge's 8, as when the release config carried them.
-    return make_release_judge(ctx.spec.judge, ctx.engine, api_base=ctx.settings.judge_api_base)
+    # The judge is the spec's (it decides the labels); where its provider is and how many requests it has in
+    # flight (DEEPSCHOLAR_RELEASE_JUDGE_CONCURRENCY), this process's settings.
+    return make_release_judge(ctx.spec.judge, ctx.engine, api_base=ctx.settings.judge_api_base,
+                              concurrency=ctx.settings.release_judge_concurrency)
 
 
 def _queries(conn: sa.Connection, release_id: str) -> list[dict]:

@@ -1,16 +1,26 @@
-"""Full-text search over the warehouse's `corpus`: the offline, reproducible search backend.
+"""`local`: BM25 search over the warehouse's `corpus`, the offline, reproducible search backend.
 
-The cutoff is enforced in SQL (strictly before the query paper's date; undated papers are never
-returned, since nobody can show they predate the query), and the query paper itself is excluded.
-Ranking is Postgres' cover-density rank with the arXiv id as tie-break, so a search is a pure
-function of the corpus and the text.
+Ranking comes from the BM25 index (search/bm25_index.py: a cache on disk derived from `corpus`, brought up
+to date automatically), which scores only the postings of the query's words among papers published before
+the cutoff, so a search costs milliseconds at hundreds of thousands of papers. The cutoff and the excluded
+ids are then enforced by the warehouse itself: the proposed papers are kept only if a SQL query over
+`corpus` confirms them (dated, published strictly before the query paper's date, not excluded), and their
+metadata is read there; a search that finds fewer than k papers, or proposed some the warehouse did not
+confirm, asks at once whether the corpus changed (rather than waiting for the next periodic check) and
+searches again if it did. A paper on or after the cutoff, an undated one or the query paper can therefore
+never be returned, whatever state the index is in. Ties are ordered by arXiv id, so a search is a function
+of the corpus (its fingerprint, as of the last check) and the text.
+
+A text is taken as a bag of words (its first 64 distinct ones, stemmed by PostgreSQL's English
+configuration): a paper matching more of them, rarer ones and in its title, ranks higher. The earlier
+ranking (PostgreSQL's ts_rank_cd over every matching row) stays available as `local_tsrank`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -18,94 +28,111 @@ from sqlalchemy.engine import Engine
 
 from deepscholar.clock import assume_utc
 from deepscholar.errors import InfrastructureError, is_warehouse_outage
+from deepscholar.search import bm25_index
 from deepscholar.search.base import Backend, SearchResult
 from deepscholar.text import strip_arxiv_version
 
-__all__ = ["BACKEND", "LocalSearch", "or_query_text", "MAX_K"]
+__all__ = ["BACKEND", "MAX_K", "LocalSearch"]
 
 MAX_K = 500  # a system asking for more is a bug; bound the query cost
-MAX_OR_TERMS = 64
-# ts_rank_cd normalisation 1: divide by 1 + log(document length), so long abstracts do not win on size.
-RANK_NORMALISATION = 1
 
-_WORD_RE = re.compile(r"[^\W_]+")
-
-# The AND query (every term, websearch syntax: quotes, `or`, -word) and the OR query share one shape.
-_SEARCH_SQL = sa.text("""
-    SELECT c.arxiv_id, c.title, c.abstract, c.published,
-           ts_rank_cd(c.search_vector, q.query, :norm) AS score
-    FROM corpus c, websearch_to_tsquery('english', :text) AS q(query)
-    WHERE c.search_vector @@ q.query
+# The warehouse's word on what may be returned: the same predicate whatever the index proposed.
+_CONFIRM_SQL = sa.text("""
+    SELECT c.arxiv_id, c.title, c.abstract, c.published
+    FROM corpus c
+    WHERE c.arxiv_id = ANY(:ids)
       AND c.published IS NOT NULL
       AND c.published < :cutoff
       AND NOT (c.arxiv_id = ANY(:exclude))
-    ORDER BY score DESC, c.arxiv_id
-    LIMIT :k
 """)
 
 
-def or_query_text(text: str) -> str:
-    """The same words joined by websearch `or`: matches papers that share any one of them."""
-    words = [w for w in _WORD_RE.findall(text) if w.lower() != "or"]
-    return " or ".join(dict.fromkeys(words[:MAX_OR_TERMS]))
-
-
 class LocalSearch:
-    """SearchTool over `corpus`: AND query first, topped up from an OR query when it finds too little.
+    """SearchTool over `corpus` bound to one cutoff: BM25-ranked, confirmed by the warehouse.
 
-    `fallback_below`: run the OR query when the AND query returns fewer hits than this (default: k,
-    so a search returns k results whenever the corpus has k papers sharing a word with the text).
-    AND hits keep their places ahead of OR hits: matching every term is the stronger signal.
+    `index_dir`: the index cache's folder (default DEEPSCHOLAR_SEARCH_INDEX_DIR, else search-index/ under
+    DEEPSCHOLAR_HOME); `check_seconds`: how often this process asks whether `corpus` changed (default
+    DEEPSCHOLAR_SEARCH_INDEX_CHECK_SECONDS; 0 before every search).
     """
 
     name = "local"
 
     def __init__(self, engine: Engine, cutoff: datetime, *, exclude_ids: Iterable[str] = (),
-                 fallback_below: int | None = None) -> None:
+                 index_dir: str | Path | None = None, check_seconds: float | None = None) -> None:
         self.engine = engine
         self.cutoff = assume_utc(cutoff)
         self.exclude_ids = sorted({strip_arxiv_version(i)[0] for i in exclude_ids if i})
-        self.fallback_below = fallback_below
+        self.index_dir = Path(index_dir) if index_dir else None
+        self.check_seconds = check_seconds
         self.history: list[dict[str, Any]] = []  # one entry per search, for system traces
 
     def search(self, text: str, k: int = 10) -> list[SearchResult]:
         k = max(0, min(int(k), MAX_K))
         text = (text or "").strip()
-        entry: dict[str, Any] = {"text": text, "k": k, "n_and": 0, "n_or": 0}
+        entry: dict[str, Any] = {"text": text, "k": k, "n_hits": 0}
         self.history.append(entry)
-        if not k or not _WORD_RE.search(text):
+        if not k or not text:
             return []
         try:
             return self._search(text, k, entry)
         except Exception as exc:
             if is_warehouse_outage(exc):
-                raise InfrastructureError(f"warehouse full-text search at {self.engine.url.host or 'local socket'}",
+                raise InfrastructureError(f"warehouse search at {self.engine.url.host or 'local socket'}",
                                           exc) from exc
             raise
 
+    def _check_interval(self) -> float:
+        from deepscholar.settings import current_settings
+
+        if self.check_seconds is not None:
+            return self.check_seconds
+        return current_settings().search_index_check_seconds
+
+    def _index(self, *, now: bool = False) -> bm25_index.Bm25Index:
+        root = self.index_dir or bm25_index.default_index_dir()
+        return bm25_index.current_index(self.engine, root, 0.0 if now else self._check_interval())
+
     def _search(self, text: str, k: int, entry: dict[str, Any]) -> list[SearchResult]:
+        index = self._index()
         with self.engine.connect() as conn:
-            hits = self._run(conn, text, k)
-            entry["n_and"] = len(hits)
-            threshold = k if self.fallback_below is None else min(self.fallback_below, k)
-            or_text = or_query_text(text)
-            if len(hits) < threshold and or_text:
-                seen = {h.arxiv_id for h in hits}
-                extra = [h for h in self._run(conn, or_text, k + len(hits)) if h.arxiv_id not in seen]
-                entry["n_or"] = len(extra)
-                hits += extra[:k - len(hits)]
+            lexemes = bm25_index.query_lexemes(conn, text)
+            entry["terms"] = len(lexemes)
+            if not lexemes:
+                return []
+            hits, unconfirmed = self._ranked(conn, index, lexemes, k)
+            if (unconfirmed or len(hits) < k) and self._check_interval() > 0:
+                # The index proposed papers the corpus no longer has as they were, or found few: it may lag
+                # the corpus. Ask now (one fingerprint query) and search again if it did.
+                fresh = self._index(now=True)
+                if fresh is not index:
+                    index = fresh
+                    hits, unconfirmed = self._ranked(conn, index, lexemes, k)
+        entry.update(index=index.fingerprint, n_hits=len(hits), unconfirmed=unconfirmed)
         return hits
 
-    def _run(self, conn: sa.Connection, text: str, k: int) -> list[SearchResult]:
-        rows = conn.execute(_SEARCH_SQL, {"text": text, "cutoff": self.cutoff, "exclude": self.exclude_ids,
-                                          "k": k, "norm": RANK_NORMALISATION}).mappings().all()
-        return [SearchResult(arxiv_id=r["arxiv_id"], title=r["title"], abstract=r["abstract"] or "",
-                             published=r["published"], url=f"https://arxiv.org/abs/{r['arxiv_id']}",
-                             score=float(r["score"])) for r in rows]
+    def _ranked(self, conn: sa.Connection, index: bm25_index.Bm25Index, lexemes: list[str], k: int
+                ) -> tuple[list[SearchResult], int]:
+        """The best k confirmed papers, and how many proposed ones the warehouse did not confirm."""
+        m = k
+        while True:
+            proposed = index.rank(lexemes, self.cutoff, self.exclude_ids, m)
+            if not proposed:
+                return [], 0
+            rows = {r["arxiv_id"]: r for r in conn.execute(_CONFIRM_SQL, {
+                "ids": [a for a, _ in proposed], "cutoff": self.cutoff, "exclude": self.exclude_ids,
+            }).mappings()}
+            hits = [SearchResult(arxiv_id=a, title=rows[a]["title"], abstract=rows[a]["abstract"] or "",
+                                 published=rows[a]["published"], url=f"https://arxiv.org/abs/{a}", score=score)
+                    for a, score in proposed if a in rows]
+            # Fewer confirmed than proposed only when the index lags the corpus: look further down.
+            if len(hits) >= k or len(proposed) < m:
+                return hits[:k], len(proposed) - len(hits)
+            m *= 4
 
 
 def make_local_search(engine: Engine, cutoff: datetime, exclude_ids: Iterable[str], **kw: Any) -> LocalSearch:
     return LocalSearch(engine, cutoff, exclude_ids=exclude_ids, **kw)
 
 
-BACKEND = Backend("local", make_local_search, "full-text search over the warehouse corpus (offline, reproducible)")
+BACKEND = Backend("local", make_local_search,
+                  "BM25 over the warehouse corpus, index cached on disk (offline, reproducible)")

@@ -4,12 +4,13 @@ arXiv serves the "e-print" of a paper as one of: a gzip-compressed tar of the La
 gzip-compressed .tex file, a plain tar, a bare .tex file, or a PDF when the authors uploaded no source.
 The payload comes from the network and is treated as hostile: every archive member is checked by hand
 (path, type, sizes) before anything is written, and tarfile's ``data`` filter is applied on top as a
-second line of defence.
+second line of defence. A gzip payload is decompressed chunk by chunk and refused as soon as it passes the
+absolute cap or grows more than MAX_GZIP_RATIO times the compressed bytes read so far (a gzip bomb: ten
+gigabytes of zeros is ten megabytes of gzip, refused after a few megabytes instead of after the cap).
 """
 
 from __future__ import annotations
 
-import gzip
 import io
 import os
 import tarfile
@@ -20,7 +21,10 @@ from pathlib import Path, PurePosixPath
 from typing import IO
 
 __all__ = [
+    "MAX_GZIP_RATIO",
+    "CompressionBombError",
     "EprintContents",
+    "GunzipStream",
     "EprintError",
     "NoLatexSourceError",
     "UnsafeArchiveError",
@@ -36,6 +40,17 @@ _TAR_OVERHEAD_PER_MEMBER = 1536
 # (thousands of members 3000 folders deep would each walk the whole path, and the OS refuses such paths).
 _MAX_MEMBER_NAME = 1024
 _MAX_MEMBER_DEPTH = 32
+# Decompressed bytes per compressed byte read so far beyond which a gzip e-print is refused. LaTeX and tar
+# padding compress 3-20x, PostScript figures at most some tens; DEFLATE tops out near 1032x, reached only
+# by long runs of one byte, which is what a bomb is. At 200 a payload must carry at least a megabyte of
+# gzip to reach the 200 MB cap, and a bomb is stopped after _RATIO_GRACE decompressed bytes.
+MAX_GZIP_RATIO = 200
+# Below this many decompressed bytes the ratio is not applied: a small archive (a tar of many short files
+# is mostly zero padding and near-identical headers: 6000 empty files are 3 MB that gzip to 10 KB) may
+# compress far better than a whole project, and is bounded by the member and byte caps anyway.
+_RATIO_GRACE = 4 * 2**20
+# Compressed bytes handed to zlib at a time: the ratio is checked at least this finely.
+_GZIP_INPUT_CHUNK = 16 * 1024
 
 
 class EprintError(Exception):
@@ -53,6 +68,15 @@ class NoLatexSourceError(EprintError):
 
 class UnsafeArchiveError(EprintError):
     """The archive breaks a safety limit (size or member count); nothing more is extracted."""
+
+
+class CompressionBombError(UnsafeArchiveError):
+    """A gzip payload decompressed past the cap or the ratio; how far it got when it was stopped."""
+
+    def __init__(self, message: str, *, compressed_bytes: int, decompressed_bytes: int) -> None:
+        super().__init__(message)
+        self.compressed_bytes = compressed_bytes
+        self.decompressed_bytes = decompressed_bytes
 
 
 @dataclass
@@ -86,6 +110,7 @@ def extract_eprint(
     *,
     max_total_bytes: int = 200_000_000,
     max_members: int = 5000,
+    max_ratio: float = MAX_GZIP_RATIO,
 ) -> EprintContents:
     """Write the LaTeX files of ``payload`` under ``dest`` and nowhere else."""
     dest = Path(dest)
@@ -99,7 +124,7 @@ def extract_eprint(
     if kind == "gzip":
         compressed = True
         limit = max_total_bytes + _TAR_OVERHEAD_PER_MEMBER * (max_members + 2)
-        data = _gunzip_bounded(payload, limit)
+        data = _gunzip_bounded(payload, limit, max_ratio)
         inner = detect_kind(data)
         _raise_if_no_source(inner)
         if inner == "gzip":
@@ -150,21 +175,89 @@ def _looks_like_latex(data: bytes) -> bool:
     return any(tok in text for tok in ("\\documentclass", "\\documentstyle", "\\begin{document}"))
 
 
-def _gunzip_bounded(payload: bytes, limit: int) -> bytes:
-    """Decompress at most ``limit`` bytes so a gzip bomb cannot exhaust memory."""
+def _gunzip_bounded(payload: bytes, limit: int, max_ratio: float = MAX_GZIP_RATIO) -> bytes:
+    """Decompress at most ``limit`` bytes, and at most ``max_ratio`` times the compressed bytes read so far
+    (past the first _RATIO_GRACE), so a gzip bomb cannot exhaust memory nor take long to refuse."""
+    stream = GunzipStream(payload, limit=limit, max_ratio=max_ratio)
     out = io.BytesIO()
-    try:
-        with gzip.GzipFile(fileobj=io.BytesIO(payload)) as gz:
-            while True:
-                chunk = gz.read(_CHUNK)
-                if not chunk:
-                    break
-                out.write(chunk)
-                if out.tell() > limit:
-                    raise UnsafeArchiveError(f"decompressed e-print exceeds {limit} bytes")
-    except (OSError, EOFError, zlib.error) as exc:
-        raise EprintError(f"corrupt gzip e-print: {exc}") from exc
+    for chunk in stream:
+        out.write(chunk)
     return out.getvalue()
+
+
+class GunzipStream:
+    """The decompressed chunks of a gzip payload (concatenated members allowed, trailing zero padding
+    ignored, as the gzip module reads them), counting what it has read and written.
+
+    ``compressed`` and ``decompressed`` are the bytes read from the payload and produced so far; past
+    ``limit`` or past ``max_ratio`` times what was read (after the first _RATIO_GRACE bytes) it raises
+    CompressionBombError. A corrupt or truncated payload raises EprintError.
+    """
+
+    def __init__(self, payload: bytes, *, limit: int, max_ratio: float = MAX_GZIP_RATIO) -> None:
+        self.payload, self.limit, self.max_ratio = memoryview(payload), limit, max_ratio
+        self.compressed = 0
+        self.decompressed = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self._chunks()
+        except zlib.error as exc:
+            raise EprintError(f"corrupt gzip e-print: {exc}") from exc
+
+    def _chunks(self) -> Iterator[bytes]:
+        payload, pos = self.payload, 0
+        member = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # one gzip member, trailer checked
+        pending = b""
+        while True:
+            if not pending:
+                if pos >= len(payload):
+                    break
+                pending = bytes(payload[pos:pos + _GZIP_INPUT_CHUNK])
+                pos += len(pending)
+            given = len(pending)
+            chunk = member.decompress(pending, _CHUNK)
+            if member.eof:
+                pending = member.unused_data
+                self.compressed += given - len(pending)
+                if _more_members(pending, payload[pos:]):
+                    member = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+                else:
+                    pending, pos = b"", len(payload)
+            else:
+                pending = member.unconsumed_tail
+                self.compressed += given - len(pending)
+            if chunk:
+                self.decompressed += len(chunk)
+                self._check()
+                yield chunk
+        if not member.eof:
+            raise EprintError("corrupt gzip e-print: the payload ends before its gzip stream does")
+
+    def _check(self) -> None:
+        if self.decompressed > self.limit:
+            raise self._refusal(f"decompressed e-print exceeds {self.limit} bytes")
+        if self.decompressed > max(_RATIO_GRACE, self.max_ratio * self.compressed):
+            raise self._refusal(
+                f"decompressed e-print exceeds {self.max_ratio:g} times its compressed size "
+                f"({self.decompressed} bytes from {self.compressed}): refused as a gzip bomb")
+
+    def _refusal(self, message: str) -> CompressionBombError:
+        return CompressionBombError(message, compressed_bytes=self.compressed,
+                                    decompressed_bytes=self.decompressed)
+
+
+def _more_members(rest: bytes, unread: memoryview) -> bool:
+    """Whether another gzip member follows the one that ended: the gzip module's rule, where zero bytes
+    after the last member are padding and anything else must be a member."""
+    head = (rest + bytes(unread[:2]))[:2] if len(rest) < 2 else rest[:2]
+    if not head:
+        return False
+    if head == b"\x1f\x8b":
+        return True
+    if not rest.strip(b"\0") and not bytes(unread).strip(b"\0"):
+        return False
+    raise EprintError("corrupt gzip e-print: data after the last gzip member is not a gzip member")
 
 
 def _write_single(data: bytes, dest: Path, *, kind: str, compressed: bool) -> EprintContents:

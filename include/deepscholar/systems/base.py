@@ -22,7 +22,7 @@ from deepscholar.errors import InvalidInput, NotFound
 from deepscholar.prompts import Prompt
 from deepscholar.registry import Registry
 from deepscholar.search.base import SearchTool
-from deepscholar.systems.build import RUN_KEYS, SystemBuild
+from deepscholar.systems.build import RUN_KEYS, SystemBuild, search_backend
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,8 @@ class System:
         """The build of a system of this kind registered with `registered_version` and `config`."""
         return SystemBuild(kind=cls.kind, version=str(registered_version), code=cls.version,
                            prompts={role: p.version for role, p in cls.load_prompts().items()},
-                           models=cls.models(config), config=cls.output_config(config))
+                           models=cls.models(config), config=cls.output_config(config),
+                           search=search_backend(config) if cls.uses_search else None)
 
 
 # ------------------------------------------------------------------------------ the kind registry

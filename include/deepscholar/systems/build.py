@@ -5,19 +5,23 @@ defaults can change under the same name. The build names all of it, so two versi
 can never mix silently in a month (systems/quality.py fails the month's reports check when they do):
 
 - a system we run (`System.effective_version`, systems/base.py):
-  `<kind>:<registered version>+code<code version>[+prompts(<prompt>,...)][+model(<model>,...)]+cfg<hash>`,
-  e.g. `deepscholar_base:1+code1+prompts(aggregate_v1,filter_v1,queries_v1,rank_v1)+model(openai/gpt-4o)+cfg6f07e6ed`.
+  `<kind>:<registered version>+code<code version>[+prompts(<prompt>,...)][+model(<model>,...)][+search(<backend>)]+cfg<hash>`,
+  e.g. `deepscholar_base:1+code2+prompts(aggregate_v1,filter_v1,queries_v1,rank_v1)+model(openai/gpt-4o)+cfg6f07e6ed`.
   `code` is the kind's `System.version` (its bump rule is there); prompts are the versions (`version:`
   lines) of the prompt files the kind uses, ordered by role, without the `<kind>_` prefix (kept when only
-  `v<N>` would remain: `search_agent_v1`); models are what it calls; `cfg` is a short sha256 of the
-  output-defining config as sorted JSON (the kind's defaults overlaid with the registered config, less
-  RUN_KEYS), so a changed default changes the build too;
+  `v<N>` would remain: `search_agent_v1`); models are what it calls; `search` is the search backend its
+  reports are written with (`search_backend`), named in the string only when neither the config (its
+  `search` key is already in the hash) nor the registry's default (`local`) implies it, i.e. when this
+  process's DEEPSCHOLAR_SEARCH_BACKEND chose another one (so a system's builds of before the backend was
+  part of them keep their string, and a month mixing backends for one system fails the check);
+  `cfg` is a short sha256 of the output-defining config as sorted JSON (the kind's defaults overlaid with
+  the registered config, less RUN_KEYS), so a changed default changes the build too;
 - a report imported from a file (systems/external/importer.py):
   `external:<registered version>+import(<format>@<format version>)`, e.g. `external:1+import(storm@1)`:
   the output was made elsewhere; what we control is how it is read (formats/base.py ImportFormat.version).
 
 `reports.system_build` is the string, `reports.system_build_detail` the same in parts (and the whole
-effective config), for telling two builds apart. Reports stored before builds were recorded have NULL:
+effective config; `search_backend` always, for a kind that searches), for telling two builds apart. Reports stored before builds were recorded have NULL:
 an unknown build.
 """
 
@@ -26,12 +30,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from deepscholar.search import registry as search_registry
+from deepscholar.settings import current_settings
 from deepscholar.systems.registry import LOCATION_KEYS
 
-__all__ = ["RUN_KEYS", "SystemBuild", "config_hash", "import_build"]
+__all__ = ["RUN_KEYS", "SystemBuild", "config_hash", "import_build", "search_backend"]
 
 # Config keys that change how a system runs, never what it writes: not part of its build.
 RUN_KEYS = LOCATION_KEYS | {"concurrency"}
@@ -42,6 +49,13 @@ def config_hash(config: dict[str, Any]) -> str:
     """The first characters of the sha256 of the config as sorted, compact JSON (stable across runs)."""
     text = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:CONFIG_HASH_CHARS]
+
+
+def search_backend(config: Mapping[str, Any]) -> str:
+    """The search backend a system with `config` writes its reports with in this process: the config's
+    `search` key, else DEEPSCHOLAR_SEARCH_BACKEND, else the registry's default (as generation resolves it)."""
+    name = config.get("search", current_settings().search_backend)
+    return str(name or search_registry.DEFAULT).strip().lower()
 
 
 @dataclass(frozen=True)
@@ -56,6 +70,7 @@ class SystemBuild:
     config: dict[str, Any] = field(default_factory=dict)  # output-defining config, defaults resolved
     import_format: str | None = None
     import_format_version: str | None = None
+    search: str | None = None  # the search backend, for a kind that searches (search_backend)
 
     @property
     def config_hash(self) -> str:
@@ -70,6 +85,8 @@ class SystemBuild:
             parts.append(f"prompts({','.join(self._short(v) for _, v in sorted(self.prompts.items()))})")
         if self.models:
             parts.append(f"model({','.join(self.models)})")
+        if self.search is not None and self.search != search_registry.DEFAULT and "search" not in self.config:
+            parts.append(f"search({self.search})")
         parts.append(f"cfg{self.config_hash}")
         return "+".join(parts)
 
@@ -82,9 +99,12 @@ class SystemBuild:
         if self.import_format is not None:
             return {"kind": self.kind, "registered_version": self.version,
                     "import": {"format": self.import_format, "format_version": self.import_format_version}}
-        return {"kind": self.kind, "registered_version": self.version, "code_version": self.code,
-                "prompts": dict(sorted(self.prompts.items())), "models": list(self.models),
-                "config": self.config, "config_hash": self.config_hash}
+        detail = {"kind": self.kind, "registered_version": self.version, "code_version": self.code,
+                  "prompts": dict(sorted(self.prompts.items())), "models": list(self.models),
+                  "config": self.config, "config_hash": self.config_hash}
+        if self.search is not None:
+            detail["search_backend"] = self.search
+        return detail
 
 
 def import_build(registered_version: str, fmt: str, fmt_version: str | None) -> SystemBuild:

@@ -91,7 +91,7 @@ def llm_system_settings(kind: str, config: dict[str, Any], defaults: dict[str, i
 class DeepScholarBase(System):
     """Query writing, search, relevance filter, top-K ranking, aggregation (see the module docstring)."""
 
-    version = "1"  # bump rule: systems/base.py System.version
+    version = "2"  # bump rule: systems/base.py System.version; 2: `local` search ranks with BM25
     defaults = DEFAULTS
 
     def __init__(self, name: str, config: dict[str, Any], context: SystemContext):

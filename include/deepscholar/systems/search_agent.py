@@ -86,7 +86,7 @@ class _Sources:
 class SearchAgent(System):
     """Search-then-write by the model's own choice of queries, within a step budget."""
 
-    version = "1"  # bump rule: systems/base.py System.version
+    version = "2"  # bump rule: systems/base.py System.version; 2: `local` search ranks with BM25
     defaults = DEFAULTS
 
     def __init__(self, name: str, config: dict[str, Any], context: SystemContext):

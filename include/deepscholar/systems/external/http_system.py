@@ -5,10 +5,18 @@ leakage is checked on what comes back, as for every report. Transient failures (
 errors, 5xx) are retried; anything else is the system's failure for that query. A query still failing
 after its retries counts towards the endpoint host's circuit breaker (http_guard): after a few in a row
 the batch stops with HostUnavailable (the task is retried later) instead of failing every query in turn.
+
+The endpoint is a third party's server, so each request is bounded (http_guard.bounded_request): the
+system's `timeout` is the deadline of the whole request (connect, headers and body), and the answer is read
+in chunks up to DEEPSCHOLAR_EXTERNAL_MAX_RESPONSE_BYTES. No status and headers by the deadline is a timeout
+like any other (retried); an answer still arriving at the deadline, or one over the limit, is the system's
+failure for that query at once (system_error, not retried: it would only do it again). The slow answer
+counts towards the breaker as a timeout does; the oversized one is an answer.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Mapping
@@ -18,8 +26,16 @@ import requests
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from deepscholar.errors import SystemFailure
-from deepscholar.http_guard import BREAKER, host_of
+from deepscholar.http_guard import (
+    BREAKER,
+    AnswerTooLarge,
+    BoundedAnswer,
+    DeadlinePassed,
+    bounded_request,
+    host_of,
+)
 from deepscholar.search.base import SearchTool
+from deepscholar.settings import current_settings
 from deepscholar.systems.base import Query, Report, System, register_system
 from deepscholar.systems.external.formats.sources import report_from_json
 
@@ -66,15 +82,16 @@ class ExternalHTTPSystem(System):
         timeout = float(self.config.get("timeout", DEFAULT_TIMEOUT))
         attempts = int(self.config.get("attempts", DEFAULT_ATTEMPTS))
         wait = float(self.config.get("retry_wait", 1.0))
+        max_bytes = current_settings().external_max_response_bytes
         state = {"n": 0}
         host = host_of(endpoint)
         BREAKER.check(host)
         started = time.monotonic()
 
-        def once() -> requests.Response:
+        def once() -> BoundedAnswer:
             state["n"] += 1
             try:
-                resp = requests.post(endpoint, json=payload, timeout=timeout)
+                resp = bounded_request("POST", endpoint, json=payload, seconds=timeout, max_bytes=max_bytes)
             except (requests.Timeout, requests.ConnectionError) as exc:
                 log.warning("external system %s: attempt %d failed: %s", self.name, state["n"], exc)
                 raise _Transient(f"{type(exc).__name__}: {exc}") from exc
@@ -92,11 +109,21 @@ class ExternalHTTPSystem(System):
                 raise opened from cause
             raise SystemFailure(f"external system {self.name} at {endpoint} failed after {state['n']} attempts: "
                                 f"{cause}") from cause
+        except AnswerTooLarge as exc:
+            BREAKER.success(host)  # it answered, too much
+            raise SystemFailure(f"external system {self.name} at {endpoint} sent too large an answer: {exc} "
+                                "(DEEPSCHOLAR_EXTERNAL_MAX_RESPONSE_BYTES)") from exc
+        except DeadlinePassed as exc:
+            if (opened := BREAKER.failure(host, str(exc), started)) is not None:
+                raise opened from exc
+            raise SystemFailure(f"external system {self.name} at {endpoint}: no complete answer within {timeout:g} s "
+                                f"(its `timeout`, the deadline of the whole request; {exc.received} bytes of the "
+                                "answer had come)") from exc
         BREAKER.success(host)  # it answered, even if to refuse
         if resp.status_code >= 400:
             raise SystemFailure(f"external system {self.name} at {endpoint} refused the query: "
                                 f"HTTP {resp.status_code}: {resp.text[:200]}")
         try:
-            return resp.json(), state["n"]
+            return json.loads(resp.content), state["n"]
         except ValueError as exc:
             raise SystemFailure(f"external system {self.name} returned no JSON: {resp.text[:200]!r}") from exc

@@ -1,0 +1,386 @@
+"""The BM25 index behind `local` search: a cache on disk derived from the warehouse's `corpus`, never a source.
+
+What is indexed: every dated corpus paper (undated ones never are: nobody can show they predate a query),
+as the lexemes of its stored `search_vector` (PostgreSQL's English parser and stemmer, so a query is cut
+into words exactly as the corpus was), a title occurrence counting TITLE_WEIGHT times. Papers are laid out
+by (published, arxiv_id), so "published strictly before the cutoff" is a prefix of the documents; postings
+are grouped by term, in document order, with the BM25 weight of each (term, paper) precomputed (k1 1.2,
+b 0.75, Lucene's idf over the whole index: document frequencies count papers on both sides of any
+cutoff, which shapes the weights of words but can never bring a later paper into a result). A search adds
+up the weights of its terms over the prefix only, so its cost is the length of the postings of its words,
+not the size of the corpus.
+
+Freshness: an index is keyed by a fingerprint of `corpus` (row count, latest `added_at` and the sum of
+the rows' `xmin`, which every insert, update and delete changes) read in the same REPEATABLE READ snapshot
+as the rows it is built from. A process asks for the fingerprint at most every
+DEEPSCHOLAR_SEARCH_INDEX_CHECK_SECONDS (local.py also asks at once when a search looks stale); when it
+differs it loads the index of that fingerprint, or builds it. Builds are serialised per warehouse by an
+exclusive file lock, written into a temporary folder and renamed into place, so a reader only ever sees a
+complete index; processes on other machines each keep their own cache. While another process builds, one
+that already holds an index keeps searching it (it may miss the newest papers for that long, never more).
+
+The index proposes; the warehouse disposes: `local.py` keeps only the proposed papers a SQL query over
+`corpus` confirms (dated, strictly before the cutoff, not excluded), and takes their metadata from there,
+so a stale or damaged index can cost recall but never return a paper on or after the cutoff.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from deepscholar.clock import assume_utc
+
+__all__ = ["Bm25Index", "build_index", "corpus_fingerprint", "current_index", "default_index_dir",
+           "ensure_index", "forget_loaded", "query_lexemes"]
+
+FORMAT = 1  # bump when the files or the weighting change: old caches are then ignored
+K1 = 1.2
+B = 0.75
+TITLE_WEIGHT = 2
+MAX_QUERY_TERMS = 64  # the first distinct words of a text, as the old OR query took
+BATCH = 5000
+KEEP_INDEXES = 2  # per warehouse: the newest and the one before (a process may still be loading it)
+STALE_TMP_SECONDS = 3600
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ENTRY_RE = re.compile(r"'((?:[^']|'')*)':([0-9A-D,]+)")
+_WORD_RE = re.compile(r"[^\W_]+")
+
+_FINGERPRINT_SQL = sa.text(
+    "SELECT count(*) AS n, max(added_at) AS last_added, coalesce(sum(xmin::text::bigint), 0) AS xmin_sum "
+    "FROM corpus")
+_ROWS_SQL = sa.text(
+    "SELECT arxiv_id, published, search_vector::text AS vec FROM corpus "
+    "WHERE published IS NOT NULL ORDER BY published, arxiv_id")
+_LEXEMES_SQL = sa.text("SELECT tsvector_to_array(to_tsvector('english', :text))")
+
+
+def _micros(ts: datetime) -> int:
+    return (assume_utc(ts) - _EPOCH) // timedelta(microseconds=1)
+
+
+def corpus_fingerprint(conn: sa.Connection) -> str:
+    """Changes whenever a corpus row is inserted, updated or deleted (one scan of the table, no detoasting)."""
+    row = conn.execute(_FINGERPRINT_SQL).one()
+    last = row.last_added.isoformat() if row.last_added else "-"
+    return f"n{row.n}-t{last}-x{row.xmin_sum}"
+
+
+def query_lexemes(conn: sa.Connection, text: str) -> list[str]:
+    """The text's first MAX_QUERY_TERMS distinct words as PostgreSQL's English configuration stems them."""
+    words = list(dict.fromkeys(w.lower() for w in _WORD_RE.findall(text or "")))[:MAX_QUERY_TERMS]
+    if not words:
+        return []
+    return list(conn.execute(_LEXEMES_SQL, {"text": " ".join(words)}).scalar_one() or [])
+
+
+def _warehouse_key(engine: Engine) -> str:
+    """One cache folder per warehouse (URL without the password)."""
+    url = engine.url.set(password=None).render_as_string(hide_password=True)
+    return hashlib.sha256(url.encode()).hexdigest()[:16]
+
+
+def _index_name(fingerprint: str) -> str:
+    return f"v{FORMAT}-" + hashlib.sha256(fingerprint.encode()).hexdigest()[:20]
+
+
+def default_index_dir() -> Path:
+    from deepscholar.settings import current_settings
+
+    settings = current_settings()
+    return Path(settings.search_index_dir or Path(settings.home) / "search-index")
+
+
+# --- the index ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Bm25Index:
+    """One built index, memory-mapped (the page cache is shared by every process on the machine)."""
+
+    path: Path
+    fingerprint: str
+    n_docs: int
+    n_terms: int
+    vocab: dict[str, int]
+    term_ptr: np.ndarray  # int64 [n_terms + 1]: postings of term t are [term_ptr[t], term_ptr[t + 1])
+    post_doc: np.ndarray  # int32: document of each posting, ascending within a term
+    post_w: np.ndarray  # float32: BM25 weight of the term in that document
+    published: np.ndarray  # int64 microseconds since 1970, ascending (documents in (published, arxiv_id) order)
+    ids: np.ndarray  # bytes arxiv id of each document
+    id_rank: np.ndarray  # int32: the document's place in arxiv id order (the tie-break)
+    sorted_ids: np.ndarray  # bytes ids in ascending order, and
+    sorted_doc: np.ndarray  # int32: the document each of them is
+
+    @classmethod
+    def load(cls, path: Path) -> Bm25Index:
+        meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+        vocab_list = json.loads((path / "vocab.json").read_text(encoding="utf-8"))
+
+        def arr(name: str) -> np.ndarray:
+            return np.load(path / f"{name}.npy", mmap_mode="r")
+
+        return cls(path=path, fingerprint=meta["fingerprint"], n_docs=meta["n_docs"], n_terms=len(vocab_list),
+                   vocab={t: i for i, t in enumerate(vocab_list)}, term_ptr=arr("term_ptr"),
+                   post_doc=arr("post_doc"), post_w=arr("post_w"), published=arr("published"), ids=arr("ids"),
+                   id_rank=arr("id_rank"), sorted_ids=arr("sorted_ids"), sorted_doc=arr("sorted_doc"))
+
+    def doc_of(self, arxiv_ids: Sequence[str]) -> np.ndarray:
+        """The documents of those ids that are indexed."""
+        width = self.sorted_ids.dtype.itemsize
+        encoded = [e for e in (a.encode() for a in arxiv_ids) if len(e) <= width]  # longer: not indexed
+        if not encoded or not self.n_docs:
+            return np.zeros(0, dtype=np.int64)
+        wanted = np.array(encoded, dtype=self.sorted_ids.dtype)
+        at = np.minimum(np.searchsorted(self.sorted_ids, wanted), self.n_docs - 1)
+        found = self.sorted_ids[at] == wanted
+        return np.asarray(self.sorted_doc[at[found]], dtype=np.int64)
+
+    def rank(self, lexemes: Sequence[str], cutoff: datetime, exclude_ids: Sequence[str], m: int
+             ) -> list[tuple[str, float]]:
+        """The best m (arxiv_id, score) published strictly before the cutoff, by score then arxiv id."""
+        hi = int(np.searchsorted(self.published, _micros(cutoff), side="left"))
+        terms = sorted({self.vocab[w] for w in lexemes if w in self.vocab})
+        if not hi or not terms or m <= 0:
+            return []
+        scores = np.zeros(hi, dtype=np.float32)
+        for t in terms:  # a fixed order: the sums are the same in every process
+            start, end = int(self.term_ptr[t]), int(self.term_ptr[t + 1])
+            docs = self.post_doc[start:end]
+            cut = int(np.searchsorted(docs, hi))
+            if cut:
+                scores[docs[:cut]] += self.post_w[start:start + cut]
+        excluded = self.doc_of(exclude_ids)
+        scores[excluded[excluded < hi]] = 0
+        cand = np.flatnonzero(scores > 0)
+        if len(cand) > m:  # keep every paper tied with the m-th, then order ties by arxiv id
+            threshold = scores[cand[np.argpartition(-scores[cand], m - 1)[:m]]].min()
+            cand = cand[scores[cand] >= threshold]
+        order = np.lexsort((self.id_rank[cand], -scores[cand]))[:m]
+        best = cand[order]
+        return [(self.ids[d].decode(), float(scores[d])) for d in best]
+
+
+# --- building -----------------------------------------------------------------------------------------------
+
+
+def _parse(vec: str, vocab: dict[str, int]) -> tuple[list[int], list[int]]:
+    """Term ids and weighted term frequencies of one stored tsvector's text."""
+    terms, tfs = [], []
+    for lexeme, positions in _ENTRY_RE.findall(vec):
+        if "'" in lexeme or "\\" in lexeme:
+            lexeme = lexeme.replace("''", "'").replace("\\\\", "\\")
+        terms.append(vocab.setdefault(lexeme, len(vocab)))
+        tfs.append(positions.count(",") + 1 + (TITLE_WEIGHT - 1) * positions.count("A"))
+    return terms, tfs
+
+
+def _write(path: Path, name: str, array: np.ndarray) -> None:
+    np.save(path / f"{name}.npy", array, allow_pickle=False)
+
+
+def _build_into(conn: sa.Connection, tmp: Path) -> str:
+    """Reads the corpus in one snapshot and writes the index files into `tmp`; returns its fingerprint."""
+    fingerprint = corpus_fingerprint(conn)
+    vocab: dict[str, int] = {}
+    ids: list[str] = []
+    published: list[int] = []
+    term_chunks: list[np.ndarray] = []
+    tf_chunks: list[np.ndarray] = []
+    lengths: list[int] = []
+    result = conn.execution_options(stream_results=True, yield_per=BATCH).execute(_ROWS_SQL)
+    for rows in result.partitions():
+        batch_terms: list[int] = []
+        batch_tfs: list[int] = []
+        for arxiv_id, pub, vec in rows:
+            terms, tfs = _parse(vec or "", vocab)
+            ids.append(arxiv_id)
+            published.append(_micros(pub))
+            lengths.append(len(terms))
+            batch_terms += terms
+            batch_tfs += tfs
+        term_chunks.append(np.array(batch_terms, dtype=np.int32))
+        tf_chunks.append(np.array(batch_tfs, dtype=np.float32))
+    n_docs, n_terms = len(ids), len(vocab)
+    term = np.concatenate(term_chunks) if term_chunks else np.zeros(0, dtype=np.int32)
+    tf = np.concatenate(tf_chunks) if tf_chunks else np.zeros(0, dtype=np.float32)
+    del term_chunks, tf_chunks
+    doc = np.repeat(np.arange(n_docs, dtype=np.int32), np.array(lengths, dtype=np.int64))
+    dl = np.bincount(doc, weights=tf, minlength=n_docs)
+    avgdl = float(dl.mean()) if n_docs else 1.0
+    df = np.bincount(term, minlength=n_terms).astype(np.float64)
+    idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
+    norm = (K1 * (1 - B + B * dl / avgdl)).astype(np.float32)
+    # In place and in float32: one posting-sized array at a time besides the inputs.
+    weight = tf * np.float32(K1 + 1)
+    denominator = norm[doc]
+    denominator += tf
+    weight /= denominator
+    del denominator, tf
+    weight *= idf.astype(np.float32)[term]
+    order = np.argsort(term, kind="stable")  # by term; documents stay ascending within a term
+    _write(tmp, "post_doc", doc[order])
+    _write(tmp, "post_w", weight[order])
+    del weight, doc
+    term_ptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(np.bincount(term, minlength=n_terms), out=term_ptr[1:])
+    _write(tmp, "term_ptr", term_ptr)
+    id_array = np.array([i.encode() for i in ids], dtype=f"S{max((len(i) for i in ids), default=1)}")
+    by_id = np.argsort(id_array, kind="stable").astype(np.int32)
+    id_rank = np.empty(n_docs, dtype=np.int32)
+    id_rank[by_id] = np.arange(n_docs, dtype=np.int32)
+    _write(tmp, "published", np.array(published, dtype=np.int64))
+    _write(tmp, "ids", id_array)
+    _write(tmp, "id_rank", id_rank)
+    _write(tmp, "sorted_ids", id_array[by_id])
+    _write(tmp, "sorted_doc", by_id)
+    vocab_list = [""] * n_terms
+    for lexeme, i in vocab.items():
+        vocab_list[i] = lexeme
+    (tmp / "vocab.json").write_text(json.dumps(vocab_list, ensure_ascii=False), encoding="utf-8")
+    meta = {"format": FORMAT, "fingerprint": fingerprint, "n_docs": n_docs, "n_terms": n_terms, "avgdl": avgdl,
+            "k1": K1, "b": B, "title_weight": TITLE_WEIGHT, "built_at": datetime.now(UTC).isoformat()}
+    (tmp / "meta.json").write_text(json.dumps(meta), encoding="utf-8")  # last: marks the folder complete
+    return fingerprint
+
+
+def build_index(engine: Engine, warehouse_dir: Path) -> Path:
+    """Builds the index of the corpus as it is now into warehouse_dir/<name>; returns that folder.
+
+    The caller holds the warehouse's build lock. Written aside and renamed, so the folder appears whole.
+    """
+    warehouse_dir.mkdir(parents=True, exist_ok=True)
+    tmp = warehouse_dir / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        with engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn, conn.begin():
+            fingerprint = _build_into(conn, tmp)
+        final = warehouse_dir / _index_name(fingerprint)
+        if (final / "meta.json").exists():
+            shutil.rmtree(tmp)
+            return final
+        try:
+            os.rename(tmp, final)
+        except OSError as exc:  # another machine sharing the folder got there first
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+            shutil.rmtree(tmp)
+        return final
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _prune(warehouse_dir: Path, keep: set[Path]) -> None:
+    """Drops all but the newest KEEP_INDEXES indexes (and `keep`) and temporary folders of dead builds."""
+    done = sorted((p for p in warehouse_dir.glob(f"v{FORMAT}-*") if (p / "meta.json").exists()),
+                  key=lambda p: (p / "meta.json").stat().st_mtime, reverse=True)
+    for old in done[KEEP_INDEXES:]:
+        if old not in keep:
+            shutil.rmtree(old, ignore_errors=True)  # a process that mapped its files keeps reading them
+    for other in warehouse_dir.iterdir():
+        stale = other.name.startswith(".tmp-") and time.time() - other.stat().st_mtime > STALE_TMP_SECONDS
+        if stale or (other.name.startswith("v") and not other.name.startswith(f"v{FORMAT}-")):
+            shutil.rmtree(other, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _build_lock(warehouse_dir: Path, *, wait: bool) -> Iterator[bool]:
+    """The warehouse's exclusive build lock across processes; yields False when busy and not waiting."""
+    warehouse_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(warehouse_dir / "build.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+# --- this process's view ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Slot:
+    index: Bm25Index | None = None
+    checked: float = float("-inf")  # time.monotonic() of the last fingerprint check
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_SLOTS: dict[tuple[str, str], _Slot] = {}
+_SLOTS_LOCK = threading.Lock()
+BUSY_RECHECK_SECONDS = 1.0
+
+
+def forget_loaded() -> None:
+    """Drops this process's loaded indexes (the files stay): the next search checks and loads again."""
+    with _SLOTS_LOCK:
+        _SLOTS.clear()
+
+
+def _slot(root: Path, engine: Engine) -> tuple[_Slot, Path]:
+    key = _warehouse_key(engine)
+    with _SLOTS_LOCK:
+        slot = _SLOTS.setdefault((str(root.resolve()), key), _Slot())
+    return slot, root / key
+
+
+def current_index(engine: Engine, root: Path, check_seconds: float) -> Bm25Index:
+    """The index of the corpus as it is now (as of the last check, at most check_seconds ago)."""
+    slot, warehouse_dir = _slot(root, engine)
+    with slot.lock:
+        now = time.monotonic()
+        if slot.index is not None and now - slot.checked < check_seconds:
+            return slot.index
+        with engine.connect() as conn:
+            fingerprint = corpus_fingerprint(conn)
+        if slot.index is not None and slot.index.fingerprint == fingerprint:
+            slot.checked = now
+            return slot.index
+        path = warehouse_dir / _index_name(fingerprint)
+        if (path / "meta.json").exists():
+            with contextlib.suppress(FileNotFoundError):  # pruned meanwhile (the corpus moved on twice)
+                slot.index = Bm25Index.load(path)
+                slot.checked = now
+                return slot.index
+        held = slot.index
+        with _build_lock(warehouse_dir, wait=held is None) as locked:
+            if not locked and held is not None:  # another process is building: keep ours a moment
+                slot.checked = now - check_seconds + BUSY_RECHECK_SECONDS
+                return held
+            if not (path / "meta.json").exists():
+                path = build_index(engine, warehouse_dir)
+            _prune(warehouse_dir, keep={path})
+            slot.index = Bm25Index.load(path)  # under the lock: nobody prunes it while it is read
+        slot.checked = now
+        return slot.index
+
+
+def ensure_index(engine: Engine, root: Path | None = None) -> Bm25Index:
+    """Checks now and returns the current index, building it if needed (benches and tests)."""
+    return current_index(engine, Path(root) if root else default_index_dir(), 0.0)
+
