@@ -9,7 +9,7 @@ OpenAI-compatible stub in its own process at --latency per request. Prints one J
 
   {"systems", "queries", "reports", "task_instances": {task: n}, "judge_calls", "wall_seconds",
    "judge_floor_seconds", "judge_wall_seconds", "judge_wall_vs_floor", "scheduler": {...},
-   "judge_task_peak_rss_mb": {"median", "max"}, "run_state", "failed_attempts": {task: n},
+   "judge_task_peak_rss_mb": {"median", "max"}, "judge_task_timings", "run_state", "failed_attempts": {task: n},
    "peak_connections", "peak_connections_by_database", "max_connections", "connection_budget", ...}
 
 failed_attempts counts task attempts that failed (earlier tries from task_instance_history, and last tries
@@ -185,8 +185,12 @@ def _run(args, engine, home: Path) -> int:
                 run = next(r for r in runs if r["dag_id"] == BENCHMARK_DAG_ID)
                 tis = _task_instances(metadata_url, run["dag_run_id"])
                 failed = _failed_attempts(metadata_url, run["dag_run_id"])
-                judge_rss = [v["peak_rss_mb"] for v in _judge_results(metadata_url, run["dag_run_id"])
-                             if v.get("peak_rss_mb")]
+                judge_results = _judge_results(metadata_url, run["dag_run_id"])
+                judge_rss = [v["peak_rss_mb"] for v in judge_results if v.get("peak_rss_mb")]
+                # Where each judge task's life went (runner.judge_job): start-up before the job, first
+                # request and last answer counted from the job's start.
+                judge_timings = {key: _spread([(v.get("timings") or {}).get(key) for v in judge_results])
+                                 for key in ("process_age_at_start_s", "first_request_s", "last_answer_s", "job_s")}
         finally:
             stub.close()
             drop_database(db_url, metadata)
@@ -215,6 +219,7 @@ def _run(args, engine, home: Path) -> int:
             "task_seconds": _spread([t["duration"] for t in tis]),
         },
         "judge_task_peak_rss_mb": _spread(judge_rss),
+        "judge_task_timings": judge_timings,
         "failed_attempts": failed, "failed_attempts_total": sum(failed.values()),
         "peak_connections": connections.peak, "peak_connections_by_database": connections.peak_by_database,
         "max_connections": connections.max_connections, "connection_samples": connections.samples,

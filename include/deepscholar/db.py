@@ -260,17 +260,21 @@ def _cached_tables(engine: Engine) -> Mapping[str, sa.Table] | None:
     return found[1] if found is not None and found[0] is engine else None
 
 
-def _reflect(engine: Engine, conn: sa.Connection, refresh: bool) -> Mapping[str, sa.Table]:
-    """Reflect the schema once per engine (again when `refresh`), on a connection the caller already holds:
-    with a bounded pool, a thread holding the lock while it waits for a connection, or holding a connection
-    while it waits for another, could wait forever."""
+def _reflect(engine: Engine, conn: sa.Connection, name: str) -> Mapping[str, sa.Table]:
+    """Reflect one table, once per engine (again when it was missing), on a connection the caller already
+    holds: with a bounded pool, a thread holding the lock while it waits for a connection, or holding a
+    connection while it waits for another, could wait forever. One table, not the schema: reflecting all
+    of it took seconds at every process's first write (each judge task under Airflow paid it)."""
     with _reflect_lock:
-        if not refresh and (tables := _cached_tables(engine)) is not None:
-            return tables
-        meta = sa.MetaData()
-        meta.reflect(bind=conn, schema=SCHEMA)
-        tables = {t.name: t for t in meta.tables.values()}
-        _reflected[id(engine)] = (engine, tables)
+        tables = dict(_cached_tables(engine) or {})
+        if name not in tables:
+            meta = sa.MetaData()
+            try:
+                found = sa.Table(name, meta, schema=SCHEMA, autoload_with=conn, resolve_fks=False)
+            except sa.exc.NoSuchTableError:
+                return tables
+            tables[name] = found
+            _reflected[id(engine)] = (engine, tables)
         return tables
 
 
@@ -283,12 +287,12 @@ def table(engine_or_conn: Engine | sa.Connection, name: str) -> sa.Table:
     conn = engine_or_conn if isinstance(engine_or_conn, sa.Connection) else None
     engine = engine_or_conn.engine if isinstance(engine_or_conn, sa.Connection) else engine_or_conn
     tables = _cached_tables(engine)
-    if tables is None or name not in tables:  # not reflected yet, or created since: reflect (again)
+    if tables is None or name not in tables:  # not reflected yet, or created since
         if conn is not None:
-            tables = _reflect(engine, conn, refresh=tables is not None)
+            tables = _reflect(engine, conn, name)
         else:
             with engine.connect() as own:
-                tables = _reflect(engine, own, refresh=tables is not None)
+                tables = _reflect(engine, own, name)
     try:
         return tables[name]
     except KeyError:

@@ -134,6 +134,16 @@ def _benchmark_rows(engine) -> list[dict]:
             "SELECT * FROM benchmark_runs ORDER BY started_at"))]
 
 
+def _xcom(airflow, run_id: str, task_id: str, map_index: int):
+    """A task's return value, through the REST API the UI reads it from."""
+    entry = airflow.api("GET", f"/dags/{BENCHMARK_DAG_ID}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/"
+                               "return_value", params={"map_index": map_index, "deserialize": "true"})
+    value = entry["value"]
+    while isinstance(value, str):
+        value = json.loads(value)
+    return value
+
+
 def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
         limited_warehouse, db_url, metadata_url, snapshot, tmp_path, judge_stub):
     """Also the month at the warehouse's connection limit: an LLM judge over real HTTP, four judge tasks at
@@ -158,6 +168,8 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
             _wait(lambda: _all_ended(airflow), airflow, 180, "every DAG run to end")
             release_runs, benchmark_runs = _runs(airflow, RELEASE_DAG_ID), _runs(airflow, BENCHMARK_DAG_ID)
             tasks = airflow.task_instances(BENCHMARK_DAG_ID, benchmark_runs[0]["dag_run_id"])
+            judge_timings = [_xcom(airflow, benchmark_runs[0]["dag_run_id"], "judge", t["map_index"])["timings"]
+                             for t in tasks if t["task_id"] == "judge" and t["state"] == "success"]
 
     assert board == sorted([(MONTH, "human_exemplar")] + [(MONTH, name) for name in ORACLES])
     # One run per DAG, both created by the scheduler for the same logical date, both green.
@@ -184,6 +196,12 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
     assert [(t["task_id"], t["try_number"]) for t in tasks if t["try_number"] > 1 or t["state"] == "failed"] == []
     assert connections.max_connections == LIMITED_MAX_CONNECTIONS
     assert 0 < connections.peak < LIMITED_MAX_CONNECTIONS - 3
+    # Each judge task says where its life went (start-up, first request, last answer), in its log and result.
+    # (A job whose every question another job asked first makes no request: no first request then.)
+    assert any(t["first_request_s"] is not None for t in judge_timings), judge_timings
+    assert all(t["process_age_at_start_s"] is not None and t["job_s"] > 0 and (
+        t["first_request_s"] is None or 0 <= t["first_request_s"] <= t["last_answer_s"] <= t["job_s"])
+        for t in judge_timings), judge_timings
 
 
 def test_failed_gate_blocks_the_month_cleanly_and_a_rebuild_publishes_it_by_itself(

@@ -127,14 +127,17 @@ def test_judging_is_planned_as_jobs_of_the_units_with_work_left(demo):
     jobs = plan_judging(engine, month)
     assert len(jobs) == 1 and {(u["metric"], u["system_id"]) for u in jobs[0]["units"]} == expected
     assert jobs[0]["reports"] == sum(per_unit.values())
-    # A job size below the largest unit gives every unit a job of its own; nothing is split or dropped.
-    single = plan_judging(engine, month, job_reports=1)
-    assert sorted((u["metric"], u["system_id"]) for j in single for u in j["units"]) == sorted(expected)
-    assert len(single) == len(expected)
-
-    done = judge_job(engine, jobs[0], "local")
-    assert sorted((r["metric"], r["system_id"]) for r in done["runs"]) == sorted(expected)
-    assert done["reports_judged"] == jobs[0]["reports"] and plan_judging(engine, month) == []
+    # A month of more than one job splits its units by query shard (as many shards as jobs): every stale
+    # report is in exactly one job's units, and judging the jobs judges each of them once.
+    total = sum(per_unit.values())
+    sharded = plan_judging(engine, month, job_reports=1)
+    assert len(sharded) > 1 and {(u["metric"], u["system_id"]) for j in sharded for u in j["units"]} == expected
+    assert {u["shard"][1] for j in sharded for u in j["units"]} == {total}
+    assert sum(j["reports"] for j in sharded) == total
+    done = [judge_job(engine, job, "local") for job in sharded]
+    assert [d["reports_judged"] for d in done] == [j["reports"] for j in sharded]
+    assert {(r["metric"], r["system_id"]) for d in done for r in d["runs"]} == expected
+    assert plan_judging(engine, month) == []
 
 
 def test_a_judge_answering_garbage_leaves_reports_unscored_with_reasons_and_the_board_counts_them(demo, monkeypatch):

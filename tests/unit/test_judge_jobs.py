@@ -63,3 +63,16 @@ def test_a_job_size_or_task_count_below_one_is_refused():
         pack_jobs(_units(1), job_reports=0)
     with pytest.raises(InvalidInput, match="at least one parallel task"):
         pack_jobs(_units(1), tasks=0)
+
+
+def test_query_shards_keep_every_systems_reports_of_a_query_in_one_job():
+    """Units in plan_units' sharded order (metric, shard, system): each job gets whole (metric, shard) groups,
+    so questions shared by a query's reports are asked by one task, not by two at once."""
+    units = [{"metric": m, "system_id": f"s{i}", "pending": 25, "shard": [k, 4]}
+             for m in ("m1", "m2") for k in range(4) for i in range(5)]
+    jobs = pack_jobs(units, job_reports=125, tasks=4, cost=_by_pending)
+    assert len(jobs) == 8
+    groups = [{(u["metric"], u["shard"][0]) for u in job} for job in jobs]
+    assert all(len(g) == 1 for g in groups) and len(set().union(*groups)) == 8
+    assert all(sorted(u["system_id"] for u in job) == [f"s{i}" for i in range(5)] for job in jobs)
+

@@ -24,6 +24,7 @@ RELEASED = {
     "0008_long_leaderboard": "7465f90b1803898aa5f863c2e285afb5f146c89e58f250b9cf959e11e08bf65c",
     "0009_judge_configs": "7b5bec4ff9ea1fcafdeada49a24e23f50a70d8b65ed019f9b0c2aac19f881e72",
     "0010_report_system_build": "2aa602b8a6d527d5fb97546c1e8b94f27c3025d73bf27524c46ee6e8588afee1",
+    "0011_judge_claims": "3bbf982262fda15646836d3a4867f6d2e410e3749cd99b32f4b38eb779a693cb",
 }
 # The sha256 the pre-migration init_db recorded in schema_files for sql/001..004: the baseline is
 # exactly those files, so adopted warehouses match it.

@@ -178,7 +178,11 @@ def report_unscored(variants: Sequence[str], judgments: Sequence[ItemJudgment]) 
 @runtime_checkable
 class Metric(Protocol):
     """One metric: one file in deepscholar.evaluation.metrics exporting METRIC (evaluation/registry.py
-    finds it), or any object registered with registry.register()."""
+    finds it), or any object registered with registry.register().
+
+    Its items and judgments depend on the report's content only (text, cited sources, query, and whether
+    it is the human exemplar), never on its system or report id: a judge task judges equal reports once
+    (runner.content_key)."""
 
     name: str  # e.g. "organization"; also its column name in the wide SQL views
     dimension: str  # one of registry.DIMENSIONS: the leaderboard's column group

@@ -6,13 +6,14 @@ query per report per metric.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.evaluation.base import ExemplarReference, NuggetInfo, QueryInfo, ReportContext, SourceDoc
-from deepscholar.text.sentences import split_report_sentences
+from deepscholar.text.sentences import Sentence, split_report_sentences
 
 __all__ = ["load_queries", "load_reports", "source_text"]
 
@@ -58,6 +59,14 @@ def load_queries(engine: Engine, release_id: str, arxiv_ids: Iterable[str] | Non
         published=q["published"], exemplar_text=q["section_text"],
         exemplar_references=tuple(refs_of.get(q["arxiv_id"], ())),
         nuggets=tuple(nuggets_of.get(q["arxiv_id"], ()))) for q in queries}
+
+
+@functools.lru_cache(maxsize=4096)
+def _sentences(text: str) -> tuple[Sentence, ...]:
+    """A report's sentences, split once per text in a process: a judge task loads every report once per
+    metric, and equal texts (an oracle's reports under many system ids) split alike. Shared between
+    contexts, so metrics read them and never change them."""
+    return tuple(split_report_sentences(text))
 
 
 def load_reports(engine: Engine, report_ids: Sequence[int],
@@ -109,5 +118,5 @@ def load_reports(engine: Engine, report_ids: Sequence[int],
         out.append(ReportContext(
             report_id=r["report_id"], release_id=r["release_id"], system_id=r["system_id"], system_kind=r["kind"],
             arxiv_id=r["arxiv_id"], text=r["text"] or "", query=queries[(r["release_id"], r["arxiv_id"])],
-            sources=sources_of.get(r["report_id"], {}), sentences=tuple(split_report_sentences(r["text"] or ""))))
+            sources=sources_of.get(r["report_id"], {}), sentences=_sentences(r["text"] or "")))
     return out

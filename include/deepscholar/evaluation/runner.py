@@ -16,9 +16,10 @@ import contextvars
 import json
 import logging
 import resource
+import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
@@ -82,15 +83,20 @@ def pending_params(metric: Metric, judge_config: str) -> dict:
 
 
 def pending_reports(engine: Engine, release_id: str, metric: Metric, judge_config: str,
-                    system_id: str | None = None) -> list[int]:
-    """Ok reports of the release without a headline score at the current metric_version."""
+                    system_id: str | None = None, shard: Sequence[int] | None = None) -> list[int]:
+    """Ok reports of the release without a headline score at the current metric_version (of one system,
+    of the queries in one shard [k, n] of evaluation.jobs, when given)."""
+    from deepscholar.evaluation.jobs import SHARD_OF_QUERY
+
+    k, n = shard if shard else (0, 1)
     with engine.connect() as conn:
         return list(conn.execute(sa.text(f"""
             SELECT r.report_id FROM reports r
             WHERE r.release_id = :r AND r.status = 'ok' AND (CAST(:s AS text) IS NULL OR r.system_id = :s)
-              AND {PENDING_CONDITION}
+              AND {PENDING_CONDITION} AND (:shards = 1 OR {SHARD_OF_QUERY} = :shard)
             ORDER BY r.system_id, r.arxiv_id"""),
-            {"r": release_id, "s": system_id, **pending_params(metric, judge_config)}).scalars())
+            {"r": release_id, "s": system_id, "shards": n, "shard": k,
+             **pending_params(metric, judge_config)}).scalars())
 
 
 @dataclass
@@ -101,13 +107,38 @@ class JobShare:
 
     queries: dict = field(default_factory=dict)
     pool: ThreadPoolExecutor | None = None
+    # (metric, report content) -> the judgments of the first report with that content, for the others.
+    judged: dict = field(default_factory=dict)
+    judged_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def _judge_llm(metric: Metric, client, contexts: Sequence[ReportContext],
-               label: str = "judge calls", pool: ThreadPoolExecutor | None = None) -> dict[int, list[ItemJudgment]]:
+def content_key(ctx: ReportContext) -> tuple:
+    """What a report's judgments depend on (METRICS.md: a metric judges the report's text and cited sources
+    against its query, and the human exemplar by its kind): two reports equal on it get equal judgments."""
+    sources = tuple((s.idx, s.arxiv_id, s.title, s.text, s.cited_by_count) for s in ctx.sources.values())
+    return ctx.release_id, ctx.arxiv_id, ctx.system_kind, ctx.text, sources
+
+
+def _judge_llm(metric: Metric, client, contexts: Sequence[ReportContext], label: str = "judge calls",
+               share: JobShare | None = None) -> dict[int, list[ItemJudgment]]:
+    """Judge the chunk's items; a report whose content another report of the job already had (an oracle
+    writes the same report for every system id; a system registered twice) takes that report's judgments
+    instead of rendering, hashing and looking up every one of its prompts again."""
     from deepscholar.progress import Progress
 
-    work = [(ctx, item) for ctx in contexts for item in metric.items(ctx)]
+    share = share or JobShare()
+    mine: list[tuple[ReportContext, Future]] = []
+    theirs: list[tuple[ReportContext, Future]] = []
+    with share.judged_lock:
+        for ctx in contexts:
+            key = (metric.name, content_key(ctx))
+            found = share.judged.get(key)
+            if found is None:
+                share.judged[key] = found = Future()
+                mine.append((ctx, found))
+            else:
+                theirs.append((ctx, found))
+    work = [(ctx, item) for ctx, _ in mine for item in metric.items(ctx)]
     tracker = Progress(label, len(work))
 
     def one(pair) -> ItemJudgment:
@@ -115,10 +146,19 @@ def _judge_llm(metric: Metric, client, contexts: Sequence[ReportContext],
         tracker.advance()
         return judgment
 
-    answers = client.map(one, work, pool=pool)
+    try:
+        answers = client.map(one, work, pool=share.pool)
+    except BaseException as exc:
+        for _, future in mine:  # whoever waits for these reports fails with the same error
+            future.set_exception(exc)
+        raise
     out: dict[int, list[ItemJudgment]] = {ctx.report_id: [] for ctx in contexts}
     for (ctx, _), judgment in zip(work, answers, strict=True):
         out[ctx.report_id].append(judgment)
+    for ctx, future in mine:
+        future.set_result(out[ctx.report_id])
+    for ctx, future in theirs:  # set before anyone waits (above), so units cannot wait on each other
+        out[ctx.report_id] = list(future.result())
     return out
 
 
@@ -194,6 +234,7 @@ def judge_metric(
     metric_name: str,
     *,
     system_id: str | None = None,
+    shard: Sequence[int] | None = None,
     judge: str | JudgeSpec = "local",
     api_base: str | None = None,
     api_key: str | None = None,
@@ -202,7 +243,8 @@ def judge_metric(
     prepared: bool = False,
     share: JobShare | None = None,
 ) -> JudgeRun:
-    """Judge every report of the release (optionally one system's) lacking a current score for one metric.
+    """Judge every report of the release (optionally one system's, of one query shard) lacking a current
+    score for one metric.
 
     `client` lets several of these share one LLMClient, so one concurrency bound covers them all;
     `prepared` says the caller already ran the metric's release-wide preparation (judge_units does, once);
@@ -215,7 +257,7 @@ def judge_metric(
     spec = judge if isinstance(judge, JudgeSpec) else JudgeSpec.parse(judge)
     metric = get_metric(metric_name)
     run = JudgeRun(metric_name, system_id, spec.config_id, metric.version)
-    pending = pending_reports(engine, release_id, metric, spec.config_id, system_id)
+    pending = pending_reports(engine, release_id, metric, spec.config_id, system_id, shard)
     if not pending:
         run.seconds = time.perf_counter() - started
         return run
@@ -248,22 +290,29 @@ def _prepare(engine: Engine, release_id: str, metric: Metric) -> None:
 
 def _judge_pending(engine: Engine, metric: Metric, spec: JudgeSpec, client, pending: Sequence[int], label: str,
                    run: JudgeRun, share: JobShare) -> None:
-    """Judge, score and store the pending reports a chunk at a time (a chunk's writes are one transaction)."""
+    """Judge, score and store the pending reports a chunk at a time (a chunk's writes are one transaction).
+
+    Every chunk is claimed first (evaluation.claims; the local judge too): reports another process is
+    judging are skipped, then waited for at the end and judged here if their holder dies or gives them up."""
+    from deepscholar.evaluation.claims import Claims
     from deepscholar.evaluation.context import load_reports
     from deepscholar.progress import Progress
 
     reports_done = Progress(f"{label}: reports", len(pending)) if client is None else None
-    for start in range(0, len(pending), CHUNK_REPORTS):
-        contexts = load_reports(engine, pending[start:start + CHUNK_REPORTS], share.queries)
-        if client is None:
-            judged = _judge_local(metric, contexts, reports_done)
-        else:
-            chunk = (f", reports {start + 1}-{start + len(contexts)} of {len(pending)}"
-                     if len(pending) > CHUNK_REPORTS else "")
-            judged = _judge_llm(metric, client, contexts, f"{label}: judge calls{chunk}", share.pool)
-        results = [_score(metric, ctx, judged[ctx.report_id], run) for ctx in contexts]
-        with engine.begin() as conn:
-            store_results(conn, metric, spec.config_id, results)
+    start = 0
+    with Claims(engine, metric, spec.config_id, label) as claims:
+        for ids in claims.chunks(pending, CHUNK_REPORTS):
+            contexts = load_reports(engine, ids, share.queries)
+            if client is None:
+                judged = _judge_local(metric, contexts, reports_done)
+            else:
+                chunk = (f", reports {start + 1}-{start + len(contexts)} of {len(pending)}"
+                         if len(pending) > CHUNK_REPORTS else "")
+                judged = _judge_llm(metric, client, contexts, f"{label}: judge calls{chunk}", share)
+            start += len(contexts)
+            results = [_score(metric, ctx, judged[ctx.report_id], run) for ctx in contexts]
+            with engine.begin() as conn:
+                store_results(conn, metric, spec.config_id, results)
 
 
 def _score(metric: Metric, ctx: ReportContext, judgments: Sequence[ItemJudgment],
@@ -300,7 +349,7 @@ def _check_judge_credentials(engine: Engine, release_id: str, spec: JudgeSpec, t
         model, metric = spec.model_for(t["metric"]), get_metric(t["metric"])
         if model in checked or isinstance(metric, JudgeFreeMetric):
             continue
-        if pending_reports(engine, release_id, metric, spec.config_id, t["system_id"]):
+        if pending_reports(engine, release_id, metric, spec.config_id, t["system_id"], t.get("shard")):
             clients[model].check_credentials()
             checked.add(model)
 
@@ -312,7 +361,8 @@ def judge_units(engine: Engine, release_id: str, units: Sequence[dict], spec: Ju
     whole set instead of draining at the end of every small unit."""
     if spec.is_local:
         share = JobShare()
-        return [judge_metric(engine, release_id, u["metric"], system_id=u["system_id"], judge=spec, share=share)
+        return [judge_metric(engine, release_id, u["metric"], system_id=u["system_id"], shard=u.get("shard"),
+                             judge=spec, share=share)
                 for u in units]
     base = api_base or _api_base()
     concurrency = concurrency or _concurrency()
@@ -332,18 +382,50 @@ def judge_units(engine: Engine, release_id: str, units: Sequence[dict], spec: Ju
             ThreadPoolExecutor(max_workers=max(1, min(len(units), MAX_PARALLEL_TASKS))) as pool:
         share = JobShare(pool=questions)
         return list(pool.map(lambda ctx, u: ctx.run(
-            judge_metric, engine, release_id, u["metric"], system_id=u["system_id"], judge=spec,
+            judge_metric, engine, release_id, u["metric"], system_id=u["system_id"], shard=u.get("shard"), judge=spec,
             client=clients[spec.model_for(u["metric"])], prepared=True, share=share), contexts, units))
 
 
 def judge_job(engine: Engine, job: dict, judge: str | JudgeSpec = "local") -> dict:
-    """What one mapped Airflow judge task runs: the units of one job planned by evaluation.jobs."""
+    """What one mapped Airflow judge task runs: the units of one job planned by evaluation.jobs.
+
+    Its log line and summary say where the task's life went: the process's age when the job started
+    (interpreter, Airflow and DAG imports), the first request and the last answer counted from the job's
+    start, and the job's own seconds; a small job must not spend most of its life starting."""
+    from deepscholar.llm.client import track_usage
+
+    started = time.monotonic()
+    age = _process_age()
     spec = judge if isinstance(judge, JudgeSpec) else JudgeSpec.parse(judge)
     # A warehouse failure mid-job re-runs the job after a pause: only what is still pending is judged again
     # and answers already received come from the llm_calls cache, so nothing is paid twice.
-    runs = db.with_outage_retries(lambda: judge_units(engine, job["release_id"], job["units"], spec),
-                                  f"judge job of {job['release_id']}")
-    return _summary(job["release_id"], spec, runs)
+    with track_usage() as usage:
+        runs = db.with_outage_retries(lambda: judge_units(engine, job["release_id"], job["units"], spec),
+                                      f"judge job of {job['release_id']}")
+    summary = _summary(job["release_id"], spec, runs)
+    summary["timings"] = timings = {
+        "process_age_at_start_s": None if age is None else round(age, 2),
+        "first_request_s": _since(started, usage.first_attempt_at),
+        "last_answer_s": _since(started, usage.last_answer_at),
+        "job_s": round(time.monotonic() - started, 2)}
+    log.info("judge job of %s: %d reports judged, %d requests; process %s s old at the job's start, first "
+             "request at %s s, last answer at %s s, job done at %s s", job["release_id"],
+             summary["reports_judged"], summary["llm_requests"], timings["process_age_at_start_s"],
+             timings["first_request_s"], timings["last_answer_s"], timings["job_s"])
+    return summary
+
+
+def _since(started: float, moment: float | None) -> float | None:
+    return None if moment is None else round(moment - started, 2)
+
+
+def _process_age() -> float | None:
+    """Seconds since this process started (psutil, which Airflow installs; None without it)."""
+    try:
+        import psutil  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    return max(0.0, time.time() - psutil.Process().create_time())
 
 
 def _summary(release_id: str, spec: JudgeSpec, runs: Sequence[JudgeRun]) -> dict:

@@ -32,7 +32,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 
 from deepscholar.errors import InfrastructureError, JudgeError, MissingCredentials
 from deepscholar.http_guard import BREAKER, host_of
-from deepscholar.llm import cache
+from deepscholar.llm import cache, prices
 from deepscholar.settings import current_settings
 
 __all__ = [
@@ -129,6 +129,8 @@ def parse_json_array(text: str) -> list:
 
 
 # --- retries ---------------------------------------------------------------------------------------
+
+DIRECT_KEY_VARIABLE = "OPENAI_API_KEY"  # what the direct OpenAI-compatible path sends (openai_compatible.py)
 
 def _litellm():
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map at import
@@ -281,7 +283,8 @@ class LLMClient:
                 row = self._call_with_retries(key, request, messages, call_params, purpose)
             except Exception as exc:
                 if _missing_credentials(exc):
-                    raise MissingCredentials(_key_variable(self.model), self.model) from exc
+                    variable = DIRECT_KEY_VARIABLE if self._direct else _key_variable(self.model)
+                    raise MissingCredentials(variable, self.model) from exc
                 if is_transient_error(exc):  # the provider is down or throttling us past our retries
                     raise InfrastructureError(self.service, exc) from exc
                 raise
@@ -309,8 +312,11 @@ class LLMClient:
         """
         if self._credentials_checked or self._api_key:
             return
-        missing = [k for k in _litellm().validate_environment(model=self.model, api_base=self.api_base).get(
-            "missing_keys") or [] if k.endswith("_API_KEY")]
+        if self._direct:  # the OpenAI SDK's key, checked without importing litellm (seconds of start-up)
+            missing = [] if os.environ.get(DIRECT_KEY_VARIABLE) else [DIRECT_KEY_VARIABLE]
+        else:
+            missing = [k for k in _litellm().validate_environment(model=self.model, api_base=self.api_base).get(
+                "missing_keys") or [] if k.endswith("_API_KEY")]
         if missing:
             raise MissingCredentials(" or ".join(missing), self.model)
         self._credentials_checked = True
@@ -355,7 +361,9 @@ class LLMClient:
             provider_model=body.get("model"),
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=usage.get("completion_tokens"),
-            cost_usd=_cost(body.get("model"), self.model, usage),
+            cost_usd=(prices.cost_usd(body.get("model"), self.model, usage.get("prompt_tokens"),
+                                      usage.get("completion_tokens")) if self._direct
+                      else _cost(body.get("model"), self.model, usage)),
             latency_ms=latency_ms,
         )
 
@@ -494,6 +502,10 @@ class Usage:
     request_cost_usd: float | None = None
     attempts: int = 0
     latency_ms: float = 0.0
+    # time.monotonic() of the first request sent and of the last answer received (None: none yet), so a
+    # task can say how much of its life went to starting up and how much to the provider.
+    first_attempt_at: float | None = None
+    last_answer_at: float | None = None
 
     def __post_init__(self):
         self._lock = threading.Lock()
@@ -517,10 +529,13 @@ class Usage:
                 if result.cost_usd is not None:
                     self.request_cost_usd = (self.request_cost_usd or 0.0) + result.cost_usd
                 self.latency_ms += result.latency_ms or 0.0
+                self.last_answer_at = time.monotonic()
 
     def add_attempt(self) -> None:
         with self._lock:
             self.attempts += 1
+            if self.first_attempt_at is None:
+                self.first_attempt_at = time.monotonic()
 
     def as_dict(self) -> dict:
         return {"calls": self.calls, "cached_calls": self.cached_calls, "requests": self.requests,

@@ -7,6 +7,7 @@ report that only wins from one place scores 0.5, like a tie. Both sections are s
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ DUPLICATE_WEIGHT = 1.0
 DUPLICATE_COSINE = 0.9
 
 
+@functools.lru_cache(maxsize=1024)  # one exemplar per query, asked about by every report of it
 def render_exemplar(text: str) -> str:
     """The exemplar with its [@key] markers as [n], numbered by first appearance, like a report's."""
     from deepscholar.text.markers import cited_keys, markers_to_numbers
@@ -39,6 +41,7 @@ def render_exemplar(text: str) -> str:
     return markers_to_numbers(text or "", number_of)[0].strip()
 
 
+@functools.lru_cache(maxsize=256)  # each report is asked about twice (both orders)
 def report_body(text: str) -> str:
     """The report without its reference list: the exemplar has none, and formatting must not decide."""
     # The same rule split_report_sentences uses to keep reference lists out of the sentences.

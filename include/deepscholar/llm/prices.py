@@ -1,0 +1,61 @@
+"""Per-token prices for the direct OpenAI-compatible path, read from the price table litellm ships.
+
+Why not `litellm.cost_per_token`: importing litellm costs seconds of start-up (more on a busy machine),
+and a judge task on the direct path (llm/openai_compatible.py) has no other use for it. The table is the
+same JSON file litellm itself reads with LITELLM_LOCAL_MODEL_COST_MAP=True, found without importing the
+package, so both paths price a model identically for the token counts a judge call has (litellm also
+knows tiered prices above 128k/200k prompt tokens and per-request fees, which no judge prompt reaches;
+those models are priced at their base rate here). A model the table does not know has no price: None.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import logging
+from pathlib import Path
+
+__all__ = ["cost_usd", "price_of"]
+
+log = logging.getLogger(__name__)
+
+TABLE_FILE = "model_prices_and_context_window_backup.json"
+
+
+@functools.lru_cache(maxsize=1)
+def _table() -> dict:
+    spec = importlib.util.find_spec("litellm")  # locates the package without running its __init__
+    if spec is None or not spec.submodule_search_locations:
+        log.warning("litellm's price table is not installed: LLM costs are recorded as unknown")
+        return {}
+    path = Path(next(iter(spec.submodule_search_locations))) / TABLE_FILE
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        log.warning("litellm's price table %s is unreadable (%s): LLM costs are recorded as unknown", path, exc)
+        return {}
+
+
+@functools.lru_cache(maxsize=256)
+def price_of(name: str | None) -> tuple[float, float] | None:
+    """(USD per prompt token, USD per completion token) of a model name, with or without its provider prefix."""
+    if not name:
+        return None
+    table = _table()
+    for candidate in (name, name.split("/", 1)[1] if "/" in name else None):
+        entry = table.get(candidate) if candidate else None
+        if isinstance(entry, dict) and entry.get("input_cost_per_token") is not None:
+            return float(entry["input_cost_per_token"]), float(entry.get("output_cost_per_token") or 0.0)
+    return None
+
+
+def cost_usd(served: str | None, requested: str, prompt_tokens: int | None,
+             completion_tokens: int | None) -> float | None:
+    """The served model's price (a dated snapshot), else the requested one's; None when neither is known."""
+    if prompt_tokens is None or completion_tokens is None:
+        return None
+    price = price_of(served) or price_of(requested)
+    if price is None:
+        return None
+    return prompt_tokens * price[0] + completion_tokens * price[1]
