@@ -12,22 +12,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
+from support.search_corpus import CUTOFF, GNN, add_cutoff_corpus, add_papers
 
-from deepscholar import db
 from deepscholar.search import backend_names, bm25_index, make_search
 from deepscholar.search.bm25_index import Bm25Index
 from deepscholar.search.local import LocalSearch
 from deepscholar.search.local_tsrank import TsRankSearch
 from deepscholar.systems.base import Query
-
-CUTOFF = datetime(2025, 6, 10, 12, 0, tzinfo=UTC)
-GNN = "Graph neural networks pass messages along edges to learn node representations."
-
-
-def _add(engine, rows: list[tuple[str, str, str, datetime | None]]) -> None:
-    with engine.begin() as conn:
-        db.upsert(conn, "corpus", [{"arxiv_id": a, "title": t, "abstract": ab, "published": p, "source": "test"}
-                                   for a, t, ab, p in rows], key=["arxiv_id"])
 
 
 @pytest.fixture(autouse=True)
@@ -43,20 +34,7 @@ def index_dir(tmp_path, monkeypatch):
 
 @pytest.fixture
 def corpus(engine):
-    _add(engine, [
-        ("2401.00001", "Message passing graph neural networks", GNN, datetime(2024, 1, 5, tzinfo=UTC)),
-        ("2402.00002", "Over-smoothing in deep graph neural networks", GNN + " Deep stacks over-smooth.",
-         datetime(2024, 2, 5, tzinfo=UTC)),
-        ("2506.00003", "Graph neural networks one second early", GNN, CUTOFF - timedelta(seconds=1)),
-        ("2506.00004", "Graph neural networks at the cutoff", GNN, CUTOFF),
-        ("2506.00005", "Graph neural networks after the cutoff", GNN, CUTOFF + timedelta(days=3)),
-        ("2506.00006", "Graph neural networks without a date", GNN, None),
-        ("2506.00007", "Graph neural networks: the query paper", GNN, datetime(2025, 6, 1, tzinfo=UTC)),
-        ("2301.00008", "Sequential recommendation with self-attention",
-         "Recommenders predict the next item a user interacts with.", datetime(2023, 1, 2, tzinfo=UTC)),
-        ("2302.00009", "Dense passage retrieval", "Dual encoders retrieve passages for question answering.",
-         datetime(2023, 2, 2, tzinfo=UTC)),
-    ])
+    add_cutoff_corpus(engine)
     return engine
 
 
@@ -76,7 +54,7 @@ def test_cutoff_is_strict_and_undated_papers_never_return(corpus):
 
 def test_the_best_match_on_or_after_the_cutoff_is_never_returned(corpus):
     text = "Hypergraph neural networks with sheaf diffusion. " + GNN
-    _add(corpus, [("2506.00010", "Hypergraph neural networks with sheaf diffusion", GNN, CUTOFF),
+    add_papers(corpus, [("2506.00010", "Hypergraph neural networks with sheaf diffusion", GNN, CUTOFF),
                   ("2506.00011", "Hypergraph neural networks with sheaf diffusion", GNN, CUTOFF + timedelta(days=2))])
     found = LocalSearch(corpus, CUTOFF).search(text, k=50)
     assert found and all(r.published < CUTOFF for r in found)
@@ -129,7 +107,7 @@ def test_a_paper_added_after_the_build_is_found_after_the_refresh(corpus):
     lazy = LocalSearch(corpus, CUTOFF, check_seconds=3600)
     text = "capsule routing agreement graph"
     assert lazy.search(text, 1)[0].arxiv_id != "2201.00042"
-    _add(corpus, [("2201.00042", "Capsule routing by agreement", "Capsules vote for wholes.",
+    add_papers(corpus, [("2201.00042", "Capsule routing by agreement", "Capsules vote for wholes.",
                    datetime(2022, 1, 1, tzinfo=UTC))])
     # Within the check interval, a search that finds its k papers keeps this process's index ...
     assert lazy.search(text, 1)[0].arxiv_id != "2201.00042"
@@ -137,7 +115,7 @@ def test_a_paper_added_after_the_build_is_found_after_the_refresh(corpus):
     assert _ids(LocalSearch(corpus, CUTOFF).search(text, 1)) == ["2201.00042"]
     assert _ids(lazy.search(text, 1)) == ["2201.00042"]
     # ... and a search finding fewer than k asks at once.
-    _add(corpus, [("2201.00043", "Quaternion embeddings", "Rotations in four dimensions.",
+    add_papers(corpus, [("2201.00043", "Quaternion embeddings", "Rotations in four dimensions.",
                    datetime(2022, 1, 2, tzinfo=UTC))])
     assert _ids(lazy.search("quaternion embeddings", 10)) == ["2201.00043"]
 
@@ -150,7 +128,7 @@ def test_the_index_is_rebuilt_when_the_corpus_changes_and_old_ones_are_dropped(c
         conn.execute(sa.text("UPDATE corpus SET title = 'Renamed' WHERE arxiv_id = '2302.00009'"))
     second = bm25_index.ensure_index(corpus)
     assert second.path != first.path and second.fingerprint != first.fingerprint
-    _add(corpus, [("2201.00050", "Another", "Paper.", datetime(2022, 1, 1, tzinfo=UTC))])
+    add_papers(corpus, [("2201.00050", "Another", "Paper.", datetime(2022, 1, 1, tzinfo=UTC))])
     third = bm25_index.ensure_index(corpus)
     with corpus.begin() as conn:
         conn.execute(sa.text("DELETE FROM corpus WHERE arxiv_id = '2201.00050'"))
@@ -167,7 +145,7 @@ def test_while_another_process_builds_a_searcher_keeps_the_index_it_has(corpus, 
     search = LocalSearch(corpus, CUTOFF)
     search.search("graph", 5)
     before = search.history[-1]["index"]
-    _add(corpus, [("2201.00042", "Capsule routing by agreement", "Capsules vote.", datetime(2022, 1, 1, tzinfo=UTC))])
+    add_papers(corpus, [("2201.00042", "Capsule routing by agreement", "Capsules vote.", datetime(2022, 1, 1, tzinfo=UTC))])
     warehouse_dir = next(p for p in index_dir.iterdir() if p.is_dir())
     with bm25_index._build_lock(warehouse_dir, wait=True):  # "another process" is building
         outcome: list = []
@@ -226,7 +204,7 @@ def test_more_and_rarer_matching_words_rank_higher(corpus):
 def test_equal_scores_are_ordered_by_arxiv_id_and_every_process_ranks_alike(corpus, tmp_path):
     twin = ("Capsule routing", "Capsule networks route parts to wholes by agreement.")
     ids = ("2201.00030", "2201.00010", "2201.00020", "2201.00040")
-    _add(corpus, [(i, *twin, datetime(2022, 1, 1, tzinfo=UTC)) for i in ids])
+    add_papers(corpus, [(i, *twin, datetime(2022, 1, 1, tzinfo=UTC)) for i in ids])
     found = LocalSearch(corpus, CUTOFF).search("capsule routing agreement", k=3)
     assert _ids(found) == ["2201.00010", "2201.00020", "2201.00030"] and len({r.score for r in found}) == 1
     text = "graph neural networks capsule recommenders retrieval over-smoothing"

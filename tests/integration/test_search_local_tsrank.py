@@ -3,43 +3,19 @@ paper, ranking and the OR fallback."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
+from support.search_corpus import CUTOFF, add_cutoff_corpus, add_papers
 
-from deepscholar import db
 from deepscholar.search import make_search
 from deepscholar.search.local_tsrank import TsRankSearch, or_query_text
 from deepscholar.systems.base import Query
 
-CUTOFF = datetime(2025, 6, 10, 12, 0, tzinfo=UTC)
-
-
-def _add(engine, rows: list[tuple[str, str, str, datetime | None]]) -> None:
-    with engine.begin() as conn:
-        db.upsert(conn, "corpus", [{"arxiv_id": a, "title": t, "abstract": ab, "published": p, "source": "test"}
-                                   for a, t, ab, p in rows], key=["arxiv_id"])
-
-
-GNN = "Graph neural networks pass messages along edges to learn node representations."
-
 
 @pytest.fixture
 def corpus(engine):
-    _add(engine, [
-        ("2401.00001", "Message passing graph neural networks", GNN, datetime(2024, 1, 5, tzinfo=UTC)),
-        ("2402.00002", "Over-smoothing in deep graph neural networks", GNN + " Deep stacks over-smooth.",
-         datetime(2024, 2, 5, tzinfo=UTC)),
-        ("2506.00003", "Graph neural networks one second early", GNN, CUTOFF - timedelta(seconds=1)),
-        ("2506.00004", "Graph neural networks at the cutoff", GNN, CUTOFF),
-        ("2506.00005", "Graph neural networks after the cutoff", GNN, CUTOFF + timedelta(days=3)),
-        ("2506.00006", "Graph neural networks without a date", GNN, None),
-        ("2506.00007", "Graph neural networks: the query paper", GNN, datetime(2025, 6, 1, tzinfo=UTC)),
-        ("2301.00008", "Sequential recommendation with self-attention",
-         "Recommenders predict the next item a user interacts with.", datetime(2023, 1, 2, tzinfo=UTC)),
-        ("2302.00009", "Dense passage retrieval", "Dual encoders retrieve passages for question answering.",
-         datetime(2023, 2, 2, tzinfo=UTC)),
-    ])
+    add_cutoff_corpus(engine)
     return engine
 
 
@@ -82,7 +58,7 @@ def test_ranking_is_by_rank_then_arxiv_id_and_repeatable(corpus):
 
 def test_equal_ranks_are_ordered_by_arxiv_id(corpus):
     twin = ("Capsule routing", "Capsule networks route parts to wholes by agreement.")
-    _add(corpus, [(i, *twin, datetime(2022, 1, 1, tzinfo=UTC)) for i in ("2201.00030", "2201.00010", "2201.00020")])
+    add_papers(corpus, [(i, *twin, datetime(2022, 1, 1, tzinfo=UTC)) for i in ("2201.00030", "2201.00010", "2201.00020")])
     found = TsRankSearch(corpus, CUTOFF).search("capsule routing agreement", k=3)
     assert _ids(found) == ["2201.00010", "2201.00020", "2201.00030"]
     assert len({r.score for r in found}) == 1

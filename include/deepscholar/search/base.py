@@ -6,12 +6,13 @@ id and cutoff, `SearchScope`, which a system's Query satisfies).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-__all__ = ["Backend", "SearchResult", "SearchScope", "SearchTool"]
+__all__ = ["Backend", "SearchResult", "SearchScope", "SearchTool", "warehouse_outages"]
 
 
 @dataclass(frozen=True)
@@ -55,3 +56,17 @@ class Backend:
     name: str
     make: Callable[..., SearchTool]
     description: str = ""
+
+
+@contextmanager
+def warehouse_outages(engine, what: str) -> Iterator[None]:
+    """A search over the warehouse that cannot reach it is an outage (InfrastructureError, retried by the
+    caller's task), not the system's failure; any other error passes through."""
+    from deepscholar.errors import InfrastructureError, is_warehouse_outage
+
+    try:
+        yield
+    except Exception as exc:
+        if is_warehouse_outage(exc):
+            raise InfrastructureError(f"{what} at {engine.url.host or 'local socket'}", exc) from exc
+        raise

@@ -27,9 +27,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.clock import assume_utc
-from deepscholar.errors import InfrastructureError, is_warehouse_outage
 from deepscholar.search import bm25_index
-from deepscholar.search.base import Backend, SearchResult
+from deepscholar.search.base import Backend, SearchResult, warehouse_outages
 from deepscholar.text import strip_arxiv_version
 
 __all__ = ["BACKEND", "MAX_K", "LocalSearch"]
@@ -73,13 +72,8 @@ class LocalSearch:
         self.history.append(entry)
         if not k or not text:
             return []
-        try:
+        with warehouse_outages(self.engine, "warehouse search"):
             return self._search(text, k, entry)
-        except Exception as exc:
-            if is_warehouse_outage(exc):
-                raise InfrastructureError(f"warehouse search at {self.engine.url.host or 'local socket'}",
-                                          exc) from exc
-            raise
 
     def _check_interval(self) -> float:
         from deepscholar.settings import current_settings

@@ -19,8 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.clock import assume_utc
-from deepscholar.errors import InfrastructureError, is_warehouse_outage
-from deepscholar.search.base import Backend, SearchResult
+from deepscholar.search.base import Backend, SearchResult, warehouse_outages
 from deepscholar.text import strip_arxiv_version
 
 __all__ = ["BACKEND", "MAX_K", "TsRankSearch", "or_query_text"]
@@ -77,13 +76,8 @@ class TsRankSearch:
         self.history.append(entry)
         if not k or not _WORD_RE.search(text):
             return []
-        try:
+        with warehouse_outages(self.engine, "warehouse full-text search"):
             return self._search(text, k, entry)
-        except Exception as exc:
-            if is_warehouse_outage(exc):
-                raise InfrastructureError(f"warehouse full-text search at {self.engine.url.host or 'local socket'}",
-                                          exc) from exc
-            raise
 
     def _search(self, text: str, k: int, entry: dict[str, Any]) -> list[SearchResult]:
         with self.engine.connect() as conn:
