@@ -9,7 +9,7 @@ OpenAI-compatible stub in its own process at --latency per request. Prints one J
 
   {"systems", "queries", "reports", "task_instances": {task: n}, "judge_calls", "wall_seconds",
    "judge_floor_seconds", "judge_wall_seconds", "judge_wall_vs_floor", "scheduler": {...},
-   "judge_task_peak_rss_mb": {"median", "max"}, "judge_task_timings", "run_state", "failed_attempts": {task: n},
+   "judge_task_peak_rss_mb": {"median", "max"}, "judge_task_timings", "judge_jobs", "run_state", "failed_attempts": {task: n},
    "peak_connections", "peak_connections_by_database", "max_connections", "connection_budget", ...}
 
 failed_attempts counts task attempts that failed (earlier tries from task_instance_history, and last tries
@@ -110,6 +110,13 @@ def _judge_results(metadata_url: str, run_id: str) -> list[dict]:
     return out
 
 
+def _reports_by_metric(runs: list[dict]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in runs:
+        out[r["metric"]] = out.get(r["metric"], 0) + int(r.get("reports") or 0)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--systems", type=int, default=20)
@@ -191,6 +198,11 @@ def _run(args, engine, home: Path) -> int:
                 # request and last answer counted from the job's start.
                 judge_timings = {key: _spread([(v.get("timings") or {}).get(key) for v in judge_results])
                                  for key in ("process_age_at_start_s", "first_request_s", "last_answer_s", "job_s")}
+                # Per job, what it judged and how long it took: where an imbalance between jobs comes from.
+                judge_jobs = sorted(({
+                    "job_s": (v.get("timings") or {}).get("job_s"), "requests": v.get("llm_requests"),
+                    "reports_by_metric": _reports_by_metric(v.get("runs") or [])} for v in judge_results),
+                    key=lambda j: -(j["job_s"] or 0))
         finally:
             stub.close()
             drop_database(db_url, metadata)
@@ -219,7 +231,7 @@ def _run(args, engine, home: Path) -> int:
             "task_seconds": _spread([t["duration"] for t in tis]),
         },
         "judge_task_peak_rss_mb": _spread(judge_rss),
-        "judge_task_timings": judge_timings,
+        "judge_task_timings": judge_timings, "judge_jobs": judge_jobs,
         "failed_attempts": failed, "failed_attempts_total": sum(failed.values()),
         "peak_connections": connections.peak, "peak_connections_by_database": connections.peak_by_database,
         "max_connections": connections.max_connections, "connection_samples": connections.samples,

@@ -76,3 +76,21 @@ def test_query_shards_keep_every_systems_reports_of_a_query_in_one_job():
     assert all(len(g) == 1 for g in groups) and len(set().union(*groups)) == 8
     assert all(sorted(u["system_id"] for u in job) == [f"s{i}" for i in range(5)] for job in jobs)
 
+
+
+def test_a_query_shard_of_one_metric_is_never_split_between_jobs():
+    """Whatever the sizes, a (metric, shard) group's units land in one job: split, two tasks at once would
+    both pay for the questions its queries share."""
+    import random
+
+    rng = random.Random(7)
+    units = [{"metric": m, "system_id": f"s{i}", "pending": rng.randint(1, 60), "shard": [k, 6]}
+             for m in ("m1", "m2", "m3") for k in range(6) for i in range(rng.randint(1, 9))]
+    jobs = pack_jobs(units, job_reports=300, tasks=4, cost=_by_pending)
+    assert len(jobs) > 4
+    where = {}
+    for index, job in enumerate(jobs):
+        for u in job:
+            where.setdefault((u["metric"], u["shard"][0]), set()).add(index)
+    assert all(len(found) == 1 for found in where.values()), where
+    assert sorted(map(id, (u for job in jobs for u in job))) == sorted(map(id, units))

@@ -19,7 +19,8 @@ each spent more time starting than judging. So:
   then answered from the client's memory, not from the warehouse;
 - when the month needs more than one job, each unit is split further by query shard (a stable hash of
   the query's arXiv id, as many shards as jobs) and ordered (metric, shard, system): a job then holds
-  every system's reports of its queries, because questions are shared by query, not by system. Cut by
+  every system's reports of its queries (a metric's shard is never cut between two jobs), because
+  questions are shared by query, not by system. Cut by
   system instead, two tasks running at once both paid for the same questions (the `llm_calls` cache only
   serves what is already answered): 6,942 requests instead of about 5,200 at 20 systems x 200 queries.
 
@@ -28,6 +29,7 @@ Units with nothing left to judge are left out, so a re-run or a backfill maps on
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import sqlalchemy as sa
@@ -102,18 +104,26 @@ def pack_jobs(units: Sequence[dict], job_reports: int = DEFAULT_JOB_REPORTS, tas
     work = [u for u in units if u["pending"] > 0]
     if not work:
         return []
-    n_jobs = min(job_count(work, job_reports, tasks), len(work))
-    weights = [cost(u) for u in work]
+    # A query shard's units of one metric move as one: split, the second task would ask its queries'
+    # shared questions again (at the same time as the first, so paid twice). Unsharded units are their own.
+    groups = [list(g) for _, g in itertools.groupby(work, key=_group_key)]
+    n_jobs = min(job_count(work, job_reports, tasks), len(groups))
+    weights = [sum(cost(u) for u in group) for group in groups]
     total = sum(weights) or 1.0
     jobs: list[list[dict]] = [[] for _ in range(n_jobs)]
     done = 0.0
-    for unit, weight in zip(work, weights, strict=True):
-        # A unit goes to the job its cost's midpoint falls in: consecutive cuts of equal share, so one
+    for group, weight in zip(groups, weights, strict=True):
+        # A group goes to the job its cost's midpoint falls in: consecutive cuts of equal share, so one
         # metric's systems stay together (their identical questions are asked once per task).
         index = min(n_jobs - 1, int((done + weight / 2) / total * n_jobs))
-        jobs[index].append(unit)
+        jobs[index].extend(group)
         done += weight
     return [job for job in jobs if job]
+
+
+def _group_key(unit: dict) -> object:
+    """Units packed together: a metric's units of one query shard; an unsharded unit alone."""
+    return (unit["metric"], *unit["shard"]) if "shard" in unit else id(unit)
 
 
 def job_count(units: Sequence[dict], job_reports: int, tasks: int) -> int:
