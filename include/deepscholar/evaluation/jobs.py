@@ -97,17 +97,14 @@ def unit_cost(unit: dict) -> float:
 def pack_jobs(units: Sequence[dict], job_reports: int = DEFAULT_JOB_REPORTS, tasks: int = 1,
               cost=unit_cost) -> list[list[dict]]:
     """Units with pending work cut, in their order, into jobs of about equal cost (module docstring)."""
-    if job_reports < 1:
-        raise InvalidInput(f"a judge job must take at least one report, not {job_reports}")
-    if tasks < 1:
-        raise InvalidInput(f"judging needs at least one parallel task, not {tasks}")
     work = [u for u in units if u["pending"] > 0]
+    wanted = job_count(work, job_reports, tasks)
     if not work:
         return []
     # A query shard's units of one metric move as one: split, the second task would ask its queries'
     # shared questions again (at the same time as the first, so paid twice). Unsharded units are their own.
     groups = [list(g) for _, g in itertools.groupby(work, key=_group_key)]
-    n_jobs = min(job_count(work, job_reports, tasks), len(groups))
+    n_jobs = min(wanted, len(groups))
     weights = [sum(cost(u) for u in group) for group in groups]
     total = sum(weights) or 1.0
     jobs: list[list[dict]] = [[] for _ in range(n_jobs)]
@@ -128,6 +125,10 @@ def _group_key(unit: dict) -> object:
 
 def job_count(units: Sequence[dict], job_reports: int, tasks: int) -> int:
     """ceil(pending report-metrics / job_reports), rounded up to a multiple of `tasks` when above one."""
+    if job_reports < 1:
+        raise InvalidInput(f"a judge job must take at least one report, not {job_reports}")
+    if tasks < 1:
+        raise InvalidInput(f"judging needs at least one parallel task, not {tasks}")
     n_jobs = -(-sum(u["pending"] for u in units) // job_reports)
     return -(-n_jobs // tasks) * tasks if n_jobs > 1 else n_jobs
 
@@ -137,10 +138,8 @@ def plan_judging(engine: Engine, release_id: str, systems: Sequence[str] | None 
                  job_reports: int = DEFAULT_JOB_REPORTS, tasks: int = 1) -> list[dict]:
     """The judge tasks of a run: one dict per job, each listing the (metric, system[, query shard]) units
     it judges; `tasks` is how many run at once (DEEPSCHOLAR_JUDGE_TASKS)."""
-    if job_reports < 1:
-        raise InvalidInput(f"a judge job must take at least one report, not {job_reports}")
     units = plan_units(engine, release_id, systems, metrics, judge)
-    shards = job_count([u for u in units if u["pending"] > 0], job_reports, max(tasks, 1))
+    shards = job_count(units, job_reports, tasks)
     if shards > 1:
         units = plan_units(engine, release_id, systems, metrics, judge, shards=shards)
     keys = ("metric", "system_id", "shard")
