@@ -341,3 +341,12 @@ def row_counts(engine: Engine) -> dict[str, int]:
             "SELECT table_name FROM information_schema.tables WHERE table_schema = :s AND table_type = 'BASE TABLE' "
             "ORDER BY table_name"), {"s": SCHEMA}).scalars().all()
         return {n: conn.execute(sa.text(f'SELECT count(*) FROM {SCHEMA}."{n}"')).scalar_one() for n in names}
+
+
+def refresh_statistics(engine: Engine, tables: Sequence[str]) -> None:
+    """ANALYZE these tables now. A month's reports and sources are written minutes before they are judged,
+    faster than autovacuum looks (and some servers run without it): on a table the planner has never
+    seen, a 100-report chunk's sources were read by scanning every table in full (31 ms instead of 1 ms),
+    and the judge tasks' warehouse time went to that."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(sa.text(f"ANALYZE {', '.join(f'{SCHEMA}.{t}' for t in tables)}"))

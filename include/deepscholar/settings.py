@@ -286,8 +286,9 @@ class Settings:
     llm_transport: str = _setting(
         "DEEPSCHOLAR_LLM_TRANSPORT", "direct", _choice("direct", "litellm"), "LLM calls",
         "how requests to an `openai/<model>` at an explicit `api_base` (vLLM, a proxy, an OpenAI-compatible "
-        "server) are sent: `direct` (the OpenAI SDK's pooled client, without litellm's per-call work: about a "
-        "third of the client CPU per call) or `litellm` (every provider through litellm)")
+        "server) are sent: `direct` (the OpenAI wire format over one pooled httpx client, without litellm's or "
+        "the OpenAI SDK's per-call work: about a fifth of litellm's client CPU per call) or `litellm` (every "
+        "provider through litellm)")
     llm_timeout_seconds: float | None = _setting(
         "DEEPSCHOLAR_LLM_TIMEOUT_SECONDS", None, POSITIVE_SECONDS, "LLM calls",
         "every LLM client's (systems and judges) per-request timeout", tolerant=True, shown_default="`60`")
@@ -318,7 +319,7 @@ class Settings:
     judge_pool: str = _setting("DEEPSCHOLAR_JUDGE_POOL", "default_pool", TEXT, "judging",
                                "Airflow pool bounding parallel judge tasks")
     judge_job_reports: int = _setting(
-        "DEEPSCHOLAR_JUDGE_JOB_REPORTS", 4000, POSITIVE_INT, "judging",
+        "DEEPSCHOLAR_JUDGE_JOB_REPORTS", 8000, POSITIVE_INT, "judging",
         "about how many report-metric judgments one judge task takes on: a month gets that many jobs' worth, "
         "rounded up to a multiple of DEEPSCHOLAR_JUDGE_TASKS, of equal work (`evaluation/jobs.py`)")
     judge_claim_lease_seconds: float = _setting(

@@ -102,10 +102,10 @@ LEAK_CASES = [pytest.param(where, id=f"canary-absent-from-{where}") for where in
     "tables", "library-logs-at-debug", "cli-stdout-stderr")]
 
 
-# What shows that a transport's debug output was really on: litellm's own lines, or the OpenAI SDK's
-# request log on the direct path (llm/openai_compatible.py).
+# What shows that a transport's debug output was really on: litellm's own lines, or, on the direct path
+# (llm/openai_compatible.py), the connection trace of httpcore under its httpx client and httpx's request log.
 DEBUG_MARKERS = {"litellm": ("Params passed to completion()", "LiteLLM"),
-                 "direct": ("openai._base_client DEBUG Request options", "Request options")}
+                 "direct": ("httpcore.http11 DEBUG send_request_headers", "HTTP Request: POST")}
 
 
 @pytest.fixture(scope="module", params=["direct", "litellm"])

@@ -8,6 +8,7 @@ server over real HTTP.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import sqlalchemy as sa
@@ -16,10 +17,16 @@ from support.openai_stub import OpenAIStub, first_user_text
 
 from deepscholar import db
 from deepscholar.evaluation import registry
-from deepscholar.evaluation.jobs import plan_judging, plan_units
+from deepscholar.evaluation.jobs import SHARDS_PER_JOB, plan_judging, plan_units
 from deepscholar.evaluation.judges import JudgeSpec
 from deepscholar.evaluation.metrics import get_metric
-from deepscholar.evaluation.runner import evaluate_release, judge_job, judge_metric, pending_reports
+from deepscholar.evaluation.runner import (
+    evaluate_release,
+    judge_job,
+    judge_metric,
+    pending_of_units,
+    pending_reports,
+)
 
 pytestmark = pytest.mark.slow  # builds and judges the demo month
 
@@ -89,6 +96,23 @@ def test_local_evaluation_scores_every_report_on_every_metric_and_reruns_for_fre
     assert _scores(engine) == scores
 
 
+def _manual_analyses(engine, table: str) -> int:
+    """How many times ANALYZE ran on a warehouse table by hand (autovacuum's own runs not counted)."""
+    with engine.connect() as conn:
+        conn.execute(sa.text("SELECT pg_stat_clear_snapshot()"))
+        return conn.execute(sa.text("SELECT analyze_count FROM pg_stat_user_tables WHERE schemaname = 'deepscholar' "
+                                    "AND relname = :t"), {"t": table}).scalar_one()
+
+
+def _wait_for(condition, what: str, timeout: float = 10.0) -> None:
+    """Statistics counters reach other sessions within about a second (PostgreSQL flushes them lazily)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout:.0f} s for {what}")
+        time.sleep(0.2)
+
+
 def test_a_new_metric_version_rejudges_only_that_metric(demo):
     engine, month = demo["engine"], demo["month"]
     evaluate_release(engine, month, judge="local", roll_up=False)
@@ -127,13 +151,23 @@ def test_judging_is_planned_as_jobs_of_the_units_with_work_left(demo):
     jobs = plan_judging(engine, month)
     assert len(jobs) == 1 and {(u["metric"], u["system_id"]) for u in jobs[0]["units"]} == expected
     assert jobs[0]["reports"] == sum(per_unit.values())
-    # A month of more than one job splits its units by query shard (as many shards as jobs): every stale
-    # report is in exactly one job's units, and judging the jobs judges each of them once.
+    # A month of more than one job splits its units by query shard (SHARDS_PER_JOB shards per job): every
+    # stale report is in exactly one job's units, and judging the jobs judges each of them once.
     total = sum(per_unit.values())
+    analyses = _manual_analyses(engine, "reports")
     sharded = plan_judging(engine, month, job_reports=1)
     assert len(sharded) > 1 and {(u["metric"], u["system_id"]) for j in sharded for u in j["units"]} == expected
-    assert {u["shard"][1] for j in sharded for u in j["units"]} == {total}
+    assert {u["shard"][1] for j in sharded for u in j["units"]} == {SHARDS_PER_JOB * total}
     assert sum(j["reports"] for j in sharded) == total
+    # Planning refreshed the statistics of the tables judging reads (jobs.JUDGED_TABLES).
+    _wait_for(lambda: _manual_analyses(engine, "reports") > analyses, "plan_judging to ANALYZE reports")
+    # A job reads its units' pending reports with one statement per metric: the same reports, unit by unit,
+    # as pending_reports reads for each unit alone, and every stale report once.
+    units = [u for j in sharded for u in j["units"]]
+    together = pending_of_units(engine, month, units, LOCAL)
+    assert together == [pending_reports(engine, month, get_metric(u["metric"]), LOCAL, u["system_id"], u["shard"])
+                        for u in units]
+    assert sorted(r for ids in together for r in ids) == sorted(rid for _, _, rid in stale)
     done = [judge_job(engine, job, "local") for job in sharded]
     assert [d["reports_judged"] for d in done] == [j["reports"] for j in sharded]
     assert {(r["metric"], r["system_id"]) for d in done for r in d["runs"]} == expected

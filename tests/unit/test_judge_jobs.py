@@ -94,3 +94,13 @@ def test_a_query_shard_of_one_metric_is_never_split_between_jobs():
             where.setdefault((u["metric"], u["shard"][0]), set()).add(index)
     assert all(len(found) == 1 for found in where.values()), where
     assert sorted(map(id, (u for job in jobs for u in job))) == sorted(map(id, units))
+
+
+def test_reports_equal_to_an_earlier_one_cost_their_storing_not_their_questions():
+    # 20 systems writing one report per query: the task asks the questions once (runner.content_key).
+    copies = unit_cost({"metric": "claim_coverage", "system_id": "s", "pending": 100, "distinct": 5, "calls": 4.0})
+    distinct = unit_cost({"metric": "claim_coverage", "system_id": "s", "pending": 100, "distinct": 100, "calls": 4.0})
+    assert 100 <= copies < distinct / 4
+    # The month's own questions per report, sampled at planning, outweigh the metric's static guess.
+    fewer = unit_cost({"metric": "claim_coverage", "system_id": "s", "pending": 100, "distinct": 100, "calls": 1.0})
+    assert fewer < distinct

@@ -78,7 +78,7 @@ def test_defaults_without_any_variable():
     assert (s.categories, s.max_queries, s.judge, s.judge_concurrency, s.judge_tasks, s.judge_pool) == (
         ("cs.CL", "cs.LG", "cs.IR", "cs.AI"), 200, "local", 16, 4, "default_pool")
     assert (s.generation_concurrency, s.task_retries, s.judge_job_reports, s.openalex_url, s.http_retries) == (
-        4, 2, 4000, None, None)
+        4, 2, 8000, None, None)
 
 
 def test_values_are_parsed_by_their_kind():

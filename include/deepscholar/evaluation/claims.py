@@ -60,19 +60,25 @@ _CLAIM = sa.text(f"""
         claimed_at = CASE WHEN c.holder = EXCLUDED.holder THEN c.claimed_at ELSE EXCLUDED.claimed_at END
     WHERE c.holder = EXCLUDED.holder OR c.lease_expires_at <= now()
     RETURNING c.report_id""")
-# Renewal and release lock their rows in the claim's order (no deadlock with a concurrent claim, which
-# locks the rows it conflicts with); renewal skips a row locked right now (the next beat renews it).
+# Release locks its rows in the claim's order (no deadlock with a concurrent claim, which locks the rows it
+# conflicts with); renewal never waits for a lock (it skips a row locked right now: the next beat renews
+# it), so it needs no order, and reads the holder's rows on the judge_claims_holder index.
 _RENEW = sa.text(f"""
     UPDATE judge_claims c SET lease_expires_at = {_LEASE}
     FROM (SELECT report_id, metric, judge_config FROM judge_claims WHERE holder = :holder
-          ORDER BY report_id, metric, judge_config FOR UPDATE SKIP LOCKED) AS mine
-    WHERE (c.report_id, c.metric, c.judge_config) = (mine.report_id, mine.metric, mine.judge_config)""")
+          FOR UPDATE SKIP LOCKED) AS mine
+    WHERE c.holder = :holder
+      AND (c.report_id, c.metric, c.judge_config) = (mine.report_id, mine.metric, mine.judge_config)""")
+# Both statements name their rows by the key's leading column too (`c.report_id = ANY`, `c.holder`): on a
+# table the planner believes empty (just analysed, or churned without autovacuum) it otherwise scanned the
+# whole primary key for every chunk released, and a month's releases queued behind each other.
 _RELEASE = sa.text("""
     DELETE FROM judge_claims c
     USING (SELECT report_id FROM judge_claims
            WHERE holder = :holder AND metric = :m AND judge_config = :j AND report_id = ANY(:ids)
            ORDER BY report_id FOR UPDATE) AS mine
-    WHERE c.report_id = mine.report_id AND c.metric = :m AND c.judge_config = :j AND c.holder = :holder""")
+    WHERE c.report_id = ANY(:ids) AND c.report_id = mine.report_id AND c.metric = :m AND c.judge_config = :j
+      AND c.holder = :holder""")
 # The reports of :ids still pending, counted per live holder (NULL: nobody holds a live lease on them).
 _HOLDERS = sa.text(f"""
     SELECT c.holder, count(*), max(c.lease_expires_at)

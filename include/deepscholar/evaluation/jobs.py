@@ -6,10 +6,16 @@ task pays a fixed cost: a new process, the DAG file, the warehouse, an XCom (2-4
 the local judge loading the embedding model. Measured at 4,000 reports, 70 tasks of at most 400 reports
 each spent more time starting than judging. So:
 
-- a unit's cost is its pending reports x (0.5 + the metric's `calls_per_report`): loading, scoring and
-  storing a report counts about half a judge call (reports equal to another of the task cost less, as
-  runner.content_key has them take its judgments, but counting them as distinct balanced the jobs
-  worse at 20 identical oracles: 69 s against 50 s of judging, one run each);
+- a unit's cost is its pending reports + 5 x its requests, estimated as the questions a report of this
+  month asks for the metric (its items, counted on a sample of the month's pending reports) times the
+  reports whose content (query, text) is the first of its kind among the pending reports of its metric
+  and query shard: a task asks a report's questions once however many systems wrote it
+  (runner.content_key), so 20 oracles writing one report cost one report's requests. The weights are
+  measured: at 4,000 reports on two cores a request took about as much of a judge task's time as
+  loading, scoring and storing five report-metrics (three jobs of 4,520 / 6,900 / 9,580 report-metrics
+  and 1,215 / 752 / 309 requests all took 43-48 s). The static guess this replaced (0.5 per report plus
+  the metric's `calls_per_report`, measured on the demo month, per report, identical reports counted as
+  distinct) left jobs of 13 s beside jobs of 48 s;
 - the month gets ceil(pending report-metrics / DEEPSCHOLAR_JUDGE_JOB_REPORTS) jobs, rounded up to a
   multiple of DEEPSCHOLAR_JUDGE_TASKS so every wave of parallel judge tasks is full (a month that fits
   one job stays one task);
@@ -18,11 +24,12 @@ each spent more time starting than judging. So:
   have in common (a cited paper's relevance to the query, identical reports) are asked once per task and
   then answered from the client's memory, not from the warehouse;
 - when the month needs more than one job, each unit is split further by query shard (a stable hash of
-  the query's arXiv id, as many shards as jobs) and ordered (metric, shard, system): a job then holds
-  every system's reports of its queries (a metric's shard is never cut between two jobs), because
-  questions are shared by query, not by system. Cut by
-  system instead, two tasks running at once both paid for the same questions (the `llm_calls` cache only
-  serves what is already answered): 6,942 requests instead of about 5,200 at 20 systems x 200 queries.
+  the query's arXiv id, SHARDS_PER_JOB shards per job, so a job is cut from several groups and a
+  group is a small part of it) and ordered (metric, shard, system): a job then holds every system's
+  reports of its queries (a metric's shard is never cut between two jobs), because questions are
+  shared by query, not by system. Cut by system instead, two tasks running at once both paid for the
+  same questions (the `llm_calls` cache only serves what is already answered): 6,942 requests instead
+  of about 4,500 at 20 systems x 200 queries.
 
 Units with nothing left to judge are left out, so a re-run or a backfill maps only the tasks that have work.
 """
@@ -30,6 +37,7 @@ Units with nothing left to judge are left out, so a re-run or a backfill maps on
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Sequence
 
 import sqlalchemy as sa
@@ -39,12 +47,36 @@ from deepscholar.errors import InvalidInput
 from deepscholar.evaluation import registry
 from deepscholar.evaluation.judges import JudgeSpec
 
-__all__ = ["DEFAULT_JOB_REPORTS", "SHARD_OF_QUERY", "job_count", "plan_units", "unit_cost", "pack_jobs",
-           "plan_judging"]
+__all__ = ["DEFAULT_JOB_REPORTS", "SHARDS_PER_JOB", "SHARD_OF_QUERY", "JUDGED_TABLES", "job_count", "plan_units", "unit_cost",
+           "pack_jobs", "plan_judging", "refresh_judging_statistics"]
 
-DEFAULT_JOB_REPORTS = 4000
+log = logging.getLogger("deepscholar.evaluation")
+
+DEFAULT_JOB_REPORTS = 8000
+SHARDS_PER_JOB = 2  # query shards per job when a month is split (module docstring)
+REPORT_WEIGHT, REQUEST_WEIGHT = 1.0, 5.0  # a unit's cost per pending report and per expected request
 # The shard of report `r`'s query among :shards: from md5, so it never changes between servers or versions.
 SHARD_OF_QUERY = "mod(('x' || substr(md5(r.arxiv_id), 1, 7))::bit(28)::int, :shards)"
+
+
+# What judging reads and what is written before it, not during it: their planner statistics are refreshed
+# before a month is judged. The tables judging writes (metric_scores, judgments, judge_claims, llm_calls)
+# are left to autovacuum: analysed while (nearly) empty at a month's start, the planner would take them
+# for empty while they grow by thousands of rows a minute, and pick plans that scan them whole.
+JUDGED_TABLES = ("reports", "report_sources", "corpus", "source_cited_by")
+
+
+def refresh_judging_statistics(engine: Engine) -> None:
+    """db.refresh_statistics on JUDGED_TABLES before judging; a role that may not ANALYZE still judges
+    (slower), with a warning that says why."""
+    from deepscholar import db
+
+    try:
+        db.refresh_statistics(engine, JUDGED_TABLES)
+    except sa.exc.DBAPIError as exc:
+        log.warning("could not refresh the planner statistics of %s before judging (%s); judging goes on, "
+                    "slower on tables the server has not analysed yet", ", ".join(JUDGED_TABLES),
+                    str(exc).splitlines()[0])
 
 
 def _checked_metrics(metrics: Sequence[str] | None) -> list[str]:
@@ -59,9 +91,10 @@ def _checked_metrics(metrics: Sequence[str] | None) -> list[str]:
 def plan_units(engine: Engine, release_id: str, systems: Sequence[str] | None = None,
                metrics: Sequence[str] | None = None, judge: str | JudgeSpec = "local",
                shards: int = 1) -> list[dict]:
-    """Every (metric, system) with ok reports in the release, with how many of them lack a current score;
-    with `shards` > 1, every (metric, query shard, system) in that order, each unit naming its
-    `shard`: [k, shards] (module docstring)."""
+    """Every (metric, system) with ok reports in the release, with how many of them lack a current score
+    (`pending`) and how many of those are the first of their content among their metric's and shard's
+    pending reports, in system order (`distinct`); with `shards` > 1, every (metric, query shard, system)
+    in that order, each unit naming its `shard`: [k, shards] (module docstring)."""
     from deepscholar.evaluation.metrics import get_metric
     from deepscholar.evaluation.runner import PENDING_CONDITION, pending_params
 
@@ -73,25 +106,68 @@ def plan_units(engine: Engine, release_id: str, systems: Sequence[str] | None = 
         for name in chosen:
             metric = get_metric(name)
             rows = conn.execute(sa.text(f"""
-                SELECT {shard} AS shard, r.system_id, count(*) FILTER (WHERE {PENDING_CONDITION}) AS pending
-                FROM reports r
-                WHERE r.release_id = :r AND r.status = 'ok'
-                  AND (CAST(:s AS text[]) IS NULL OR r.system_id = ANY(:s))
-                GROUP BY 1, 2 ORDER BY 1, 2"""),
+                WITH candidates AS (
+                    SELECT {shard} AS shard, r.system_id, r.arxiv_id, md5(coalesce(r.text, '')) AS content,
+                           {PENDING_CONDITION} AS pending
+                    FROM reports r
+                    WHERE r.release_id = :r AND r.status = 'ok'
+                      AND (CAST(:s AS text[]) IS NULL OR r.system_id = ANY(:s))),
+                ranked AS (
+                    SELECT shard, system_id, pending, pending AND row_number() OVER (
+                               PARTITION BY arxiv_id, content, pending ORDER BY system_id) = 1 AS first_of_content
+                    FROM candidates)
+                SELECT shard, system_id, count(*) FILTER (WHERE pending) AS pending,
+                       count(*) FILTER (WHERE first_of_content) AS distinct_pending
+                FROM ranked GROUP BY 1, 2 ORDER BY 1, 2"""),
                 {"r": release_id, "s": list(systems) if systems else None, "shards": shards,
                  **pending_params(metric, spec.config_id)}).all()
+            calls = _sampled_calls_per_report(engine, release_id, metric, spec.config_id) if any(
+                pending for _, _, pending, _ in rows) else 0.0
             units += [{"metric": name, "system_id": system_id, "pending": int(pending),
+                       "distinct": int(distinct), "calls": calls,
                        **({"shard": [int(k), shards]} if shards > 1 else {})}
-                      for k, system_id, pending in rows]
+                      for k, system_id, pending, distinct in rows]
     return units
 
 
+CALLS_SAMPLE = 12  # pending reports of distinct content whose items are counted per metric
+
+
+def _sampled_calls_per_report(engine: Engine, release_id: str, metric, judge_config: str) -> float:
+    """About how many questions a distinct report of this month asks for `metric`: its items (metric.items)
+    counted over a sample of CALLS_SAMPLE pending reports of distinct content, spread over the queries by a
+    hash. A month's reports differ from the demo's a lot (one month's claim coverage asked 4 questions a
+    report where `calls_per_report` says 12); the metric's `calls_per_report` when nothing is pending, and 0
+    for a judge-free metric."""
+    from deepscholar.evaluation.context import load_reports
+    from deepscholar.evaluation.runner import PENDING_CONDITION, pending_params
+
+    static = float(getattr(metric, "calls_per_report", 1.0))
+    if static == 0:
+        return 0.0
+    with engine.connect() as conn:
+        ids = conn.execute(sa.text(f"""
+            SELECT report_id FROM (
+                SELECT DISTINCT ON (r.arxiv_id, md5(coalesce(r.text, ''))) r.report_id
+                FROM reports r
+                WHERE r.release_id = :r AND r.status = 'ok' AND {PENDING_CONDITION}
+                ORDER BY r.arxiv_id, md5(coalesce(r.text, '')), r.report_id) first_of_content
+            ORDER BY md5(report_id::text) LIMIT :n"""),
+            {"r": release_id, "n": CALLS_SAMPLE, **pending_params(metric, judge_config)}).scalars().all()
+    contexts = load_reports(engine, ids)
+    if not contexts:
+        return static
+    return sum(len(metric.items(ctx)) for ctx in contexts) / len(contexts)
+
+
 def unit_cost(unit: dict) -> float:
-    """What a unit weighs when jobs are balanced (see the module's docstring)."""
+    """What a unit weighs when jobs are balanced (module docstring); a unit without `distinct` counts
+    every pending report as distinct, without `calls` takes the metric's `calls_per_report`."""
     from deepscholar.evaluation.metrics import get_metric
 
-    per_report = getattr(get_metric(unit["metric"]), "calls_per_report", 1.0)
-    return unit["pending"] * (0.5 + per_report)
+    per_report = unit.get("calls", getattr(get_metric(unit["metric"]), "calls_per_report", 1.0))
+    distinct = unit.get("distinct", unit["pending"])
+    return REPORT_WEIGHT * unit["pending"] + REQUEST_WEIGHT * per_report * distinct
 
 
 def pack_jobs(units: Sequence[dict], job_reports: int = DEFAULT_JOB_REPORTS, tasks: int = 1,
@@ -137,11 +213,13 @@ def plan_judging(engine: Engine, release_id: str, systems: Sequence[str] | None 
                  metrics: Sequence[str] | None = None, judge: str | JudgeSpec = "local",
                  job_reports: int = DEFAULT_JOB_REPORTS, tasks: int = 1) -> list[dict]:
     """The judge tasks of a run: one dict per job, each listing the (metric, system[, query shard]) units
-    it judges; `tasks` is how many run at once (DEEPSCHOLAR_JUDGE_TASKS)."""
+    it judges; `tasks` is how many run at once (DEEPSCHOLAR_JUDGE_TASKS). Refreshes the judged tables'
+    statistics first (refresh_judging_statistics)."""
+    refresh_judging_statistics(engine)
     units = plan_units(engine, release_id, systems, metrics, judge)
-    shards = job_count(units, job_reports, tasks)
-    if shards > 1:
-        units = plan_units(engine, release_id, systems, metrics, judge, shards=shards)
+    jobs = job_count(units, job_reports, tasks)
+    if jobs > 1:
+        units = plan_units(engine, release_id, systems, metrics, judge, shards=SHARDS_PER_JOB * jobs)
     keys = ("metric", "system_id", "shard")
     return [{"release_id": release_id, "units": [{k: u[k] for k in keys if k in u} for u in job],
              "reports": sum(u["pending"] for u in job)}

@@ -99,6 +99,40 @@ def pending_reports(engine: Engine, release_id: str, metric: Metric, judge_confi
              **pending_params(metric, judge_config)}).scalars())
 
 
+def pending_of_units(engine: Engine, release_id: str, units: Sequence[dict], judge_config: str) -> list[list[int]]:
+    """pending_reports of every unit (a dict with metric, system_id and optionally shard [k, n]), in the
+    units' order, read with one statement per metric instead of one per unit: a month's judge task has
+    hundreds of (metric, query shard, system) units, and each statement scans the release's reports."""
+    from deepscholar.evaluation.jobs import SHARD_OF_QUERY
+    from deepscholar.evaluation.metrics import get_metric
+
+    found: dict[tuple, list[int]] = {}
+    with engine.connect() as conn:
+        for name in dict.fromkeys(u["metric"] for u in units):
+            mine = [u for u in units if u["metric"] == name]
+            n = {tuple(u["shard"])[1] if u.get("shard") else 1 for u in mine}
+            for shards in sorted(n):
+                systems = sorted({u["system_id"] for u in mine if u["system_id"] is not None})
+                any_system = any(u["system_id"] is None for u in mine)
+                rows = conn.execute(sa.text(f"""
+                    SELECT r.report_id, r.system_id, CASE WHEN :shards = 1 THEN 0 ELSE {SHARD_OF_QUERY} END
+                    FROM reports r
+                    WHERE r.release_id = :r AND r.status = 'ok' AND {PENDING_CONDITION}
+                      AND (CAST(:all AS boolean) OR r.system_id = ANY(:s))
+                    ORDER BY r.system_id, r.arxiv_id"""),
+                    {"r": release_id, "s": systems, "all": any_system, "shards": shards,
+                     **pending_params(get_metric(name), judge_config)}).all()
+                for report_id, system_id, k in rows:
+                    found.setdefault((name, system_id, k, shards), []).append(report_id)
+                    if any_system:
+                        found.setdefault((name, None, k, shards), []).append(report_id)
+    out = []
+    for u in units:
+        k, n = tuple(u["shard"]) if u.get("shard") else (0, 1)
+        out.append(found.get((u["metric"], u["system_id"], k, n), []))
+    return out
+
+
 @dataclass
 class JobShare:
     """What the units of one judge task share: the release's query data, read once (a published release
@@ -242,13 +276,15 @@ def judge_metric(
     client=None,
     prepared: bool = False,
     share: JobShare | None = None,
+    pending: Sequence[int] | None = None,
 ) -> JudgeRun:
     """Judge every report of the release (optionally one system's, of one query shard) lacking a current
     score for one metric.
 
     `client` lets several of these share one LLMClient, so one concurrency bound covers them all;
-    `prepared` says the caller already ran the metric's release-wide preparation (judge_units does, once);
-    `share` is what the units of one judge task share (JobShare).
+    `prepared` says the caller already ran the metric's release-wide preparation and recorded the judge
+    config (judge_units does, once per metric); `share` is what the units of one judge task share
+    (JobShare); `pending` is the reports to judge when the caller read them already (pending_of_units).
     """
     from deepscholar.evaluation.metrics import get_metric
     from deepscholar.llm.client import track_usage
@@ -257,17 +293,18 @@ def judge_metric(
     spec = judge if isinstance(judge, JudgeSpec) else JudgeSpec.parse(judge)
     metric = get_metric(metric_name)
     run = JudgeRun(metric_name, system_id, spec.config_id, metric.version)
-    pending = pending_reports(engine, release_id, metric, spec.config_id, system_id, shard)
+    if pending is None:
+        pending = pending_reports(engine, release_id, metric, spec.config_id, system_id, shard)
     if not pending:
         run.seconds = time.perf_counter() - started
         return run
-    if not prepared:
-        _prepare(engine, release_id, metric)
     if client is None and not spec.is_local:
         client = spec.client_for(
             engine, metric_name, api_base=api_base or _api_base(),
             api_key=api_key, concurrency=concurrency or _concurrency())
-    record_judge_config(engine, spec, metric, client)
+    if not prepared:
+        _prepare(engine, release_id, metric)
+        record_judge_config(engine, spec, metric, client)
     label = f"{metric_name} on {release_id} ({system_id or 'all systems'}, {spec.config_id})"
     with track_usage() as usage:
         _judge_pending(engine, metric, spec, client, pending, label, run, share or JobShare())
@@ -337,7 +374,7 @@ def _account(run: JudgeRun, usage, started: float) -> None:
     run.peak_rss_mb = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def _check_judge_credentials(engine: Engine, release_id: str, spec: JudgeSpec, tasks: Sequence[dict],
+def _check_judge_credentials(spec: JudgeSpec, units: Sequence[dict], pending: Sequence[Sequence[int]],
                              clients: dict) -> None:
     """A missing API key is named before anything runs, if any judge model has work (a re-run answered
     entirely from llm_calls needs no key)."""
@@ -345,11 +382,9 @@ def _check_judge_credentials(engine: Engine, release_id: str, spec: JudgeSpec, t
     from deepscholar.evaluation.metrics import get_metric
 
     checked: set[str] = set()
-    for t in tasks:
-        model, metric = spec.model_for(t["metric"]), get_metric(t["metric"])
-        if model in checked or isinstance(metric, JudgeFreeMetric):
-            continue
-        if pending_reports(engine, release_id, metric, spec.config_id, t["system_id"], t.get("shard")):
+    for unit, ids in zip(units, pending, strict=True):
+        model = spec.model_for(unit["metric"])
+        if ids and model not in checked and not isinstance(get_metric(unit["metric"]), JudgeFreeMetric):
             clients[model].check_credentials()
             checked.add(model)
 
@@ -358,32 +393,42 @@ def judge_units(engine: Engine, release_id: str, units: Sequence[dict], spec: Ju
                 api_base: str | None = None, concurrency: int | None = None) -> list[JudgeRun]:
     """Judge (metric, system) units: one after another with the local judge (CPU-bound embeddings), all at
     once through one client per model with an LLM judge, so `concurrency` requests stay in flight for the
-    whole set instead of draining at the end of every small unit."""
-    if spec.is_local:
-        share = JobShare()
-        return [judge_metric(engine, release_id, u["metric"], system_id=u["system_id"], shard=u.get("shard"),
-                             judge=spec, share=share)
-                for u in units]
-    base = api_base or _api_base()
-    concurrency = concurrency or _concurrency()
-    clients: dict[str, object] = {}
-    for u in units:
-        model = spec.model_for(u["metric"])
-        if model not in clients:
-            clients[model] = spec.client_for(engine, u["metric"], api_base=base, concurrency=concurrency)
-    _check_judge_credentials(engine, release_id, spec, units, clients)
+    whole set instead of draining at the end of every small unit.
+
+    What is the same for every unit of a metric is done once per metric, not per unit: its release-wide
+    preparation, recording the judge config, and reading which reports are pending (pending_of_units)."""
     from deepscholar.evaluation.metrics import get_metric
 
-    for name in dict.fromkeys(u["metric"] for u in units):
-        _prepare(engine, release_id, get_metric(name))
+    clients: dict[str, object] = {}
+    if not spec.is_local:
+        base = api_base or _api_base()
+        concurrency = concurrency or _concurrency()
+        for u in units:
+            model = spec.model_for(u["metric"])
+            if model not in clients:
+                clients[model] = spec.client_for(engine, u["metric"], api_base=base, concurrency=concurrency)
+    pending = pending_of_units(engine, release_id, units, spec.config_id)
+    if clients:
+        _check_judge_credentials(spec, units, pending, clients)
+    for name in dict.fromkeys(u["metric"] for u, ids in zip(units, pending, strict=True) if ids):
+        metric = get_metric(name)
+        _prepare(engine, release_id, metric)
+        record_judge_config(engine, spec, metric, clients.get(spec.model_for(name)))
+
+    def unit_run(u: dict, ids: list[int], share: JobShare) -> JudgeRun:
+        return judge_metric(engine, release_id, u["metric"], system_id=u["system_id"], shard=u.get("shard"),
+                            judge=spec, client=clients.get(spec.model_for(u["metric"])), prepared=True,
+                            share=share, pending=ids)
+
+    if spec.is_local:
+        share = JobShare()
+        return [unit_run(u, ids, share) for u, ids in zip(units, pending, strict=True)]
     # Each unit runs in a copy of this thread's context, so a caller's track_usage() sees its calls.
     contexts = [contextvars.copy_context() for _ in units]
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="judge") as questions, \
             ThreadPoolExecutor(max_workers=max(1, min(len(units), MAX_PARALLEL_TASKS))) as pool:
         share = JobShare(pool=questions)
-        return list(pool.map(lambda ctx, u: ctx.run(
-            judge_metric, engine, release_id, u["metric"], system_id=u["system_id"], shard=u.get("shard"), judge=spec,
-            client=clients[spec.model_for(u["metric"])], prepared=True, share=share), contexts, units))
+        return list(pool.map(lambda ctx, u, ids: ctx.run(unit_run, u, ids, share), contexts, units, pending))
 
 
 def judge_job(engine: Engine, job: dict, judge: str | JudgeSpec = "local") -> dict:
@@ -453,11 +498,12 @@ def evaluate_release(
     roll_up: bool = True,
 ) -> dict:
     """The evaluation half outside Airflow: every (metric, system) unit in this process, then the roll-up."""
-    from deepscholar.evaluation.jobs import plan_units
+    from deepscholar.evaluation.jobs import plan_units, refresh_judging_statistics
     from deepscholar.release.context import require_published
 
     require_published(engine, release_id)
     spec = JudgeSpec.parse(judge, metric_models)
+    refresh_judging_statistics(engine)
     units = plan_units(engine, release_id, systems, metrics, spec)
     if not units:
         which = f" of {', '.join(systems)}" if systems else ""

@@ -12,7 +12,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -159,6 +159,9 @@ class Coalescer:
 
 
 _COLUMNS = [f.name for f in fields(CachedCall) if f.name != "request"]  # a hit's request was hashed already
+# What a store writes: every field but created_at (the server's); read off the call as is, not through
+# dataclasses.asdict, which deep-copies the request and response of every call.
+_STORED = [f.name for f in fields(CachedCall) if f.name != "created_at"]
 _coalescers: dict[int, tuple[Engine, Coalescer, Coalescer]] = {}
 _coalescers_lock = threading.Lock()
 
@@ -183,7 +186,7 @@ def _lookup_many(engine: Engine, hashes: list[str]) -> list[CachedCall | None]:
 
 
 def _store_many(engine: Engine, calls: list[CachedCall]) -> list[None]:
-    rows = [{k: v for k, v in asdict(call).items() if k != "created_at"} for call in calls]
+    rows = [{k: getattr(call, k) for k in _STORED} for call in calls]
     with engine.begin() as conn:
         upsert(conn, "llm_calls", rows, key=["request_hash"], update=[])
     return [None] * len(calls)
