@@ -96,6 +96,13 @@ def test_local_evaluation_scores_every_report_on_every_metric_and_reruns_for_fre
     assert _scores(engine) == scores
 
 
+def _judgments_of(engine, judge_config: str) -> list[tuple]:
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(sa.text(
+            "SELECT report_id, metric, item_key, label, judged_at FROM judgments WHERE judge_config = :j "
+            "ORDER BY 1, 2, 3"), {"j": judge_config})]
+
+
 def _manual_analyses(engine, table: str) -> int:
     """How many times ANALYZE ran on a warehouse table by hand (autovacuum's own runs not counted)."""
     with engine.connect() as conn:
@@ -177,6 +184,7 @@ def test_judging_is_planned_as_jobs_of_the_units_with_work_left(demo):
 def test_a_judge_answering_garbage_leaves_reports_unscored_with_reasons_and_the_board_counts_them(demo, monkeypatch):
     engine, month = demo["engine"], demo["month"]
     monkeypatch.setenv("OPENAI_API_KEY", "test")  # the provider key comes from the environment, as in production
+    local_before = _judgments_of(engine, LOCAL)
     with OpenAIStub() as stub:
         stub.default = lambda body: "I would rather not say."
         result = evaluate_release(engine, month, judge="openai/garbage-judge", metrics=["organization"],
@@ -199,10 +207,9 @@ def test_a_judge_answering_garbage_leaves_reports_unscored_with_reasons_and_the_
                                       WHERE release_id = :r AND system_id = 'extractive' AND judge_config = :j
                                         AND metric = 'organization'"""), {"r": month, "j": judge_config}).one()
     assert row.mean is None and row.n == 0 and row.n_unscored == n_reports
-    # Local and LLM results never mix: the garbage judge wrote nothing under the local judge_config.
-    with engine.connect() as conn:
-        configs = set(conn.execute(sa.text("SELECT DISTINCT judge_config FROM judgments")).scalars())
-    assert configs <= {LOCAL, judge_config}
+    # Local and LLM results never mix: the garbage judge wrote nothing under the local judge_config (other
+    # tests of the module may have judged under other LLM configs before this one).
+    assert _judgments_of(engine, LOCAL) == local_before
     assert all(v[0] is not None for k, v in _scores(engine).items() if k[2] == "organization")
 
 
