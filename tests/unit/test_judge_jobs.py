@@ -65,33 +65,38 @@ def test_a_job_size_or_task_count_below_one_is_refused():
         pack_jobs(_units(1), tasks=0)
 
 
-def test_query_shards_keep_every_systems_reports_of_a_query_in_one_job():
-    """Units in plan_units' sharded order (metric, shard, system): each job gets whole (metric, shard) groups,
-    so questions shared by a query's reports are asked by one task, not by two at once."""
+def test_a_query_shard_goes_whole_to_one_job_with_every_metric_and_system():
+    """Units in plan_units' sharded order (metric, shard, system): each job gets whole query shards, every
+    metric's and every system's units of them, so questions shared by a query's reports are asked by one
+    task, and every job gets the same mix of metrics (a job of one metric's shards is bounded by its
+    own concurrency when that metric asks many questions)."""
     units = [{"metric": m, "system_id": f"s{i}", "pending": 25, "shard": [k, 4]}
              for m in ("m1", "m2") for k in range(4) for i in range(5)]
-    jobs = pack_jobs(units, job_reports=125, tasks=4, cost=_by_pending)
-    assert len(jobs) == 8
-    groups = [{(u["metric"], u["shard"][0]) for u in job} for job in jobs]
-    assert all(len(g) == 1 for g in groups) and len(set().union(*groups)) == 8
-    assert all(sorted(u["system_id"] for u in job) == [f"s{i}" for i in range(5)] for job in jobs)
+    jobs = pack_jobs(units, job_reports=250, tasks=4, cost=_by_pending)
+    assert len(jobs) == 4
+    shards = [{u["shard"][0] for u in job} for job in jobs]
+    assert all(len(s) == 1 for s in shards) and len(set().union(*shards)) == 4
+    for job in jobs:
+        assert sorted((u["metric"], u["system_id"]) for u in job) == [
+            (m, f"s{i}") for m in ("m1", "m2") for i in range(5)]
+        # (metric, system) order within the shard, as plan_units listed them
+        assert [u["metric"] for u in job] == ["m1"] * 5 + ["m2"] * 5
 
 
-
-def test_a_query_shard_of_one_metric_is_never_split_between_jobs():
-    """Whatever the sizes, a (metric, shard) group's units land in one job: split, two tasks at once would
+def test_a_query_shard_is_never_split_between_jobs():
+    """Whatever the sizes, a shard's units (all metrics) land in one job: split, two tasks at once would
     both pay for the questions its queries share."""
     import random
 
     rng = random.Random(7)
-    units = [{"metric": m, "system_id": f"s{i}", "pending": rng.randint(1, 60), "shard": [k, 6]}
-             for m in ("m1", "m2", "m3") for k in range(6) for i in range(rng.randint(1, 9))]
+    units = [{"metric": m, "system_id": f"s{i}", "pending": rng.randint(1, 60), "shard": [k, 12]}
+             for m in ("m1", "m2", "m3") for k in range(12) for i in range(rng.randint(1, 9))]
     jobs = pack_jobs(units, job_reports=300, tasks=4, cost=_by_pending)
     assert len(jobs) > 4
     where = {}
     for index, job in enumerate(jobs):
         for u in job:
-            where.setdefault((u["metric"], u["shard"][0]), set()).add(index)
+            where.setdefault(u["shard"][0], set()).add(index)
     assert all(len(found) == 1 for found in where.values()), where
     assert sorted(map(id, (u for job in jobs for u in job))) == sorted(map(id, units))
 

@@ -26,6 +26,7 @@ RELEASED = {
     "0010_report_system_build": "2aa602b8a6d527d5fb97546c1e8b94f27c3025d73bf27524c46ee6e8588afee1",
     "0011_judge_claims": "3bbf982262fda15646836d3a4867f6d2e410e3749cd99b32f4b38eb779a693cb",
     "0012_judge_claims_holder_key": "aecc93d3e39de84c00bc2a5a210cb0efbeb4a29c31adc5a4bbe05bfb27708977",
+    "0013_drop_metric_indexes": "4f9059b7e979282c9ac12483bcd7084ed671f7c6a5c1523f922a26bd332059c0",
 }
 # The sha256 the pre-migration init_db recorded in schema_files for sql/001..004: the baseline is
 # exactly those files, so adopted warehouses match it.

@@ -219,12 +219,18 @@ _JUDGMENTS_UPSERT = sa.text("""
         metric_version = EXCLUDED.metric_version, label = EXCLUDED.label,
         unscored_reason = EXCLUDED.unscored_reason, explanation = EXCLUDED.explanation,
         n_calls = EXCLUDED.n_calls, judged_at = now()""")
-# Judgments of those reports whose items are gone (the report was judged before with other items).
+# Judgments of those reports whose items are gone (the report was judged before with other items). EXCEPT
+# is a hash set operation whatever the planner believes; an anti-join against the kept keys was planned as
+# a nested loop (judgments looks nearly empty while a month is judged): 300 x 300 comparisons per chunk.
 _STALE_JUDGMENTS_DELETE = sa.text("""
-    DELETE FROM judgments j WHERE j.metric = :metric AND j.judge_config = :judge_config
-      AND j.report_id = ANY(:report_ids)
-      AND NOT EXISTS (SELECT 1 FROM unnest(CAST(:kept_reports AS bigint[]), CAST(:kept_keys AS text[])) AS k(rid, key)
-                      WHERE k.rid = j.report_id AND k.key = j.item_key)""")
+    DELETE FROM judgments j
+    USING (SELECT report_id, item_key FROM judgments
+           WHERE metric = :metric AND judge_config = :judge_config AND report_id = ANY(:report_ids)
+           EXCEPT
+           SELECT rid, key FROM unnest(CAST(:kept_reports AS bigint[]), CAST(:kept_keys AS text[])) AS k(rid, key)
+          ) AS stale
+    WHERE j.report_id = stale.report_id AND j.metric = :metric AND j.judge_config = :judge_config
+      AND j.item_key = stale.item_key""")
 
 
 def store_results(conn: sa.Connection, metric: Metric, judge_config: str,
