@@ -12,7 +12,9 @@ so `concurrency` requests are in flight however the items are spread over report
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import importlib
 import json
 import logging
 import resource
@@ -516,10 +518,26 @@ def evaluate_release(
         raise UserError(f"release {release_id} has no ok reports{which} to judge: write them first with "
                         f"`deepscholar generate --release {release_id}` (or the benchmark DAG), or import them "
                         "with `deepscholar import-reports`")
+    # The roll-up's imports (scipy.stats, pandas: about 1 s) load while the judge waits for its provider,
+    # instead of after the last answer; the import below then finds them loaded (or raises their error).
+    loading = _import_in_background("deepscholar.evaluation.rollup") if roll_up and not spec.is_local else None
     result = _summary(release_id, spec, judge_units(engine, release_id, units, spec, api_base=api_base,
                                                    concurrency=concurrency))
     if roll_up:
+        if loading is not None:
+            loading.join()
         from deepscholar.evaluation.rollup import roll_up as do_roll_up
 
         result["leaderboard_rows"] = len(do_roll_up(engine, release_id, spec.config_id))
     return result
+
+
+def _import_in_background(module: str) -> threading.Thread:
+    """Import `module` in a daemon thread; a failure is left for the caller's own import to raise."""
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            importlib.import_module(module)
+
+    thread = threading.Thread(target=load, name=f"import {module}", daemon=True)
+    thread.start()
+    return thread
