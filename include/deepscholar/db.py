@@ -311,11 +311,11 @@ def upsert(
     `update=None` updates every non-key column supplied; `update=[]` keeps existing rows untouched
     (first write wins, e.g. for data frozen at release time).
     """
-    rows = [dict(r) for r in rows]
-    if not rows:
+    given = [dict(r) for r in rows]
+    if not given:
         return 0
-    columns = list(rows[0].keys())
-    if any(r.keys() != rows[0].keys() for r in rows):
+    columns = list(given[0].keys())
+    if any(r.keys() != given[0].keys() for r in given):
         # A missing key would be bound as NULL for some rows and not others: refuse rather than guess.
         raise ValueError(f"upsert into {table_name}: every row must have the same columns")
     tbl = table(conn, table_name)
@@ -331,16 +331,15 @@ def upsert(
     # One statement may not touch a row twice: of rows sharing a key the last is kept when rows update (as
     # if written one after another), the first when existing rows are kept.
     by_key: dict[tuple, dict] = {}
-    for row in rows:
+    for row in given:
         k = tuple(row.get(c) for c in key)
         if stmt_set or k not in by_key:
             by_key[k] = row
-    rows = list(by_key.values())
     # RETURNING makes SQLAlchemy send many rows per statement ("insertmanyvalues"); without it an
     # INSERT ... ON CONFLICT is one round trip and one statement per row (34,280 of them in a month's scores).
     # The rows returned are the ones inserted or updated, as rowcount would count them.
-    stmt = stmt.returning(*(tbl.c[k] for k in key))
-    return len(conn.execute(stmt, rows).all())
+    returning = stmt.returning(*(tbl.c[k] for k in key))
+    return len(conn.execute(returning, list(by_key.values())).all())
 
 
 def row_counts(engine: Engine) -> dict[str, int]:
