@@ -314,6 +314,10 @@ class Settings:
     release_judge_concurrency: int = _setting(
         "DEEPSCHOLAR_RELEASE_JUDGE_CONCURRENCY", 8, POSITIVE_INT, "judging",
         "release-time judge requests in flight inside one `importance` or `nuggets` task")
+    tracks: tuple[str, ...] = _setting(
+        "DEEPSCHOLAR_TRACKS", (), NAMES, "judging",
+        "evaluation tracks judged besides the core seven, when no metrics are named (families of the metric "
+        "registry other than `core`); empty: the core only")
     judge_tasks: int = _setting("DEEPSCHOLAR_JUDGE_TASKS", 4, POSITIVE_INT, "judging",
                                 "parallel judge tasks per benchmark run")
     judge_pool: str = _setting("DEEPSCHOLAR_JUDGE_POOL", "default_pool", TEXT, "judging",

@@ -157,3 +157,56 @@ def test_a_metric_declared_in_one_file_is_judged_rolled_up_and_shown_everywhere(
     roll_up(engine, month, judge_config, n_boot=50)
     assert "sentence_density" not in _view_columns(engine)
     assert "sentence_density" not in load_leaderboard(engine, month, judge_config)[0]["metrics"]
+
+
+class ScratchDensity(SentenceDensity):
+    """The same throwaway metric in a family of its own: an evaluation track, not a core metric."""
+
+    name = "scratch_density"
+    dimension = "scratch_depth"
+    position = 1
+    label = "Scratch dens"
+
+
+SCRATCH = registry.Family("scratch", "Scratch track", 90)
+SCRATCH_DIMENSIONS = [registry.Dimension("scratch_depth", "Scratch depth", "scratch", 1)]
+
+
+def test_a_metric_of_another_family_is_judged_only_when_its_track_is_on_and_never_moves_the_core_board(
+        demo, monkeypatch):
+    from deepscholar.evaluation.jobs import plan_units
+
+    engine, month = demo["engine"], demo["month"]
+    judge_config = evaluate_release(engine, month, judge="local", metrics=["reference_coverage"])["judge_config"]
+    before = load_leaderboard(engine, month, judge_config)
+    columns = _view_columns(engine)
+    with registry.registered_family(SCRATCH, SCRATCH_DIMENSIONS), registry.registered(ScratchDensity()):
+        assert registry.metric_names() == (*CORE, "scratch_density")
+        assert registry.metric_names(registry.CORE) == CORE and registry.tracks() == ("scratch",)
+        # Judged by default only with its track enabled; an unknown track is refused by name.
+        monkeypatch.delenv("DEEPSCHOLAR_TRACKS", raising=False)
+        assert {u["metric"] for u in plan_units(engine, month, judge="local")} == set(CORE)
+        monkeypatch.setenv("DEEPSCHOLAR_TRACKS", "scratch")
+        assert "scratch_density" in {u["metric"] for u in plan_units(engine, month, judge="local")}
+        monkeypatch.setenv("DEEPSCHOLAR_TRACKS", "scratch,vibes")
+        with pytest.raises(InvalidInput, match="unknown evaluation tracks: vibes; known: scratch"):
+            plan_units(engine, month, judge="local")
+        monkeypatch.delenv("DEEPSCHOLAR_TRACKS")
+
+        evaluate_release(engine, month, judge="local", metrics=["scratch_density"])
+        with engine.connect() as conn:
+            stored = conn.execute(sa.text(
+                "SELECT count(*) FROM metric_scores m JOIN reports r USING (report_id) "
+                "WHERE r.release_id = :r AND m.metric = 'scratch_density' AND m.judge_config = :j"),
+                {"r": month, "j": judge_config}).scalar()
+        assert stored > 0
+        # The core board, its geometric means, its SQL views and the page are the core family's alone.
+        after = load_leaderboard(engine, month, judge_config)
+        assert [(r["system_id"], r["rank"], r["geometric_mean"], list(r["metrics"])) for r in after] == [
+            (r["system_id"], r["rank"], r["geometric_mean"], list(r["metrics"])) for r in before]
+        assert "scratch_density" not in format_leaderboard(after, "csv").splitlines()[0]
+        assert _view_columns(engine) == columns
+        with serve(create_app(lambda: engine)) as url:
+            page = httpx.get(f"{url}/", params={"release": month, "judge_config": judge_config}, timeout=30)
+        assert page.status_code == 200 and "scratch_density" not in page.text
+    assert registry.tracks() == () and registry.metric_names() == CORE

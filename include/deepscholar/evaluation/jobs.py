@@ -84,8 +84,11 @@ def refresh_judging_statistics(engine: Engine) -> None:
 
 
 def _checked_metrics(metrics: Sequence[str] | None) -> list[str]:
+    """The metrics named, checked; none named: the core's and the enabled tracks' (DEEPSCHOLAR_TRACKS)."""
+    from deepscholar.settings import current_settings
+
     known = registry.metric_names()
-    chosen = list(metrics or known)
+    chosen = list(metrics or registry.judged_metric_names(current_settings().tracks))
     unknown = sorted(set(chosen) - set(known))
     if unknown:
         raise InvalidInput(f"unknown metrics: {', '.join(unknown)}; known: {', '.join(known)}")

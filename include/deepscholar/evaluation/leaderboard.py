@@ -95,7 +95,7 @@ def load_leaderboard(engine: Engine, release_id: str | None = None, judge_config
             details.setdefault(d["system_id"], {})[d["metric"]] = {k: v for k, v in d.items() if k != "system_id"}
     for row in rows:
         found = details.get(row["system_id"], {})
-        row["metrics"] = {m: found.get(m, _missing_detail(m)) for m in registry.metric_names()}
+        row["metrics"] = {m: found.get(m, _missing_detail(m)) for m in registry.metric_names(registry.CORE)}
         row.update({m: d["mean"] for m, d in row["metrics"].items()})  # as the wide `leaderboard` view has them
     return rows
 
@@ -162,7 +162,7 @@ def _legend(markdown: bool) -> list[str]:
 
 def _cells(row: dict, markdown: bool) -> list[str]:
     cells = [str(row["rank"]), row["system_id"]]
-    for m in registry.metric_names():
+    for m in registry.metric_names(registry.CORE):
         d = _detail(row, m)
         text = _num(d.get("mean"))
         if markdown and d.get("is_best"):
@@ -184,7 +184,7 @@ _FIRST_METRIC_COL = 2
 
 
 def _head() -> list[str]:
-    return ["Rank", "System", *(registry.metric_label(m) for m in registry.metric_names()), "Geo mean", "95% CI",
+    return ["Rank", "System", *(registry.metric_label(m) for m in registry.metric_names(registry.CORE)), "Geo mean", "95% CI",
             "Reports"]
 
 
@@ -195,7 +195,7 @@ def _format_table(rows: Sequence[dict]) -> str:
     # Widen a dimension's last column until its label fits over the group.
     col = _FIRST_METRIC_COL
     spans = []
-    for dim, metrics in registry.dimensions().items():
+    for dim, metrics in registry.dimensions(registry.CORE).items():
         first, last = col, col + len(metrics) - 1
         label = registry.dimension_label(dim)
         span = sum(widths[first:last + 1]) + 2 * (last - first)
@@ -220,8 +220,8 @@ def _format_table(rows: Sequence[dict]) -> str:
 
 def _format_markdown(rows: Sequence[dict]) -> str:
     groups = " · ".join(f"{registry.dimension_label(d)}: {', '.join(registry.metric_label(m) for m in ms)}"
-                        for d, ms in registry.dimensions().items())
-    align = ["---:", ":---", *["---:"] * len(registry.metric_names()), "---:", ":---:", "---:"]
+                        for d, ms in registry.dimensions(registry.CORE).items())
+    align = ["---:", ":---", *["---:"] * len(registry.metric_names(registry.CORE)), "---:", ":---:", "---:"]
     out = [f"**{_title(rows)}**", "", f"Columns by dimension — {groups}.", "",
            "| " + " | ".join(_head()) + " |", "| " + " | ".join(align) + " |"]
     out += ["| " + " | ".join(c.replace("|", "\\|") for c in _cells(r, markdown=True)) + " |" for r in rows]
@@ -235,7 +235,7 @@ def _round(x: float | None, digits: int = 3) -> float | None:
 
 def _format_csv(rows: Sequence[dict]) -> str:
     """One line per system: means in Table 2's order (3 decimals), then each metric's n, unscored and CI."""
-    names = registry.metric_names()
+    names = registry.metric_names(registry.CORE)
     head = ["release_id", "judge_config", "rank", "system_id", "n_queries", "n_reports", "n_failed",
             *names, "geometric_mean", "geometric_mean_ci_low", "geometric_mean_ci_high"]
     extra = ("n", "n_unscored", "ci_low", "ci_high", "is_best", "significant", "p_value")
@@ -268,7 +268,7 @@ def _format_json(rows: Sequence[dict]) -> str:
     out = []
     for r in rows:
         metrics = {}
-        for dim, ms in registry.dimensions().items():
+        for dim, ms in registry.dimensions(registry.CORE).items():
             for m in ms:
                 d = _detail(r, m)
                 metrics[m] = {"dimension": dim, "variant": d.get("variant", registry.headline_variant(m)),

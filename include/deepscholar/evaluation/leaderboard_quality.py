@@ -92,7 +92,7 @@ def load_leaderboard_frames(engine: Engine, release_id: str, judge_config: str) 
 
 
 def _checks(gxe) -> list[Check]:
-    names = registry.metric_names()
+    names = registry.metric_names(registry.CORE)
     between = gxe.ExpectColumnValuesToBeBetween
     sys_key = ["system_id"]
     checks = [Check("board_present", "rows", gxe.ExpectTableRowCountToBeBetween(min_value=1), [])]

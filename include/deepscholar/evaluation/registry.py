@@ -6,14 +6,19 @@ heading), `headline` and `variants`; the registry finds those modules itself, so
 file there (plus its prompt files). Everything that lists metrics — the runner, the roll-up, the CLI
 table, the page, the JSON, the SQL views, the bench, the GX checks — asks this module, in this order.
 
-Dimensions group metrics into the leaderboard's column groups; families group dimensions (the core
-seven of DeepScholar-Bench; later evaluation tracks are families of their own). A metric outside the
-library (a test's, a plugin's) joins with `register()` or, for a while, `registered()`.
+Dimensions group metrics into the leaderboard's column groups; families group dimensions. The family
+`core` (CORE) is DeepScholar-Bench's seven: the board, its geometric mean, the wide SQL views and the page's
+main table are the core family's, whatever else is registered. Every other family is an evaluation track
+(a family of its own dimensions and metrics, judged only when enabled: `judged_metric_names`), so adding a
+track never moves a core number. A metric outside the library (a test's, a plugin's) joins with
+`register()` or, for a while, `registered()`; a family with `registered_family()`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,12 +29,16 @@ if TYPE_CHECKING:
     from deepscholar.evaluation.base import Metric
 
 __all__ = [
+    "CORE",
     "Family",
     "Dimension",
     "FAMILIES",
     "DIMENSIONS",
     "register",
     "unregister",
+    "registered_family",
+    "tracks",
+    "judged_metric_names",
     "registered",
     "get",
     "metrics",
@@ -60,8 +69,9 @@ class Dimension:
     position: int  # within the family, left to right
 
 
+CORE = "core"  # DeepScholar-Bench's seven: the family of the board and its geometric mean
 FAMILIES: dict[str, Family] = {
-    "core": Family("core", "DeepScholar-Bench", 1),
+    CORE: Family(CORE, "DeepScholar-Bench", 1),
 }
 # The paper's three dimensions, in Table 2's order.
 DIMENSIONS: dict[str, Dimension] = {
@@ -118,6 +128,38 @@ def dimensions(family: str | None = None) -> dict[str, tuple[str, ...]]:
     for m in metrics(family):
         out.setdefault(m.dimension, []).append(m.name)
     return {d: tuple(ms) for d, ms in out.items()}
+
+
+def tracks() -> tuple[str, ...]:
+    """The evaluation tracks: every family but the core, in their order."""
+    return tuple(f.name for f in sorted(FAMILIES.values(), key=lambda f: (f.position, f.name)) if f.name != CORE)
+
+
+def judged_metric_names(enabled_tracks: Sequence[str] = ()) -> tuple[str, ...]:
+    """What an evaluation judges unless told which metrics: the core family's metrics and those of the
+    enabled tracks (DEEPSCHOLAR_TRACKS), in leaderboard order. An unknown track is refused, naming the known."""
+    unknown = sorted(set(enabled_tracks) - set(tracks()))
+    if unknown:
+        raise InvalidInput(f"unknown evaluation tracks: {', '.join(unknown)}; known: {', '.join(tracks()) or 'none'}")
+    wanted = {CORE, *enabled_tracks}
+    return tuple(m.name for m in metrics() if DIMENSIONS[m.dimension].family in wanted)
+
+
+@contextmanager
+def registered_family(family: Family, dimensions: Sequence[Dimension]) -> Iterator[Family]:
+    """Declare a family and its dimensions for the duration of a block (a test's, a plugin's trial)."""
+    if family.name in FAMILIES or any(d.name in DIMENSIONS for d in dimensions):
+        raise InvalidInput(f"family {family.name!r} or one of its dimensions is already declared")
+    if any(d.family != family.name for d in dimensions):
+        raise InvalidInput(f"every dimension of family {family.name!r} must name it as its family")
+    FAMILIES[family.name] = family
+    DIMENSIONS.update({d.name: d for d in dimensions})
+    try:
+        yield family
+    finally:
+        for d in dimensions:
+            DIMENSIONS.pop(d.name, None)
+        FAMILIES.pop(family.name, None)
 
 
 def dimension_of(name: str) -> str:

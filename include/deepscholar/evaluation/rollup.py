@@ -210,7 +210,7 @@ def compute_leaderboard(
     if scores.empty:
         return [], []
     scores = scores.assign(value=pd.to_numeric(scores["value"], errors="coerce").astype(float))
-    names = registry.metric_names()
+    names = registry.metric_names(registry.CORE)
     scores = scores[scores["metric"].isin(names)]
     systems = sorted(scores["system_id"].unique())
 
@@ -314,8 +314,8 @@ _SCORES_SQL = """
 def load_scores(conn: sa.Connection, release_id: str, judge_config: str) -> pd.DataFrame:
     """Headline scores of the release's ok reports under one judge: one row per (system, query, metric)."""
     result = conn.execute(sa.text(_SCORES_SQL), {
-        "r": release_id, "j": judge_config, "metrics": list(registry.metric_names()),
-        "variants": [registry.headline_variant(m) for m in registry.metric_names()]})
+        "r": release_id, "j": judge_config, "metrics": list(registry.metric_names(registry.CORE)),
+        "variants": [registry.headline_variant(m) for m in registry.metric_names(registry.CORE)]})
     # Plain tuples: pandas probes Row objects attribute by attribute, which costs more than the query.
     frame = pd.DataFrame([tuple(r) for r in result],
                          columns=["system_id", "arxiv_id", "metric", "value", "metric_version"])
@@ -379,7 +379,7 @@ def roll_up(engine: Engine, release_id: str, judge_config: str, *, seed: int = 0
         conn.execute(sa.text("""
             DELETE FROM leaderboard_metrics
             WHERE release_id = :r AND judge_config = :j AND NOT (metric = ANY(:m))"""),
-            {"r": release_id, "j": judge_config, "m": list(registry.metric_names())})
+            {"r": release_id, "j": judge_config, "m": list(registry.metric_names(registry.CORE))})
         board = _write_changed(conn, "leaderboard_systems", rows, LEADERBOARD_KEY, touch="computed_at")
         details = {k[:3] for k in _write_changed(conn, "leaderboard_metrics", metric_rows, METRICS_KEY)}
         if details - board:  # a mean changed but not the row: computed_at still says when values changed
@@ -387,7 +387,7 @@ def roll_up(engine: Engine, release_id: str, judge_config: str, *, seed: int = 0
                 UPDATE leaderboard_systems SET computed_at = now()
                 WHERE release_id = :r AND judge_config = :j AND system_id = ANY(:s)"""),
                 {"r": release_id, "j": judge_config, "s": sorted(k[1] for k in details - board)})
-        sync_wide_views(conn, registry.metric_names())
+        sync_wide_views(conn, registry.metric_names(registry.CORE))
     log.info("leaderboard %s (%s): %d systems, %d scores, %.2f s", release_id, judge_config, len(rows),
              len(scores), time.perf_counter() - started)
     return rows

@@ -128,7 +128,7 @@ def _metric_json(row: Mapping, cell: Mapping, metric: str) -> dict:
 def board_json(board: Board) -> dict:
     out_rows = []
     for r in board.rows:
-        metrics = {m: _metric_json(r, board.cells.get((r["system_id"], m), {}), m) for m in registry.metric_names()}
+        metrics = {m: _metric_json(r, board.cells.get((r["system_id"], m), {}), m) for m in registry.metric_names(registry.CORE)}
         out_rows.append({
             "rank": r.get("rank"),
             "system_id": r["system_id"],
@@ -188,7 +188,7 @@ def system_reports(conn: sa.Connection, system_id: str, release_id: str, judge_c
         FROM deepscholar.metric_scores ms JOIN deepscholar.reports rp ON rp.report_id = ms.report_id
         WHERE rp.system_id = :s AND rp.release_id = :r AND ms.judge_config = :j""",
                    s=system_id, r=release_id, j=judge_config)
-    known = set(registry.metric_names())
+    known = set(registry.metric_names(registry.CORE))
     by_report: dict[int, dict[str, dict]] = {}
     for s in scores:
         if s["metric"] in known and registry.headline_variant(s["metric"]) == s["variant"]:

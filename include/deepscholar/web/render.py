@@ -70,13 +70,13 @@ def safe_href(url: str | None) -> str | None:
 
 
 def metric_order_key(metric: str) -> tuple[int, str]:
-    names = registry.metric_names()
+    names = registry.metric_names(registry.CORE)
     return (names.index(metric) if metric in names else len(names), metric)
 
 
 def headline_of(metric: str) -> str | None:
     """The metric's headline variant; None for a metric the registry does not know (stored by an old run)."""
-    return registry.headline_variant(metric) if metric in registry.metric_names() else None
+    return registry.headline_variant(metric) if metric in registry.metric_names(registry.CORE) else None
 
 
 def natural_key(text: str) -> list:
@@ -208,7 +208,7 @@ def _provenance(rows: Sequence[Mapping]) -> tuple[list[tuple[str, str]], Any]:
 
 
 def board_context(board: Board, base: str) -> dict:
-    dimensions = registry.dimensions()
+    dimensions = registry.dimensions(registry.CORE)
     metrics = [m for ms in dimensions.values() for m in ms]
     release = None if board.latest else board.release_id
     versions, computed = _provenance(board.rows)
@@ -234,7 +234,7 @@ def history_context(rows: Sequence[Mapping], judge_config: str | None, configs: 
         "months": [(m, f"{base}/{qs(release=m, judge_config=judge_config)}") for m in months],
         "systems": [{"system_id": s, "link": f"{base}/system/{path_segment(s)}{qs(judge_config=judge_config)}",
                      "cells": [(m, value.get((s, m))) for m in months]} for s in systems],
-        "n_metrics": len(registry.metric_names()),
+        "n_metrics": len(registry.metric_names(registry.CORE)),
     }
 
 
@@ -242,7 +242,7 @@ def history_context(rows: Sequence[Mapping], judge_config: str | None, configs: 
 
 def _system_charts(system_id: str, months: Sequence[str], by_month: Mapping[str, Mapping]) -> list[tuple[str, Markup]]:
     gm = [("geometric_mean", [by_month[m].get("geometric_mean") for m in months])]
-    per_metric = [(registry.metric_label(m), [by_month[mo].get(m) for mo in months]) for m in registry.metric_names()]
+    per_metric = [(registry.metric_label(m), [by_month[mo].get(m) for mo in months]) for m in registry.metric_names(registry.CORE)]
     return [
         ("Geometric mean by month", svg_line_chart(months, gm, title=f"{system_id}: geometric mean by month",
                                                    chart_id="system-history")),
@@ -255,7 +255,7 @@ def _report_list(reports: Sequence[Mapping], base: str, judge_config: str | None
     out = []
     for r in reports:
         cells = []
-        for m in registry.metric_names():
+        for m in registry.metric_names(registry.CORE):
             s = r["scores"].get(m)
             cells.append({"metric": m, "stored": s is not None, "value": None if s is None else s["value"],
                           "reason": None if s is None else s.get("unscored_reason")})
@@ -269,11 +269,11 @@ def system_context(system: Mapping | None, system_id: str, rows: Sequence[Mappin
                    configs: Sequence[str], release_id: str | None, reports: Sequence[Mapping], base: str) -> dict:
     months = months_of(rows)
     by_month = {r["release_id"]: r for r in rows}
-    columns = (*registry.metric_names(), "geometric_mean")
+    columns = (*registry.metric_names(registry.CORE), "geometric_mean")
     own = f"{base}/system/{path_segment(system_id)}"
     return {
         "system": system, "system_id": system_id, "release_id": release_id,
-        "metrics": registry.metric_names(),
+        "metrics": registry.metric_names(registry.CORE),
         "judge_config": judge_config,
         "judge_links": [(j, f"{own}{qs(judge_config=j)}") for j in configs],
         "charts": _system_charts(system_id, months, by_month) if rows else [],
