@@ -194,7 +194,7 @@ def _run(args, engine, home: Path) -> int:
         print(f"release {month} imported with the published outputs in {time.monotonic() - t0:.1f} s")
     else:
         built = build_demo_month(engine, home)
-        month, metric_names, replay = built["month"], list(registry.metric_names()), ReplayServer(built["snapshot"])
+        month, metric_names, replay = built["month"], list(registry.judged_metric_names()), ReplayServer(built["snapshot"])
         print(f"demo month {month} built in {time.monotonic() - t0:.1f} s: {built['generated']}")
     with engine.connect() as conn:
         ids = [r[0] for r in conn.exec_driver_sql(

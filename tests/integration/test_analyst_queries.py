@@ -15,8 +15,8 @@ from deepscholar.evaluation.rollup import roll_up
 
 pytestmark = pytest.mark.slow  # seeds a month of boards per test
 
-METRIC_ORDER = registry.metric_names()  # the core seven, in leaderboard order
-HEADLINE_VARIANT = {m.name: m.headline for m in registry.metrics()}
+METRIC_ORDER = registry.metric_names(registry.CORE)  # the core seven, in leaderboard order
+HEADLINE_VARIANT = {m.name: m.headline for m in registry.metrics(registry.CORE)}
 
 MONTHS = ["2025-01", "2025-02", "2025-03"]
 # Per month, each system's base score; every metric and query is the base plus a small varying offset.

@@ -16,7 +16,7 @@ from deepscholar.evaluation.leaderboard import format_leaderboard, load_leaderbo
 from deepscholar.evaluation.leaderboard_quality import check_leaderboard
 from deepscholar.evaluation.rollup import geometric_mean, roll_up
 
-METRIC_ORDER = registry.metric_names()  # the core seven, in leaderboard order
+METRIC_ORDER = registry.metric_names(registry.CORE)  # the core seven, in leaderboard order
 HEADLINE_VARIANT = {m.name: m.headline for m in registry.metrics()}
 
 JUDGE = "local:all-MiniLM-L6-v2:v1"

@@ -74,8 +74,8 @@ METRIC = SentenceDensity()
 
 
 def test_the_core_seven_are_discovered_in_table_2_order():
-    assert registry.metric_names() == CORE
-    assert registry.dimensions() == {"knowledge_synthesis": CORE[:2], "retrieval_quality": CORE[2:5],
+    assert registry.metric_names(registry.CORE) == CORE
+    assert registry.dimensions(registry.CORE) == {"knowledge_synthesis": CORE[:2], "retrieval_quality": CORE[2:5],
                                      "verifiability": CORE[5:]}
     assert [registry.metric_label(m) for m in CORE] == [
         "Org", "Nugget cov", "Rel rate", "Ref cov", "Doc imp", "Cite-P", "Claim cov (w=1)"]
@@ -95,7 +95,7 @@ def test_a_malformed_or_clashing_metric_is_refused_loudly(change, error):
         setattr(bad, key, value)
     with pytest.raises(InvalidInput, match=error):
         registry.register(bad)
-    assert registry.metric_names() == CORE
+    assert registry.metric_names(registry.CORE) == CORE
 
 
 def test_an_unknown_metric_name_lists_the_known_ones():
@@ -120,7 +120,7 @@ def test_a_metric_declared_in_one_file_is_judged_rolled_up_and_shown_everywhere(
     engine, month = demo["engine"], demo["month"]
     judged = ["reference_coverage", "sentence_density"]
     with registry.registered(METRIC):
-        assert registry.metric_names() == (*CORE, "sentence_density")
+        assert registry.metric_names(registry.CORE) == (*CORE, "sentence_density")
         result = evaluate_release(engine, month, judge="local", metrics=judged)
         judge_config = result["judge_config"]
         with engine.connect() as conn:
@@ -153,7 +153,7 @@ def test_a_metric_declared_in_one_file_is_judged_rolled_up_and_shown_everywhere(
         assert 'data-metric="sentence_density"' in page.text and "Sent dens" in page.text
 
     # Gone from the registry: the next roll-up drops it from the board and the views.
-    assert registry.metric_names() == CORE
+    assert registry.metric_names(registry.CORE) == CORE
     roll_up(engine, month, judge_config, n_boot=50)
     assert "sentence_density" not in _view_columns(engine)
     assert "sentence_density" not in load_leaderboard(engine, month, judge_config)[0]["metrics"]
@@ -181,15 +181,15 @@ def test_a_metric_of_another_family_is_judged_only_when_its_track_is_on_and_neve
     before = load_leaderboard(engine, month, judge_config)
     columns = _view_columns(engine)
     with registry.registered_family(SCRATCH, SCRATCH_DIMENSIONS), registry.registered(ScratchDensity()):
-        assert registry.metric_names() == (*CORE, "scratch_density")
-        assert registry.metric_names(registry.CORE) == CORE and registry.tracks() == ("scratch",)
+        assert registry.metric_names("scratch") == ("scratch_density",)
+        assert registry.metric_names(registry.CORE) == CORE and registry.tracks() == ("reportbench", "scratch")
         # Judged by default only with its track enabled; an unknown track is refused by name.
         monkeypatch.delenv("DEEPSCHOLAR_TRACKS", raising=False)
         assert {u["metric"] for u in plan_units(engine, month, judge="local")} == set(CORE)
         monkeypatch.setenv("DEEPSCHOLAR_TRACKS", "scratch")
         assert "scratch_density" in {u["metric"] for u in plan_units(engine, month, judge="local")}
         monkeypatch.setenv("DEEPSCHOLAR_TRACKS", "scratch,vibes")
-        with pytest.raises(InvalidInput, match="unknown evaluation tracks: vibes; known: scratch"):
+        with pytest.raises(InvalidInput, match="unknown evaluation tracks: vibes; known: reportbench, scratch"):
             plan_units(engine, month, judge="local")
         monkeypatch.delenv("DEEPSCHOLAR_TRACKS")
 
@@ -209,4 +209,35 @@ def test_a_metric_of_another_family_is_judged_only_when_its_track_is_on_and_neve
         with serve(create_app(lambda: engine)) as url:
             page = httpx.get(f"{url}/", params={"release": month, "judge_config": judge_config}, timeout=30)
         assert page.status_code == 200 and "scratch_density" not in page.text
-    assert registry.tracks() == () and registry.metric_names() == CORE
+    assert registry.tracks() == ("reportbench",) and registry.metric_names(registry.CORE) == CORE
+
+
+def test_the_reportbench_bibliography_metrics_judge_a_real_month_beside_an_unchanged_core(demo, monkeypatch):
+    """The track's two judge-free metrics, enabled by DEEPSCHOLAR_TRACKS, over the demo month's stored
+    reports (exemplar bibliographies with DOIs and cited-by counts read from the warehouse)."""
+    engine, month = demo["engine"], demo["month"]
+    monkeypatch.delenv("DEEPSCHOLAR_TRACKS", raising=False)
+    judge_config = evaluate_release(engine, month, judge="local")["judge_config"]  # the core, all of it
+    before = load_leaderboard(engine, month, judge_config)
+    monkeypatch.setenv("DEEPSCHOLAR_TRACKS", "reportbench")
+    result = evaluate_release(engine, month, judge="local")
+    # Only the track's metrics had anything left to judge.
+    assert {r["metric"] for r in result["runs"] if r["reports"]} == {"reference_recall", "reference_precision"}
+    assert result["llm_requests"] == 0
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("""
+            SELECT s.kind, m.metric, m.value, m.unscored_reason FROM metric_scores m
+            JOIN reports r USING (report_id) JOIN systems s USING (system_id)
+            WHERE r.release_id = :r AND m.judge_config = :j AND m.variant = 'score'
+              AND m.metric IN ('reference_recall', 'reference_precision')"""),
+            {"r": month, "j": judge_config}).all()
+        ok_reports = conn.execute(sa.text(
+            "SELECT count(*) FROM reports WHERE release_id = :r AND status = 'ok'"), {"r": month}).scalar()
+    assert len(rows) == 2 * ok_reports
+    assert all((value is None) == (reason is not None) for _, _, value, reason in rows)
+    assert all(value == 1.0 for kind, _, value, _ in rows if kind == "human_exemplar")
+    others = [value for kind, _, value, _ in rows if kind != "human_exemplar" and value is not None]
+    assert others and all(0.0 <= v <= 1.0 for v in others) and len(set(others)) > 1
+    after = load_leaderboard(engine, month, judge_config)
+    assert [(r["system_id"], r["geometric_mean"], list(r["metrics"])) for r in after] == [
+        (r["system_id"], r["geometric_mean"], list(r["metrics"])) for r in before]

@@ -49,6 +49,7 @@ class ExemplarReference:
     title: str | None
     cited_by_count: int | None  # frozen at release time
     is_important: bool | None
+    doi: str | None = None  # resolved, else as the bibliography gave it
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ class SourceDoc:
     text: str  # what the judge reads as this source: the snippet the system saw, else title + abstract
     abstract: str | None = None  # from the corpus, when the paper is there
     cited_by_count: int | None = None  # frozen for the release (source_cited_by)
+    doi: str | None = None  # from the corpus, when the paper is there
 
 
 @dataclass(frozen=True)

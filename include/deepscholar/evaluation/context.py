@@ -42,7 +42,7 @@ def load_queries(engine: Engine, release_id: str, arxiv_ids: Iterable[str] | Non
             params).mappings().all()
         refs = conn.execute(sa.text(f"""
             SELECT arxiv_id, cite_key, resolved_arxiv_id, coalesce(resolved_title, bib_title) AS title,
-                   cited_by_count, is_important
+                   cited_by_count, is_important, coalesce(resolved_doi, bib_doi) AS doi
             FROM exemplar_references WHERE {where} ORDER BY arxiv_id, cite_key"""), params).mappings().all()
         nuggets = conn.execute(sa.text(
             f"SELECT arxiv_id, nugget_idx, text, importance FROM nuggets WHERE {where} "
@@ -50,7 +50,7 @@ def load_queries(engine: Engine, release_id: str, arxiv_ids: Iterable[str] | Non
     refs_of: dict[str, list[ExemplarReference]] = {}
     for r in refs:
         refs_of.setdefault(r["arxiv_id"], []).append(ExemplarReference(
-            r["cite_key"], r["resolved_arxiv_id"], r["title"], r["cited_by_count"], r["is_important"]))
+            r["cite_key"], r["resolved_arxiv_id"], r["title"], r["cited_by_count"], r["is_important"], r["doi"]))
     nuggets_of: dict[str, list[NuggetInfo]] = {}
     for n in nuggets:
         nuggets_of.setdefault(n["arxiv_id"], []).append(NuggetInfo(n["nugget_idx"], n["text"], n["importance"]))
@@ -93,7 +93,7 @@ def load_reports(engine: Engine, report_ids: Sequence[int],
             ORDER BY rs.report_id, rs.source_idx"""), {"ids": list(report_ids)}).mappings().all()
         cited = sorted({s["arxiv_id"] for s in sources if s["arxiv_id"]})
         papers = {row.arxiv_id: row for row in conn.execute(sa.text(
-            "SELECT arxiv_id, title, abstract FROM corpus WHERE arxiv_id = ANY(:a)"), {"a": cited})} if cited else {}
+            "SELECT arxiv_id, title, abstract, doi FROM corpus WHERE arxiv_id = ANY(:a)"), {"a": cited})} if cited else {}
         releases = sorted({r["release_id"] for r in reports})
         counts = {(row.release_id, row.arxiv_id): row.cited_by_count for row in conn.execute(sa.text(
             "SELECT release_id, arxiv_id, cited_by_count FROM source_cited_by "
@@ -113,7 +113,8 @@ def load_reports(engine: Engine, report_ids: Sequence[int],
         sources_of.setdefault(s["report_id"], {})[s["source_idx"]] = SourceDoc(
             idx=s["source_idx"], arxiv_id=s["arxiv_id"], title=title,
             text=source_text(title, s["snippet"], abstract, prefer_abstract=prefer_abstract),
-            abstract=abstract, cited_by_count=counts.get((release_of[s["report_id"]], s["arxiv_id"])))
+            abstract=abstract, cited_by_count=counts.get((release_of[s["report_id"]], s["arxiv_id"])),
+            doi=paper.doi if paper is not None else None)
     queries: dict[tuple[str, str], QueryInfo] = {} if queries_seen is None else queries_seen
     for release_id in {r["release_id"] for r in reports}:
         wanted = {r["arxiv_id"] for r in reports if r["release_id"] == release_id

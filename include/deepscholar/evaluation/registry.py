@@ -72,6 +72,7 @@ class Dimension:
 CORE = "core"  # DeepScholar-Bench's seven: the family of the board and its geometric mean
 FAMILIES: dict[str, Family] = {
     CORE: Family(CORE, "DeepScholar-Bench", 1),
+    "reportbench": Family("reportbench", "ReportBench", 4),
 }
 # The paper's three dimensions, in Table 2's order.
 DIMENSIONS: dict[str, Dimension] = {
@@ -79,6 +80,8 @@ DIMENSIONS: dict[str, Dimension] = {
         Dimension("knowledge_synthesis", "Knowledge synthesis", "core", 1),
         Dimension("retrieval_quality", "Retrieval quality", "core", 2),
         Dimension("verifiability", "Verifiability", "core", 3),
+        # The tracks' dimensions (docs/METRICS.md "Tracks").
+        Dimension("bibliography", "Bibliography", "reportbench", 1),
     )
 }
 

@@ -14,7 +14,7 @@ No judge: the importance labels were made once per query when the release was bu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -76,18 +76,35 @@ def match_important(sources: Sequence[SourceDoc], important: Sequence[ExemplarRe
     """A one-to-one matching of S to E: by id first, then by title, most similar pairs first."""
     sources = _distinct_by_id(sources, lambda s: s.arxiv_id)
     important = _distinct_by_id(important, lambda e: e.arxiv_id)
+    return match_one_to_one(sources, important, (("id", lambda x: version_less(x.arxiv_id)),), threshold)
+
+
+def match_one_to_one(sources: Sequence[SourceDoc], references: Sequence[ExemplarReference],
+                     keys: Sequence[tuple[str, Callable[[Any], str | None]]],
+                     threshold: float = TITLE_MATCH_THRESHOLD) -> list[Match]:
+    """Each reference matched to at most one source and each source to at most one reference: by each exact
+    key of `keys` in turn ((name, key function); a None key never matches), then by title similarity >=
+    `threshold` among what is left, most similar pairs first (ties: reference order, then source order).
+    Matches come out in reference order."""
     matches: list[Match] = []
-    source_by_id = {version_less(s.arxiv_id): s for s in sources}
-    used_sources: set[int] = set()
-    open_refs: list[ExemplarReference] = []
-    for e in important:
-        s = source_by_id.get(version_less(e.arxiv_id))
-        if s is not None:
-            matches.append(Match(e, s, "id"))
-            used_sources.add(id(s))
-        else:
-            open_refs.append(e)
-    open_sources = [s for s in sources if id(s) not in used_sources]
+    open_refs, open_sources = list(references), list(sources)
+    for by, key_of in keys:
+        source_by_key: dict[str, SourceDoc] = {}
+        for s in open_sources:
+            key = key_of(s)
+            if key and key not in source_by_key:
+                source_by_key[key] = s
+        used: set[int] = set()
+        still_open: list[ExemplarReference] = []
+        for e in open_refs:
+            key = key_of(e)
+            found = source_by_key.get(key) if key else None
+            if found is not None and id(found) not in used:
+                matches.append(Match(e, found, by))
+                used.add(id(found))
+            else:
+                still_open.append(e)
+        open_refs, open_sources = still_open, [s for s in open_sources if id(s) not in used]
     candidates = []
     for i, e in enumerate(open_refs):
         for j, s in enumerate(open_sources):
@@ -96,14 +113,14 @@ def match_important(sources: Sequence[SourceDoc], important: Sequence[ExemplarRe
                 candidates.append((-sim, i, j))
     taken_refs: set[int] = set()
     taken_sources: set[int] = set()
-    for neg_sim, i, j in sorted(candidates):  # ties broken by exemplar order, then source order
+    for neg_sim, i, j in sorted(candidates):
         if i in taken_refs or j in taken_sources:
             continue
         taken_refs.add(i)
         taken_sources.add(j)
         matches.append(Match(open_refs[i], open_sources[j], "title", -neg_sim))
-    order = {e.cite_key: k for k, e in enumerate(important)}
-    return sorted(matches, key=lambda m: order[m.reference.cite_key])
+    order = {id(e): k for k, e in enumerate(references)}
+    return sorted(matches, key=lambda m: order[id(m.reference)])
 
 
 class ReferenceCoverage(JudgeFreeMetric):

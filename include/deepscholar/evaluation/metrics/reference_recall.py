@@ -1,0 +1,68 @@
+"""Reference recall (ReportBench track, Bibliography): the share of the human authors' bibliography that
+a report also cites, overall and per popularity quartile.
+
+recall = |S ∩ G| / |G|, with S, G and the matching of metrics/_bibliography.py (arXiv id, else DOI, else
+normalised title >= 0.8; G the exemplar's whole bibliography, on arXiv or not). |G| = 0 leaves the report
+unscored. Variants q1..q4: recall within each quartile of G by the references' frozen cited-by counts,
+as ReportBench's popularity analysis does. The cut points are the 25th, 50th and 75th percentiles
+(numpy's linear interpolation) of the counts of G's references that have one, within the query; a
+reference belongs to the first quartile whose cut point its count does not exceed (q4: above the 75th).
+References without a count are in no quartile (details: `n_without_count`); an empty quartile leaves
+its variant unscored. The human exemplar scores 1 by construction. No judge: 0 calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from deepscholar.evaluation.base import ItemJudgment, JudgeFreeMetric, ReportContext, Score
+from deepscholar.evaluation.metrics._bibliography import bibliography
+
+__all__ = ["METRIC", "ReferenceRecall", "quartile_of"]
+
+QUARTILES = ("q1", "q2", "q3", "q4")
+
+
+def quartile_of(counts: Sequence[int]) -> list[int]:
+    """The quartile (0-3) of each count among `counts` (module docstring's cut points)."""
+    if not counts:
+        return []
+    cuts = np.percentile(np.asarray(counts, dtype=float), [25, 50, 75])
+    return [int(np.searchsorted(cuts, c, side="left")) for c in counts]
+
+
+class ReferenceRecall(JudgeFreeMetric):
+    name = "reference_recall"
+    dimension = "bibliography"
+    position = 1
+    label = "Ref recall"
+    variants = ("score", *QUARTILES)
+
+    def score(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
+        if report.is_human_exemplar:
+            return [Score(v, 1.0, details={"by_construction": True}) for v in self.variants]
+        bib = bibliography(report)
+        details = bib.details()
+        if not bib.references:
+            reason = "the exemplar has no bibliography (|G| = 0): recall is undefined for this query"
+            return [Score(v, None, reason, details=details) for v in self.variants]
+        scores = [Score("score", len(bib.matches) / len(bib.references), n_items=len(bib.references),
+                        details=details)]
+        counted = [(r, r.cited_by_count) for r in bib.references if r.cited_by_count is not None]
+        matched = {id(m.reference) for m in bib.matches}
+        members: list[list] = [[] for _ in QUARTILES]
+        for (ref, _), q in zip(counted, quartile_of([c for _, c in counted]), strict=True):
+            members[q].append(ref)
+        for name, refs in zip(QUARTILES, members, strict=True):
+            extra = {"n_references": len(refs), "n_without_count": len(bib.references) - len(counted)}
+            if refs:
+                scores.append(Score(name, sum(id(r) in matched for r in refs) / len(refs), n_items=len(refs),
+                                    details=extra))
+            else:
+                scores.append(Score(name, None, f"no reference of G in popularity quartile {name}", details=extra))
+        return scores
+
+
+METRIC = ReferenceRecall()

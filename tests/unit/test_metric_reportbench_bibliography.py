@@ -1,0 +1,109 @@
+"""ReportBench's bibliography metrics on hand-made reports: precision = |S ∩ G| / |S|, recall = |S ∩ G| / |G|
+over the exemplar's whole bibliography, matched by arXiv id, else DOI, else title >= 0.8, one to one."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from support.metric_support import cited_report, exemplar_reference, source_doc
+
+from deepscholar.evaluation import registry
+from deepscholar.evaluation.metrics import get_metric
+from deepscholar.evaluation.metrics._bibliography import normalise_doi
+from deepscholar.evaluation.metrics.reference_precision import METRIC as PRECISION
+from deepscholar.evaluation.metrics.reference_recall import METRIC as RECALL
+from deepscholar.evaluation.metrics.reference_recall import quartile_of
+
+DPR = "Dense Passage Retrieval for Open-Domain Question Answering"
+
+
+def ref(key, arxiv_id=None, title=None, doi=None, count=None, important=False):
+    return replace(exemplar_reference(key, arxiv_id, title, cited_by_count=count, is_important=important), doi=doi)
+
+
+def src(idx, arxiv_id=None, title=None, doi=None):
+    return replace(source_doc(idx, "t", arxiv_id=arxiv_id, title=title), doi=doi)
+
+
+def scores(metric, ctx) -> dict:
+    return {s.variant: s for s in metric.score(ctx, [])}
+
+
+def test_both_are_judge_free_metrics_of_the_reportbench_track_not_of_the_core():
+    assert get_metric("reference_precision") is PRECISION and get_metric("reference_recall") is RECALL
+    assert registry.tracks() == ("reportbench",)
+    assert registry.metric_names("reportbench") == ("reference_recall", "reference_precision")
+    assert "reference_recall" not in registry.judged_metric_names()
+    assert {"reference_recall", "reference_precision"} <= set(registry.judged_metric_names(["reportbench"]))
+    ctx = cited_report([src(1, "2004.04906", DPR)], [ref("dpr", "2004.04906", DPR)])
+    assert PRECISION.items(ctx) == [] and RECALL.items(ctx) == []
+
+
+def test_precision_divides_by_the_cited_papers_and_recall_by_the_whole_bibliography():
+    # G: 5 references, arXiv or not, important or not; S: 4 cited papers, 3 of them in G.
+    refs = [ref("a", "2101.00001", "Alpha graphs", important=True), ref("b", None, "Beta retrieval at scale"),
+            ref("c", None, "Gamma nets", doi="10.1000/gamma"), ref("d", "2101.00004", "Delta models"),
+            ref("e", None, "Epsilon")]
+    sources = [src(1, "2101.00001v2", "whatever"), src(2, None, "Beta Retrieval at Scale"),
+               src(3, None, "A different title", doi="https://doi.org/10.1000/GAMMA"), src(4, "2201.00009", "Zeta")]
+    ctx = cited_report(sources, refs)
+    p, r = scores(PRECISION, ctx)["score"], scores(RECALL, ctx)["score"]
+    assert p.value == pytest.approx(3 / 4) and r.value == pytest.approx(3 / 5)
+    assert p.details["ref_count"] == 4 and p.details["n_references"] == 5
+    assert [(m["cite_key"], m["by"]) for m in p.details["matched"]] == [("a", "id"), ("b", "title"), ("c", "doi")]
+    assert p.details["unmatched_sources"] == [4]
+
+
+def test_one_paper_cited_twice_counts_once_and_matches_once():
+    refs = [ref("a", "2101.00001", "Alpha"), ref("a2", "2101.00001", "Alpha again"), ref("b", None, "Beta")]
+    ctx = cited_report([src(1, "2101.00001", "Alpha"), src(2, "2101.00001v3", "Alpha")], refs)
+    assert scores(PRECISION, ctx)["score"].value == 1.0  # S = {Alpha}
+    assert scores(RECALL, ctx)["score"].value == pytest.approx(1 / 2)  # G = {Alpha, Beta}
+
+
+def test_a_source_that_resolves_to_nothing_counts_in_s_and_never_matches():
+    refs = [ref("a", "2101.00001", "Alpha")]
+    ctx = cited_report([src(1, "2101.00001", "Alpha"), src(2, None, None), src(3, None, None)], refs)
+    assert scores(PRECISION, ctx)["score"].value == pytest.approx(1 / 3)
+
+
+def test_no_citations_is_precision_zero_and_no_bibliography_is_unscored():
+    refs = [ref("a", "2101.00001", "Alpha")]
+    nothing = cited_report([src(1, "2101.00001", "Alpha")], refs, cited=[])
+    assert scores(PRECISION, nothing)["score"].value == 0.0 and scores(RECALL, nothing)["score"].value == 0.0
+    no_g = cited_report([src(1, "2101.00001", "Alpha")], [])
+    assert scores(PRECISION, no_g)["score"].value is None and "|G| = 0" in scores(PRECISION, no_g)["score"].unscored_reason
+    assert all(s.value is None for s in scores(RECALL, no_g).values())
+
+
+def test_the_human_exemplar_is_one_by_construction():
+    ctx = cited_report([src(1, None, "Unrelated")], [ref("a", "2101.00001", "Alpha")], kind="human_exemplar")
+    assert scores(PRECISION, ctx)["score"].value == 1.0
+    assert {v: s.value for v, s in scores(RECALL, ctx).items()} == dict.fromkeys(RECALL.variants, 1.0)
+
+
+def test_quartile_cut_points_are_the_percentiles_of_the_querys_counts():
+    assert quartile_of([1, 2, 3, 4, 5, 6, 7, 8]) == [0, 0, 1, 1, 2, 2, 3, 3]
+    # cuts 5, 10, 55: a count equal to a cut point belongs to that quartile
+    assert quartile_of([0, 10, 100]) == [0, 1, 3]
+    assert quartile_of([5, 5, 5, 5]) == [0, 0, 0, 0] and quartile_of([]) == []
+
+
+def test_recall_per_popularity_quartile():
+    refs = [ref(f"r{c}", f"2101.{c:05d}", f"Paper {c}", count=c) for c in (1, 2, 3, 4, 5, 6, 7, 8)]
+    refs.append(ref("nocount", "2101.99999", "Uncounted"))
+    # the report cites the two least and one of the two most cited papers, and the uncounted one
+    sources = [src(i, f"2101.{c:05d}", "t") for i, c in enumerate((1, 2, 8), start=1)]
+    sources.append(src(9, "2101.99999", "t"))
+    got = scores(RECALL, cited_report(sources, refs))
+    assert got["score"].value == pytest.approx(4 / 9)
+    assert [got[q].value for q in ("q1", "q2", "q3", "q4")] == [1.0, 0.0, 0.0, 0.5]
+    assert got["q1"].details == {"n_references": 2, "n_without_count": 1}
+    lone = scores(RECALL, cited_report([src(1, "2101.00001", "t")], [ref("a", "2101.00001", "A", count=3)]))
+    assert lone["q1"].value == 1.0 and lone["q2"].value is None and "quartile q2" in lone["q2"].unscored_reason
+
+
+def test_dois_compare_without_resolver_prefixes_or_case():
+    assert normalise_doi(" https://doi.org/10.1000/ABC ") == normalise_doi("doi:10.1000/abc") == "10.1000/abc"
+    assert normalise_doi("") is None and normalise_doi(None) is None
