@@ -117,7 +117,10 @@ def _run():
         "judge": Param(SETTINGS.judge, type="string",
                        description="'local' (offline embedding judge) or a litellm model string."),
         "metrics": Param([], type="array", items={"type": "string"},
-                         description="Only these metrics; empty = all seven."),
+                         description="Only these metrics; empty = the core seven and the tracks below."),
+        "tracks": Param(list(SETTINGS.tracks), type="array", items={"type": "string"},
+                        description="Evaluation tracks judged besides the core seven (metric registry families, "
+                                    "e.g. reportbench); default DEEPSCHOLAR_TRACKS."),
     },
     doc_md=__doc__,
 )
@@ -204,7 +207,8 @@ def deepscholar_benchmark():
         params = get_current_context()["params"]
         log_budget(get_engine())  # the deployment's worst case against the server's max_connections
         jobs = plan_jobs(get_engine(), _month(), params.get("systems") or None, params.get("metrics") or None,
-                         _judge(), current_settings().judge_job_reports, SETTINGS.judge_tasks)
+                         _judge(), current_settings().judge_job_reports, SETTINGS.judge_tasks,
+                         tracks=params.get("tracks"))
         print(f"{len(jobs)} judge tasks for {sum(len(j['units']) for j in jobs)} (metric, system) units with "
               f"{sum(j['reports'] for j in jobs)} report-metric judgments to do")
         return jobs

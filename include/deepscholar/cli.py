@@ -264,7 +264,8 @@ def cmd_evaluate(args) -> int:
 
     result = evaluate_release(_engine(), args.release, judge=args.judge or current_settings().judge,
                               metric_models=_metric_models(args.metric_model), metrics=args.metrics or None,
-                              systems=args.system or None, api_base=args.api_base, concurrency=args.concurrency)
+                              systems=args.system or None, api_base=args.api_base, concurrency=args.concurrency,
+                              tracks=args.tracks)
     if args.json:
         print(json.dumps(result, default=str, indent=2))
     else:
@@ -472,6 +473,9 @@ def _add_evaluation_commands(sub) -> None:
     p.add_argument("--metric-model", action="append", metavar="METRIC=MODEL",
                    help="a different judge model for one metric (repeatable), e.g. nugget_coverage=openai/gpt-4.1")
     p.add_argument("--metrics", nargs="+", metavar="METRIC", help="only these metrics")
+    p.add_argument("--tracks", nargs="*", metavar="TRACK", default=None,
+                   help="evaluation tracks judged besides the core seven when --metrics is not given, e.g. "
+                        "reportbench; none after the flag: the core only (default: DEEPSCHOLAR_TRACKS)")
     p.add_argument("--system", action="append", help="only this system's reports (repeatable)")
     p.add_argument("--api-base", default=None, help="judge API base URL (default: DEEPSCHOLAR_JUDGE_API_BASE)")
     p.add_argument("--concurrency", type=_positive_int, default=None, help="judge requests in flight (default 16)")

@@ -157,7 +157,7 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
     judge = {"DEEPSCHOLAR_RELEASE_JUDGE": "local", "DEEPSCHOLAR_JUDGE": "openai/stub-judge",
              "DEEPSCHOLAR_JUDGE_API_BASE": judge_stub.url, "OPENAI_API_KEY": "test",
              "DEEPSCHOLAR_JUDGE_TASKS": "4", "DEEPSCHOLAR_JUDGE_CONCURRENCY": "16",
-             "DEEPSCHOLAR_JUDGE_JOB_REPORTS": "24"}
+             "DEEPSCHOLAR_JUDGE_JOB_REPORTS": "24", "DEEPSCHOLAR_TRACKS": "reportbench"}
     with ReplayServer(snapshot) as server, ConnectionSampler(warehouse_url, interval=0.1) as connections:
         server.inject_failures("/api/query", [Delay(RELEASE_STALL_SECONDS)])
         with _airflow(tmp_path, metadata_url, server, snapshot, warehouse_url, judge) as airflow:
@@ -183,6 +183,14 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
         published_at = conn.execute(sa.text("SELECT published_at FROM releases WHERE release_id = :r"),
                                     {"r": MONTH}).scalar_one()
         judged_by = conn.execute(sa.text("SELECT DISTINCT judge_config FROM metric_scores")).scalars().all()
+        # The enabled track (DEEPSCHOLAR_TRACKS, the DAG's `tracks` param default) was judged in the same jobs.
+        track_scores = conn.execute(sa.text("""
+            SELECT m.metric, count(*) FROM metric_scores m JOIN reports r USING (report_id)
+            WHERE r.release_id = :m AND r.status = 'ok' AND m.variant = 'score'
+              AND m.metric IN ('reference_recall', 'reference_precision') GROUP BY m.metric"""), {"m": MONTH}).all()
+        ok_reports = conn.execute(sa.text(
+            "SELECT count(*) FROM reports WHERE release_id = :m AND status = 'ok'"), {"m": MONTH}).scalar_one()
+    assert dict(track_scores) == {"reference_recall": ok_reports, "reference_precision": ok_reports}
     assert rows[0]["started_at"] < published_at
     # The arXiv search really was stalled: the release could not have been published before the stall ended.
     assert (published_at - rows[0]["started_at"]).total_seconds() > RELEASE_STALL_SECONDS / 2

@@ -213,14 +213,28 @@ def test_a_metric_of_another_family_is_judged_only_when_its_track_is_on_and_neve
 
 
 def test_the_reportbench_bibliography_metrics_judge_a_real_month_beside_an_unchanged_core(demo, monkeypatch):
-    """The track's two judge-free metrics, enabled by DEEPSCHOLAR_TRACKS, over the demo month's stored
-    reports (exemplar bibliographies with DOIs and cited-by counts read from the warehouse)."""
+    """The track's two judge-free metrics, enabled with `deepscholar evaluate --tracks`, over the demo month's
+    stored reports (exemplar bibliographies with DOIs and cited-by counts read from the warehouse)."""
+    import os
+    import subprocess
+    import sys
+
     engine, month = demo["engine"], demo["month"]
     monkeypatch.delenv("DEEPSCHOLAR_TRACKS", raising=False)
     judge_config = evaluate_release(engine, month, judge="local")["judge_config"]  # the core, all of it
     before = load_leaderboard(engine, month, judge_config)
-    monkeypatch.setenv("DEEPSCHOLAR_TRACKS", "reportbench")
-    result = evaluate_release(engine, month, judge="local")
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True",
+                   DEEPSCHOLAR_DB_URL=engine.url.render_as_string(hide_password=False))
+        return subprocess.run([sys.executable, "-m", "deepscholar.cli", "evaluate", "--release", month,
+                               "--judge", "local", *args], capture_output=True, text=True, env=env, timeout=300)
+
+    refused = cli("--tracks", "reportbench", "vibes")
+    assert refused.returncode == 2 and "unknown evaluation tracks: vibes; known: reportbench" in refused.stderr
+    done = cli("--tracks", "reportbench", "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
     # Only the track's metrics had anything left to judge.
     assert {r["metric"] for r in result["runs"] if r["reports"]} == {"reference_recall", "reference_precision"}
     assert result["llm_requests"] == 0

@@ -83,12 +83,14 @@ def refresh_judging_statistics(engine: Engine) -> None:
                     str(exc).splitlines()[0])
 
 
-def _checked_metrics(metrics: Sequence[str] | None) -> list[str]:
-    """The metrics named, checked; none named: the core's and the enabled tracks' (DEEPSCHOLAR_TRACKS)."""
+def _checked_metrics(metrics: Sequence[str] | None, tracks: Sequence[str] | None = None) -> list[str]:
+    """The metrics named, checked; none named: the core's and the enabled tracks' (`tracks`, default
+    DEEPSCHOLAR_TRACKS)."""
     from deepscholar.settings import current_settings
 
     known = registry.metric_names()
-    chosen = list(metrics or registry.judged_metric_names(current_settings().tracks))
+    enabled = current_settings().tracks if tracks is None else tracks
+    chosen = list(metrics or registry.judged_metric_names(enabled))
     unknown = sorted(set(chosen) - set(known))
     if unknown:
         raise InvalidInput(f"unknown metrics: {', '.join(unknown)}; known: {', '.join(known)}")
@@ -97,7 +99,7 @@ def _checked_metrics(metrics: Sequence[str] | None) -> list[str]:
 
 def plan_units(engine: Engine, release_id: str, systems: Sequence[str] | None = None,
                metrics: Sequence[str] | None = None, judge: str | JudgeSpec = "local",
-               shards: int = 1) -> list[dict]:
+               shards: int = 1, tracks: Sequence[str] | None = None) -> list[dict]:
     """Every (metric, system) with ok reports in the release, with how many of them lack a current score
     (`pending`) and how many of those are the first of their content among their metric's and shard's
     pending reports, in system order (`distinct`); with `shards` > 1, every (metric, query shard, system)
@@ -105,7 +107,7 @@ def plan_units(engine: Engine, release_id: str, systems: Sequence[str] | None = 
     from deepscholar.evaluation.metrics import get_metric
     from deepscholar.evaluation.runner import PENDING_CONDITION, pending_params
 
-    chosen = _checked_metrics(metrics)
+    chosen = _checked_metrics(metrics, tracks)
     spec = judge if isinstance(judge, JudgeSpec) else JudgeSpec.parse(judge)
     shard = SHARD_OF_QUERY if shards > 1 else "0"
     units = []
@@ -217,17 +219,19 @@ def job_count(units: Sequence[dict], job_reports: int, tasks: int) -> int:
 
 def plan_judging(engine: Engine, release_id: str, systems: Sequence[str] | None = None,
                  metrics: Sequence[str] | None = None, judge: str | JudgeSpec = "local",
-                 job_reports: int = DEFAULT_JOB_REPORTS, tasks: int = 1) -> list[dict]:
+                 job_reports: int = DEFAULT_JOB_REPORTS, tasks: int = 1,
+                 tracks: Sequence[str] | None = None) -> list[dict]:
     """The judge tasks of a run: one dict per job, each listing the (metric, system[, query shard]) units
-    it judges; `tasks` is how many run at once (DEEPSCHOLAR_JUDGE_TASKS). Refreshes the judged tables'
+    it judges; `tasks` is how many run at once (DEEPSCHOLAR_JUDGE_TASKS); `tracks` the evaluation tracks judged
+    besides the core when no metrics are named (default DEEPSCHOLAR_TRACKS). Refreshes the judged tables'
     statistics first (refresh_judging_statistics)."""
     from deepscholar.evaluation.metrics import get_metric
 
     refresh_judging_statistics(engine)
-    units = plan_units(engine, release_id, systems, metrics, judge)
+    units = plan_units(engine, release_id, systems, metrics, judge, tracks=tracks)
     jobs = job_count(units, job_reports, tasks)
     if jobs > 1:  # only then are jobs balanced by cost: the month's questions per report are sampled
-        units = plan_units(engine, release_id, systems, metrics, judge, shards=SHARDS_PER_JOB * jobs)
+        units = plan_units(engine, release_id, systems, metrics, judge, shards=SHARDS_PER_JOB * jobs, tracks=tracks)
         config_id = (judge if isinstance(judge, JudgeSpec) else JudgeSpec.parse(judge)).config_id
         calls = {name: _sampled_calls_per_report(engine, release_id, get_metric(name), config_id)
                  for name in dict.fromkeys(u["metric"] for u in units if u["pending"])}

@@ -504,15 +504,17 @@ def evaluate_release(
     api_base: str | None = None,
     concurrency: int | None = None,
     roll_up: bool = True,
+    tracks: Sequence[str] | None = None,
 ) -> dict:
-    """The evaluation half outside Airflow: every (metric, system) unit in this process, then the roll-up."""
+    """The evaluation half outside Airflow: every (metric, system) unit in this process, then the roll-up.
+    Without `metrics`: the core's and those of `tracks` (default DEEPSCHOLAR_TRACKS)."""
     from deepscholar.evaluation.jobs import plan_units, refresh_judging_statistics
     from deepscholar.release.context import require_published
 
     require_published(engine, release_id)
     spec = JudgeSpec.parse(judge, metric_models)
     refresh_judging_statistics(engine)
-    units = plan_units(engine, release_id, systems, metrics, spec)
+    units = plan_units(engine, release_id, systems, metrics, spec, tracks=tracks)
     if not units:
         which = f" of {', '.join(systems)}" if systems else ""
         raise UserError(f"release {release_id} has no ok reports{which} to judge: write them first with "
