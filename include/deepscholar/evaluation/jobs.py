@@ -227,13 +227,13 @@ def plan_judging(engine: Engine, release_id: str, systems: Sequence[str] | None 
     statistics first (refresh_judging_statistics)."""
     from deepscholar.evaluation.metrics import get_metric
 
+    spec = judge if isinstance(judge, JudgeSpec) else JudgeSpec.parse(judge)
     refresh_judging_statistics(engine)
-    units = plan_units(engine, release_id, systems, metrics, judge, tracks=tracks)
+    units = plan_units(engine, release_id, systems, metrics, spec, tracks=tracks)
     jobs = job_count(units, job_reports, tasks)
     if jobs > 1:  # only then are jobs balanced by cost: the month's questions per report are sampled
-        units = plan_units(engine, release_id, systems, metrics, judge, shards=SHARDS_PER_JOB * jobs, tracks=tracks)
-        config_id = (judge if isinstance(judge, JudgeSpec) else JudgeSpec.parse(judge)).config_id
-        calls = {name: _sampled_calls_per_report(engine, release_id, get_metric(name), config_id)
+        units = plan_units(engine, release_id, systems, metrics, spec, shards=SHARDS_PER_JOB * jobs, tracks=tracks)
+        calls = {name: _sampled_calls_per_report(engine, release_id, get_metric(name), spec.config_id)
                  for name in dict.fromkeys(u["metric"] for u in units if u["pending"])}
         units = [{**u, "calls": calls[u["metric"]]} if u["metric"] in calls else u for u in units]
     keys = ("metric", "system_id", "shard")

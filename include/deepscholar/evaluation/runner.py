@@ -102,9 +102,10 @@ def pending_reports(engine: Engine, release_id: str, metric: Metric, judge_confi
 
 
 def pending_of_units(engine: Engine, release_id: str, units: Sequence[dict], judge_config: str) -> list[list[int]]:
-    """pending_reports of every unit (a dict with metric, system_id and optionally shard [k, n]), in the
-    units' order, read with one statement per metric instead of one per unit: a month's judge task has
-    hundreds of (metric, query shard, system) units, and each statement scans the release's reports."""
+    """pending_reports of every unit (a dict with metric, system_id and optionally shard [k, n], as
+    evaluation.jobs plans them), in the units' order, read with one statement per metric instead of one per
+    unit: a month's judge task has hundreds of (metric, query shard, system) units, and each statement
+    scans the release's reports."""
     from deepscholar.evaluation.jobs import SHARD_OF_QUERY
     from deepscholar.evaluation.metrics import get_metric
 
@@ -114,20 +115,15 @@ def pending_of_units(engine: Engine, release_id: str, units: Sequence[dict], jud
             mine = [u for u in units if u["metric"] == name]
             n = {tuple(u["shard"])[1] if u.get("shard") else 1 for u in mine}
             for shards in sorted(n):
-                systems = sorted({u["system_id"] for u in mine if u["system_id"] is not None})
-                any_system = any(u["system_id"] is None for u in mine)
                 rows = conn.execute(sa.text(f"""
                     SELECT r.report_id, r.system_id, CASE WHEN :shards = 1 THEN 0 ELSE {SHARD_OF_QUERY} END
                     FROM reports r
-                    WHERE r.release_id = :r AND r.status = 'ok' AND {PENDING_CONDITION}
-                      AND (CAST(:all AS boolean) OR r.system_id = ANY(:s))
+                    WHERE r.release_id = :r AND r.status = 'ok' AND {PENDING_CONDITION} AND r.system_id = ANY(:s)
                     ORDER BY r.system_id, r.arxiv_id"""),
-                    {"r": release_id, "s": systems, "all": any_system, "shards": shards,
+                    {"r": release_id, "s": sorted({u["system_id"] for u in mine}), "shards": shards,
                      **pending_params(get_metric(name), judge_config)}).all()
                 for report_id, system_id, k in rows:
                     found.setdefault((name, system_id, k, shards), []).append(report_id)
-                    if any_system:
-                        found.setdefault((name, None, k, shards), []).append(report_id)
     out = []
     for u in units:
         k, n = tuple(u["shard"]) if u.get("shard") else (0, 1)

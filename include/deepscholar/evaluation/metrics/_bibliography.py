@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from deepscholar.evaluation.base import ExemplarReference, ReportContext, SourceDoc
 from deepscholar.evaluation.metrics.reference_coverage import (
+    BY_ARXIV_ID,
     TITLE_MATCH_THRESHOLD,
     Match,
     match_one_to_one,
@@ -61,7 +62,7 @@ def _distinct(papers: Sequence) -> list:
     return out
 
 
-_KEYS = (("id", lambda p: version_less(p.arxiv_id)), ("doi", lambda p: normalise_doi(p.doi)))
+_KEYS = (BY_ARXIV_ID, ("doi", lambda p: normalise_doi(p.doi)))
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ from deepscholar.text import normalise_title, strip_arxiv_version, title_similar
 if TYPE_CHECKING:
     pass
 
-__all__ = ["METRIC", "ReferenceCoverage", "TITLE_MATCH_THRESHOLD", "Match", "match_important",
+__all__ = ["METRIC", "ReferenceCoverage", "TITLE_MATCH_THRESHOLD", "BY_ARXIV_ID", "Match", "match_important",
+           "match_one_to_one",
            "normalise_title", "title_similarity", "version_less"]
 
 # METRICS.md: "else by normalised-title similarity >= 0.8".
@@ -76,7 +77,11 @@ def match_important(sources: Sequence[SourceDoc], important: Sequence[ExemplarRe
     """A one-to-one matching of S to E: by id first, then by title, most similar pairs first."""
     sources = _distinct_by_id(sources, lambda s: s.arxiv_id)
     important = _distinct_by_id(important, lambda e: e.arxiv_id)
-    return match_one_to_one(sources, important, (("id", lambda x: version_less(x.arxiv_id)),), threshold)
+    return match_one_to_one(sources, important, (BY_ARXIV_ID,), threshold)
+
+
+# An exact key of match_one_to_one: (how the match is recorded, the key of a source or a reference).
+BY_ARXIV_ID: tuple[str, Callable[[Any], str | None]] = ("id", lambda paper: version_less(paper.arxiv_id))
 
 
 def match_one_to_one(sources: Sequence[SourceDoc], references: Sequence[ExemplarReference],
