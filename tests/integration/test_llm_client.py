@@ -6,11 +6,13 @@ client guarantees must not depend on which one carried the request.
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 
 import pytest
 import sqlalchemy as sa
-from support.openai_stub import OpenAIStub, RawText
+from support.openai_stub import OpenAIStub, RawText, first_user_text
 
 from deepscholar.errors import InfrastructureError, MissingCredentials, UserError
 from deepscholar.llm.cache import request_hash
@@ -195,6 +197,51 @@ def test_identical_concurrent_requests_reach_the_server_once(engine, fake_llm):
     results = client.map(lambda _: client.complete(user("same"), purpose="test.dedupe"), range(4))
     assert fake_llm.requests == 1
     assert sum(not r.cached for r in results) == 1
+
+
+def test_identical_concurrent_asks_are_one_request_and_distinct_asks_are_one_each(engine, fake_llm):
+    """Single flight (llm/cache.py): the asks that arrive while the first is in flight wait for its answer
+    and count as cached calls; different questions are never merged."""
+    fake_llm.delay = 0.3
+    fake_llm.default = lambda body: json.dumps({"about": first_user_text(body)})
+    client = make_client(engine, fake_llm, concurrency=8)
+    together = threading.Barrier(8, timeout=10)
+
+    def ask(question: str):
+        together.wait()  # all eight are in flight at once
+        return client.ask(user(question), parse_json_object, purpose="test.flight")
+
+    with track_usage() as usage:
+        same = client.map(lambda _: ask("the same question"), range(8))
+    assert fake_llm.requests == 1 and len(fake_llm.server.log) == 1
+    assert [j.value for j in same] == [{"about": "the same question"}] * 8
+    assert all(j.scored and j.calls == 1 for j in same)
+    assert (usage.calls, usage.cached_calls, usage.requests, usage.attempts) == (8, 7, 1, 1)
+
+    distinct = client.map(lambda i: ask(f"question {i}"), range(8))
+    assert fake_llm.requests == 1 + 8
+    assert [j.value for j in distinct] == [{"about": f"question {i}"} for i in range(8)]
+    assert len(client._flights) == 0  # nothing kept once the flights ended
+    assert len(llm_call_rows(engine)) == 9
+
+
+def test_a_failed_request_in_flight_is_not_shared_the_waiter_asks_itself(engine, fake_llm):
+    fake_llm.delay = 0.3
+    fake_llm.script = [400]  # the first request is rejected; the next one is answered
+    fake_llm.default = lambda body: '{"a": 1}'
+    client = make_client(engine, fake_llm, concurrency=2)
+    together = threading.Barrier(2, timeout=10)
+
+    def ask(_):
+        together.wait()
+        return client.ask(user("rejected once"), parse_json_object, purpose="test.flight")
+
+    first, second = client.map(ask, range(2))
+    outcomes = sorted([first, second], key=lambda j: j.scored)
+    assert not outcomes[0].scored and "BadRequestError" in outcomes[0].unscored_reason
+    assert outcomes[1].value == {"a": 1}
+    assert fake_llm.requests == 2  # the waiter's own request, after the leader's failed
+    assert len(client._flights) == 0
 
 
 # --- pure functions: no server, no database --------------------------------------------------------

@@ -21,7 +21,8 @@ from sqlalchemy.engine import Engine
 
 from deepscholar.db import upsert
 
-__all__ = ["CachedCall", "Coalescer", "RecentCalls", "canonical_request", "hash_request", "request_hash", "lookup", "store"]
+__all__ = ["CachedCall", "Coalescer", "RecentCalls", "SingleFlight", "canonical_request", "hash_request", "request_hash",
+           "lookup", "store"]
 
 
 def _jsonable(value: Any) -> Any:
@@ -108,6 +109,65 @@ class RecentCalls:
             self._calls.move_to_end(key)
             while len(self._calls) > self._size:
                 self._calls.popitem(last=False)
+
+
+class _Flight:
+    """One key's work in progress: done is set when it ended; ok and result say how."""
+
+    __slots__ = ("done", "ok", "result")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.ok = False
+        self.result: Any = None
+
+
+class SingleFlight:
+    """Identical work asked for concurrently is done once: the first caller of a key (the leader) runs it,
+    callers of the same key arriving while it runs wait for its result instead of running it again.
+
+    Why: two judge metrics that ask the same question (FACT's citation accuracy and effective citations)
+    or two systems with the same report put identical requests in flight side by side; without this, both
+    miss the cache and both pay the provider. One lock guards the map of keys in flight; each flight has
+    its own Event to wait on, so a call costs O(1) whatever else is in flight, and nobody polls.
+
+    A failure is not shared: the leader's exception is raised in the leader alone (its traceback, its
+    interrupt), and each waiter then tries the work itself, one at a time: the first becomes the leader
+    of a new flight, the others wait for it. For a request whose failure is a property of the request
+    (a 400) that repeats it once per waiter; a provider that is down (unreachable, 5xx) has usually tripped
+    its circuit breaker by then (http_guard), so the repeats fail at once. The key leaves the map when its
+    flight ends, whatever the outcome, so nothing outlives a flight.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._flights: dict[str, _Flight] = {}
+
+    def run(self, key: str, work: Callable[[], Any]) -> tuple[Any, bool]:
+        """(work's result, shared): shared is True when another caller's run of the key produced it."""
+        while True:
+            with self._lock:
+                flight = self._flights.get(key)
+                if flight is None:
+                    flight = self._flights[key] = _Flight()
+                    break
+            flight.done.wait()
+            if flight.ok:
+                return flight.result, True
+            # The leader failed: try again, as the next leader or behind it.
+        try:
+            flight.result = work()
+            flight.ok = True
+            return flight.result, False
+        finally:
+            with self._lock:
+                del self._flights[key]
+            flight.done.set()  # after the key left the map: a woken waiter that retries starts a new flight
+
+    def __len__(self) -> int:
+        """Keys in flight now (0 when idle: nothing is kept after a flight ends)."""
+        with self._lock:
+            return len(self._flights)
 
 
 class Coalescer:

@@ -1,10 +1,12 @@
 """One LLM client for every call in the project (judges and systems), built on litellm.
 
 What it guarantees, so callers need not: an identical request is answered from `llm_calls` with no
-network call; transient failures (429, 5xx, timeouts, dropped connections) are retried a bounded number
-of times with exponential backoff, counted by us alone; every real call is logged with the model the
-provider reports, tokens, cost and latency; judge answers are parsed strictly, re-asked a bounded number
-of times, and otherwise end *unscored* with the reason kept (METRICS.md) — never a default value.
+network call, and identical requests made at the same time from several threads reach the provider once
+(the others wait for that answer and count as cached calls: cache.SingleFlight); transient failures
+(429, 5xx, timeouts, dropped connections) are retried a bounded number of times with exponential
+backoff, counted by us alone; every real call is logged with the model the provider reports, tokens,
+cost and latency; judge answers are parsed strictly, re-asked a bounded number of times, and otherwise
+end *unscored* with the reason kept (METRICS.md) — never a default value.
 
 litellm is imported lazily: `import litellm` costs ~4 s, and modules that only need `Judged` or the
 parsers (the local judge, DAG files) should not pay it.
@@ -242,12 +244,11 @@ class LLMClient:
         self.params: dict[str, Any] = {**DEFAULT_PARAMS, **(extra_params or {})}
         # Bounds requests in flight across all threads using this client, including nested map() calls.
         self._in_flight = threading.BoundedSemaphore(concurrency)
-        # Identical requests issued concurrently wait for the first one and are then served by the cache.
         # Answers this client already had, kept in memory: llm_calls rows never change once written, and
         # the same question recurs across a judge task's systems (one paper's relevance, identical reports).
         self._recent = cache.RecentCalls()
-        self._key_locks: dict[str, list] = {}
-        self._key_guard = threading.Lock()
+        # Identical requests in flight at once are sent once: the others wait for that answer (cache.SingleFlight).
+        self._flights = cache.SingleFlight()
         self._credentials_checked = False
         # OpenAI-compatible endpoints skip litellm's per-call work (llm/openai_compatible.py).
         self._direct = _is_direct(model, self.api_base)
@@ -273,24 +274,34 @@ class LLMClient:
         call_params = {k: v for k, v in call_params.items() if v is not None}
         request = cache.canonical_request(self.model, self.api_base, messages, call_params)
         key = cache.hash_request(request)  # the body just built: built and serialised once
-        with self._key_lock(key):
-            hit = self._recent.get(key) or cache.lookup(self.engine, key)
-            if hit is not None:
-                self._recent.put(key, hit)
-                return _record_usage(_result_from_row(hit, cached=True))
-            self.check_credentials()
-            try:
-                row = self._call_with_retries(key, request, messages, call_params, purpose)
-            except Exception as exc:
-                if _missing_credentials(exc):
-                    variable = DIRECT_KEY_VARIABLE if self._direct else _key_variable(self.model)
-                    raise MissingCredentials(variable, self.model) from exc
-                if is_transient_error(exc):  # the provider is down or throttling us past our retries
-                    raise InfrastructureError(self.service, exc) from exc
-                raise
-            cache.store(self.engine, row)
-            self._recent.put(key, dataclasses.replace(row, request={}))
-            return _record_usage(_result_from_row(row, cached=False))
+        hit = self._recent.get(key)
+        if hit is not None:  # the common repeat, answered from memory without starting a flight
+            return _record_usage(_result_from_row(hit, cached=True))
+        (row, cached), shared = self._flights.run(
+            key, lambda: self._lookup_or_call(key, request, messages, call_params, purpose))
+        # A caller served by another's request in flight (shared) made no request: a cached call to it.
+        return _record_usage(_result_from_row(row, cached=cached or shared))
+
+    def _lookup_or_call(self, key, request, messages, call_params, purpose) -> tuple[cache.CachedCall, bool]:
+        """(the answer to the request, whether it came from a cache): memory, else llm_calls, else the
+        provider (then stored). Runs once per key at a time (complete's SingleFlight)."""
+        hit = self._recent.get(key) or cache.lookup(self.engine, key)
+        if hit is not None:
+            self._recent.put(key, hit)
+            return hit, True
+        self.check_credentials()
+        try:
+            row = self._call_with_retries(key, request, messages, call_params, purpose)
+        except Exception as exc:
+            if _missing_credentials(exc):
+                variable = DIRECT_KEY_VARIABLE if self._direct else _key_variable(self.model)
+                raise MissingCredentials(variable, self.model) from exc
+            if is_transient_error(exc):  # the provider is down or throttling us past our retries
+                raise InfrastructureError(self.service, exc) from exc
+            raise
+        cache.store(self.engine, row)
+        self._recent.put(key, dataclasses.replace(row, request={}))
+        return row, False
 
     @property
     def service(self) -> str:
@@ -390,20 +401,6 @@ class LLMClient:
             **call_params,
         )
         return json.loads(json.dumps(response.model_dump(), default=str))
-
-    @contextmanager
-    def _key_lock(self, key: str) -> Iterator[None]:
-        with self._key_guard:
-            entry = self._key_locks.setdefault(key, [threading.Lock(), 0])
-            entry[1] += 1
-        try:
-            with entry[0]:
-                yield
-        finally:
-            with self._key_guard:
-                entry[1] -= 1
-                if entry[1] == 0:
-                    self._key_locks.pop(key, None)
 
     # -- judged call --
 
