@@ -1,7 +1,7 @@
 """Evaluation of a month: judge calls per report vs METRICS.md's floor, concurrency efficiency, re-run cost.
 
 Usage: .venv/bin/python bench/evaluation.py [--reports demo|real] [--latency 0.2] [--concurrency 16]
-       [--full-concurrency 16 64]
+       [--full-concurrency 16 64] [--tracks all | TRACK ...]
 --reports demo (default) builds the demo month through the library (embedded Postgres in a throwaway DEEPSCHOLAR_HOME), times the
 local judge over it, then judges it again with an LLM judge served by a local OpenAI-compatible server
 (the test suite's stub, real HTTP through litellm) that takes `latency` seconds per request and answers
@@ -83,7 +83,9 @@ class RemoteStub:
 
 
 def floors(contexts) -> dict[str, tuple[float, float]]:
-    """Per metric: (floor, ceiling) of requests per report by METRICS.md, averaged over the reports."""
+    """Per metric: (floor, ceiling) of requests per report by METRICS.md (the tracks' by docs/METRICS.md
+    "Tracks"), averaged over the reports. Metrics that share one question (RACE's five, FACT's two, the
+    claims track's three) are judged in registry order: the first pays, the others read the cache."""
     from deepscholar.evaluation.metrics.claim_coverage import METRIC as CLAIM_COVERAGE
 
     n = max(len(contexts), 1)
@@ -95,7 +97,16 @@ def floors(contexts) -> dict[str, tuple[float, float]]:
     organization = sum(0 if c.is_human_exemplar else 2 for c in contexts)
     sentences = sum(len(c.sentences) for c in contexts)
     relevance = sum(len(v) for v in relevance_per_query.values())
+    competing = sum(0 if c.is_human_exemplar else 1 for c in contexts)
+    sources_with_text = sum(len({s.idx for s in c.cited_sources if s.text.strip()}) for c in contexts)
     return {
+        "race_overall": (competing / n, competing / n),
+        **dict.fromkeys(("race_comprehensiveness", "race_insight", "race_instruction_following", "race_readability",
+                         "effective_citations", "claims_recall", "claims_f1", "reference_recall",
+                         "reference_precision"), (0, 0)),
+        "citation_accuracy": (0, sources_with_text / n),
+        "cited_statement_match": (pairs / n, pairs / n),
+        "claims_precision": (0, 1),
         "organization": (organization / n, organization / n),
         "nugget_coverage": (nuggets / n, nuggets / n),
         "relevance_rate": (relevance / n, relevance / n),
@@ -115,6 +126,9 @@ def main() -> int:
                         help="cold `deepscholar evaluate` runs with --reports real (the median is reported)")
     parser.add_argument("--reports", choices=["demo", "real"], default="demo",
                         help="the demo month's synthetic reports, or the fixtures' published real ones")
+    parser.add_argument("--tracks", nargs="*", default=[], metavar="TRACK",
+                        help="evaluation tracks judged besides the core (demo month; 'all' = every track): their "
+                             "release artefacts are built first, and the JSON gives calls per report per track")
     args = parser.parse_args()
     from support.warehouse import throwaway_warehouse
 
@@ -194,8 +208,17 @@ def _run(args, engine, home: Path) -> int:
         print(f"release {month} imported with the published outputs in {time.monotonic() - t0:.1f} s")
     else:
         built = build_demo_month(engine, home)
-        month, metric_names, replay = built["month"], list(registry.judged_metric_names()), ReplayServer(built["snapshot"])
+        tracks = list(registry.tracks()) if "all" in args.tracks else list(args.tracks)
+        month, metric_names, replay = (built["month"], list(registry.judged_metric_names(tracks)),
+                                       ReplayServer(built["snapshot"]))
         print(f"demo month {month} built in {time.monotonic() - t0:.1f} s: {built['generated']}")
+        if tracks:
+            from deepscholar.release.context import ReleaseContext
+            from deepscholar.release.track_artefacts import artefact_tracks, enrich_release
+
+            t0 = time.monotonic()
+            enriched = enrich_release(ReleaseContext.load(engine, month), artefact_tracks(tracks))
+            print(f"tracks {', '.join(tracks)}: release artefacts in {time.monotonic() - t0:.1f} s: {enriched['summary']}")
     with engine.connect() as conn:
         ids = [r[0] for r in conn.exec_driver_sql(
             "SELECT report_id FROM reports WHERE status = 'ok' ORDER BY report_id")]
@@ -206,7 +229,7 @@ def _run(args, engine, home: Path) -> int:
         if server is not None:
             os.environ["DEEPSCHOLAR_OPENALEX_URL"] = server.openalex_url
             t0 = time.monotonic()
-            local = evaluate_release(engine, month, judge="local")
+            local = evaluate_release(engine, month, judge="local", metrics=metric_names)
             print(f"\nlocal judge, all metrics + roll-up: {time.monotonic() - t0:.1f} s "
                   f"({local['reports_judged']} report scores, {local['llm_requests']} LLM requests)")
 
@@ -236,7 +259,7 @@ def _run(args, engine, home: Path) -> int:
                 ideal = requests * args.latency / args.concurrency
                 total_requests += requests
                 total_wall += wall
-                low, high = bounds[metric]
+                low, high = bounds.get(metric, (math.nan, math.nan))
                 eff = f"{ideal / wall:.2f}" if requests else "-"
                 per_metric[metric] = round(requests / len(contexts), 2)
                 print(f"{metric:<22}{requests:>9}{requests / len(contexts):>12.2f}{low:>8.2f}{high:>9.2f}"
@@ -253,9 +276,14 @@ def _run(args, engine, home: Path) -> int:
             # through one client, under a fresh judge model per concurrency so nothing is cached yet.
             import resource
 
+            per_track: dict[str, float] = {}
+            for metric, calls in per_metric.items():
+                family = registry.family_of(metric)
+                per_track[family] = round(per_track.get(family, 0.0) + calls, 2)
             summary = {"report_set": args.reports, "reports": len(contexts), "latency_ms": args.latency * 1000,
-                       "calls_per_report": per_metric, "authors_seconds_per_report": AUTHORS_SECONDS_PER_REPORT,
-                       "runs": []}
+                       "calls_per_report": per_metric, "calls_per_report_per_family": per_track,
+                       "tracks": sorted({registry.family_of(m) for m in metric_names} - {registry.CORE}),
+                       "authors_seconds_per_report": AUTHORS_SECONDS_PER_REPORT, "runs": []}
             for concurrency in args.full_concurrency:
                 judge_name = f"openai/bench-judge-full-c{concurrency}"
                 first = stub.requests

@@ -61,6 +61,10 @@ def _context(release_id: str):
         "sample_seed": Param(None, type=["null", "integer"],
                              description="Seed of the sample (stored with the release). Default: "
                                          "DEEPSCHOLAR_SAMPLE_SEED, else 0."),
+        "tracks": Param(None, type=["null", "array"],
+                        description="Evaluation tracks the month is built for (stored with the release): RACE's "
+                                    "rubrics and the claims track's ground truth are made after the nuggets for "
+                                    "race and claims. Default: DEEPSCHOLAR_TRACKS (none: the core alone)."),
     },
     doc_md=__doc__,
 )
@@ -77,7 +81,7 @@ def deepscholar_release():
         release_id = params.get("month") or release_id_for(ctx["data_interval_start"])
         spec = ReleaseSpec.from_env(categories=params.get("categories"), require_venue=params.get("require_venue"),
                                     judge=params.get("judge"), max_queries=params.get("max_queries"),
-                                    sample_seed=params.get("sample_seed"))
+                                    sample_seed=params.get("sample_seed"), tracks=params.get("tracks"))
         open_step(get_engine(), release_id, spec)
         return release_id
 
@@ -136,7 +140,29 @@ def deepscholar_release():
 
         return nuggetize_exemplars(_context(release_id))
 
-    @task(retries=0)
+    def _track_artefacts(release_id: str, track: str) -> dict:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from deepscholar.release.steps import build_track_artefacts
+
+        ctx = _context(release_id)
+        if track not in ctx.spec.tracks:
+            raise AirflowSkipException(f"release {release_id} is not built for the {track} track "
+                                       f"(its tracks: {', '.join(ctx.spec.tracks) or 'none'})")
+        return build_track_artefacts(ctx, track)
+
+    @task
+    def race_rubrics(release_id: str) -> dict:
+        """RACE's per-query dimension weights and criteria (release/race_rubrics.py)."""
+        return _track_artefacts(release_id, "race")
+
+    @task
+    def claims_truth(release_id: str) -> dict:
+        """The claims track's ground-truth claims (release/claims_truth.py)."""
+        return _track_artefacts(release_id, "claims")
+
+    # A track the month is not built for is skipped; the gate still runs (and checks what was built).
+    @task(retries=0, trigger_rule="none_failed")
     def quality_gate(release_id: str) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
 
@@ -174,7 +200,8 @@ def deepscholar_release():
     (search(release_id) >> filter_papers(release_id) >> slices
      >> extract.partial(release_id=release_id).expand(shard=slices) >> finish_extract(release_id)
      >> resolve.partial(release_id=release_id).expand(shard=slices)
-     >> importance(release_id) >> nuggets(release_id) >> gate >> published)
+     >> importance(release_id) >> nuggets(release_id) >> [race_rubrics(release_id), claims_truth(release_id)]
+     >> gate >> published)
     start_benchmark = TriggerDagRunOperator(
         task_id="start_benchmark",
         trigger_dag_id=BENCHMARK_DAG_ID,

@@ -100,6 +100,24 @@ def cmd_release_build(args) -> int:
     return 0 if result["gx_success"] else 1
 
 
+def cmd_release_enrich(args) -> int:
+    from deepscholar.release.context import ReleaseContext
+    from deepscholar.release.steps import enrich_release
+    from deepscholar.reporting import release_summary
+
+    engine = _engine()
+    release_summary(engine, args.month)  # NotFound (a UserError) for an unknown release
+    tracks = [t for arg in args.tracks for t in arg.split(",") if t.strip()]
+    result = enrich_release(ReleaseContext.load(engine, args.month), [t.strip() for t in tracks])
+    if args.json:
+        print(json.dumps(result, default=str, indent=2))
+    else:
+        for track, counts in result["tracks"].items():
+            print(f"{args.month} {track}: {', '.join(f'{k} {v}' for k, v in counts.items())}")
+        print(result["summary"])
+    return 0 if result["gx_success"] else 1
+
+
 def cmd_release_summary(args) -> int:
     from deepscholar.reporting import print_release_summary, release_summary
 
@@ -286,7 +304,7 @@ def cmd_leaderboard(args) -> int:
 
     judge_config = JudgeSpec.parse(args.judge).config_id if args.judge else None
     engine = _engine()
-    rows = load_leaderboard(engine, args.release, judge_config)
+    rows = load_leaderboard(engine, args.release, judge_config, track=args.track)
     if not rows:
         from deepscholar.reporting import release_summary
 
@@ -294,8 +312,17 @@ def cmd_leaderboard(args) -> int:
             release_summary(engine, args.release)  # NotFound names an unknown release
         where = f"release {args.release}" if args.release else "any release"
         judged = f" judged by {args.judge}" if args.judge else ""
+        if args.track and args.track != "core":
+            raise UserError(f"no {args.track} track board for {where}{judged} yet: run `deepscholar evaluate "
+                            f"--release {args.release or 'YYYY-MM'} --tracks {args.track}` (or enable the track in "
+                            "the benchmark DAG's `tracks` param / DEEPSCHOLAR_TRACKS)")
         raise UserError(f"no leaderboard for {where}{judged} yet: run `deepscholar evaluate --release "
                         f"{args.release or 'YYYY-MM'}` or the benchmark DAG")
+    if args.agreement:
+        from deepscholar.evaluation.agreement import format_agreement, load_agreement
+
+        print(format_agreement(load_agreement(engine, rows[0]["release_id"], rows[0]["judge_config"]), args.format))
+        return 0
     print(format_leaderboard(rows, args.format))
     return 0
 
@@ -400,6 +427,13 @@ def _add_release_commands(sub) -> None:
                         "(default: DEEPSCHOLAR_MAX_QUERIES, else 200)")
     p.add_argument("--seed", type=int, default=None, help="seed of the sample (default: DEEPSCHOLAR_SAMPLE_SEED, else 0)")
     p.set_defaults(func=cmd_release_build)
+    p = rel.add_parser("enrich", help="add evaluation tracks' release-time artefacts to a release, even a published "
+                                      "one (its queries, references, nuggets and status are left as they are)")
+    p.add_argument("month", help="the release, e.g. 2025-06")
+    p.add_argument("--tracks", nargs="+", required=True, metavar="TRACK",
+                   help="race, claims (comma- or space-separated)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_release_enrich)
     p = rel.add_parser("summary", help="what a release kept, dropped and why")
     p.add_argument("release")
     p.add_argument("--json", action="store_true")
@@ -485,6 +519,10 @@ def _add_evaluation_commands(sub) -> None:
     p = sub.add_parser("leaderboard", help="print a month's leaderboard (the latest by default)")
     p.add_argument("--release", default=None)
     p.add_argument("--judge", default=None, help="which judge's board: 'local' or a model (default: all)")
+    p.add_argument("--track", default=None, metavar="NAME",
+                   help="an evaluation track's board (race, fact, reportbench, claims, ...; default: the core board)")
+    p.add_argument("--agreement", action="store_true",
+                   help="instead of a board: how the families' rankings of that month agree (Kendall's tau)")
     p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table")
     p.set_defaults(func=cmd_leaderboard)
 

@@ -139,6 +139,14 @@ def demo_schedule_env(month: str) -> dict[str, str]:
             "DEEPSCHOLAR_RELEASE_POKE_SECONDS": "15", "DEEPSCHOLAR_TASK_RETRIES": "1"}
 
 
+def demo_tracks_env() -> dict[str, str]:
+    """Every evaluation track on (unless DEEPSCHOLAR_TRACKS says otherwise): the demo builds their release
+    artefacts and boards offline with the local judge, so a newcomer sees every board of the month."""
+    from deepscholar.evaluation import registry
+
+    return {"DEEPSCHOLAR_TRACKS": ",".join(current_settings().tracks or registry.tracks())}
+
+
 def wait_for_month(airflow, engine, month: str, timeout: float, progress=print) -> list[dict]:
     """Until a benchmark run for the month has ended and no run of either DAG is still going, printing
     each change: a DAG run's state, its tasks done so far, and the benchmark run's own state row.
@@ -226,7 +234,7 @@ def run_demo(month: str = "2025-06", keep_running: bool = False) -> int:
         print(f"replay:    {server.url} (arXiv API, e-prints, OpenAlex, the demo's external system)")
         systems = register_scheduled_demo_systems(engine, server.demo_system_url)
         print(f"systems:   {', '.join(systems)}")
-        env = replay_endpoints(server, manifest, db_url) | demo_schedule_env(month)
+        env = replay_endpoints(server, manifest, db_url) | demo_schedule_env(month) | demo_tracks_env()
         port = current_settings().demo_port
         airflow = LocalAirflow(home / "airflow_demo", metadata_url, env, port=port)
         print(f"airflow:   starting `airflow standalone` on {airflow.url} (log: {airflow.log_path})")
@@ -275,7 +283,20 @@ def print_leaderboard(engine, release_id: str) -> None:
     judge_config = JudgeSpec.parse("local").config_id
     print(f"\nLeaderboard of {release_id} (judge {judge_config}: the offline embedding judge, for demos and CI)")
     print(format_leaderboard(load_leaderboard(engine, release_id, judge_config), "table"))
-    print("\nSQL:  SELECT * FROM deepscholar.leaderboard_latest;   CLI: deepscholar leaderboard --format markdown")
+    from deepscholar.evaluation import registry
+    from deepscholar.evaluation.agreement import format_agreement, load_agreement
+
+    for track in registry.tracks():
+        rows = load_leaderboard(engine, release_id, judge_config, track=track)
+        if rows:
+            print()
+            print(format_leaderboard(rows, "table"))
+    agreement = load_agreement(engine, release_id, judge_config)
+    if agreement:
+        print()
+        print(format_agreement(agreement))
+    print("\nSQL:  SELECT * FROM deepscholar.leaderboard_latest;   CLI: deepscholar leaderboard --format markdown "
+          "(--track NAME for a track's board, --agreement for the table above)")
     print("Page: deepscholar web (http://127.0.0.1:8050/), or in the Airflow UI under "
           "'DeepScholar leaderboard' (plugins/deepscholar_leaderboard.py, mounted at /deepscholar/)")
     print("The embedded PostgreSQL keeps running for the next command; `deepscholar db stop` (or `make stop-db`) "

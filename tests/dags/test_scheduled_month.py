@@ -20,6 +20,7 @@ from support.openai_stub import OpenAIStub
 from support.warehouse import ConnectionSampler, throwaway_warehouse
 
 from deepscholar.demo import demo_schedule_env, replay_endpoints
+from deepscholar.evaluation import registry
 from deepscholar.local_airflow import LocalAirflow, drop_database, fresh_metadata_database
 from deepscholar.orchestration import BENCHMARK_DAG_ID, RELEASE_DAG_ID
 from deepscholar.replay.demo_snapshot import write_demo_snapshot
@@ -157,7 +158,7 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
     judge = {"DEEPSCHOLAR_RELEASE_JUDGE": "local", "DEEPSCHOLAR_JUDGE": "openai/stub-judge",
              "DEEPSCHOLAR_JUDGE_API_BASE": judge_stub.url, "OPENAI_API_KEY": "test",
              "DEEPSCHOLAR_JUDGE_TASKS": "4", "DEEPSCHOLAR_JUDGE_CONCURRENCY": "16",
-             "DEEPSCHOLAR_JUDGE_JOB_REPORTS": "24", "DEEPSCHOLAR_TRACKS": "reportbench"}
+             "DEEPSCHOLAR_JUDGE_JOB_REPORTS": "24", "DEEPSCHOLAR_TRACKS": ",".join(registry.tracks())}
     with ReplayServer(snapshot) as server, ConnectionSampler(warehouse_url, interval=0.1) as connections:
         server.inject_failures("/api/query", [Delay(RELEASE_STALL_SECONDS)])
         with _airflow(tmp_path, metadata_url, server, snapshot, warehouse_url, judge) as airflow:
@@ -183,14 +184,23 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
         published_at = conn.execute(sa.text("SELECT published_at FROM releases WHERE release_id = :r"),
                                     {"r": MONTH}).scalar_one()
         judged_by = conn.execute(sa.text("SELECT DISTINCT judge_config FROM metric_scores")).scalars().all()
-        # The enabled track (DEEPSCHOLAR_TRACKS, the DAG's `tracks` param default) was judged in the same jobs.
-        track_scores = conn.execute(sa.text("""
-            SELECT m.metric, count(*) FROM metric_scores m JOIN reports r USING (report_id)
-            WHERE r.release_id = :m AND r.status = 'ok' AND m.variant = 'score'
-              AND m.metric IN ('reference_recall', 'reference_precision') GROUP BY m.metric"""), {"m": MONTH}).all()
-        ok_reports = conn.execute(sa.text(
-            "SELECT count(*) FROM reports WHERE release_id = :m AND status = 'ok'"), {"m": MONTH}).scalar_one()
-    assert dict(track_scores) == {"reference_recall": ok_reports, "reference_precision": ok_reports}
+        # Every track (DEEPSCHOLAR_TRACKS, the DAG's `tracks` param default) was judged in the same jobs: the
+        # release built RACE's rubrics and the claims ground truth after the nuggets and gated them, and every
+        # track has a board of every system, with the agreement between the boards.
+        artefacts = dict(conn.execute(sa.text(
+            "SELECT track, gx_success FROM release_track_artefacts WHERE release_id = :m"), {"m": MONTH}).all())
+        boards = dict(conn.execute(sa.text(
+            "SELECT family, count(*) FROM track_boards WHERE release_id = :m GROUP BY family"), {"m": MONTH}).all())
+        human_race = conn.execute(sa.text(
+            "SELECT mean FROM track_board_metrics WHERE release_id = :m AND system_id = 'human_exemplar' "
+            "AND metric = 'race_overall'"), {"m": MONTH}).scalar_one()
+        n_pairs = conn.execute(sa.text("SELECT count(*) FROM board_agreement WHERE release_id = :m"),
+                               {"m": MONTH}).scalar_one()
+    assert artefacts == {"race": True, "claims": True}
+    assert boards == dict.fromkeys(registry.tracks(), len(ORACLES) + 1)
+    assert human_race == 0.5
+    n_families = len(registry.tracks()) + 1
+    assert n_pairs == n_families * (n_families - 1) // 2
     assert rows[0]["started_at"] < published_at
     # The arXiv search really was stalled: the release could not have been published before the stall ended.
     assert (published_at - rows[0]["started_at"]).total_seconds() > RELEASE_STALL_SECONDS / 2

@@ -54,11 +54,12 @@ def report_context(*, human: bool = False) -> ReportContext:
 # Well-formed verdicts a cautious judge might give; the first that `parse` accepts is the answer.
 def _answers(prompt: str) -> list[str]:
     if count := re.search(r"exactly (\d+) strings", prompt):
-        return [json.dumps([label] * int(count.group(1))) for label in ("not_support", "okay")]
+        return [json.dumps([label] * int(count.group(1))) for label in ("not_support", "okay", "unsupported")]
     if "Nuggets found so far" in prompt:  # one new (hostile) nugget in round 1, none after
         return [json.dumps([hostile("nugget from the judge")] if "(none yet)" in prompt else [])]
     return [json.dumps({"supported": False, "explanation": "no"}), json.dumps({"decision": "A", "explanation": "x"}),
-            json.dumps({"grade": 0, "explanation": "x"}), json.dumps({"important": False, "reason": "x"})]
+            json.dumps({"grade": 0, "explanation": "x"}), json.dumps({"important": False, "reason": "x"}),
+            json.dumps({"quote": "NOT_FOUND", "match": False, "reason": "x"})]
 
 
 class RecordingClient:
@@ -125,6 +126,9 @@ METRIC_CASES = [
     pytest.param("citation_precision", False, id="citation_precision"),
     pytest.param("claim_coverage", False, id="claim_coverage-every-window"),
     pytest.param("citation_precision", True, id="citation_precision-of-a-human-exemplar"),
+    pytest.param("citation_accuracy", False, id="fact-citation_accuracy"),
+    pytest.param("effective_citations", False, id="fact-effective_citations"),
+    pytest.param("cited_statement_match", False, id="reportbench-cited_statement_match"),
 ]
 
 

@@ -182,14 +182,14 @@ def test_a_metric_of_another_family_is_judged_only_when_its_track_is_on_and_neve
     columns = _view_columns(engine)
     with registry.registered_family(SCRATCH, SCRATCH_DIMENSIONS), registry.registered(ScratchDensity()):
         assert registry.metric_names("scratch") == ("scratch_density",)
-        assert registry.metric_names(registry.CORE) == CORE and registry.tracks() == ("reportbench", "scratch")
+        assert registry.metric_names(registry.CORE) == CORE and registry.tracks()[-1] == "scratch"
         # Judged by default only with its track enabled; an unknown track is refused by name.
         monkeypatch.delenv("DEEPSCHOLAR_TRACKS", raising=False)
         assert {u["metric"] for u in plan_units(engine, month, judge="local")} == set(CORE)
         monkeypatch.setenv("DEEPSCHOLAR_TRACKS", "scratch")
         assert "scratch_density" in {u["metric"] for u in plan_units(engine, month, judge="local")}
         monkeypatch.setenv("DEEPSCHOLAR_TRACKS", "scratch,vibes")
-        with pytest.raises(InvalidInput, match="unknown evaluation tracks: vibes; known: reportbench, scratch"):
+        with pytest.raises(InvalidInput, match="unknown evaluation tracks: vibes; known: .*reportbench, .*scratch"):
             plan_units(engine, month, judge="local")
         monkeypatch.delenv("DEEPSCHOLAR_TRACKS")
 
@@ -206,10 +206,27 @@ def test_a_metric_of_another_family_is_judged_only_when_its_track_is_on_and_neve
             (r["system_id"], r["rank"], r["geometric_mean"], list(r["metrics"])) for r in before]
         assert "scratch_density" not in format_leaderboard(after, "csv").splitlines()[0]
         assert _view_columns(engine) == columns
+        # The track has a board of its own, ranked by its first metric (the family names no ranking metric),
+        # its own SQL view, and a section of the page below the core table.
+        scratch = load_leaderboard(engine, month, judge_config, track="scratch")
+        assert scratch and all(r["ranking_metric"] == "scratch_density" for r in scratch)
+        assert [r["rank"] for r in scratch] == sorted(r["rank"] for r in scratch)
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT count(*) FROM leaderboard_track_scratch WHERE release_id = :r"),
+                                {"r": month}).scalar() == len(scratch)
         with serve(create_app(lambda: engine)) as url:
             page = httpx.get(f"{url}/", params={"release": month, "judge_config": judge_config}, timeout=30)
-        assert page.status_code == 200 and "scratch_density" not in page.text
-    assert registry.tracks() == ("reportbench",) and registry.metric_names(registry.CORE) == CORE
+        assert page.status_code == 200
+        core_table, _, tracks_part = page.text.partition('<section class="track"')
+        assert "scratch_density" not in core_table
+        assert 'data-track="scratch"' in tracks_part and 'data-metric="scratch_density"' in tracks_part
+    assert "scratch" not in registry.tracks() and registry.metric_names(registry.CORE) == CORE
+    # Gone from the registry: the next roll-up drops its board and its view.
+    roll_up(engine, month, judge_config, n_boot=50)
+    assert load_leaderboard(engine, month, judge_config, track="reportbench") is not None
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM track_boards WHERE family = 'scratch'")).scalar() == 0
+        assert conn.execute(sa.text("SELECT to_regclass('deepscholar.leaderboard_track_scratch')")).scalar() is None
 
 
 def test_the_reportbench_bibliography_metrics_judge_a_real_month_beside_an_unchanged_core(demo, monkeypatch):
@@ -222,6 +239,10 @@ def test_the_reportbench_bibliography_metrics_judge_a_real_month_beside_an_uncha
     engine, month = demo["engine"], demo["month"]
     monkeypatch.delenv("DEEPSCHOLAR_TRACKS", raising=False)
     judge_config = evaluate_release(engine, month, judge="local")["judge_config"]  # the core, all of it
+    with engine.begin() as conn:  # whatever another test of this module judged of the track, judged anew here
+        for table in ("metric_scores", "judgments"):
+            conn.execute(sa.text(f"DELETE FROM {table} WHERE metric = ANY(:m)"),
+                         {"m": list(registry.metric_names("reportbench"))})
     before = load_leaderboard(engine, month, judge_config)
 
     def cli(*args: str) -> subprocess.CompletedProcess:
@@ -231,12 +252,13 @@ def test_the_reportbench_bibliography_metrics_judge_a_real_month_beside_an_uncha
                                "--judge", "local", *args], capture_output=True, text=True, env=env, timeout=300)
 
     refused = cli("--tracks", "reportbench", "vibes")
-    assert refused.returncode == 2 and "unknown evaluation tracks: vibes; known: reportbench" in refused.stderr
+    assert refused.returncode == 2 and "unknown evaluation tracks: vibes; known: " in refused.stderr
+    assert ", ".join(registry.tracks()) in refused.stderr
     done = cli("--tracks", "reportbench", "--json")
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout)
     # Only the track's metrics had anything left to judge.
-    assert {r["metric"] for r in result["runs"] if r["reports"]} == {"reference_recall", "reference_precision"}
+    assert {r["metric"] for r in result["runs"] if r["reports"]} == set(registry.metric_names("reportbench"))
     assert result["llm_requests"] == 0
     with engine.connect() as conn:
         rows = conn.execute(sa.text("""
@@ -255,3 +277,162 @@ def test_the_reportbench_bibliography_metrics_judge_a_real_month_beside_an_uncha
     after = load_leaderboard(engine, month, judge_config)
     assert [(r["system_id"], r["geometric_mean"], list(r["metrics"])) for r in after] == [
         (r["system_id"], r["geometric_mean"], list(r["metrics"])) for r in before]
+
+
+def test_a_tracks_board_is_rolled_up_apart_from_the_core_and_shown_by_cli_sql_and_agreement(demo):
+    """The ReportBench board: its own rows (track_boards, track_board_metrics), its own SQL view, the CLI's
+    `leaderboard --track` in every format, the agreement between the core's and the track's rankings, and
+    a roll-up re-run that changes no row."""
+    import os
+    import subprocess
+    import sys
+
+    from deepscholar.evaluation.agreement import load_agreement
+
+    engine, month = demo["engine"], demo["month"]
+    judge_config = evaluate_release(engine, month, judge="local", tracks=["reportbench"])["judge_config"]
+    core = load_leaderboard(engine, month, judge_config)
+    board = load_leaderboard(engine, month, judge_config, track="reportbench")
+    assert {r["system_id"] for r in board} == {r["system_id"] for r in core}
+    assert all(list(r["metrics"]) == list(registry.metric_names("reportbench")) for r in board)
+    assert {"reference_recall", "reference_precision"} <= set(board[0]["metrics"])
+    assert [r["rank"] for r in board] == sorted(r["rank"] for r in board)
+    human = next(r for r in board if r["system_kind"] == "human_exemplar")
+    assert human["metrics"]["reference_recall"]["mean"] == 1.0
+    assert not any(d["is_best"] for d in human["metrics"].values())  # the reference never competes
+    recall = [r["reference_recall"] for r in board if r["reference_recall"] is not None]
+    assert all(a >= b for a, b in zip(recall, recall[1:], strict=False))  # ranked by its ranking metric
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True",
+                   DEEPSCHOLAR_DB_URL=engine.url.render_as_string(hide_password=False))
+        return subprocess.run([sys.executable, "-m", "deepscholar.cli", "leaderboard", "--release", month,
+                               "--judge", "local", *args], capture_output=True, text=True, env=env, timeout=120)
+
+    shown = cli("--track", "reportbench", "--format", "json")
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    as_json = json.loads(shown.stdout)
+    assert {e["track"] for e in as_json} == {"reportbench"} and all(e["local_judge"] for e in as_json)
+    assert all(e["ranking_metric"] == "reference_recall" and "geometric_mean" not in e for e in as_json)
+    assert {e["system_id"]: e["metrics"]["reference_recall"]["mean"] for e in as_json} == {
+        r["system_id"]: r["reference_recall"] for r in board}
+    table = cli("--track", "reportbench")
+    assert table.returncode == 0 and "ReportBench track" in table.stdout and "offline local judge" in table.stdout
+    assert "Geo mean" not in table.stdout and "ranked by" in table.stdout
+    assert "reference_precision_n" in cli("--track", "reportbench", "--format", "csv").stdout.splitlines()[0]
+    unknown = cli("--track", "vibes")
+    assert unknown.returncode == 2 and "unknown evaluation track 'vibes'" in unknown.stderr
+
+    # SQL: one view per track, generated from the registry, with the board's means.
+    with engine.connect() as conn:
+        wide = dict(conn.execute(sa.text(
+            "SELECT system_id, reference_recall FROM leaderboard_track_reportbench "
+            "WHERE release_id = :r AND judge_config = :j"), {"r": month, "j": judge_config}).all())
+    assert wide == {r["system_id"]: pytest.approx(r["reference_recall"]) if r["reference_recall"] is not None
+                    else None for r in board}
+
+    # Do the boards agree? The core against the track, over the competing systems.
+    (pair,) = load_agreement(engine, month, judge_config)
+    contenders = [r for r in board if r["system_kind"] != "human_exemplar" and r["reference_recall"] is not None]
+    assert (pair["family_a"], pair["family_b"]) == ("core", "reportbench")
+    assert pair["n_systems"] == len(contenders) >= 2
+    assert pair["kendall_tau"] is None or -1.0 <= pair["kendall_tau"] <= 1.0
+    agreement = cli("--agreement")
+    assert agreement.returncode == 0 and "DeepScholar-Bench" in agreement.stdout and "ReportBench" in agreement.stdout
+
+    # The page: a section for the track and the agreement table; the API serves both.
+    with serve(create_app(lambda: engine)) as url:
+        page = httpx.get(f"{url}/", params={"release": month, "judge_config": judge_config}, timeout=30)
+        api = httpx.get(f"{url}/api/leaderboard", params={"release": month, "judge_config": judge_config},
+                        timeout=30).json()
+    assert page.status_code == 200 and 'data-local-judge="true"' in page.text
+    assert '<section class="track" data-track="reportbench">' in page.text
+    assert 'data-pair="core:reportbench"' in page.text
+    assert {r["system_id"]: r["metrics"]["reference_recall"]["mean"] for r in api["tracks"]["reportbench"]["rows"]} == {
+        r["system_id"]: r["reference_recall"] for r in board}
+    assert [(a["family_a"], a["family_b"]) for a in api["agreement"]] == [("core", "reportbench")]
+
+    # A second roll-up on unchanged scores writes nothing.
+    def snapshot() -> list:
+        with engine.connect() as conn:
+            return [conn.execute(sa.text(f"SELECT * FROM {t} WHERE release_id = :r ORDER BY 1, 2, 3, 4")
+                                 , {"r": month}).all()
+                    for t in ("track_boards", "track_board_metrics", "board_agreement")]
+
+    before = snapshot()
+    roll_up(engine, month, judge_config)
+    assert snapshot() == before
+
+    # The GX gate checks the track's board with the core's: a fraction above 1 is caught and named.
+    from deepscholar.evaluation.leaderboard_quality import check_leaderboard
+
+    assert check_leaderboard(engine, month, judge_config).success
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE track_board_metrics SET mean = 1.5 WHERE release_id = :r AND judge_config = :j "
+                             "AND metric = 'reference_precision' AND system_id = :s"),
+                     {"r": month, "j": judge_config, "s": board[-1]["system_id"]})
+    bad = check_leaderboard(engine, month, judge_config)
+    assert bad.failed_checks == ["metric_mean_in_unit_range"]
+    (row,) = {c["name"]: c for c in bad.checks}["metric_mean_in_unit_range"]["details"]["unexpected_rows"]
+    assert (row["family"], row["metric"]) == ("reportbench", "reference_precision")
+    roll_up(engine, month, judge_config)  # the roll-up writes the computed value back (and says when)
+    assert snapshot()[1] == before[1]
+
+
+def test_enriching_a_published_month_adds_the_tracks_artefacts_and_leaves_its_core_byte_identical(demo):
+    """`deepscholar release enrich` on the published demo month: RACE's rubrics and the claims track's ground
+    truth are added and gated; the release's own rows, status and core scores do not change by a byte. Then
+    the RACE board: the human section is 0.5 by construction, every system in [0, 1]."""
+    import os
+    import subprocess
+    import sys
+
+    engine, month = demo["engine"], demo["month"]
+    evaluate_release(engine, month, judge="local", tracks=[])
+
+    def core_state() -> list:
+        with engine.connect() as conn:
+            return [conn.execute(sa.text(sql), {"r": month}).all() for sql in (
+                "SELECT * FROM releases WHERE release_id = :r",
+                "SELECT * FROM release_queries WHERE release_id = :r ORDER BY arxiv_id",
+                "SELECT * FROM exemplar_references WHERE release_id = :r ORDER BY arxiv_id, cite_key",
+                "SELECT * FROM nuggets WHERE release_id = :r ORDER BY arxiv_id, nugget_idx",
+                "SELECT m.* FROM metric_scores m JOIN reports r USING (report_id) WHERE r.release_id = :r "
+                "ORDER BY m.report_id, m.metric, m.judge_config, m.variant")]
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True",
+                   DEEPSCHOLAR_DB_URL=engine.url.render_as_string(hide_password=False))
+        return subprocess.run([sys.executable, "-m", "deepscholar.cli", *args], capture_output=True, text=True,
+                              env=env, timeout=300)
+
+    before = core_state()
+    assert before[0][0].status == "published"
+    enriched = cli("release", "enrich", month, "--tracks", "race,claims", "--json")
+    assert enriched.returncode == 0, enriched.stderr[-3000:]
+    result = json.loads(enriched.stdout)
+    assert result["gx_success"] and result["status"] == "published"
+    assert core_state() == before
+    with engine.connect() as conn:
+        n_queries = conn.execute(sa.text("SELECT count(*) FROM release_queries WHERE release_id = :r"),
+                                 {"r": month}).scalar()
+        rubric_queries = conn.execute(sa.text(
+            "SELECT count(DISTINCT arxiv_id) FROM race_rubrics WHERE release_id = :r"), {"r": month}).scalar()
+        made = dict(conn.execute(sa.text(
+            "SELECT track, gx_success FROM release_track_artefacts WHERE release_id = :r"), {"r": month}).all())
+    assert rubric_queries == n_queries and result["tracks"]["race"]["built"] == n_queries
+    assert made == {"race": True, "claims": True}
+    again = json.loads(cli("release", "enrich", month, "--tracks", "race", "--json").stdout)
+    assert again["tracks"]["race"]["built"] == 0 and again["tracks"]["race"]["kept"] == n_queries
+    unknown = cli("release", "enrich", month, "--tracks", "fact")
+    assert unknown.returncode == 2 and "no release-time artefacts for track(s) fact" in unknown.stderr
+
+    evaluate_release(engine, month, judge="local", tracks=["race"])
+    shown = cli("leaderboard", "--release", month, "--judge", "local", "--track", "race", "--format", "json")
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    board = json.loads(shown.stdout)
+    human = next(e for e in board if e["system_kind"] == "human_exemplar")
+    assert human["metrics"]["race_overall"]["mean"] == 0.5
+    values = [e["metrics"][m]["mean"] for e in board for m in registry.metric_names("race")]
+    assert all(v is not None and 0.0 <= v <= 1.0 for v in values)
+    assert core_state()[1:4] == before[1:4]  # judging the track wrote no release row either

@@ -21,6 +21,17 @@ def scripted_judge(body: dict) -> str:
         return json.dumps({"decision": "A" if coin < 50 else "B", "explanation": "clearer grouping"})
     if '"grade"' in prompt:
         return json.dumps({"grade": coin % 3, "explanation": "by topic"})
+    if (m := re.search(r"exactly (\d+) objects", prompt)) and '"article_1"' in prompt:  # RACE
+        return json.dumps([{"article_1": (coin + 3 * i) % 11, "article_2": (coin + 7 * i + 5) % 11}
+                           for i in range(int(m.group(1)))])
+    if (m := re.search(r"exactly (\d+) strings", prompt)) and '"unsupported"' in prompt:  # FACT
+        return json.dumps(["supported" if (coin + i) % 5 < 3 else "unsupported" for i in range(int(m.group(1)))])
+    if (m := re.search(r"exactly (\d+) strings", prompt)) and '"0", "1", "2" or "3"' in prompt:  # claims
+        return json.dumps([str((coin + i) % 4) for i in range(int(m.group(1)))])
+    if '"match"' in prompt:  # cited statement match
+        if coin < 60:
+            return json.dumps({"quote": "NOT_FOUND", "match": False, "reason": "not in the source"})
+        return json.dumps({"quote": "as quoted", "match": True, "reason": "same claim"})
     if m := re.search(r"exactly (\d+) strings", prompt):
         labels = ["support", "partial_support", "not_support"]
         return json.dumps([labels[(coin + i) % 3] for i in range(int(m.group(1)))])

@@ -32,8 +32,8 @@ def scores(metric, ctx) -> dict:
 
 def test_both_are_judge_free_metrics_of_the_reportbench_track_not_of_the_core():
     assert get_metric("reference_precision") is PRECISION and get_metric("reference_recall") is RECALL
-    assert registry.tracks() == ("reportbench",)
-    assert registry.metric_names("reportbench") == ("reference_recall", "reference_precision")
+    assert "reportbench" in registry.tracks()
+    assert registry.dimensions("reportbench")["bibliography"] == ("reference_recall", "reference_precision")
     assert "reference_recall" not in registry.judged_metric_names()
     assert {"reference_recall", "reference_precision"} <= set(registry.judged_metric_names(["reportbench"]))
     ctx = cited_report([src(1, "2004.04906", DPR)], [ref("dpr", "2004.04906", DPR)])

@@ -27,6 +27,8 @@ RELEASED = {
     "0011_judge_claims": "3bbf982262fda15646836d3a4867f6d2e410e3749cd99b32f4b38eb779a693cb",
     "0012_judge_claims_holder_key": "aecc93d3e39de84c00bc2a5a210cb0efbeb4a29c31adc5a4bbe05bfb27708977",
     "0013_drop_metric_indexes": "4f9059b7e979282c9ac12483bcd7084ed671f7c6a5c1523f922a26bd332059c0",
+    "0014_track_boards": "376d7ce488d3c185549dff3c821a40c086c7838fcfe82a349562a5c43d5f7da9",
+    "0015_track_artefacts": "82650fa9151d0e5c38ee0da3e253546822d117572d337ccdd2dbff1215ec0d83",
 }
 # The sha256 the pre-migration init_db recorded in schema_files for sql/001..004: the baseline is
 # exactly those files, so adopted warehouses match it.

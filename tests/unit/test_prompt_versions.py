@@ -15,8 +15,13 @@ LIBRARY = Path(__file__).resolve().parents[2] / "include" / "deepscholar"
 
 # version -> sha256 of the prompt file. Never edit a line here; only add new ones.
 PINNED = {
+    "race_scoring_v1": "dfb0c56574274f0467295c5e04a6c70c62687df3fa1de179823f318c14932060",
+    "race_criteria_v1": "452e7abe9cc4a1a38a6dc939b895492d1ac2dc6fce96ad7826ea7dad5c2d4a47",
+    "race_weights_v1": "a9d2661646dfa8a1205a1c4211d29132763e0a67aa2cffd028df6a8c4e4c3137",
     "citation_precision_v1": "a7dc82756272e6259640906518989c21281519c266ee4a82c1436aeddcf01a70",
     "citation_precision_v2": "f322565a1b1474f2a5a88f77095dd8340b39766c3f73f45459dbe660ec0b3704",
+    "cited_statement_match_v1": "7599c77efada49dcb613616b66349bf55c0126604bbb3c74af1d3de6c9e9335c",
+    "fact_support_v1": "653fc50eacea04da03df34ed7be734d797b28555304306152b70ce1a44266c6e",
     "claim_coverage_v1": "98ba7450fced95ac780d39091bd0a681afa51d980a98506705568e827ef62db2",
     "claim_coverage_v2": "8d31f3d18828dfc79a5dd48ee010f1e91aced80217cade82f01b4de3d657519e",
     "nugget_coverage_v1": "8149b7714ed3a96eeb210ea57be1aa7a85593e0e7143f538061b90e17fd430b4",
@@ -37,6 +42,8 @@ PINNED = {
     "deepscholar_base_rank_v1": "50b635d8e34ff9063d45505c4edc7e8cfa71380ba00b44bc42a63f393f1b5c5b",
     "search_agent_final_v1": "a9cd0ff7cd6c672edb4b2b5def586a4b4ee1529589295b7493a0811d061774ac",
     "search_agent_v1": "d82c7b8af96556b1e9f193281a98b359562a38c1953c07455fa699bd8bc8d7ce",
+    "claims_connection_v1": "26cf433a4d2dc17853b7619c5575d6477231528a7e18bd7c235c945fe6e48b96",
+    "gt_claims_v1": "d40f384d620005ba68fccf10709b071d9195abdce88f818545bbe30fb7efc2b0",
 }
 
 

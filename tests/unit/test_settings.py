@@ -177,7 +177,7 @@ def test_replace_gives_a_changed_copy():
 def test_the_spec_holds_only_what_defines_a_month():
     assert set(ReleaseSpec().to_dict()) == {
         "categories", "require_venue", "venues", "max_words", "min_references", "title_match_threshold",
-        "min_resolution_rate", "max_queries", "sample_seed", "judge"}
+        "min_resolution_rate", "max_queries", "sample_seed", "judge", "tracks"}
     assert ReleaseSpec() == ReleaseSpec.from_settings(Settings())  # a new month's defaults are the settings'
 
 

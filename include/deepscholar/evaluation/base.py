@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "QueryInfo",
+    "RaceCriterion",
+    "RaceDimension",
+    "GroundTruthClaim",
     "ExemplarReference",
     "NuggetInfo",
     "SourceDoc",
@@ -38,6 +41,9 @@ __all__ = [
     "compose_version",
     "JudgeFreeMetric",
     "LLMJudgedMetric",
+    "Batch",
+    "BatchJudgedMetric",
+    "parse_batch_labels",
 ]
 
 # --- what a metric reads -----------------------------------------------------------------------------
@@ -60,6 +66,34 @@ class NuggetInfo:
 
 
 @dataclass(frozen=True)
+class RaceCriterion:
+    criterion: str
+    explanation: str
+    weight: float  # within its dimension; a dimension's weights sum to 1
+
+
+@dataclass(frozen=True)
+class RaceDimension:
+    """One of RACE's four dimensions for one query, made at release time (race_rubrics)."""
+
+    name: str  # comprehensiveness | insight | instruction_following | readability
+    weight: float  # the four sum to 1
+    criteria: tuple[RaceCriterion, ...]
+
+
+@dataclass(frozen=True)
+class GroundTruthClaim:
+    """One ground-truth claim of the claims track (gt_claims): an important exemplar reference and what
+    the exemplar says about it, condensed at release time."""
+
+    cite_key: str
+    work_title: str | None
+    work_arxiv_id: str | None
+    work_doi: str | None
+    connection: str
+
+
+@dataclass(frozen=True)
 class QueryInfo:
     release_id: str
     arxiv_id: str
@@ -69,6 +103,8 @@ class QueryInfo:
     exemplar_text: str  # the human related-work section, cleaned; citations appear as [@key]
     exemplar_references: tuple[ExemplarReference, ...] = ()
     nuggets: tuple[NuggetInfo, ...] = ()
+    race_rubric: tuple[RaceDimension, ...] = ()  # empty until the release has RACE's artefacts
+    gt_claims: tuple[GroundTruthClaim, ...] = ()  # empty until the release has the claims track's
 
     @property
     def important_arxiv(self) -> tuple[ExemplarReference, ...]:
@@ -231,6 +267,7 @@ class JudgeFreeMetric:
     variants: tuple[str, ...] = ("score",)
     definition = "d1"
     calls_per_report = 0.0  # see LLMJudgedMetric.calls_per_report
+    bounded = True  # see LLMJudgedMetric.bounded
 
     @property
     def version(self) -> str:
@@ -270,6 +307,9 @@ class LLMJudgedMetric:
     # About how many judge calls one report takes (cached ones included); only balances a month's judge
     # tasks (evaluation.jobs), never part of a score. Measured on the demo month by bench/evaluation.py.
     calls_per_report: float = 1.0
+    # Scores live in [0, 1]. False for a count (FACT's effective citations): the board then neither clips
+    # its bootstrap interval to [0, 1] nor checks its mean against that range.
+    bounded: bool = True
 
     def __init__(self) -> None:
         from deepscholar.prompts import load_prompt_file
@@ -332,3 +372,98 @@ class LLMJudgedMetric:
             return fixed
         ordered = self.in_order(report, judgments)
         return report_unscored(self.variants, ordered) or self.score_judged(report, ordered)
+
+
+# --- one call, many sub-items --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Batch:
+    """The payload of a batch-judged item: the sub-items one call judges, in the prompt's order (each one
+    line of text, distinct), and whatever else the metric needs to know about the item (`about`)."""
+
+    texts: tuple[str, ...]
+    about: Any = None
+
+
+def parse_batch_labels(text: str, count: int, labels: Sequence[str]) -> list[str]:
+    """A JSON array of exactly `count` strings, each one of `labels` (case and surrounding space aside),
+    strictly: anything else is a ParseError, so the client re-asks and in the end leaves the item unscored."""
+    from deepscholar.llm.client import ParseError, parse_json_array
+
+    answers = parse_json_array(text)
+    if len(answers) != count:
+        raise ParseError(f"expected exactly {count} labels, one per numbered line, got {len(answers)}")
+    out = []
+    for n, answer in enumerate(answers, 1):
+        label = answer.strip().lower() if isinstance(answer, str) else answer
+        if label not in labels:
+            raise ParseError(f"label {n} must be one of {', '.join(map(repr, labels))}; got {answer!r}")
+        out.append(label)
+    return out
+
+
+class BatchJudgedMetric(LLMJudgedMetric):
+    """Base of the metrics whose one judge call labels many sub-items (FACT: every statement citing one
+    source, asked in one call about that source).
+
+    The item is the batch: one `judgments` row, keyed by what the batch is about (e.g. the source), its
+    payload a `Batch` built by `batch()`, which keeps each sub-item's text on one line and each distinct
+    text once (a sub-item repeated within an item is one question and one label). A subclass states
+    - its items (`items`, each `self.batch(key, texts, about)`),
+    - the labels the judge may give (`labels`) and what a sub-item is called in the stored label
+      (`sub_item`, e.g. "statement"),
+    - what else its prompt is filled with (`batch_fields`), or an `ItemJudgment` when the batch is decided
+      without asking (`decided()` gives every sub-item one label, no call),
+    - the scores (`score_judged`, reading the labels with `sub_labels`).
+    Its prompt receives the sub-items as `{{sub_items}}`, numbered one per line ("1. ..."), and their
+    number as `{{count}}`; the answer must be a JSON array of exactly `count` labels, in order
+    (parse_batch_labels). The stored label is the list [{sub_item: text, "label": label}, ...], so each
+    sub-item's verdict shows in the drill-down. A batch the judge cannot answer after the re-asks is
+    unscored as a whole, and so is the report (LLMJudgedMetric.score): never a zero.
+    """
+
+    labels: tuple[str, ...]
+    sub_item: str = "text"
+
+    def batch(self, key: str, texts: Sequence[str], about: Any = None) -> Item:
+        """An item judging `texts` in one call: each on one line (runs of white space become one space),
+        empty ones dropped, each distinct text once, in first-seen order."""
+        lines = (" ".join(t.split()) for t in texts)
+        return Item(key, Batch(tuple(dict.fromkeys(t for t in lines if t)), about))
+
+    def batch_fields(self, report: ReportContext, item: Item) -> dict[str, Any] | ItemJudgment:
+        """The prompt's fields besides sub_items and count; an ItemJudgment to decide without a call."""
+        return {}
+
+    def decided(self, item: Item, label: str, explanation: str) -> ItemJudgment:
+        """Every sub-item of the item labelled `label` without asking anyone (0 calls)."""
+        return ItemJudgment(item.key, self._labelled(item, [label] * len(item.payload.texts)),
+                            explanation=explanation)
+
+    def sub_labels(self, judgment: ItemJudgment, allowed: Sequence[str]) -> list[tuple[str, str]]:
+        """[(sub-item text, label)] of a stored judgment; a label of another shape is a bug, not a score."""
+        label = judgment.label
+        if not (isinstance(label, list) and all(
+                isinstance(e, dict) and isinstance(e.get(self.sub_item), str) and e.get("label") in allowed
+                for e in label)):
+            raise ValueError(f"{self.name}: label of {judgment.key} must be a list of {{{self.sub_item!r}: text, "
+                             f"'label': one of {list(allowed)}}}, got {label!r}")
+        return [(e[self.sub_item], e["label"]) for e in label]
+
+    # -- written once --
+
+    def prompt_fields(self, report: ReportContext, item: Item) -> dict[str, Any] | ItemJudgment:
+        fields = self.batch_fields(report, item)
+        if isinstance(fields, ItemJudgment):
+            return fields
+        texts = item.payload.texts
+        return {**fields, "sub_items": "\n".join(f"{n}. {t}" for n, t in enumerate(texts, 1)), "count": len(texts)}
+
+    def parse(self, text: str, item: Item) -> list[str]:
+        return parse_batch_labels(text, len(item.payload.texts), self.labels)
+
+    def label_of(self, item: Item, answer: list[str]) -> tuple[list[dict], None]:
+        return self._labelled(item, answer), None
+
+    def _labelled(self, item: Item, labels: Sequence[str]) -> list[dict]:
+        return [{self.sub_item: text, "label": label} for text, label in zip(item.payload.texts, labels, strict=True)]

@@ -12,7 +12,16 @@ from collections.abc import Iterable, Sequence
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from deepscholar.evaluation.base import ExemplarReference, NuggetInfo, QueryInfo, ReportContext, SourceDoc
+from deepscholar.evaluation.base import (
+    ExemplarReference,
+    GroundTruthClaim,
+    NuggetInfo,
+    QueryInfo,
+    RaceCriterion,
+    RaceDimension,
+    ReportContext,
+    SourceDoc,
+)
 from deepscholar.text.sentences import Sentence, split_report_sentences
 
 __all__ = ["load_queries", "load_reports", "source_text"]
@@ -47,6 +56,21 @@ def load_queries(engine: Engine, release_id: str, arxiv_ids: Iterable[str] | Non
         nuggets = conn.execute(sa.text(
             f"SELECT arxiv_id, nugget_idx, text, importance FROM nuggets WHERE {where} "
             "ORDER BY arxiv_id, nugget_idx"), params).mappings().all()
+        # The tracks' release-time artefacts (empty for a release built without them).
+        rubrics = conn.execute(sa.text(
+            f"SELECT arxiv_id, dimension, weight, criteria FROM race_rubrics WHERE {where} "
+            "ORDER BY arxiv_id, dimension"), params).mappings().all()
+        claims = conn.execute(sa.text(
+            f"SELECT arxiv_id, cite_key, work_title, work_arxiv_id, work_doi, connection FROM gt_claims "
+            f"WHERE {where} ORDER BY arxiv_id, cite_key"), params).mappings().all()
+    rubric_of: dict[str, list[RaceDimension]] = {}
+    for d in rubrics:
+        rubric_of.setdefault(d["arxiv_id"], []).append(RaceDimension(d["dimension"], d["weight"], tuple(
+            RaceCriterion(c["criterion"], c["explanation"], c["weight"]) for c in d["criteria"])))
+    claims_of: dict[str, list[GroundTruthClaim]] = {}
+    for c in claims:
+        claims_of.setdefault(c["arxiv_id"], []).append(GroundTruthClaim(
+            c["cite_key"], c["work_title"], c["work_arxiv_id"], c["work_doi"], c["connection"]))
     refs_of: dict[str, list[ExemplarReference]] = {}
     for r in refs:
         refs_of.setdefault(r["arxiv_id"], []).append(ExemplarReference(
@@ -58,7 +82,8 @@ def load_queries(engine: Engine, release_id: str, arxiv_ids: Iterable[str] | Non
         release_id=release_id, arxiv_id=q["arxiv_id"], title=q["title"], abstract=q["abstract"],
         published=q["published"], exemplar_text=q["section_text"],
         exemplar_references=tuple(refs_of.get(q["arxiv_id"], ())),
-        nuggets=tuple(nuggets_of.get(q["arxiv_id"], ()))) for q in queries}
+        nuggets=tuple(nuggets_of.get(q["arxiv_id"], ())), race_rubric=tuple(rubric_of.get(q["arxiv_id"], ())),
+        gt_claims=tuple(claims_of.get(q["arxiv_id"], ()))) for q in queries}
 
 
 @functools.lru_cache(maxsize=4096)

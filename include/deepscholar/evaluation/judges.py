@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 from deepscholar.errors import InvalidInput
 from deepscholar.evaluation import registry
 
-__all__ = ["JudgeSpec", "LOCAL_JUDGE_VERSION", "record_judge_config"]
+__all__ = ["JudgeSpec", "LOCAL_JUDGE_VERSION", "record_judge_config", "is_local_config"]
 
 LOCAL_JUDGE_VERSION = "v1"
 
@@ -91,3 +91,9 @@ def record_judge_config(engine: Engine, spec: JudgeSpec, metric, client=None) ->
             {"j": spec.config_id, "kind": "local" if spec.is_local else "llm", "model": model,
              "models": json.dumps(overrides), "params": json.dumps(params, sort_keys=True, default=str),
              "versions": json.dumps({metric.name: metric.version})})
+
+
+def is_local_config(judge_config: str) -> bool:
+    """Was this board judged by the offline local judge (JudgeSpec.config_id "local:...")? Readers label
+    its numbers as such: they answer the same questions, but not with an LLM."""
+    return judge_config == "local" or judge_config.startswith("local:")

@@ -24,6 +24,7 @@ from sqlalchemy.engine import Engine
 
 from deepscholar.db import SQL_DIR
 from deepscholar.evaluation import registry
+from deepscholar.evaluation.judges import is_local_config
 from deepscholar.release.window import validate_release_id
 
 __all__ = [
@@ -56,6 +57,28 @@ _ROWS_SQL = """
     WHERE l.release_id = :r AND l.judge_config = :j
     ORDER BY l.rank, l.system_id"""
 
+_TRACK_PICK_SQL = """
+    SELECT b.release_id, b.judge_config
+    FROM track_boards b
+    LEFT JOIN leaderboard_releases lr ON lr.release_id = b.release_id AND lr.judge_config = b.judge_config
+    WHERE b.family = :f AND (CAST(:r AS text) IS NULL OR b.release_id = :r)
+      AND (CAST(:j AS text) IS NULL OR b.judge_config = :j)
+    GROUP BY b.release_id, b.judge_config, lr.month
+    ORDER BY lr.month DESC NULLS LAST, b.release_id DESC, count(*) DESC, max(b.computed_at) DESC, b.judge_config
+    LIMIT 1"""
+
+_TRACK_ROWS_SQL = """
+    SELECT b.*, s.kind AS system_kind
+    FROM track_boards b JOIN systems s ON s.system_id = b.system_id
+    WHERE b.release_id = :r AND b.judge_config = :j AND b.family = :f
+    ORDER BY b.rank, b.system_id"""
+
+_TRACK_METRICS_SQL = """
+    SELECT system_id, metric, variant, metric_version, mean, n, n_unscored, ci_low, ci_high, is_best,
+           significant, p_value, runner_up, n_pairs
+    FROM track_board_metrics WHERE release_id = :r AND judge_config = :j AND family = :f
+    ORDER BY system_id, metric_position"""
+
 _METRICS_SQL = """
     SELECT system_id, metric, variant, metric_version, mean, n, n_unscored, ci_low, ci_high, is_best,
            significant, p_value, runner_up, n_pairs
@@ -75,28 +98,40 @@ def pick_board(conn: sa.Connection, release_id: str | None = None,
     return None if picked is None else (picked.release_id, picked.judge_config)
 
 
-def load_leaderboard(engine: Engine, release_id: str | None = None, judge_config: str | None = None) -> list[dict]:
+def load_leaderboard(engine: Engine, release_id: str | None = None, judge_config: str | None = None,
+                     track: str | None = None) -> list[dict]:
     """One release's board under one judge, best first; [] when there is none.
 
-    Each row has the leaderboard columns, `system_kind`, and `metrics`: {metric: its leaderboard_metrics
-    detail}, in Table 2's order. With release_id None, the latest release that has a board (under
-    judge_config when given); with judge_config None, the most complete board of that release.
+    Each row has the board's columns, `family`, `system_kind`, and `metrics`: {metric: its per-metric
+    detail}, in the registry's order. `track` None (or "core") reads the core board; a track's name reads
+    that track's board (an unknown one is refused, naming the known). With release_id None, the latest
+    release that has such a board (under judge_config when given); with judge_config None, the most
+    complete board of that release.
     """
     if release_id is not None:
         validate_release_id(release_id)  # InvalidInput for what no release can be named (NUL bytes, quotes)
+    family = track or registry.CORE
+    registry.ranking_metric(family)  # InvalidInput for an unknown track
     with engine.connect() as conn:
-        picked = pick_board(conn, release_id, judge_config)
+        if family == registry.CORE:
+            picked = pick_board(conn, release_id, judge_config)
+            rows_sql, metrics_sql = _ROWS_SQL, _METRICS_SQL
+        else:
+            board = conn.execute(sa.text(_TRACK_PICK_SQL), {"r": release_id, "j": judge_config, "f": family}).first()
+            picked = None if board is None else (board.release_id, board.judge_config)
+            rows_sql, metrics_sql = _TRACK_ROWS_SQL, _TRACK_METRICS_SQL
         if picked is None:
             return []
-        params = {"r": picked[0], "j": picked[1]}
-        rows = [dict(r) for r in conn.execute(sa.text(_ROWS_SQL), params).mappings()]
+        params = {"r": picked[0], "j": picked[1], "f": family}
+        rows = [dict(r) for r in conn.execute(sa.text(rows_sql), params).mappings()]
         details: dict[str, dict[str, dict]] = {}
-        for d in conn.execute(sa.text(_METRICS_SQL), params).mappings():
+        for d in conn.execute(sa.text(metrics_sql), params).mappings():
             details.setdefault(d["system_id"], {})[d["metric"]] = {k: v for k, v in d.items() if k != "system_id"}
     for row in rows:
-        found = details.get(row["system_id"], {})
-        row["metrics"] = {m: found.get(m, _missing_detail(m)) for m in registry.metric_names(registry.CORE)}
-        row.update({m: d["mean"] for m, d in row["metrics"].items()})  # as the wide `leaderboard` view has them
+        row["family"] = family
+        stored = details.get(row["system_id"], {})
+        row["metrics"] = {m: stored.get(m, _missing_detail(m)) for m in registry.metric_names(family)}
+        row.update({m: d["mean"] for m, d in row["metrics"].items()})  # as the wide views have them
     return rows
 
 
@@ -140,29 +175,44 @@ def _detail(row: dict, metric: str) -> dict:
     return (row.get("metrics") or {}).get(metric) or {"mean": row.get(metric), "n_unscored": 0}
 
 
+def _family(rows: Sequence[dict]) -> str:
+    return rows[0].get("family") or registry.CORE if rows else registry.CORE
+
+
 def _title(rows: Sequence[dict]) -> str:
+    family = _family(rows)
     releases = sorted({r["release_id"] for r in rows})
     judges = sorted({r["judge_config"] for r in rows})
     n_queries = sorted({r["n_queries"] for r in rows})
-    return (f"Leaderboard {', '.join(releases)} · judge {', '.join(judges)} · "
-            f"{', '.join(map(str, n_queries))} queries")
+    board = "Leaderboard" if family == registry.CORE else f"{registry.family_label(family)} track"
+    judged = ", ".join(f"{j} (offline local judge, not an LLM)" if is_local_config(j) else j for j in judges)
+    return f"{board} {', '.join(releases)} · judge {judged} · {', '.join(map(str, n_queries))} queries"
 
 
-def _legend(markdown: bool) -> list[str]:
+def _legend(markdown: bool, family: str = registry.CORE) -> list[str]:
     best = "**bold** = best on that metric; " if markdown else ""
     unscored = "\\*" if markdown else UNSCORED_MARK
+    ranking = registry.ranking_metric(family)
+    if ranking is None:
+        means = ("Means of each metric's headline variant; Geo mean = geometric mean of the seven (0 if any is 0); "
+                 "95% CI = seeded bootstrap over queries.")
+    else:
+        counts = [registry.metric_label(m) for m in registry.metric_names(family) if not registry.is_bounded(m)]
+        means = (f"Means of each metric's headline variant over queries; ranked by {registry.metric_label(ranking)}; "
+                 f"95% CI (of {registry.metric_label(ranking)}) = seeded bootstrap over queries."
+                 + (f" {', '.join(counts)}: a count per report, not a fraction." if counts else ""))
     return [
         f"{best}{SIGNIFICANT_MARK} = best and significantly better than the runner-up "
         "(paired two-tailed t-test over the queries both scored, p < 0.05); "
         f"{unscored} = some queries unscored on that metric (excluded from its mean).",
-        "Means of each metric's headline variant; Geo mean = geometric mean of the seven (0 if any is 0); "
-        "95% CI = seeded bootstrap over queries.",
+        means,
     ]
 
 
 def _cells(row: dict, markdown: bool) -> list[str]:
+    family = row.get("family") or registry.CORE
     cells = [str(row["rank"]), row["system_id"]]
-    for m in registry.metric_names(registry.CORE):
+    for m in registry.metric_names(family):
         d = _detail(row, m)
         text = _num(d.get("mean"))
         if markdown and d.get("is_best"):
@@ -172,30 +222,36 @@ def _cells(row: dict, markdown: bool) -> list[str]:
         if d.get("n_unscored"):
             text += "\\*" if markdown else UNSCORED_MARK
         cells.append(text)
-    gm = _num(row.get("geometric_mean"))
-    if markdown and row.get("rank") == 1 and row.get("geometric_mean") is not None:
-        gm = f"**{gm}**"
-    cells += [gm, _ci(row.get("geometric_mean_ci_low"), row.get("geometric_mean_ci_high")),
-              f"{row['n_reports']}/{row['n_queries']}" + (f" ({row['n_failed']} failed)" if row["n_failed"] else "")]
+    ranking = registry.ranking_metric(family)
+    if ranking is None:
+        gm = _num(row.get("geometric_mean"))
+        if markdown and row.get("rank") == 1 and row.get("geometric_mean") is not None:
+            gm = f"**{gm}**"
+        cells += [gm, _ci(row.get("geometric_mean_ci_low"), row.get("geometric_mean_ci_high"))]
+    else:
+        d = _detail(row, ranking)
+        cells.append(_ci(d.get("ci_low"), d.get("ci_high")))
+    cells.append(f"{row['n_reports']}/{row['n_queries']}" + (f" ({row['n_failed']} failed)" if row["n_failed"] else ""))
     return cells
 
 
 _FIRST_METRIC_COL = 2
 
 
-def _head() -> list[str]:
-    return ["Rank", "System", *(registry.metric_label(m) for m in registry.metric_names(registry.CORE)), "Geo mean", "95% CI",
-            "Reports"]
+def _head(family: str = registry.CORE) -> list[str]:
+    tail = ["Geo mean", "95% CI"] if registry.ranking_metric(family) is None else ["95% CI"]
+    return ["Rank", "System", *(registry.metric_label(m) for m in registry.metric_names(family)), *tail, "Reports"]
 
 
 def _format_table(rows: Sequence[dict]) -> str:
+    family = _family(rows)
     body = [_cells(r, markdown=False) for r in rows]
-    head = _head()
+    head = _head(family)
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(head)]
     # Widen a dimension's last column until its label fits over the group.
     col = _FIRST_METRIC_COL
     spans = []
-    for dim, metrics in registry.dimensions(registry.CORE).items():
+    for dim, metrics in registry.dimensions(family).items():
         first, last = col, col + len(metrics) - 1
         label = registry.dimension_label(dim)
         span = sum(widths[first:last + 1]) + 2 * (last - first)
@@ -214,18 +270,21 @@ def _format_table(rows: Sequence[dict]) -> str:
         groups[start:end] = label.center(end - start)
         rules[start:end] = "─" * (end - start)
     out = [_title(rows), "".join(groups).rstrip(), "".join(rules).rstrip(), line(head),
-           line(["-" * w for w in widths]), *(line(b) for b in body), "", *_legend(markdown=False)]
+           line(["-" * w for w in widths]), *(line(b) for b in body), "", *_legend(False, family)]
     return "\n".join(out)
 
 
 def _format_markdown(rows: Sequence[dict]) -> str:
+    family = _family(rows)
     groups = " · ".join(f"{registry.dimension_label(d)}: {', '.join(registry.metric_label(m) for m in ms)}"
-                        for d, ms in registry.dimensions(registry.CORE).items())
-    align = ["---:", ":---", *["---:"] * len(registry.metric_names(registry.CORE)), "---:", ":---:", "---:"]
+                        for d, ms in registry.dimensions(family).items())
+    head = _head(family)
+    align = ["---:", ":---", *["---:"] * len(registry.metric_names(family)),
+             *(["---:"] if registry.ranking_metric(family) is None else []), ":---:", "---:"]
     out = [f"**{_title(rows)}**", "", f"Columns by dimension — {groups}.", "",
-           "| " + " | ".join(_head()) + " |", "| " + " | ".join(align) + " |"]
+           "| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
     out += ["| " + " | ".join(c.replace("|", "\\|") for c in _cells(r, markdown=True)) + " |" for r in rows]
-    out += [""] + _legend(markdown=True)
+    out += [""] + _legend(True, family)
     return "\n".join(out)
 
 
@@ -234,20 +293,26 @@ def _round(x: float | None, digits: int = 3) -> float | None:
 
 
 def _format_csv(rows: Sequence[dict]) -> str:
-    """One line per system: means in Table 2's order (3 decimals), then each metric's n, unscored and CI."""
-    names = registry.metric_names(registry.CORE)
-    head = ["release_id", "judge_config", "rank", "system_id", "n_queries", "n_reports", "n_failed",
-            *names, "geometric_mean", "geometric_mean_ci_low", "geometric_mean_ci_high"]
+    """One line per system: means in the registry's order (3 decimals), then each metric's n, unscored and CI.
+    The core board adds its geometric mean; a track's board names its family and ranking metric."""
+    family = _family(rows)
+    core = registry.ranking_metric(family) is None
+    names = registry.metric_names(family)
+    head = ["release_id", "judge_config", *([] if core else ["track", "ranking_metric"]), "rank", "system_id",
+            "n_queries", "n_reports", "n_failed", *names,
+            *(["geometric_mean", "geometric_mean_ci_low", "geometric_mean_ci_high"] if core else [])]
     extra = ("n", "n_unscored", "ci_low", "ci_high", "is_best", "significant", "p_value")
     head += [f"{m}_{k}" for m in names for k in extra]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(head)
     for r in rows:
-        line = [r["release_id"], r["judge_config"], r["rank"], r["system_id"], r["n_queries"], r["n_reports"],
-                r["n_failed"], *(_round(_detail(r, m).get("mean")) for m in names),
-                _round(r.get("geometric_mean")), _round(r.get("geometric_mean_ci_low")),
-                _round(r.get("geometric_mean_ci_high"))]
+        line = [r["release_id"], r["judge_config"], *([] if core else [family, r.get("ranking_metric")]),
+                r["rank"], r["system_id"], r["n_queries"], r["n_reports"], r["n_failed"],
+                *(_round(_detail(r, m).get("mean")) for m in names)]
+        if core:
+            line += [_round(r.get("geometric_mean")), _round(r.get("geometric_mean_ci_low")),
+                     _round(r.get("geometric_mean_ci_high"))]
         for m in names:
             d = _detail(r, m)
             p = d.get("p_value")
@@ -267,28 +332,35 @@ def _format_json(rows: Sequence[dict]) -> str:
     """Full precision (the numbers are data here, not a table to read); CI as [low, high]."""
     out = []
     for r in rows:
+        family = r.get("family") or registry.CORE
         metrics = {}
-        for dim, ms in registry.dimensions(registry.CORE).items():
+        for dim, ms in registry.dimensions(family).items():
             for m in ms:
                 d = _detail(r, m)
                 metrics[m] = {"dimension": dim, "variant": d.get("variant", registry.headline_variant(m)),
                               "mean": d.get("mean"), "n": d.get("n"), "n_unscored": d.get("n_unscored"),
                               "ci": [d.get("ci_low"), d.get("ci_high")], "is_best": d.get("is_best"),
                               "significant": d.get("significant"), "p_value": d.get("p_value"),
-                              "runner_up": d.get("runner_up"), "metric_version": d.get("metric_version")}
-        out.append({
-            "release_id": r["release_id"], "judge_config": r["judge_config"], "system_id": r["system_id"],
+                              "runner_up": d.get("runner_up"), "metric_version": d.get("metric_version"),
+                              "bounded": registry.is_bounded(m)}
+        entry = {
+            "release_id": r["release_id"], "judge_config": r["judge_config"],
+            "local_judge": is_local_config(r["judge_config"]), "track": family, "system_id": r["system_id"],
             "system_kind": r.get("system_kind"), "rank": r["rank"], "n_queries": r["n_queries"],
             "n_reports": r["n_reports"], "n_failed": r["n_failed"], "metrics": metrics,
-            "geometric_mean": r.get("geometric_mean"),
-            "geometric_mean_ci": [r.get("geometric_mean_ci_low"), r.get("geometric_mean_ci_high")],
-            "metric_versions": r.get("metric_versions") or {}, "computed_at": _jsonable(r.get("computed_at")),
-        })
+        }
+        if registry.ranking_metric(family) is None:
+            entry |= {"geometric_mean": r.get("geometric_mean"),
+                      "geometric_mean_ci": [r.get("geometric_mean_ci_low"), r.get("geometric_mean_ci_high")]}
+        else:
+            entry["ranking_metric"] = r.get("ranking_metric") or registry.ranking_metric(family)
+        entry |= {"metric_versions": r.get("metric_versions") or {}, "computed_at": _jsonable(r.get("computed_at"))}
+        out.append(entry)
     return json.dumps(out, indent=2, default=_jsonable)
 
 
 def format_leaderboard(rows: Sequence[dict], fmt: str = "table") -> str:
-    """Render load_leaderboard's rows as table | csv | json | markdown."""
+    """Render load_leaderboard's rows (a core or a track board) as table | csv | json | markdown."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if fmt == "json":

@@ -6,7 +6,9 @@ the stored board to the data it claims to summarise rather than to itself.
 
 Which systems must be on the board: every *active* system with ok reports in the release, once. A
 system deactivated later keeps its past rows (its reports are still there), so inactive systems are
-allowed on a board but not required.
+allowed on a board but not required. The tracks' boards of the same release and judge are checked with
+it: their metric rows as the core's (a fraction's mean and interval in [0, 1], scored + unscored within
+the reports), each row's reports against the ok reports, one metric row per metric of its track.
 """
 
 from __future__ import annotations
@@ -49,15 +51,35 @@ _EXPECTED_SQL = f"""
     GROUP BY s.system_id
     ORDER BY s.system_id"""
 
+# Every board's per-metric rows: the core's and each track's (family names the board).
 _METRIC_ROWS_SQL = f"""
-    SELECT d.system_id, d.metric, d.mean, d.ci_low, d.ci_high, d.n, d.n_unscored, l.n_reports,
+    SELECT 'core' AS family, d.system_id, d.metric, d.mean, d.ci_low, d.ci_high, d.n, d.n_unscored, l.n_reports,
            l.n_reports - d.n - d.n_unscored AS reports_left
     FROM {SCHEMA}.leaderboard_metrics d
     JOIN {SCHEMA}.leaderboard_systems l USING (release_id, system_id, judge_config)
     WHERE d.release_id = :r AND d.judge_config = :j
-    ORDER BY d.system_id, d.metric_position"""
+    UNION ALL
+    SELECT t.family, t.system_id, t.metric, t.mean, t.ci_low, t.ci_high, t.n, t.n_unscored, b.n_reports,
+           b.n_reports - t.n - t.n_unscored
+    FROM {SCHEMA}.track_board_metrics t
+    JOIN {SCHEMA}.track_boards b USING (release_id, judge_config, family, system_id)
+    WHERE t.release_id = :r AND t.judge_config = :j
+    ORDER BY 1, 2, 3"""
 
-_FRAMES = {"rows": _ROWS_SQL, "expected_systems": _EXPECTED_SQL, "metric_rows": _METRIC_ROWS_SQL}
+# Each track board row, with its ok reports and how many metric rows it has.
+_TRACK_ROWS_SQL = f"""
+    SELECT b.family, b.system_id, b.n_reports, coalesce(c.ok_reports, 0) AS ok_reports,
+           (SELECT count(*) FROM {SCHEMA}.track_board_metrics t
+             WHERE t.release_id = b.release_id AND t.judge_config = b.judge_config AND t.family = b.family
+               AND t.system_id = b.system_id) AS n_metric_rows
+    FROM {SCHEMA}.track_boards b
+    LEFT JOIN (SELECT system_id, count(*) AS ok_reports FROM {SCHEMA}.reports
+               WHERE release_id = :r AND status = 'ok' GROUP BY system_id) c ON c.system_id = b.system_id
+    WHERE b.release_id = :r AND b.judge_config = :j
+    ORDER BY b.family, b.system_id"""
+
+_FRAMES = {"rows": _ROWS_SQL, "expected_systems": _EXPECTED_SQL, "metric_rows": _METRIC_ROWS_SQL,
+           "track_rows": _TRACK_ROWS_SQL}
 
 # Each metric's mean and interval are checked on its own row (metric_rows), whatever metrics are registered.
 UNIT_COLUMNS = ("geometric_mean", "geometric_mean_ci_low", "geometric_mean_ci_high")
@@ -72,6 +94,8 @@ CHECK_NAMES = (
     "metric_ci_low_in_unit_range",
     "metric_ci_high_in_unit_range",
     "scored_plus_unscored_within_reports",
+    "track_n_reports_equals_ok_reports",
+    "track_one_row_per_metric",
 )
 
 
@@ -86,8 +110,16 @@ def load_leaderboard_frames(engine: Engine, release_id: str, judge_config: str) 
                 frames[name] = pd.DataFrame(result.all(), columns=list(result.keys()))
     for col in UNIT_COLUMNS:  # all-NULL columns come back as object; GX range checks need numbers
         frames["rows"][col] = pd.to_numeric(frames["rows"][col], errors="coerce").astype(float)
+    metric_rows = frames["metric_rows"]
     for col in ("mean", "ci_low", "ci_high"):
-        frames["metric_rows"][col] = pd.to_numeric(frames["metric_rows"][col], errors="coerce").astype(float)
+        metric_rows[col] = pd.to_numeric(metric_rows[col], errors="coerce").astype(float)
+    # The [0, 1] range holds for fractions only: a count (registry.is_bounded False) is checked for >= 0.
+    bounded = metric_rows["metric"].map(registry.is_bounded).astype(bool)
+    for col in ("mean", "ci_low", "ci_high"):
+        metric_rows[f"{col}_of_fraction"] = metric_rows[col].where(bounded)
+    track_rows = frames["track_rows"]
+    track_rows["expected_metric_rows"] = [len(registry.metric_names(f)) if f in registry.FAMILIES else 0
+                                          for f in track_rows["family"]]
     return frames
 
 
@@ -108,14 +140,19 @@ def _checks(gxe) -> list[Check]:
               between(column="n_metric_rows", min_value=len(names), max_value=len(names)), sys_key),
         Check("one_row_per_active_system", "expected_systems", between(column="n_rows", min_value=1, max_value=1),
               ["system_id", "ok_reports"]),
-        Check("metric_mean_in_unit_range", "metric_rows", between(column="mean", min_value=0, max_value=1),
-              ["system_id", "metric"]),
-        Check("metric_ci_low_in_unit_range", "metric_rows", between(column="ci_low", min_value=0, max_value=1),
-              ["system_id", "metric"]),
-        Check("metric_ci_high_in_unit_range", "metric_rows", between(column="ci_high", min_value=0, max_value=1),
-              ["system_id", "metric"]),
+        Check("metric_mean_in_unit_range", "metric_rows",
+              between(column="mean_of_fraction", min_value=0, max_value=1), ["family", "system_id", "metric"]),
+        Check("metric_ci_low_in_unit_range", "metric_rows",
+              between(column="ci_low_of_fraction", min_value=0, max_value=1), ["family", "system_id", "metric"]),
+        Check("metric_ci_high_in_unit_range", "metric_rows",
+              between(column="ci_high_of_fraction", min_value=0, max_value=1), ["family", "system_id", "metric"]),
         Check("scored_plus_unscored_within_reports", "metric_rows", between(column="reports_left", min_value=0),
-              ["system_id", "metric", "n", "n_unscored", "n_reports"]),
+              ["family", "system_id", "metric", "n", "n_unscored", "n_reports"]),
+        Check("track_n_reports_equals_ok_reports", "track_rows",
+              gxe.ExpectColumnPairValuesToBeEqual(column_A="n_reports", column_B="ok_reports"), ["family", "system_id"]),
+        Check("track_one_row_per_metric", "track_rows",
+              gxe.ExpectColumnPairValuesToBeEqual(column_A="n_metric_rows", column_B="expected_metric_rows"),
+              ["family", "system_id"]),
     ]
     return checks
 

@@ -38,6 +38,11 @@ __all__ = [
     "unregister",
     "registered_family",
     "tracks",
+    "family_of",
+    "family_order",
+    "family_label",
+    "ranking_metric",
+    "is_bounded",
     "judged_metric_names",
     "registered",
     "get",
@@ -59,6 +64,9 @@ class Family:
     name: str
     label: str
     position: int
+    # The metric a track's board ranks by (its headline ranking); None for the core family, which ranks by
+    # the geometric mean of its metrics' means.
+    ranking_metric: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,7 +80,10 @@ class Dimension:
 CORE = "core"  # DeepScholar-Bench's seven: the family of the board and its geometric mean
 FAMILIES: dict[str, Family] = {
     CORE: Family(CORE, "DeepScholar-Bench", 1),
-    "reportbench": Family("reportbench", "ReportBench", 4),
+    "race": Family("race", "RACE", 2, ranking_metric="race_overall"),
+    "fact": Family("fact", "FACT", 3, ranking_metric="citation_accuracy"),
+    "reportbench": Family("reportbench", "ReportBench", 4, ranking_metric="reference_recall"),
+    "claims": Family("claims", "Claims", 5, ranking_metric="claims_f1"),
 }
 # The paper's three dimensions, in Table 2's order.
 DIMENSIONS: dict[str, Dimension] = {
@@ -81,7 +92,11 @@ DIMENSIONS: dict[str, Dimension] = {
         Dimension("retrieval_quality", "Retrieval quality", "core", 2),
         Dimension("verifiability", "Verifiability", "core", 3),
         # The tracks' dimensions (docs/METRICS.md "Tracks").
+        Dimension("reference_relative_quality", "Quality vs the human section", "race", 1),
+        Dimension("citations", "Citations", "fact", 1),
         Dimension("bibliography", "Bibliography", "reportbench", 1),
+        Dimension("faithfulness", "Faithfulness", "reportbench", 2),
+        Dimension("prior_art_claims", "Prior-art claims", "claims", 1),
     )
 }
 
@@ -136,6 +151,48 @@ def dimensions(family: str | None = None) -> dict[str, tuple[str, ...]]:
 def tracks() -> tuple[str, ...]:
     """The evaluation tracks: every family but the core, in their order."""
     return tuple(f.name for f in sorted(FAMILIES.values(), key=lambda f: (f.position, f.name)) if f.name != CORE)
+
+
+def family_of(name: str) -> str:
+    """The family a registered metric belongs to (through its dimension)."""
+    return DIMENSIONS[get(name).dimension].family
+
+
+def family_order(family: str) -> tuple:
+    """Sort key of a family name: its position, then its name (an undeclared one sorts last)."""
+    found = FAMILIES.get(family)
+    return (found.position if found else 1 << 30, family)
+
+
+def family_label(family: str) -> str:
+    found = FAMILIES.get(family)
+    return found.label if found is not None else family
+
+
+def ranking_metric(family: str) -> str | None:
+    """The metric a family's board ranks by: None for the core (its geometric mean); for a track its
+    declared ranking metric, else its first metric in board order. Refused when it is not one of the
+    family's registered metrics, naming them."""
+    if family == CORE:
+        return None
+    if family not in FAMILIES:
+        raise InvalidInput(f"unknown evaluation track {family!r}; known: {', '.join(tracks()) or 'none'}")
+    names = metric_names(family)
+    declared = FAMILIES[family].ranking_metric
+    if declared is None and names:
+        return names[0]
+    if declared not in names:
+        raise InvalidInput(f"track {family!r} ranks by {declared!r}, which is not one of its registered "
+                           f"metrics ({', '.join(names) or 'none'})")
+    return declared
+
+
+def is_bounded(name: str) -> bool:
+    """Does the metric score in [0, 1]? A count (e.g. FACT's effective citations) declares bounded = False;
+    its interval is not clipped to [0, 1] nor its mean checked against that range, and it never enters a
+    geometric mean."""
+    found = _METRICS.find(name)
+    return bool(getattr(found, "bounded", True)) if found is not None else True
 
 
 def judged_metric_names(enabled_tracks: Sequence[str] = ()) -> tuple[str, ...]:

@@ -29,7 +29,8 @@ from sqlalchemy.engine import Engine
 from deepscholar import db
 from deepscholar.errors import NotFound
 from deepscholar.evaluation import registry
-from deepscholar.migrations.wide_views import sync_wide_views
+from deepscholar.evaluation.agreement import competition_ranks, rank_agreement
+from deepscholar.migrations.wide_views import sync_track_views, sync_wide_views
 
 __all__ = [
     "ALPHA",
@@ -44,6 +45,7 @@ __all__ = [
     "paired_test",
     "rank_by_geometric_mean",
     "compute_leaderboard",
+    "headline_values",
     "load_scores",
     "roll_up",
 ]
@@ -108,8 +110,8 @@ def _interval(samples: np.ndarray) -> np.ndarray:
         return np.nanpercentile(samples, [tail, 100 - tail], axis=0).T
 
 
-def bootstrap_intervals(values: np.ndarray, *, seed: int = 0, n_boot: int = DEFAULT_N_BOOT
-                        ) -> tuple[np.ndarray, np.ndarray]:
+def bootstrap_intervals(values: np.ndarray, *, seed: int = 0, n_boot: int = DEFAULT_N_BOOT,
+                        bounded: Sequence[bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Seeded percentile bootstrap over one system's queries.
 
     `values` is (queries, metrics) with NaN for a query not scored on a metric. Each replicate resamples
@@ -117,6 +119,7 @@ def bootstrap_intervals(values: np.ndarray, *, seed: int = 0, n_boot: int = DEFA
     same queries. The draws are turned into per-query counts, so every replicate's sums are one matrix
     product. A fresh generator per call: a system's interval depends on its scores and the seed only,
     not on which other systems are on the board.
+    `bounded[i]` says metric i lives in [0, 1] (default: all do); a count's interval is not clipped.
     Returns ((metrics, 2) metric intervals, (2,) geometric-mean interval); NaN where nothing was scored.
     """
     values = np.asarray(values, dtype=float)
@@ -133,7 +136,8 @@ def bootstrap_intervals(values: np.ndarray, *, seed: int = 0, n_boot: int = DEFA
     with np.errstate(invalid="ignore", divide="ignore"):
         means = sums / n_scored  # NaN when a replicate drew none of the metric's scored queries
     # The replicate's mean of a [0, 1] metric can exceed 1 by a rounding ulp; the interval must not.
-    means = np.clip(means, 0.0, 1.0)
+    unit = np.ones(n_m, dtype=bool) if bounded is None else np.asarray(bounded, dtype=bool)
+    means[:, unit] = np.clip(means[:, unit], 0.0, 1.0)
     return _interval(means), _interval(geometric_means(means)[:, None])[0]
 
 
@@ -170,10 +174,9 @@ def paired_test(best: Mapping[str, float | None] | pd.Series, other: Mapping[str
 
 
 def rank_by_geometric_mean(gms: Sequence[float | None]) -> list[int]:
-    """Competition ranks (ties share the better rank), best first; a missing geometric mean ranks last."""
-    arr = _as_float_array(gms)
-    known = arr[~np.isnan(arr)]
-    return [int((known > g).sum()) + 1 if not np.isnan(g) else int(known.size) + 1 for g in arr]
+    """Competition ranks (ties share the better rank), best first; a missing value ranks last. The core
+    board ranks geometric means with it, a track's board its ranking metric's means."""
+    return competition_ranks(gms)
 
 
 def _versions(scores: pd.DataFrame) -> dict[tuple[str, str], str]:
@@ -200,19 +203,26 @@ def compute_leaderboard(
     seed: int = 0,
     n_boot: int = DEFAULT_N_BOOT,
     reference_systems: frozenset[str] | set[str] = frozenset(),
+    family: str = registry.CORE,
 ) -> tuple[list[dict], list[dict]]:
-    """Leaderboard and leaderboard_metrics rows from headline scores. `reference_systems` (the human exemplar) are ranked alongside for comparison but never marked best:
-    three of their metrics are 1 by construction, so they would "win" those columns without competing.
+    """One family's board rows and their per-metric rows, from headline scores. `reference_systems` (the
+    human exemplar) are ranked alongside for comparison but never marked best: several of their metrics
+    are 1 (or 0.5) by construction, so they would "win" those columns without competing.
 
-    `scores`: one row per (system_id, arxiv_id, metric) with `value` (NaN = unscored) and `metric_version`.
+    The core family's rows (leaderboard_systems) carry the geometric mean of its means, its interval and
+    the rank by it; a track's rows (track_boards) the rank by the track's ranking metric
+    (registry.Family.ranking_metric). `scores`: one row per (system_id, arxiv_id, metric) with `value`
+    (NaN = unscored) and `metric_version`; other families' rows are ignored.
     `report_counts[system] = (ok reports, system_error reports)`. Rows come out ordered by rank, system.
     """
+    names = registry.metric_names(family)
+    ranking = registry.ranking_metric(family)
+    scores = scores[scores["metric"].isin(names)]
     if scores.empty:
         return [], []
     scores = scores.assign(value=pd.to_numeric(scores["value"], errors="coerce").astype(float))
-    names = registry.metric_names(registry.CORE)
-    scores = scores[scores["metric"].isin(names)]
     systems = sorted(scores["system_id"].unique())
+    bounded = [registry.is_bounded(m) for m in names]
 
     mean, n, n_unscored = _per_system_metric(scores)
     versions = _versions(scores)
@@ -224,31 +234,45 @@ def compute_leaderboard(
     rows: dict[str, dict] = {}
     details: dict[tuple[str, str], dict] = {}
     key = {"release_id": release_id, "judge_config": judge_config}
+    detail_key = key if family == registry.CORE else {**key, "family": family}
     for system in systems:
-        metric_ci, gm_ci = bootstrap_intervals(wide.loc[system].to_numpy(), seed=seed, n_boot=n_boot)
+        metric_ci, gm_ci = bootstrap_intervals(wide.loc[system].to_numpy(), seed=seed, n_boot=n_boot,
+                                               bounded=bounded)
         means = {m: _clean(mean.get((system, m))) for m in names}
         ok, failed = report_counts.get(system, (0, 0))
-        gm = geometric_mean([means[m] for m in names])
         rows[system] = {
             **key, "system_id": system, "n_queries": int(n_queries), "n_reports": int(ok),
-            "n_failed": int(failed), **means, "geometric_mean": gm,
-            "geometric_mean_ci_low": _clean(gm_ci[0]) if gm is not None else None,
-            "geometric_mean_ci_high": _clean(gm_ci[1]) if gm is not None else None,
+            "n_failed": int(failed), **means,
             "metric_versions": {m: versions[(system, m)] for m in names if (system, m) in versions},
         }
+        if ranking is None:
+            gm = geometric_mean([means[m] for m in names])
+            rows[system] |= {"geometric_mean": gm,
+                             "geometric_mean_ci_low": _clean(gm_ci[0]) if gm is not None else None,
+                             "geometric_mean_ci_high": _clean(gm_ci[1]) if gm is not None else None}
+        else:
+            rows[system] |= {"family": family, "ranking_metric": ranking}
         for i, m in enumerate(names):
-            details[(system, m)] = _metric_detail(key, system, m, i, means[m], metric_ci[i], versions.get((system, m)),
-                                                  int(n.get((system, m), 0)), int(n_unscored.get((system, m), 0)))
+            details[(system, m)] = _metric_detail(detail_key, system, m, i, means[m], metric_ci[i],
+                                                  versions.get((system, m)), int(n.get((system, m), 0)),
+                                                  int(n_unscored.get((system, m), 0)))
 
     contenders = [s for s in systems if s not in reference_systems]
     for m in names:
         _mark_best(m, contenders, details, wide)
 
-    ranks = rank_by_geometric_mean([rows[s]["geometric_mean"] for s in systems])
+    ranks = rank_by_geometric_mean([rows[s]["geometric_mean"] if ranking is None else rows[s][ranking]
+                                    for s in systems])
     for s, r in zip(systems, ranks, strict=True):
         rows[s]["rank"] = r
     order = sorted(systems, key=lambda s: (rows[s]["rank"], s))
     return [rows[s] for s in order], [details[(s, m)] for s in order for m in names]
+
+
+def headline_values(family: str, rows: Sequence[dict]) -> dict[str, float | None]:
+    """{system: the value its board ranks it by}: the core's geometric mean, a track's ranking metric."""
+    ranking = registry.ranking_metric(family)
+    return {r["system_id"]: r["geometric_mean"] if ranking is None else r[ranking] for r in rows}
 
 
 def _per_system_metric(scores: pd.DataFrame) -> tuple[pd.Series, pd.Series, pd.Series]:
@@ -311,11 +335,14 @@ _SCORES_SQL = """
     ORDER BY r.system_id, r.arxiv_id, m.metric"""
 
 
-def load_scores(conn: sa.Connection, release_id: str, judge_config: str) -> pd.DataFrame:
-    """Headline scores of the release's ok reports under one judge: one row per (system, query, metric)."""
+def load_scores(conn: sa.Connection, release_id: str, judge_config: str,
+                metrics: Sequence[str] | None = None) -> pd.DataFrame:
+    """Headline scores of the release's ok reports under one judge: one row per (system, query, metric),
+    of the given metrics (default: every registered metric, the tracks' included)."""
+    names = list(registry.metric_names() if metrics is None else metrics)
     result = conn.execute(sa.text(_SCORES_SQL), {
-        "r": release_id, "j": judge_config, "metrics": list(registry.metric_names(registry.CORE)),
-        "variants": [registry.headline_variant(m) for m in registry.metric_names(registry.CORE)]})
+        "r": release_id, "j": judge_config, "metrics": names,
+        "variants": [registry.headline_variant(m) for m in names]})
     # Plain tuples: pandas probes Row objects attribute by attribute, which costs more than the query.
     frame = pd.DataFrame([tuple(r) for r in result],
                          columns=["system_id", "arxiv_id", "metric", "value", "metric_version"])
@@ -344,12 +371,20 @@ def _write_changed(conn: sa.Connection, table_name: str, rows: Sequence[dict], k
     return written
 
 
+TRACK_KEY = ("release_id", "judge_config", "family", "system_id")
+TRACK_METRICS_KEY = (*TRACK_KEY, "metric")
+AGREEMENT_KEY = ("release_id", "judge_config", "family_a", "family_b")
+
+
 def roll_up(engine: Engine, release_id: str, judge_config: str, *, seed: int = 0,
             n_boot: int = DEFAULT_N_BOOT) -> list[dict]:
-    """Compute and store the leaderboard of one release under one judge; returns its rows, best first.
+    """Compute and store the boards of one release under one judge; returns the core board's rows, best first.
 
-    Every system with an ok report scored under `judge_config` gets a row; rows of systems that no longer
-    have one are deleted. Concurrent roll-ups of the same board wait for each other (advisory lock).
+    The core board (leaderboard_systems, leaderboard_metrics), one board per evaluation track that has
+    scores (track_boards, track_board_metrics) and the agreement between their rankings (board_agreement),
+    in one transaction. Every system with an ok report scored under `judge_config` on a family gets a row on
+    that family's board; rows of systems (and tracks) that no longer have one are deleted. Concurrent
+    roll-ups of the same release and judge wait for each other (advisory lock).
     """
     started = time.perf_counter()
     with engine.begin() as conn:
@@ -366,28 +401,72 @@ def roll_up(engine: Engine, release_id: str, judge_config: str, *, seed: int = 0
         scores = load_scores(conn, release_id, judge_config)
         references = set(conn.execute(sa.text(
             "SELECT system_id FROM systems WHERE kind = 'human_exemplar'")).scalars())
-        rows, metric_rows = compute_leaderboard(scores, release_id=release_id, judge_config=judge_config,
-                                                n_queries=n_queries, report_counts=counts, seed=seed,
-                                                n_boot=n_boot, reference_systems=references)
-        systems = [r["system_id"] for r in rows]
-        # Rows of systems gone from this board (their reports or scores deleted); their details cascade.
+        common = {"release_id": release_id, "judge_config": judge_config, "n_queries": n_queries,
+                  "report_counts": counts, "seed": seed, "n_boot": n_boot, "reference_systems": references}
+        rows, metric_rows = compute_leaderboard(scores, **common)
+        _write_core_board(conn, release_id, judge_config, rows, metric_rows)
+        headlines = {registry.CORE: headline_values(registry.CORE, rows)} if rows else {}
+        for family in registry.tracks():
+            track_rows, track_metric_rows = compute_leaderboard(scores, family=family, **common)
+            if track_rows:
+                headlines[family] = headline_values(family, track_rows)
+            _write_track_board(conn, release_id, judge_config, family, track_rows, track_metric_rows)
+        # A track that left the registry leaves the boards too.
         conn.execute(sa.text("""
-            DELETE FROM leaderboard_systems
-            WHERE release_id = :r AND judge_config = :j AND NOT (system_id = ANY(:s))"""),
-            {"r": release_id, "j": judge_config, "s": systems})
-        # A metric that left the registry leaves the board too.
+            DELETE FROM track_boards WHERE release_id = :r AND judge_config = :j AND NOT (family = ANY(:f))"""),
+            {"r": release_id, "j": judge_config, "f": list(registry.tracks())})
+        agreement = [{"release_id": release_id, "judge_config": judge_config, **a}
+                     for a in rank_agreement(headlines, references)]
         conn.execute(sa.text("""
-            DELETE FROM leaderboard_metrics
-            WHERE release_id = :r AND judge_config = :j AND NOT (metric = ANY(:m))"""),
-            {"r": release_id, "j": judge_config, "m": list(registry.metric_names(registry.CORE))})
-        board = _write_changed(conn, "leaderboard_systems", rows, LEADERBOARD_KEY, touch="computed_at")
-        details = {k[:3] for k in _write_changed(conn, "leaderboard_metrics", metric_rows, METRICS_KEY)}
-        if details - board:  # a mean changed but not the row: computed_at still says when values changed
-            conn.execute(sa.text("""
-                UPDATE leaderboard_systems SET computed_at = now()
-                WHERE release_id = :r AND judge_config = :j AND system_id = ANY(:s)"""),
-                {"r": release_id, "j": judge_config, "s": sorted(k[1] for k in details - board)})
+            DELETE FROM board_agreement WHERE release_id = :r AND judge_config = :j
+              AND NOT ((family_a || ' ' || family_b) = ANY(:pairs))"""),
+            {"r": release_id, "j": judge_config, "pairs": [f"{a['family_a']} {a['family_b']}" for a in agreement]})
+        _write_changed(conn, "board_agreement", agreement, AGREEMENT_KEY, touch="computed_at")
         sync_wide_views(conn, registry.metric_names(registry.CORE))
-    log.info("leaderboard %s (%s): %d systems, %d scores, %.2f s", release_id, judge_config, len(rows),
-             len(scores), time.perf_counter() - started)
+        sync_track_views(conn, {f: registry.metric_names(f) for f in registry.tracks() if registry.metric_names(f)})
+    log.info("leaderboard %s (%s): %d systems, %d scores, tracks %s, %.2f s", release_id, judge_config, len(rows),
+             len(scores), ", ".join(f for f in headlines if f != registry.CORE) or "none",
+             time.perf_counter() - started)
     return rows
+
+
+def _write_core_board(conn: sa.Connection, release_id: str, judge_config: str, rows: Sequence[dict],
+                      metric_rows: Sequence[dict]) -> None:
+    systems = [r["system_id"] for r in rows]
+    params = {"r": release_id, "j": judge_config}
+    # Rows of systems gone from this board (their reports or scores deleted); their details cascade.
+    conn.execute(sa.text("""
+        DELETE FROM leaderboard_systems
+        WHERE release_id = :r AND judge_config = :j AND NOT (system_id = ANY(:s))"""), {**params, "s": systems})
+    # A metric that left the registry (or the core family) leaves the board too.
+    conn.execute(sa.text("""
+        DELETE FROM leaderboard_metrics
+        WHERE release_id = :r AND judge_config = :j AND NOT (metric = ANY(:m))"""),
+        {**params, "m": list(registry.metric_names(registry.CORE))})
+    board = _write_changed(conn, "leaderboard_systems", rows, LEADERBOARD_KEY, touch="computed_at")
+    details = {k[:3] for k in _write_changed(conn, "leaderboard_metrics", metric_rows, METRICS_KEY)}
+    if details - board:  # a mean changed but not the row: computed_at still says when values changed
+        conn.execute(sa.text("""
+            UPDATE leaderboard_systems SET computed_at = now()
+            WHERE release_id = :r AND judge_config = :j AND system_id = ANY(:s)"""),
+            {**params, "s": sorted(k[1] for k in details - board)})
+
+
+def _write_track_board(conn: sa.Connection, release_id: str, judge_config: str, family: str,
+                       rows: Sequence[dict], metric_rows: Sequence[dict]) -> None:
+    params = {"r": release_id, "j": judge_config, "f": family}
+    conn.execute(sa.text("""
+        DELETE FROM track_boards
+        WHERE release_id = :r AND judge_config = :j AND family = :f AND NOT (system_id = ANY(:s))"""),
+        {**params, "s": [r["system_id"] for r in rows]})
+    conn.execute(sa.text("""
+        DELETE FROM track_board_metrics
+        WHERE release_id = :r AND judge_config = :j AND family = :f AND NOT (metric = ANY(:m))"""),
+        {**params, "m": list(registry.metric_names(family))})
+    board = _write_changed(conn, "track_boards", rows, TRACK_KEY, touch="computed_at")
+    details = {k[:4] for k in _write_changed(conn, "track_board_metrics", metric_rows, TRACK_METRICS_KEY)}
+    if details - board:
+        conn.execute(sa.text("""
+            UPDATE track_boards SET computed_at = now()
+            WHERE release_id = :r AND judge_config = :j AND family = :f AND system_id = ANY(:s)"""),
+            {**params, "s": sorted(k[3] for k in details - board)})

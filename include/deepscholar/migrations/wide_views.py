@@ -16,7 +16,8 @@ import sqlalchemy as sa
 
 from deepscholar.db import SCHEMA
 
-__all__ = ["WIDE_VIEWS", "wide_view_sql", "wide_view_columns", "sync_wide_views"]
+__all__ = ["WIDE_VIEWS", "wide_view_sql", "wide_view_columns", "sync_wide_views", "TRACK_VIEW_PREFIX",
+           "track_view_sql", "sync_track_views"]
 
 WIDE_VIEWS = ("leaderboard", "leaderboard_latest", "leaderboard_history")  # in creation order
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
@@ -97,4 +98,63 @@ def sync_wide_views(conn: sa.Connection, names: Sequence[str]) -> bool:
         conn.exec_driver_sql(f"DROP VIEW IF EXISTS {SCHEMA}.{view}")
     for statement in wide_view_sql(names):
         conn.exec_driver_sql(statement)
+    return True
+
+
+# ------------------------------------------------------------------------------------ the tracks' views
+
+TRACK_VIEW_PREFIX = "leaderboard_track_"  # leaderboard_track_<track>: one per track with metrics
+_TRACK_LEAD = ("release_id", "judge_config", "system_id", "rank", "ranking_metric", "n_queries", "n_reports",
+               "n_failed")
+_TRACK_TAIL = ("metric_versions", "computed_at")
+
+
+def track_view_columns(names: Sequence[str]) -> list[str]:
+    return [*_TRACK_LEAD, *_checked(names), *_TRACK_TAIL]
+
+
+def track_view_sql(track: str, names: Sequence[str]) -> str:
+    """CREATE VIEW leaderboard_track_<track>: the track's board, one column per metric mean, with its
+    month (leaderboard_releases) so a window of months is one WHERE away."""
+    (track,) = _checked([track])
+    names = _checked(names)
+    means = "".join(f",\n       max(m.mean) FILTER (WHERE m.metric = '{n}') AS {n}" for n in names)
+    return f"""CREATE VIEW {SCHEMA}.{TRACK_VIEW_PREFIX}{track} AS
+SELECT b.release_id, b.judge_config, b.system_id, b.rank, b.ranking_metric, b.n_queries, b.n_reports,
+       b.n_failed{means},
+       b.metric_versions, b.computed_at
+FROM {SCHEMA}.track_boards b
+LEFT JOIN {SCHEMA}.track_board_metrics m USING (release_id, judge_config, family, system_id)
+WHERE b.family = '{track}'
+GROUP BY b.release_id, b.judge_config, b.system_id, b.rank, b.ranking_metric, b.n_queries, b.n_reports,
+         b.n_failed, b.metric_versions, b.computed_at"""
+
+
+def _track_views(conn: sa.Connection) -> dict[str, list[str]]:
+    """{view name: its columns} of the track views that exist."""
+    found: dict[str, list[str]] = {}
+    for name, column in conn.execute(sa.text("""
+            SELECT table_name, column_name FROM information_schema.columns
+            WHERE table_schema = :s AND table_name LIKE :p ORDER BY table_name, ordinal_position"""),
+            {"s": SCHEMA, "p": TRACK_VIEW_PREFIX.replace("_", "\\_") + "%"}):
+        found.setdefault(name, []).append(column)
+    return found
+
+
+def sync_track_views(conn: sa.Connection, tracks: dict[str, Sequence[str]]) -> bool:
+    """Make leaderboard_track_<track> exist, with one column per metric, for exactly these tracks (views of
+    tracks no longer given are dropped, never with CASCADE); True when anything had to change."""
+    wanted = {f"{TRACK_VIEW_PREFIX}{t}": track_view_columns(names) for t, names in tracks.items()}
+    if _track_views(conn) == wanted:
+        return False
+    conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": _LOCK_KEY})
+    current = _track_views(conn)
+    if current == wanted:
+        return False
+    for view, columns in current.items():
+        if wanted.get(view) != columns:
+            conn.exec_driver_sql(f"DROP VIEW IF EXISTS {SCHEMA}.{view}")
+    for track, names in tracks.items():
+        if current.get(f"{TRACK_VIEW_PREFIX}{track}") != wanted[f"{TRACK_VIEW_PREFIX}{track}"]:
+            conn.exec_driver_sql(track_view_sql(track, names))
     return True

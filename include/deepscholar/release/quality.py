@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -124,8 +125,12 @@ _FRAME_SQL = {
 }
 
 
-def load_release_frames(engine: Engine, release_id: str) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
-    """The releases row and every frame the suites validate, read from one consistent snapshot."""
+def load_release_frames(engine: Engine, release_id: str, tracks: Sequence[str] = ()
+                        ) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+    """The releases row and every frame the suites validate (the artefact tracks' too), read from one
+    consistent snapshot."""
+    from deepscholar.release.track_artefacts import track_frames
+
     with engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn:
         with conn.begin():
             conn.execute(sa.text("SET TRANSACTION READ ONLY"))
@@ -136,6 +141,7 @@ def load_release_frames(engine: Engine, release_id: str) -> tuple[dict[str, Any]
                 name: pd.read_sql(sa.text(sql), conn, params={"r": release_id})
                 for name, sql in _FRAME_SQL.items()
             }
+            frames |= track_frames(conn, release_id, tracks)
     frames["queries"]["published"] = pd.to_datetime(frames["queries"]["published"], utc=True)
     res = frames["resolution"]
     n = res["n_references"].astype(float)
@@ -212,12 +218,19 @@ def _build_checks(gxe, release: dict[str, Any], spec: ReleaseSpec) -> tuple[list
 def run_release_gate(engine: Engine, release_id: str, spec: ReleaseSpec | None = None) -> GateResult:
     """Validate a release with GX. Without `spec`, the thresholds the release was built with are used."""
     started = time.perf_counter()
-    release, frames = load_release_frames(engine, release_id)
+    from deepscholar.release.track_artefacts import artefact_tracks, track_checks
+
     if spec is None:
-        spec = ReleaseSpec.from_dict(release["config"] or {})
+        with engine.connect() as conn:
+            stored = conn.execute(sa.text(f"SELECT config FROM {SCHEMA}.releases WHERE release_id = :r"),
+                                  {"r": release_id}).scalar()
+        spec = ReleaseSpec.from_dict(stored or {})
+    tracks = artefact_tracks(spec.tracks)
+    release, frames = load_release_frames(engine, release_id, tracks)
 
     gx, gxe = import_gx()
     checks, settled = _build_checks(gxe, release, spec)
+    checks += track_checks(gxe, tracks)  # after the core's: CHECK_NAMES order first, the tracks' after
     records = run_checks(gx, checks, frames) + settled
     order = {name: i for i, name in enumerate(CHECK_NAMES)}
     records.sort(key=lambda c: order.get(c["name"], len(order)))

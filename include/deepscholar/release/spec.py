@@ -36,6 +36,9 @@ class ReleaseSpec:
     max_queries: int | None = _DEFAULTS.max_queries
     sample_seed: int = _DEFAULTS.sample_seed
     judge: str = _DEFAULTS.judge  # "local" or a litellm model string
+    # Evaluation tracks the month is built for: those with release-time artefacts (RACE's rubrics, the
+    # claims track's ground truth) get them after the nuggets, gated with the release.
+    tracks: list[str] = field(default_factory=lambda: list(_DEFAULTS.tracks))
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ReleaseSpec:
@@ -50,7 +53,7 @@ class ReleaseSpec:
         values: dict[str, Any] = {
             "categories": list(settings.categories), "require_venue": settings.require_venue,
             "max_queries": settings.max_queries, "sample_seed": settings.sample_seed,
-            "judge": settings.release_judge or settings.judge,
+            "judge": settings.release_judge or settings.judge, "tracks": list(settings.tracks),
         }
         if settings.venues is not None:
             values["venues"] = list(settings.venues)
@@ -72,6 +75,7 @@ class ReleaseSpec:
         values = {k: v for k, v in data.items() if k in known}
         # A release stored before the cap existed was built from every paper that passed: keep it so.
         values.setdefault("max_queries", None)
+        values.setdefault("tracks", [])  # stored before tracks existed: built for the core alone
         return cls(**values)
 
     def to_dict(self) -> dict:

@@ -26,12 +26,15 @@ from deepscholar.release.extraction import extract_exemplars, finish_extraction
 from deepscholar.release.labelling import label_importance, nuggetize_exemplars
 from deepscholar.release.shards import Shard, run_sharded
 from deepscholar.release.spec import ReleaseSpec
+from deepscholar.release.track_artefacts import artefact_tracks, build_track_artefacts, enrich_release
 from deepscholar.settings import Settings
 
 __all__ = [
     "ReleaseContext",
     "ReleaseSpec",
     "build_release",
+    "build_track_artefacts",
+    "enrich_release",
     "extract_exemplars",
     "filter_candidates",
     "finish_extraction",
@@ -59,13 +62,22 @@ def resolve_references(ctx: ReleaseContext, shard: Shard | None = None) -> dict:
     return resolve_pending(ctx, shard)
 
 
+# --- 7b. the tracks' release-time artefacts (release/track_artefacts.py) ------------------------------------
+
+def build_artefacts_of_tracks(ctx: ReleaseContext) -> dict:
+    """Every artefact track the month is built for (spec.tracks), in order."""
+    return {track: build_track_artefacts(ctx, track) for track in artefact_tracks(ctx.spec.tracks)}
+
+
 # --- 8. gate and publish ---------------------------------------------------------------------------------
 
 def gate_release(ctx: ReleaseContext):
     from deepscholar.release.quality import apply_gate, run_release_gate
+    from deepscholar.release.track_artefacts import record_check
 
     result = run_release_gate(ctx.engine, ctx.release_id, ctx.spec)
     apply_gate(ctx.engine, ctx.release_id, result)
+    record_check(ctx.engine, ctx.release_id, artefact_tracks(ctx.spec.tracks), result)
     with ctx.engine.begin() as conn:
         conn.execute(sa.text("UPDATE releases SET counts = CAST(:c AS jsonb) WHERE release_id = :r"),
                      {"c": json.dumps(release_counts(conn, ctx.release_id)), "r": ctx.release_id})
@@ -95,6 +107,7 @@ def build_release(engine: Engine, release_id: str, spec: ReleaseSpec, settings: 
     run_sharded(ctx, resolve_references)
     label_importance(ctx)
     nuggetize_exemplars(ctx)
+    build_artefacts_of_tracks(ctx)
     result = gate_release(ctx)
     if result.success:
         publish(ctx)

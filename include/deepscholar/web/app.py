@@ -129,9 +129,11 @@ def _install_pages(app: FastAPI, engine: Callable[[], Engine]) -> None:
     def leaderboard(request: Request, judge_config: str | None = None, release: str | None = None):
         with engine().connect() as conn:
             board = load_board(conn, judge_config, release)
+            tracks = q.load_track_boards(conn, board.release_id, board.judge_config)
+            agreement = q.load_agreement_rows(conn, board.release_id, board.judge_config)
         base = _base_of(request)
         return _page("board.html", f"Leaderboard {board.release_id or ''}".strip(), base,
-                     **board_context(board, base))
+                     **board_context(board, base, tracks, agreement))
 
     @app.get("/history", response_class=HTMLResponse)
     def history(request: Request, judge_config: str | None = None):
@@ -166,7 +168,9 @@ def _install_api(app: FastAPI, engine: Callable[[], Engine]) -> None:
     def leaderboard_api(judge_config: str | None = None, release: str | None = None) -> JSONResponse:
         with engine().connect() as conn:
             board = load_board(conn, judge_config, release)
-        return JSONResponse(board_json(board))
+            tracks = q.load_track_boards(conn, board.release_id, board.judge_config)
+            agreement = q.load_agreement_rows(conn, board.release_id, board.judge_config)
+        return JSONResponse(board_json(board) | q.tracks_json(tracks, agreement))
 
     @app.get("/api/history")
     def history_api(judge_config: str | None = None, system_id: str | None = None) -> JSONResponse:

@@ -18,7 +18,8 @@ from deepscholar import errors
 from deepscholar.evaluation import registry
 from deepscholar.evaluation.leaderboard import pick_board
 
-__all__ = ["Board", "NotFound", "load_board", "board_json", "metric_mean", "finite", "json_value", "pick",
+__all__ = ["Board", "TrackBoard", "NotFound", "load_board", "load_track_boards", "load_agreement_rows", "board_json",
+           "tracks_json", "metric_mean", "finite", "json_value", "pick",
            "history_rows", "history_judge_configs", "system_info", "system_reports", "report_detail"]
 
 
@@ -116,6 +117,43 @@ def load_board(conn: sa.Connection, judge_config: str | None = None, release_id:
                  _metric_cells(conn, release, chosen), latest=release_id is None)
 
 
+@dataclass
+class TrackBoard:
+    """One evaluation track's board of the same release and judge as the core board it is shown under."""
+
+    family: str
+    ranking_metric: str
+    rows: list[dict]
+    cells: dict[tuple[str, str], dict] = field(default_factory=dict)
+
+
+def load_track_boards(conn: sa.Connection, release_id: str | None, judge_config: str | None) -> list[TrackBoard]:
+    """Every track that has a board for this release and judge, in the registry's order of families."""
+    if release_id is None or judge_config is None:
+        return []
+    rows = _rows(conn, "SELECT * FROM deepscholar.track_boards WHERE release_id = :r AND judge_config = :j "
+                       "ORDER BY rank, system_id", r=release_id, j=judge_config)
+    cells = _rows(conn, "SELECT * FROM deepscholar.track_board_metrics WHERE release_id = :r AND judge_config = :j",
+                  r=release_id, j=judge_config)
+    boards: dict[str, TrackBoard] = {}
+    for r in rows:
+        if r["family"] in registry.FAMILIES:  # a track no longer registered waits for the next roll-up to go
+            boards.setdefault(r["family"], TrackBoard(r["family"], r["ranking_metric"], [])).rows.append(r)
+    for c in cells:
+        if c["family"] in boards:
+            boards[c["family"]].cells[(c["system_id"], c["metric"])] = c
+    return [boards[f] for f in sorted(boards, key=registry.family_order)]
+
+
+def load_agreement_rows(conn: sa.Connection, release_id: str | None, judge_config: str | None) -> list[dict]:
+    if release_id is None or judge_config is None:
+        return []
+    rows = _rows(conn, "SELECT family_a, family_b, n_systems, kendall_tau, p_value, movers "
+                       "FROM deepscholar.board_agreement WHERE release_id = :r AND judge_config = :j",
+                 r=release_id, j=judge_config)
+    return sorted(rows, key=lambda r: (registry.family_order(r["family_a"]), registry.family_order(r["family_b"])))
+
+
 def _metric_json(row: Mapping, cell: Mapping, metric: str) -> dict:
     return {
         "mean": finite(metric_mean(row, cell, metric)),
@@ -144,6 +182,20 @@ def board_json(board: Board) -> dict:
         })
     return {"release_id": board.release_id, "judge_config": board.judge_config,
             "judge_configs": board.judge_configs, "rows": out_rows}
+
+
+def tracks_json(tracks: Sequence[TrackBoard], agreement: Sequence[Mapping]) -> dict:
+    """The track boards and the agreement table, as the API serves them beside the core board."""
+    out = {}
+    for t in tracks:
+        names = registry.metric_names(t.family)
+        out[t.family] = {"ranking_metric": t.ranking_metric, "rows": [{
+            "rank": r["rank"], "system_id": r["system_id"], "n_queries": r["n_queries"], "n_reports": r["n_reports"],
+            "n_failed": r["n_failed"],
+            "metrics": {m: _metric_json({}, t.cells.get((r["system_id"], m), {}), m) for m in names},
+            "metric_versions": r.get("metric_versions"), "computed_at": json_value(r.get("computed_at")),
+        } for r in t.rows]}
+    return {"tracks": out, "agreement": [{k: json_value(v) for k, v in a.items()} for a in agreement]}
 
 
 # --- history and systems -------------------------------------------------------------------------------

@@ -20,7 +20,8 @@ import jinja2
 from markupsafe import Markup
 
 from deepscholar.evaluation import registry
-from deepscholar.web.queries import Board, finite, metric_mean
+from deepscholar.evaluation.judges import is_local_config
+from deepscholar.web.queries import Board, TrackBoard, finite, metric_mean
 from deepscholar.web.report_text import report_html
 
 __all__ = ["ENV", "render", "format_value", "value_attr", "svg_line_chart", "safe_href", "qs", "path_segment",
@@ -70,13 +71,22 @@ def safe_href(url: str | None) -> str | None:
 
 
 def metric_order_key(metric: str) -> tuple[int, str]:
-    names = registry.metric_names(registry.CORE)
+    """Board order: the core's metrics, then each track's (an unregistered one last, by name)."""
+    names = registry.metric_names()
     return (names.index(metric) if metric in names else len(names), metric)
+
+
+def track_of(metric: str) -> str | None:
+    """The label of the evaluation track a metric belongs to; None for a core (or unregistered) metric."""
+    if metric not in registry.metric_names():
+        return None
+    family = registry.family_of(metric)
+    return None if family == registry.CORE else registry.family_label(family)
 
 
 def headline_of(metric: str) -> str | None:
     """The metric's headline variant; None for a metric the registry does not know (stored by an old run)."""
-    return registry.headline_variant(metric) if metric in registry.metric_names(registry.CORE) else None
+    return registry.headline_variant(metric) if metric in registry.metric_names() else None
 
 
 def natural_key(text: str) -> list:
@@ -207,7 +217,44 @@ def _provenance(rows: Sequence[Mapping]) -> tuple[list[tuple[str, str]], Any]:
     return listed, computed
 
 
-def board_context(board: Board, base: str) -> dict:
+def _track_section(track: TrackBoard, base: str) -> dict:
+    dimensions = registry.dimensions(track.family)
+    metrics = [m for ms in dimensions.values() for m in ms]
+    rows = []
+    for r in track.rows:
+        cells = [track.cells.get((r["system_id"], m), {}) for m in metrics]
+        ranking = track.cells.get((r["system_id"], track.ranking_metric), {})
+        low, high = finite(ranking.get("ci_low")), finite(ranking.get("ci_high"))
+        rows.append({"system_id": r["system_id"], "rank": r["rank"], "n_reports": r["n_reports"],
+                     "n_queries": r["n_queries"], "n_failed": r["n_failed"],
+                     "link": f"{base}/system/{path_segment(r['system_id'])}",
+                     "cells": [_metric_cell(m, c.get("mean"), c) for m, c in zip(metrics, cells, strict=True)],
+                     "ci": None if low is None or high is None else (format_value(low), format_value(high))})
+    counts = [registry.metric_label(m) for m in metrics if not registry.is_bounded(m)]
+    return {"family": track.family, "label": registry.family_label(track.family), "dimensions": dimensions,
+            "metrics": metrics, "ranking_metric": track.ranking_metric,
+            "ranking_label": registry.metric_label(track.ranking_metric), "rows": rows, "counts": counts}
+
+
+def _agreement_rows(agreement: Sequence[Mapping]) -> list[dict]:
+    out = []
+    for a in agreement:
+        movers = a.get("movers") or []
+        if isinstance(movers, str):
+            movers = json.loads(movers)
+        tau = finite(a.get("kendall_tau"))
+        p = finite(a.get("p_value"))
+        out.append({"family_a": a["family_a"], "family_b": a["family_b"],
+                    "label_a": registry.family_label(a["family_a"]), "label_b": registry.family_label(a["family_b"]),
+                    "n_systems": a["n_systems"], "tau": tau, "tau_shown": "n/a" if tau is None else f"{tau:+.2f}",
+                    "p_shown": "n/a" if p is None else f"{p:.3g}",
+                    "movers": "; ".join(f"{m['system_id']} {m['rank_a']}→{m['rank_b']}" for m in movers[:3])
+                    or "same order"})
+    return out
+
+
+def board_context(board: Board, base: str, tracks: Sequence[TrackBoard] = (),
+                  agreement: Sequence[Mapping] = ()) -> dict:
     dimensions = registry.dimensions(registry.CORE)
     metrics = [m for ms in dimensions.values() for m in ms]
     release = None if board.latest else board.release_id
@@ -217,6 +264,9 @@ def board_context(board: Board, base: str) -> dict:
         "judge_links": [(j, f"{base}/{qs(release=release, judge_config=j)}") for j in board.judge_configs],
         "rows": [_board_row(board, r, metrics, base) for r in board.rows],
         "versions": versions, "computed_at": computed,
+        "local_judge": board.judge_config is not None and is_local_config(board.judge_config),
+        "tracks": [_track_section(t, base) for t in tracks],
+        "agreement": _agreement_rows(agreement),
     }
 
 
@@ -291,7 +341,7 @@ def _report_scores(scores: Sequence[Mapping]) -> list[dict]:
     def key(s: Mapping) -> tuple:
         return (metric_order_key(s["metric"]), s["judge_config"], s["variant"] != headline_of(s["metric"]),
                 natural_key(s["variant"]))
-    return [{**s, "headline": headline_of(s["metric"]) == s["variant"],
+    return [{**s, "headline": headline_of(s["metric"]) == s["variant"], "track": track_of(s["metric"]),
              "details_text": json_text(s.get("details")) if s.get("details") else ""}
             for s in sorted(scores, key=key)]
 
@@ -303,7 +353,7 @@ def _report_judgments(judgments: Sequence[Mapping]) -> list[dict]:
     out = []
     for (metric, config), items in sorted(groups.items(), key=lambda kv: (metric_order_key(kv[0][0]), kv[0][1])):
         items = sorted(items, key=lambda j: natural_key(j["item_key"]))
-        out.append({"metric": metric, "judge_config": config, "entries": items,
+        out.append({"metric": metric, "judge_config": config, "entries": items, "track": track_of(metric),
                     "n_unscored": sum(1 for j in items if j.get("unscored_reason"))})
     return out
 

@@ -1,0 +1,275 @@
+"""What the claims track's three metrics share (claims_precision, claims_recall, claims_f1): the report's
+predicted claims, the query's ground-truth claims, a one-to-one matching, and one batched judge call.
+
+After LiveDRBench's claim-level precision / recall / F1 for its "prior art" category (find the prior works
+a paper builds on and say how each connects). A claim has two sub-claims: the **work** and the
+**connection** (how the paper relates to it).
+
+- Ground-truth claims (release/claims_truth.py, table gt_claims): one per important exemplar reference,
+  on arXiv or not, with the exemplar's sentences about it condensed into one line by the release judge.
+  Two cite keys of one paper (same arXiv id, else DOI, else normalised title) are one claim here, their
+  connections joined by "; ".
+- Predicted claims: one per work the report cites, with no extraction call: the work is the cited
+  source; two numbers of one paper (same arXiv id, else DOI, else normalised title) are one work. Its
+  connection is every body sentence citing it (markers removed, each distinct sentence once, report
+  order), joined by a space. A cited number with no stored source names no work and is no claim.
+- Matching, no call: a predicted and a ground-truth claim match when their works are the same, by
+  version-less arXiv id, else DOI, else normalised-title similarity >= 0.8, one-to-one
+  (reference_coverage.match_one_to_one, the ReportBench bibliography's keys).
+- Connection grades: one item per report (`matched_pairs`), a batch (evaluation/base.py
+  BatchJudgedMetric) whose sub-items are the matched pairs, one line each holding the work's title, the
+  exemplar's connection and the report's; the judge grades each 0-3 (3 closely matches, 2 main idea
+  without a key detail, 1 some overlap, 0 wrong or unrelated) in one call (prompt claims_connection_v1),
+  answered as a JSON array of the strings "0".."3", parsed strictly. A grade >= 2 makes the connection
+  right. A matched pair whose report says nothing about the work (every sentence citing it is markers
+  alone) is graded 0 without asking; a report with no pair to grade makes no call.
+- Per ground-truth or predicted claim: matched -> (1 + connection right) / 2 (the work is right by the
+  match), unmatched -> 0; `strict`: 1 only when matched and the connection is right, else 0.
+  precision = sum / #predicted, recall = sum / #ground truth, F1 = their harmonic mean (0 when both are 0).
+- Our choices where the definition leaves one: a query without ground-truth claims is unscored on all
+  three (nothing to be right or wrong about; 0 would blame the report); when its exemplar has important
+  references but no claims are stored, the track's artefacts are missing and the reason names the
+  command that builds them. #predicted = 0 -> precision 0, recall 0, F1 0. The human exemplar is judged
+  like any report (its connections are where the ground truth comes from, so its recall is the track's
+  own check; its precision is the share of its citations that are important). A batch the judge cannot
+  answer leaves the report unscored on all three, never 0.
+- Local judge: a pair's grade from the cosine between its two connections (MiniLM): >= 0.80 -> 3,
+  >= 0.65 -> 2 (claim coverage's full-support bar, so "right" means what it does there), >= 0.50 -> 1,
+  else 0.
+
+The three metrics ask the very same question (same prompt file, item key, prompt fields and purpose), so
+a report costs one call: whichever metric is judged second or third is answered by the LLM client's
+cache or single flight. They are three metrics only because the board shows one number per metric.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from deepscholar.evaluation.base import (
+    BatchJudgedMetric,
+    ExemplarReference,
+    Item,
+    ItemJudgment,
+    ReportContext,
+    Score,
+    SourceDoc,
+    judgments_in_order,
+)
+from deepscholar.evaluation.metrics._bibliography import _paper_key, normalise_doi
+from deepscholar.evaluation.metrics._fact import states_something
+from deepscholar.evaluation.metrics.reference_coverage import (
+    BY_ARXIV_ID,
+    TITLE_MATCH_THRESHOLD,
+    match_one_to_one,
+)
+from deepscholar.text.citations import strip_citation_numbers
+
+__all__ = ["ClaimsMetric", "Claims", "PredictedClaim", "TruthClaim", "Pair", "match_claims", "claim_totals",
+           "GRADES", "RIGHT_GRADE", "ITEM_KEY", "LOCAL_GRADE_COSINES", "local_grade"]
+
+GRADES = ("0", "1", "2", "3")  # what the judge may answer
+RIGHT_GRADE = 2  # a connection graded at least this is right (binarised 1)
+ITEM_KEY = "matched_pairs"
+# Local judge: (lowest cosine, grade), highest first; below the last, 0.
+LOCAL_GRADE_COSINES = ((0.80, 3), (0.65, 2), (0.50, 1))
+_KEYS = (BY_ARXIV_ID, ("doi", lambda paper: normalise_doi(paper.doi)))
+
+
+@dataclass(frozen=True)
+class PredictedClaim:
+    source: SourceDoc  # the work: the first-cited source of the paper
+    numbers: tuple[int, ...]  # every [n] of the report naming it
+    connection: str  # the sentences citing it, markers removed; "" when none states anything
+
+
+@dataclass(frozen=True)
+class TruthClaim:
+    work: ExemplarReference  # the work as the matcher reads it (cite key, arXiv id, title, DOI)
+    cite_keys: tuple[str, ...]
+    connection: str
+
+
+@dataclass(frozen=True)
+class Pair:
+    truth: TruthClaim
+    predicted: PredictedClaim
+    by: str  # "id", "doi" or "title"
+    similarity: float | None
+
+    @property
+    def line(self) -> str:
+        """The sub-item the judge grades; "" when the report says nothing about the work (graded 0, unasked)."""
+        if not self.predicted.connection:
+            return ""
+        title = self.truth.work.title or self.predicted.source.title or "(title unknown)"
+        return " ".join(f"Work: {title} | Exemplar: {self.truth.connection} | Report: "
+                        f"{self.predicted.connection}".split())
+
+
+@dataclass(frozen=True)
+class Claims:
+    predicted: tuple[PredictedClaim, ...]
+    truth: tuple[TruthClaim, ...]
+    pairs: tuple[Pair, ...]  # in ground-truth order
+
+
+def _predicted(report: ReportContext) -> list[PredictedClaim]:
+    groups: list[list[SourceDoc]] = []
+    group_of_key: dict[tuple[str, str], int] = {}
+    for source in report.cited_sources:
+        key = _paper_key(source)
+        if key is not None and key in group_of_key:
+            groups[group_of_key[key]].append(source)
+            continue
+        if key is not None:
+            group_of_key[key] = len(groups)
+        groups.append([source])
+    group_of = {s.idx: g for g, sources in enumerate(groups) for s in sources}
+    statements: list[dict[str, None]] = [{} for _ in groups]
+    for sentence in report.sentences:
+        text = " ".join(strip_citation_numbers(sentence.text).split())
+        if not states_something(text):
+            continue
+        for g in dict.fromkeys(group_of[n] for n in sentence.citations if n in group_of):
+            statements[g][text] = None
+    return [PredictedClaim(sources[0], tuple(s.idx for s in sources), " ".join(said))
+            for sources, said in zip(groups, statements, strict=True)]
+
+
+def _truth(report: ReportContext) -> list[TruthClaim]:
+    merged: list[tuple[ExemplarReference, list[str], dict[str, None]]] = []
+    index_of: dict[tuple[str, str], int] = {}
+    for claim in report.query.gt_claims:
+        work = ExemplarReference(claim.cite_key, claim.work_arxiv_id, claim.work_title, None, True, claim.work_doi)
+        key = _paper_key(work)
+        connection = " ".join(claim.connection.split())
+        if key is not None and key in index_of:
+            _, keys, connections = merged[index_of[key]]
+            keys.append(claim.cite_key)
+            connections[connection] = None
+            continue
+        if key is not None:
+            index_of[key] = len(merged)
+        merged.append((work, [claim.cite_key], {connection: None}))
+    return [TruthClaim(work, tuple(keys), "; ".join(c for c in connections if c)) for work, keys, connections in merged]
+
+
+def match_claims(report: ReportContext) -> Claims:
+    predicted, truth = _predicted(report), _truth(report)
+    by_source = {id(p.source): p for p in predicted}
+    by_work = {id(t.work): t for t in truth}
+    matches = match_one_to_one([p.source for p in predicted], [t.work for t in truth], _KEYS)
+    pairs = tuple(Pair(by_work[id(m.reference)], by_source[id(m.source)], m.by, m.similarity) for m in matches)
+    return Claims(tuple(predicted), tuple(truth), pairs)
+
+
+def claim_totals(claims: Claims, grades: Sequence[int]) -> dict[str, dict[str, float]]:
+    """Per variant ("score", "strict"): precision, recall and F1 from the pairs' grades (in pair order)."""
+    right = [g >= RIGHT_GRADE for g in grades]
+    sums = {"score": sum((1 + r) / 2 for r in right), "strict": float(sum(right))}
+    out = {}
+    for variant, total in sums.items():
+        precision = total / len(claims.predicted) if claims.predicted else 0.0
+        recall = total / len(claims.truth)
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+        out[variant] = {"sum": total, "precision": precision, "recall": recall, "f1": f1}
+    return out
+
+
+def local_grade(cosine: float) -> int:
+    return next((grade for floor, grade in LOCAL_GRADE_COSINES if cosine >= floor), 0)
+
+
+class ClaimsMetric(BatchJudgedMetric):
+    """A claims metric: items, prompt, parsing, judges and arithmetic shared; a subclass names its quantity."""
+
+    dimension = "prior_art_claims"
+    headline = "score"
+    variants = ("score", "strict")
+    prompt_name = "claims_connection_v1"
+    # d1: predicted claims read off the [n] markers (no extraction call), works matched without a call,
+    # one batched call grading every matched pair's connection 0-3.
+    definition = "d1"
+    labels = GRADES
+    sub_item = "pair"
+    quantity: str  # "precision", "recall" or "f1"
+    # One call per report with a matched pair, made by whichever of the three is judged first (in a judge
+    # task, the three metrics' units of a query shard run together); the others are answered from the cache.
+    calls_per_report = 1.0  # balances judge tasks only (evaluation.jobs)
+
+    @property
+    def purpose(self) -> str:
+        return "metric.claims"  # one question for the three metrics: one purpose in the audit trail
+
+    def items(self, report: ReportContext) -> list[Item]:
+        if not report.query.gt_claims:
+            return []
+        pairs = [p for p in match_claims(report).pairs if p.line]
+        if not pairs:
+            return []
+        about = tuple(dict.fromkeys((p.line, p.truth.connection, p.predicted.connection) for p in pairs))
+        return [self.batch(ITEM_KEY, [p.line for p in pairs], about)]
+
+    def batch_fields(self, report: ReportContext, item: Item) -> dict[str, Any]:
+        return {"title": report.query.title}
+
+    def judge_local(self, report: ReportContext, items: Sequence[Item]) -> list[ItemJudgment]:
+        from deepscholar.llm import local_judge
+
+        out = []
+        for item in items:
+            about = {line: (truth, said) for line, truth, said in item.payload.about}
+            truths = [about[line][0] for line in item.payload.texts]
+            saids = [about[line][1] for line in item.payload.texts]
+            sims = local_judge.similarity(truths, saids)
+            cosines = [round(float(sims[i, i]), 4) for i in range(len(truths))]
+            grades = [str(local_grade(c)) for c in cosines]
+            shown = ", ".join(f"#{n} {c:.3f} -> {g}" for n, (c, g) in enumerate(zip(cosines, grades, strict=True), 1))
+            floors = ", ".join(f">= {floor} -> {grade}" for floor, grade in LOCAL_GRADE_COSINES)
+            out.append(ItemJudgment(item.key, self._labelled(item, grades), explanation=(
+                f"local embedding judge ({local_judge.MODEL_ID}), not an LLM: each pair graded by the cosine "
+                f"between the exemplar's and the report's connection ({floors}, else 0): {shown}")))
+        return out
+
+    def fixed_scores(self, report: ReportContext) -> list[Score] | None:
+        if report.query.gt_claims:
+            return None
+        n_important = sum(bool(r.is_important) for r in report.query.exemplar_references)
+        if n_important:
+            reason = (f"no ground-truth claims for query {report.arxiv_id} in release {report.release_id} although "
+                      f"its exemplar has {n_important} important reference(s): run `deepscholar release enrich "
+                      f"{report.release_id} --tracks claims`")
+        else:
+            reason = ("the exemplar has no important reference, so the query has no ground-truth claim (#GT = 0): "
+                      "it cannot be scored on the claims track")
+        return [Score(v, None, reason, details={"n_gt": 0}) for v in self.variants]
+
+    def in_order(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[ItemJudgment]:
+        return judgments_in_order(self.items(report), judgments, "no judgment for the matched pairs")
+
+    def score_judged(self, report: ReportContext, ordered: Sequence[ItemJudgment]) -> list[Score]:
+        claims = match_claims(report)
+        graded = {text: int(label) for j in ordered for text, label in self.sub_labels(j, GRADES)}
+        ungraded = [p for p in claims.pairs if p.line and p.line not in graded]
+        if ungraded:
+            reason = (f"{len(ungraded)} matched pair(s) have no grade in the stored judgment; first: "
+                      f"{ungraded[0].truth.cite_keys[0]}")
+            return [Score(v, None, reason, n_items=len(ordered)) for v in self.variants]
+        grades = [graded[p.line] if p.line else 0 for p in claims.pairs]
+        totals = claim_totals(claims, grades)
+        matched = {id(p.predicted) for p in claims.pairs} | {id(p.truth) for p in claims.pairs}
+        details = {
+            "n_predicted": len(claims.predicted), "n_gt": len(claims.truth), "n_matched": len(claims.pairs),
+            "n_connection_right": sum(g >= RIGHT_GRADE for g in grades), "threshold": TITLE_MATCH_THRESHOLD,
+            "matched": [{"cite_keys": list(p.truth.cite_keys), "source_idx": list(p.predicted.numbers), "by": p.by,
+                         **({"similarity": round(p.similarity, 4)} if p.similarity is not None else {}),
+                         "grade": g, **({} if p.line else {"unasked": "the report says nothing about it"})}
+                        for p, g in zip(claims.pairs, grades, strict=True)],
+            "unmatched_gt": [k for t in claims.truth if id(t) not in matched for k in t.cite_keys],
+            "unmatched_sources": [p.numbers[0] for p in claims.predicted if id(p) not in matched],
+        }
+        n = len(ordered)
+        return [Score(v, totals[v][self.quantity], n_items=n, details={**details, **totals[v]}) for v in self.variants]

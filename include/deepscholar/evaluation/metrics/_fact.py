@@ -1,0 +1,162 @@
+"""What the FACT track's two metrics share (citation_accuracy, effective_citations): the report's
+statement–source pairs, one judge call per cited source, and the three labels.
+
+FACT (DeepResearch Bench) checks a report's citations in three steps: extract (statement, cited source)
+pairs, drop duplicate pairs, and ask whether each source supports its statements. Here:
+
+- Pairs need no extraction call: they are read off the [n] markers. Each sentence of the report body
+  (ReportContext.sentences) citing number n gives the pair (its text with the markers removed, n). A
+  sentence that is nothing but markers and punctuation states nothing and gives no pair.
+- Duplicates: no LLM deduplication (FACT asks a model which statements say the same thing). Only exact
+  duplicates are merged: one statement text cited twice for one source (two identical sentences, or a
+  sentence citing [n] twice) is one pair, judged once and counted once. Paraphrases count separately.
+- Validation: one item, and so one call, per cited number, with every statement citing it listed in
+  that call (evaluation/base.py BatchJudgedMetric); each statement is labelled "supported" or
+  "unsupported" against the source's text (the snippet the system saw, else title and abstract).
+- "unknown": a cited number whose source has no usable text (no snippet, no title, no abstract), or that
+  names no stored source at all, cannot be checked. Its statements are labelled "unknown" without a call
+  and left out of the accuracy's denominator, and counted in the details (`unknown`, `n_unknown_sources`).
+
+citation_accuracy and effective_citations ask the very same question per source (the same prompt file,
+item keys and prompt fields), so whichever is judged second is answered by the first one's call: from the
+client's memory or `llm_calls`, or, when both are in flight at once, by the LLM client's single-flight
+(llm/client.py). They are two metrics only because the board shows one number per metric.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from deepscholar.evaluation.base import (
+    BatchJudgedMetric,
+    Item,
+    ItemJudgment,
+    ReportContext,
+    Score,
+    judgments_in_order,
+)
+from deepscholar.evaluation.metrics.citation_precision import resolved_text, support_cosines
+from deepscholar.text.citations import strip_citation_numbers
+
+__all__ = ["FactMetric", "SUPPORTED", "UNSUPPORTED", "UNKNOWN", "LABELS", "SUPPORT_COSINE", "citation_pairs",
+           "states_something"]
+
+SUPPORTED, UNSUPPORTED, UNKNOWN = "supported", "unsupported", "unknown"
+JUDGE_LABELS = (SUPPORTED, UNSUPPORTED)  # what the judge may answer
+LABELS = (*JUDGE_LABELS, UNKNOWN)  # what a stored label may hold ("unknown" is decided, never asked)
+# Local judge: a statement is supported when its best cosine against the source (its whole text or one of
+# its sentences) reaches this; the bar claim coverage sets for full support, not citation precision's
+# "at least one claim" (0.50).
+SUPPORT_COSINE = 0.65
+
+
+def states_something(text: str) -> bool:
+    """Has the text a letter or a digit: a sentence of markers and punctuation alone states nothing."""
+    return any(ch.isalnum() for ch in text)
+
+
+def citation_pairs(report: ReportContext) -> dict[int, list[str]]:
+    """{cited number: the statements citing it}, numbers in first-cited order, statements in report order
+    with their markers removed, each distinct text once per number."""
+    pairs: dict[int, dict[str, None]] = {}
+    for sentence in report.sentences:
+        if not sentence.citations:
+            continue
+        statement = " ".join(strip_citation_numbers(sentence.text).split())
+        if not states_something(statement):
+            continue
+        for number in sentence.citations:
+            pairs.setdefault(number, {})[statement] = None
+    return {n: list(statements) for n, statements in pairs.items()}
+
+
+class FactMetric(BatchJudgedMetric):
+    """A FACT metric: the items, prompt, parsing and judges the two share; a subclass gives its value."""
+
+    dimension = "citations"
+    headline = "score"
+    variants = ("score",)
+    prompt_name = "fact_support_v1"
+    # d1: pairs read off the [n] markers (no extraction call), exact duplicates merged (no LLM dedup),
+    # a source without text makes its statements "unknown" (left out, counted).
+    definition = "d1"
+    labels = JUDGE_LABELS
+    sub_item = "statement"
+    # One call per distinct cited number with text: 7.5 per report on the demo month (citation precision's
+    # pairs: 9.2). The second FACT metric's calls are answered by the first's request (cached or in
+    # flight) but are calls all the same, as the estimate counts them.
+    calls_per_report = 7.5  # balances judge tasks only (evaluation.jobs)
+
+    def items(self, report: ReportContext) -> list[Item]:
+        """One batch per cited number: key c<n>, sub-items the statements citing [n], about = n."""
+        return [self.batch(f"c{n}", statements, n) for n, statements in citation_pairs(report).items()]
+
+    def batch_fields(self, report: ReportContext, item: Item) -> dict | ItemJudgment:
+        number = item.payload.about
+        source = resolved_text(report, number)
+        if source is None:
+            return self._unknown(report, item)
+        return {"source": source}
+
+    def _unknown(self, report: ReportContext, item: Item) -> ItemJudgment:
+        number = item.payload.about
+        why = "names no stored source" if number not in report.sources else "has no text (no snippet, title or abstract)"
+        return self.decided(item, UNKNOWN, (
+            f"[{number}] {why}: its statements cannot be checked, so they are unknown, left out of the "
+            "accuracy's denominator, without a judge call"))
+
+    def judge_local(self, report: ReportContext, items: Sequence[Item]) -> list[ItemJudgment]:
+        from deepscholar.llm.local_judge import MODEL_ID
+
+        items = list(items)
+        texts = {it.key: resolved_text(report, it.payload.about) for it in items}
+        statements = list(dict.fromkeys(s for it in items if texts[it.key] is not None for s in it.payload.texts))
+        sources = list(dict.fromkeys(t for t in texts.values() if t is not None))
+        cosines = support_cosines(statements, sources)
+        row_of = {s: i for i, s in enumerate(statements)}
+        col_of = {t: j for j, t in enumerate(sources)}
+        out = []
+        for item in items:
+            source = texts[item.key]
+            if source is None:
+                out.append(self._unknown(report, item))
+                continue
+            best = [cosines[row_of[s]][col_of[source]] for s in item.payload.texts]
+            labels = [SUPPORTED if c >= SUPPORT_COSINE else UNSUPPORTED for c in best]
+            shown = ", ".join(f"#{n} {c:.3f}" for n, c in enumerate(best, 1))
+            out.append(ItemJudgment(item.key, self._labelled(item, labels), explanation=(
+                f"local embedding judge ({MODEL_ID}), not an LLM: each statement's best cosine against "
+                f"source [{item.payload.about}] (whole text or one of its sentences), supported at >= "
+                f"{SUPPORT_COSINE}: {shown}")))
+        return out
+
+    def fixed_scores(self, report: ReportContext) -> list[Score] | None:
+        if self.items(report):
+            return None
+        # As FACT: a report without citation pairs scores 0 (a score, not a failure), marked.
+        details = {"no_citation_pairs": True, "n_pairs": 0, SUPPORTED: 0, UNSUPPORTED: 0, UNKNOWN: 0}
+        return [Score(v, 0.0, details=details) for v in self.variants]
+
+    def in_order(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[ItemJudgment]:
+        return judgments_in_order(self.items(report), judgments, "no judgment for this source")
+
+    def tally(self, judgments: Sequence[ItemJudgment]) -> dict:
+        """The pair counts by label, and how many sources were checked or unknown."""
+        labels = [[label for _, label in self.sub_labels(j, LABELS)] for j in judgments]
+        flat = [label for ls in labels for label in ls]
+        return {"n_pairs": len(flat), **{x: flat.count(x) for x in LABELS}, "n_sources": len(judgments),
+                "n_unknown_sources": sum(bool(ls) and all(x == UNKNOWN for x in ls) for ls in labels)}
+
+    def value(self, counts: dict) -> float:
+        raise NotImplementedError
+
+    def score_judged(self, report: ReportContext, ordered: Sequence[ItemJudgment]) -> list[Score]:
+        counts = self.tally(ordered)
+        n = len(ordered)
+        if counts[SUPPORTED] + counts[UNSUPPORTED] == 0:
+            # Every cited source lacks text: nothing could be checked, for a reason that is the data's, not
+            # necessarily the report's. Neither 0 nor 1 would be a measurement.
+            reason = (f"none of the {counts['n_pairs']} citation pairs could be checked: every cited source "
+                      "has no text (all unknown)")
+            return [Score(v, None, reason, n_items=n, details=counts) for v in self.variants]
+        return [Score(self.headline, self.value(counts), n_items=n, details=counts)]

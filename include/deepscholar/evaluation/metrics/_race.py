@@ -1,0 +1,179 @@
+"""RACE (after DeepResearch Bench): a report graded relative to the human related-work section on criteria
+made for its query at release time (release/race_rubrics.py). Shared by the five race_* metrics.
+
+One judge call per report: both articles (target = the report, always "article 1"; reference = the exemplar
+section, "article 2"; citation markers and reference lists stripped deterministically, no cleaning call)
+and every criterion of the query's rubric; the judge gives each article a score in [0, 10] per criterion.
+Then, with w_dk a criterion's weight within dimension d and W_d the dimension's weight:
+S_d(X) = sum_k w_dk * s_X,dk, S_int(X) = sum_d W_d * S_d(X),
+race_overall = S_int(R) / (S_int(R) + S_int(ref)) and race_d = S_d(R) / (S_d(R) + S_d(ref)): 0.5 means as
+good as the human section. A denominator of 0 (both articles scored 0) is unscored, not a score.
+
+The five metrics ask the identical question (same prompt, item key and fields): the LLM client answers it
+once and the other four read the cache, so a report costs one call. The human exemplar's own report is
+0.5 on every RACE metric by construction (it is the reference), with no call. A query whose release has
+no rubric yet is unscored with the command that builds one. The local judge scores a criterion for an
+article as 10 x the best cosine similarity between the criterion (name and explanation) and the
+article's sentences, clipped to [0, 1]: a deterministic stand-in that exercises the pipeline, not a
+reading of the articles.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from deepscholar.evaluation.base import Item, ItemJudgment, LLMJudgedMetric, ReportContext, Score
+from deepscholar.llm.client import ParseError, parse_json_array
+from deepscholar.text.citations import reference_spans, strip_citation_numbers
+from deepscholar.text.markers import strip_citation_markers
+from deepscholar.text.sentences import split_exemplar_sentences
+
+__all__ = ["RaceMetric", "race_scores", "article_text", "reference_text", "parse_criterion_scores", "MAX_SCORE"]
+
+MAX_SCORE = 10.0
+ITEM_KEY = "rubric"
+HUMAN_SCORE = 0.5
+
+
+def _paragraphs(text: str) -> list[str]:
+    return [p for p in re.split(r"\n\s*\n", text) if p.strip()]
+
+
+def article_text(markdown: str) -> str:
+    """A report as RACE's judge reads it: reference lists and numbered citation markers removed, paragraphs kept."""
+    lines = (markdown or "").splitlines()
+    dropped = {i for start, end in reference_spans(lines) for i in range(start, end)}
+    kept = "\n".join(line for i, line in enumerate(lines) if i not in dropped)
+    return "\n\n".join(s for s in (strip_citation_numbers(p) for p in _paragraphs(kept)) if s)
+
+
+def reference_text(section: str) -> str:
+    """The human section as the reference article: its [@key] markers removed, paragraphs kept."""
+    return "\n\n".join(s for s in (strip_citation_markers(p) for p in _paragraphs(section or "")) if s)
+
+
+def _criteria(report: ReportContext) -> list[dict]:
+    return [{"dimension": d.name, "dimension_weight": d.weight, "criterion": c.criterion,
+             "explanation": c.explanation, "weight": c.weight}
+            for d in report.query.race_rubric for c in d.criteria]
+
+
+def parse_criterion_scores(text: str, count: int) -> list[tuple[float, float]]:
+    """Exactly `count` {"article_1": s, "article_2": s} objects with scores in [0, 10], strictly."""
+    answers = parse_json_array(text)
+    if len(answers) != count:
+        raise ParseError(f"expected exactly {count} objects, one per criterion, got {len(answers)}")
+    out = []
+    for n, answer in enumerate(answers, 1):
+        if not isinstance(answer, dict):
+            raise ParseError(f"criterion {n}: expected an object with article_1 and article_2")
+        pair = []
+        for side in ("article_1", "article_2"):
+            value = answer.get(side)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+                    or not 0 <= value <= MAX_SCORE:
+                raise ParseError(f"criterion {n}: {side} must be a number from 0 to 10, got {value!r}")
+            pair.append(float(value))
+        out.append((pair[0], pair[1]))
+    return out
+
+
+def race_scores(graded: Sequence[dict]) -> dict[str, Any]:
+    """S_d and S_int for both articles, and the ratios, from the stored per-criterion grades (each with
+    dimension, dimension_weight, weight, article_1, article_2). A ratio with a zero denominator is None."""
+    dims: dict[str, dict[str, float]] = {}
+    for g in graded:
+        d = dims.setdefault(g["dimension"], {"W": g["dimension_weight"], "target": 0.0, "reference": 0.0})
+        d["target"] += g["weight"] * g["article_1"]
+        d["reference"] += g["weight"] * g["article_2"]
+    s_int_target = sum(d["W"] * d["target"] for d in dims.values())
+    s_int_reference = sum(d["W"] * d["reference"] for d in dims.values())
+
+    def ratio(a: float, b: float) -> float | None:
+        return a / (a + b) if a + b > 0 else None
+
+    return {"overall": ratio(s_int_target, s_int_reference), "s_int_target": s_int_target,
+            "s_int_reference": s_int_reference,
+            "dimensions": {name: {"ratio": ratio(d["target"], d["reference"]), "weight": d["W"],
+                                  "s_target": d["target"], "s_reference": d["reference"]}
+                           for name, d in dims.items()}}
+
+
+class RaceMetric(LLMJudgedMetric):
+    """One RACE figure: `race_dimension` None for race_overall, else one of the four dimensions."""
+
+    dimension = "reference_relative_quality"
+    headline = "score"
+    variants = ("score",)
+    prompt_name = "race_scoring_v1"
+    definition = "d1"
+    calls_per_report = 1.0  # one call per report, shared by the five RACE metrics (cache)
+    race_dimension: str | None = None
+
+    @property
+    def purpose(self) -> str:
+        return "metric.race"  # one question for the five metrics: one purpose in the audit trail
+
+    def items(self, report: ReportContext) -> list[Item]:
+        if report.is_human_exemplar or not report.query.race_rubric:
+            return []
+        return [Item(ITEM_KEY, tuple(_criteria(report)))]
+
+    def fixed_scores(self, report: ReportContext) -> list[Score] | None:
+        if report.is_human_exemplar:
+            return [Score("score", HUMAN_SCORE, details={"by_construction": "the human section is the reference"})]
+        if not report.query.race_rubric:
+            return [Score("score", None, f"no RACE rubric for query {report.arxiv_id} in release {report.release_id}: "
+                          f"run `deepscholar release enrich {report.release_id} --tracks race`")]
+        return None
+
+    def prompt_fields(self, report: ReportContext, item: Item) -> dict[str, Any]:
+        listed = "\n".join(f"{n}. [{c['dimension']}] {c['criterion']}: {c['explanation']}"
+                           for n, c in enumerate(item.payload, 1))
+        return {"title": report.query.title, "abstract": report.query.abstract,
+                "article_1": article_text(report.text), "article_2": reference_text(report.query.exemplar_text),
+                "criteria": listed, "count": len(item.payload)}
+
+    def parse(self, text: str, item: Item) -> list[tuple[float, float]]:
+        return parse_criterion_scores(text, len(item.payload))
+
+    def label_of(self, item: Item, answer: list[tuple[float, float]]) -> tuple[list[dict], str]:
+        graded = [{**c, "article_1": a, "article_2": b} for c, (a, b) in zip(item.payload, answer, strict=True)]
+        return graded, "article_1 = the report (target), article_2 = the human section (reference)"
+
+    def judge_local(self, report: ReportContext, items: Sequence[Item]) -> list[ItemJudgment]:
+        from deepscholar.llm import local_judge
+
+        out = []
+        for item in items:
+            target = [strip_citation_numbers(s.text) for s in report.sentences] or [""]
+            reference = [strip_citation_markers(s) for s in split_exemplar_sentences(report.query.exemplar_text)] or [""]
+            asked = [f"{c['criterion']}: {c['explanation']}" for c in item.payload]
+            grades = []
+            for article in (target, reference):
+                sims = local_judge.similarity(asked, article)
+                grades.append([round(MAX_SCORE * min(max(float(row.max()), 0.0), 1.0), 2) for row in sims])
+            graded = [{**c, "article_1": a, "article_2": b}
+                      for c, a, b in zip(item.payload, grades[0], grades[1], strict=True)]
+            out.append(ItemJudgment(item.key, graded, explanation=(
+                "local embedding judge, not an LLM: each criterion scored 10 x the best cosine between the "
+                "criterion and the article's sentences; article_1 = the report, article_2 = the human section")))
+        return out
+
+    def score_judged(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
+        (judgment,) = judgments
+        scores = race_scores(judgment.label)
+        if self.race_dimension is None:
+            value = scores["overall"]
+        else:
+            value = scores["dimensions"].get(self.race_dimension, {}).get("ratio")
+        details = {"target": "article_1", "s_int_target": scores["s_int_target"],
+                   "s_int_reference": scores["s_int_reference"],
+                   "dimensions": scores["dimensions"], "n_criteria": len(judgment.label)}
+        if value is None:
+            return [Score("score", None, "both articles scored 0 on every criterion counted: the ratio is undefined",
+                          n_items=1, details=details)]
+        return [Score("score", value, n_items=1, details=details)]

@@ -1,0 +1,13 @@
+"""RACE, dimension comprehensiveness alone: S_d(report) / (S_d(report) + S_d(human section)); see _race.py."""
+
+from deepscholar.evaluation.metrics._race import RaceMetric
+
+
+class RaceComprehensiveness(RaceMetric):
+    name = "race_comprehensiveness"
+    position = 2
+    label = "Compr"
+    race_dimension = "comprehensiveness"
+
+
+METRIC = RaceComprehensiveness()

@@ -1,0 +1,13 @@
+"""RACE, dimension insight alone: S_d(report) / (S_d(report) + S_d(human section)); see _race.py."""
+
+from deepscholar.evaluation.metrics._race import RaceMetric
+
+
+class RaceInsight(RaceMetric):
+    name = "race_insight"
+    position = 3
+    label = "Insight"
+    race_dimension = "insight"
+
+
+METRIC = RaceInsight()

@@ -1,0 +1,13 @@
+"""RACE, dimension instruction_following alone: S_d(report) / (S_d(report) + S_d(human section)); see _race.py."""
+
+from deepscholar.evaluation.metrics._race import RaceMetric
+
+
+class RaceInstructionFollowing(RaceMetric):
+    name = "race_instruction_following"
+    position = 4
+    label = "Instr"
+    race_dimension = "instruction_following"
+
+
+METRIC = RaceInstructionFollowing()

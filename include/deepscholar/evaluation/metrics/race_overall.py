@@ -1,0 +1,13 @@
+"""RACE overall: the report's weighted score relative to the human section's (0.5 = as good), docs/METRICS.md "RACE track"."""
+
+from deepscholar.evaluation.metrics._race import RaceMetric
+
+
+class RaceOverall(RaceMetric):
+    name = "race_overall"
+    position = 1
+    label = "RACE"
+    race_dimension = None  # the weighted sum over all four dimensions
+
+
+METRIC = RaceOverall()

@@ -1,0 +1,13 @@
+"""RACE, dimension readability alone: S_d(report) / (S_d(report) + S_d(human section)); see _race.py."""
+
+from deepscholar.evaluation.metrics._race import RaceMetric
+
+
+class RaceReadability(RaceMetric):
+    name = "race_readability"
+    position = 5
+    label = "Read"
+    race_dimension = "readability"
+
+
+METRIC = RaceReadability()
