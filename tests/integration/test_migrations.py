@@ -166,7 +166,8 @@ def test_baseline_warehouse_upgrades_to_head_keeping_every_row(new_database):
     assert db.init_db(engine) == ALL[1:]
     after = _snapshot(engine)
     added = ("benchmark_runs", "resolution_cache", "host_rate_limits", "judge_configs",  # later revisions add
-             "judge_claims")
+             "judge_claims", "track_boards", "track_board_metrics", "board_agreement", "release_track_artefacts",
+             "race_rubrics", "gt_claims")
     assert all(after.pop(table) == [] for table in added)
     assert after == before
     _assert_quality_flags_column(engine)
