@@ -87,6 +87,7 @@ def floors(contexts) -> dict[str, tuple[float, float]]:
     "Tracks"), averaged over the reports. Metrics that share one question (RACE's five, FACT's two, the
     claims track's three) are judged in registry order: the first pays, the others read the cache."""
     from deepscholar.evaluation.metrics.claim_coverage import METRIC as CLAIM_COVERAGE
+    from deepscholar.evaluation.metrics.uncited_claim_support import uncited_sentences
 
     n = max(len(contexts), 1)
     relevance_per_query: dict[str, set] = {}
@@ -99,6 +100,8 @@ def floors(contexts) -> dict[str, tuple[float, float]]:
     relevance = sum(len(v) for v in relevance_per_query.values())
     competing = sum(0 if c.is_human_exemplar else 1 for c in contexts)
     sources_with_text = sum(len({s.idx for s in c.cited_sources if s.text.strip()}) for c in contexts)
+    # Uncited claim support: one extraction per report with uncited sentences, at most one verdict per sentence.
+    uncited = [len(uncited_sentences(c)) for c in contexts]
     return {
         "race_overall": (competing / n, competing / n),
         **dict.fromkeys(("race_comprehensiveness", "race_insight", "race_instruction_following", "race_readability",
@@ -106,6 +109,7 @@ def floors(contexts) -> dict[str, tuple[float, float]]:
                          "reference_precision"), (0, 0)),
         "citation_accuracy": (0, sources_with_text / n),
         "cited_statement_match": (pairs / n, pairs / n),
+        "uncited_claim_support": (sum(1 for u in uncited if u) / n, sum(1 + u for u in uncited if u) / n),
         "claims_precision": (0, 1),
         "organization": (organization / n, organization / n),
         "nugget_coverage": (nuggets / n, nuggets / n),

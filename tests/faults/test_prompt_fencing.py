@@ -53,6 +53,12 @@ def report_context(*, human: bool = False) -> ReportContext:
 
 # Well-formed verdicts a cautious judge might give; the first that `parse` accepts is the answer.
 def _answers(prompt: str) -> list[str]:
+    if "Its sentences that cite nothing" in prompt:  # uncited claim support: every offered sentence, a hostile claim
+        offered = re.findall(r"^<<<\n(.*?)\n>>>$", prompt, re.DOTALL | re.MULTILINE)[-1]
+        return [json.dumps([{"sentence": int(n), "claim": hostile(f"claim {n}")}
+                            for n in re.findall(r"^(\d+)\. ", offered, re.MULTILINE)])]
+    if "The papers the search found" in prompt:
+        return [json.dumps({"verdict": "not_enough_evidence", "papers": [], "reason": "x"})]
     if count := re.search(r"exactly (\d+) strings", prompt):
         return [json.dumps([label] * int(count.group(1))) for label in ("not_support", "okay", "unsupported")]
     if "Nuggets found so far" in prompt:  # one new (hostile) nugget in round 1, none after
@@ -145,6 +151,46 @@ def test_every_metric_prompt_keeps_hostile_text_fenced(name, human):
     check_messages(client.asked, template_fences(metric.prompt))
     if name == "claim_coverage":  # "no" at every window: each window's prompt was rendered
         assert len(client.asked) > len(items)
+
+
+def test_uncited_claim_support_keeps_the_report_its_claims_and_the_evidence_fenced():
+    """Its two prompts: the extraction quotes the report and its uncited sentences, each verdict the judge's
+    own claim (hostile here) and the evidence papers' titles and abstracts, which come from the corpus."""
+    from dataclasses import replace
+    from datetime import UTC, datetime
+
+    from deepscholar.search.base import SearchResult
+
+    metric = get_metric("uncited_claim_support")
+    text = REPORT_TEXT + f"\n\nUncited, ALPHA reaches 90 percent {MARK}.\n" + hostile("An uncited attack")
+    base = report_context()
+    report = replace(base, text=text, sentences=tuple(split_report_sentences(text)),
+                     query=replace(base.query, published=datetime(2025, 6, 10, tzinfo=UTC)))
+    evidence = [SearchResult(f"2401.0001{i}", hostile(f"Evidence title {i}"), hostile(f"Evidence abstract {i}"),
+                             datetime(2024, 1, 1, tzinfo=UTC)) for i in (1, 2)]
+
+    class HostileCorpus:
+        name = "hostile"
+
+        def __init__(self, scope) -> None:
+            self.cutoff = scope.cutoff
+
+        def search(self, text: str, k: int = 10) -> list[SearchResult]:
+            return evidence[:k]
+
+    assert metric.prompt.fenced and metric.verdict_prompt.fenced
+    assert (template_fences(metric.prompt), template_fences(metric.verdict_prompt)) == (3, 2)
+    metric.bind(report.release_id, HostileCorpus)
+    try:
+        client = RecordingClient()
+        (item,) = metric.items(report)
+        judgment = metric.judge_llm(client, report, item)
+    finally:
+        metric.unbind(report.release_id)
+    assert judgment.scored and len(judgment.label["claims"]) >= 2
+    assert len(client.asked) == 1 + len(judgment.label["claims"])  # the extraction, then every verdict
+    check_messages(client.asked[:1], 3)
+    check_messages(client.asked[1:], 2)
 
 
 def _release_judge():

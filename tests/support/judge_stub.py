@@ -17,6 +17,16 @@ def scripted_judge(body: dict) -> str:
     """A well-formed answer for each metric's prompt; yes/no verdicts vary deterministically with the prompt."""
     prompt = first_user_text(body)
     coin = int(hashlib.sha256(prompt.encode()).hexdigest(), 16) % 100
+    # ReportBench's uncited claim support, first: its prompts quote reports and abstracts, whatever they hold.
+    if "Its sentences that cite nothing" in prompt:  # extraction: about two sentences in three
+        offered = re.findall(r"^(\d+)\. (.+)$", re.findall(r"<<<\n(.*?)\n>>>", prompt, re.DOTALL)[-1], re.MULTILINE)
+        return json.dumps([{"sentence": int(n), "claim": text} for n, text in offered if (coin + int(n)) % 3])
+    if "The papers the search found" in prompt:  # one claim's verdict
+        if coin < 50:
+            return json.dumps({"verdict": "supported", "papers": [1], "reason": "paper 1 says so"})
+        if coin < 65:
+            return json.dumps({"verdict": "contradicted", "papers": [1], "reason": "paper 1 says otherwise"})
+        return json.dumps({"verdict": "not_enough_evidence", "papers": [], "reason": "the papers do not say"})
     if '"decision"' in prompt:
         return json.dumps({"decision": "A" if coin < 50 else "B", "explanation": "clearer grouping"})
     if '"grade"' in prompt:

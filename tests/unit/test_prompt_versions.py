@@ -43,6 +43,8 @@ PINNED = {
     "search_agent_final_v1": "a9cd0ff7cd6c672edb4b2b5def586a4b4ee1529589295b7493a0811d061774ac",
     "search_agent_v1": "d82c7b8af96556b1e9f193281a98b359562a38c1953c07455fa699bd8bc8d7ce",
     "claims_connection_v1": "26cf433a4d2dc17853b7619c5575d6477231528a7e18bd7c235c945fe6e48b96",
+    "uncited_claim_extract_v1": "4d7fb682c09a053855cd44a6ec59f49f1628952d06d39c7fbbe6ecdda64b70bd",
+    "uncited_claim_verdict_v1": "2a4c16f54fff8297d415d8ec0b18bd5f521d394c9ca49496fb22c48c99e2c2ca",
     "gt_claims_v1": "d40f384d620005ba68fccf10709b071d9195abdce88f818545bbe30fb7efc2b0",
 }
 

@@ -1,0 +1,419 @@
+"""Uncited claim support (ReportBench track, Faithfulness): are the facts a report states without a citation
+backed by the literature?
+
+An offline, corpus-grounded stand-in for ReportBench's "non-cited factual accuracy", which verifies a
+report's uncited statements on the web. Here the evidence is the warehouse's own `corpus`: a claim is
+checked against the papers the project's search finds for it, published before the query paper (its
+cutoff), the query paper itself excluded. So "supported" means "supported by what the corpus holds", and
+a true claim the corpus has no paper for is `not_enough_evidence`, not a falsehood: the score is a lower
+bound on web-verified accuracy, and it moves with the corpus (a later, larger corpus can support more).
+
+One item per report (`uncited`): the report's sentences that cite nothing (no `[n]`) and state something.
+Judging it makes 1 + n calls:
+1. extraction (prompt `uncited_claim_extract_v1`): the judge reads the query paper's title and abstract,
+   the whole report for context and the uncited sentences, numbered by their place in the report
+   (1-based), and answers a JSON array of {"sentence": n, "claim": "..."}: the sentences that make a
+   specific, checkable factual assertion (not an opinion, common knowledge, a statement about the report
+   itself or about the query paper's own contribution, which no earlier paper can confirm), each as one
+   self-contained claim, at most one per sentence, n among the numbers offered (parse_claims, strictly: a
+   cited sentence's number, a repeated number, a missing or extra key is a ParseError and re-asked);
+2. per claim, evidence: the top EVIDENCE_K papers of the search backend for the claim's text, bound to
+   the query (`deepscholar.search.make_search` with the query paper's id and its `published` date as the
+   cutoff, as generation binds a system's search); the registry's default backend (`local`, BM25 over
+   `corpus`), since a release records no backend of its own and the evidence must not depend on how the
+   systems under test were configured. Results are checked again here (dated strictly before the cutoff,
+   not the query paper, each paper once), whatever the backend promises;
+3. per claim with evidence, a verdict (prompt `uncited_claim_verdict_v1`): {"verdict": "supported" |
+   "contradicted" | "not_enough_evidence", "papers": [numbers], "reason": "..."} parsed strictly
+   (parse_verdict: the papers a verdict rests on, at least one unless not_enough_evidence, none then;
+   papers that disagree make it contradicted). A claim the search finds no paper for is
+   not_enough_evidence without a call.
+
+score = supported claims / extracted claims.
+- No claim extracted (nothing checkable), or no uncited sentence at all: unscored, never 1 (nothing was
+  verified) and never 0 (nothing was wrong). The reason says which; the roll-up counts it in n_unscored.
+- The extraction or any verdict the judge cannot answer after the re-asks leaves the item, and so the
+  report, unscored (the remaining claims are not asked).
+- The stored label lists every claim with its sentence, the evidence papers (id, title, date), the
+  verdict, the papers it rests on and the judge's reason, so the drill-down shows each check.
+- The human exemplar is judged like any report: its uncited sentences are checked the same way (no
+  value by construction; its own sentences may well state facts the corpus cannot confirm).
+
+The search needs the warehouse, which a metric does not otherwise see: the runner's optional `prepare(engine,
+release_id)` hook (run once per metric before any report is judged, in every judge task's process) binds
+a search factory for the release (`bind`), and judging looks it up by the report's release. That keeps
+the runner free of metric-specific code and the search out of the report context; a test binds an
+in-memory search with `bind` directly. The binding is kept per release because the metric is one object
+per process (the registry's METRIC): two releases judged in one process each keep their own. Judging a
+release nothing was bound for is a bug and raises. (The runner judges equal reports once, content_key:
+right here too, as the corpus does not change under a judge task.)
+
+Local judge (offline, deterministic): extraction is a documented heuristic (`heuristic_claim`: an
+uncited sentence of at least MIN_WORDS words with a digit or a capitalised multi-word name after its first
+word, not opening with a statement about the report such as "We" or "This section"); the claim is the
+sentence itself. It is supported when its best cosine against an evidence paper's title and abstract
+(MiniLM) is >= SUPPORT_COSINE, else not_enough_evidence: the local judge never says contradicted.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from deepscholar.clock import assume_utc
+from deepscholar.evaluation.base import (
+    METRICS_PACKAGE,
+    Item,
+    ItemJudgment,
+    LLMJudgedMetric,
+    ReportContext,
+    Score,
+    compose_version,
+    judgments_in_order,
+    unscored_item,
+)
+from deepscholar.evaluation.metrics._fact import states_something
+from deepscholar.llm.client import ParseError, parse_json_array, parse_json_object
+from deepscholar.search import registry as search_registry
+from deepscholar.search.base import SearchResult, SearchScope, SearchTool
+from deepscholar.text import strip_arxiv_version
+
+if TYPE_CHECKING:
+    from deepscholar.llm.client import LLMClient
+
+__all__ = ["METRIC", "UncitedClaimSupport", "EvidenceScope", "SearchFor", "VERDICTS", "EVIDENCE_K",
+           "SEARCH_BACKEND", "SUPPORT_COSINE", "MIN_WORDS", "uncited_sentences", "heuristic_claim",
+           "parse_claims", "parse_verdict"]
+
+NAME = "uncited_claim_support"
+ITEM_KEY = "uncited"
+SUPPORTED, CONTRADICTED, NOT_ENOUGH = "supported", "contradicted", "not_enough_evidence"
+VERDICTS = (SUPPORTED, CONTRADICTED, NOT_ENOUGH)
+EVIDENCE_K = 5  # papers retrieved per claim
+SEARCH_BACKEND = search_registry.DEFAULT  # "local": BM25 over the warehouse corpus
+# Local judge: claim coverage's bar for full support (cited_statement_match uses it too).
+SUPPORT_COSINE = 0.65
+MIN_WORDS = 8
+# A sentence opening like this speaks of the report, not of the world (compared case-insensitively).
+_ABOUT_THE_REPORT_RE = re.compile(
+    r"(we|our|this section|in this section|this report|this review|this survey)\b", re.IGNORECASE)
+_DIGIT_RE = re.compile(r"[0-9]")  # ASCII only: `\d` takes any Unicode digit
+_OPENERS = "(\"'“‘[*_"
+
+SearchFor = Callable[[SearchScope], SearchTool]
+
+
+@dataclass(frozen=True)
+class EvidenceScope:
+    """What binds the evidence search to one query (search.SearchScope): the query paper, excluded, and
+    its publication date, the cutoff."""
+
+    arxiv_id: str
+    cutoff: datetime
+
+
+# --- what is asked -----------------------------------------------------------------------------------
+
+def uncited_sentences(report: ReportContext) -> tuple[tuple[int, str], ...]:
+    """(number, text) of the report's sentences without a citation that state something; the number is
+    the sentence's 1-based place in the report, the text on one line."""
+    out = []
+    for sentence in report.sentences:
+        text = " ".join(sentence.text.split())
+        if not sentence.citations and states_something(text):
+            out.append((sentence.index + 1, text))
+    return tuple(out)
+
+
+def _capitalised(word: str) -> bool:
+    w = word.lstrip(_OPENERS)
+    return bool(w) and "A" <= w[0] <= "Z"
+
+
+def heuristic_claim(text: str) -> bool:
+    """The local judge's extraction: does this uncited sentence look like a checkable factual claim?
+
+    At least MIN_WORDS words; a digit, or a capitalised multi-word name (two words in a row starting
+    with a capital, the first not ending in punctuation) anywhere after the sentence's first word; and
+    not opening with a statement about the report ("We", "Our", "This section", "In this section",
+    "This report", "This review", "This survey")."""
+    words = text.split()
+    if len(words) < MIN_WORDS or _ABOUT_THE_REPORT_RE.match(text.lstrip(_OPENERS)):
+        return False
+    if _DIGIT_RE.search(text):
+        return True
+    return any(_capitalised(a) and _capitalised(b) and a.rstrip(")\"'”’*_")[-1:] not in ",.;:!?"
+               for a, b in zip(words[1:], words[2:], strict=False))
+
+
+def parse_claims(text: str, numbers: Sequence[int]) -> list[tuple[int, str]]:
+    """[(sentence number, claim)] from the judge's JSON array, in sentence order, strictly: each element
+    an object with exactly the keys "sentence" (one of `numbers`, each at most once) and "claim" (a
+    non-empty string, its white space made single spaces); [] when nothing is checkable."""
+    allowed = set(numbers)
+    answers = parse_json_array(text)
+    out: dict[int, str] = {}
+    for i, entry in enumerate(answers, 1):
+        if not isinstance(entry, dict) or set(entry) != {"sentence", "claim"}:
+            raise ParseError(f'element {i} must be an object with exactly the keys "sentence" and "claim"')
+        n, claim = entry["sentence"], entry["claim"]
+        if not isinstance(n, int) or isinstance(n, bool) or n not in allowed:
+            raise ParseError(f'element {i}: "sentence" must be one of the listed numbers '
+                             f"({', '.join(map(str, sorted(allowed)))}); got {n!r}")
+        if n in out:
+            raise ParseError(f"element {i}: sentence {n} is listed twice; give at most one claim per sentence")
+        if not isinstance(claim, str) or not claim.strip():
+            raise ParseError(f'element {i}: "claim" must be a non-empty string')
+        out[n] = " ".join(claim.split())
+    return sorted(out.items())
+
+
+def parse_verdict(text: str, n_papers: int) -> tuple[str, list[int], str]:
+    """(verdict, paper numbers it rests on, reason) from the judge's JSON object, strictly: the verdict one
+    of VERDICTS (case and surrounding space aside), the papers distinct numbers 1..n_papers, at least one
+    for supported or contradicted and none for not_enough_evidence, the reason a non-empty string."""
+    obj = parse_json_object(text)
+    verdict, papers, reason = obj.get("verdict"), obj.get("papers"), obj.get("reason")
+    verdict = verdict.strip().lower() if isinstance(verdict, str) else verdict
+    if verdict not in VERDICTS:
+        raise ParseError(f'"verdict" must be one of {", ".join(map(repr, VERDICTS))}; got {obj.get("verdict")!r}')
+    if not isinstance(papers, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in papers):
+        raise ParseError('"papers" must be a JSON array of paper numbers')
+    if any(not 1 <= p <= n_papers for p in papers) or len(set(papers)) != len(papers):
+        raise ParseError(f'"papers" must be distinct numbers from 1 to {n_papers}; got {papers}')
+    if verdict == NOT_ENOUGH and papers:
+        raise ParseError(f'"papers" must be [] when the verdict is {NOT_ENOUGH}')
+    if verdict != NOT_ENOUGH and not papers:
+        raise ParseError(f'"papers" must name the paper(s) the verdict "{verdict}" rests on')
+    if not isinstance(reason, str) or not reason.strip():
+        raise ParseError('"reason" must be a non-empty string')
+    return verdict, papers, reason.strip()
+
+
+def _evidence_text(paper: SearchResult) -> str:
+    return " ".join(f"{paper.title}. {paper.abstract or ''}".split())
+
+
+def render_evidence(papers: Sequence[SearchResult]) -> str:
+    """The verdict prompt's papers: "n. Title" and its abstract, a blank line between papers."""
+    return "\n\n".join(f"{n}. {' '.join((p.title or '').split())}\n{' '.join((p.abstract or '').split())}".rstrip()
+                       for n, p in enumerate(papers, 1))
+
+
+def _paper(p: SearchResult) -> dict:
+    return {"arxiv_id": p.arxiv_id, "title": " ".join((p.title or "").split()),
+            "published": assume_utc(p.published).date().isoformat() if p.published else None}
+
+
+def _checked(n: int, sentence: str, claim: str, evidence: Sequence[SearchResult], verdict: str,
+             papers: Sequence[int], reason: str) -> dict:
+    """One claim of the stored label: what was checked, against what, and the outcome."""
+    return {"sentence": n, "text": sentence, "claim": claim, "evidence": [_paper(p) for p in evidence],
+            "verdict": verdict, "papers": [evidence[i - 1].arxiv_id for i in papers], "reason": reason}
+
+
+# --- the metric --------------------------------------------------------------------------------------
+
+class UncitedClaimSupport(LLMJudgedMetric):
+    name = NAME
+    dimension = "faithfulness"
+    position = 2  # column within the dimension (cited_statement_match is 1)
+    label = "Uncited support"
+    headline = "score"
+    variants = ("score",)
+    # 1 extraction + one verdict per extracted claim with evidence, for a report with uncited sentences; 0
+    # for one without. On the demo month only the human exemplars have any (5.8 each): 1.2 calls per report
+    # there with the scripted judge of tests/support/judge_stub.py (two claims in three sentences). Months
+    # of LLM-written reports, with more uncited prose, ask more. Balances judge tasks only (evaluation.jobs).
+    calls_per_report = 1.2
+
+    prompt_name = "uncited_claim_extract_v1"
+    verdict_prompt_name = "uncited_claim_verdict_v1"
+    # d1: one claim per uncited sentence at most; EVIDENCE_K papers of the `local` backend before the cutoff.
+    definition = "d1"
+
+    def __init__(self) -> None:
+        from deepscholar.prompts import load_prompt_file
+
+        super().__init__()
+        self.verdict_prompt = load_prompt_file(METRICS_PACKAGE, self.verdict_prompt_name)
+        self._search_for: dict[str, SearchFor] = {}
+        self._bind_lock = threading.Lock()
+
+    @property
+    def version(self) -> str:
+        return compose_version(self.definition, self.prompt.version, self.verdict_prompt.version)
+
+    # -- the evidence search, bound per release --
+
+    def prepare(self, engine, release_id: str) -> None:
+        """Before judging (runner._prepare): bind the release's evidence search to this warehouse."""
+        from deepscholar.search import make_search
+
+        self.bind(release_id, lambda scope: make_search(SEARCH_BACKEND, engine, scope))
+
+    def bind(self, release_id: str, search_for: SearchFor) -> None:
+        """Judge the release's reports with the SearchTool `search_for(scope)` gives for a query's scope."""
+        with self._bind_lock:
+            self._search_for[release_id] = search_for
+
+    def unbind(self, release_id: str) -> None:
+        with self._bind_lock:
+            self._search_for.pop(release_id, None)
+
+    def _scope(self, report: ReportContext) -> tuple[SearchTool, EvidenceScope] | str:
+        """The query's bound search and scope, or why there is none (an unscored reason)."""
+        search_for = self._search_for.get(report.release_id)
+        if search_for is None:
+            raise RuntimeError(f"{NAME}: no evidence search is bound for release {report.release_id}; the runner "
+                               "binds it with prepare(engine, release_id) before judging (a test: bind())")
+        if report.query.published is None:
+            return (f"query {report.query.arxiv_id} has no publication date: no cutoff to search the corpus "
+                    "before, so no evidence")
+        scope = EvidenceScope(report.query.arxiv_id, assume_utc(report.query.published))
+        return search_for(scope), scope
+
+    @staticmethod
+    def evidence(tool: SearchTool, scope: EvidenceScope, claim: str) -> list[SearchResult]:
+        """The top EVIDENCE_K papers for the claim: dated strictly before the cutoff, never the query paper,
+        each paper once (the backend promises the first two; they are checked again here)."""
+        query_id = strip_arxiv_version(scope.arxiv_id)[0]
+        out: list[SearchResult] = []
+        seen: set[str] = set()
+        for paper in tool.search(claim, k=EVIDENCE_K):
+            pid = strip_arxiv_version(paper.arxiv_id)[0] if paper.arxiv_id else None
+            if paper.published is None or assume_utc(paper.published) >= scope.cutoff or pid == query_id:
+                continue
+            if pid is not None:
+                if pid in seen:
+                    continue
+                seen.add(pid)
+            out.append(paper)
+        return out[:EVIDENCE_K]
+
+    # -- what is judged --
+
+    def items(self, report: ReportContext) -> list[Item]:
+        """One item, the report's uncited sentences ((number, text) pairs); none when it has none."""
+        sentences = uncited_sentences(report)
+        return [Item(ITEM_KEY, sentences)] if sentences else []
+
+    def judge_llm(self, client: LLMClient, report: ReportContext, item: Item) -> ItemJudgment:
+        """Extraction, then per claim the search and a verdict: 1 + (claims with evidence) calls."""
+        bound = self._scope(report)
+        if isinstance(bound, str):
+            return unscored_item(item.key, bound)
+        tool, scope = bound
+        sentences = dict(item.payload)
+        paper = f"{' '.join(report.query.title.split())}\n\n{' '.join(report.query.abstract.split())}".strip()
+        prompt = self.prompt.render(paper=paper, report=report.text.strip(),
+                                    sentences="\n".join(f"{n}. {t}" for n, t in item.payload))
+        extracted = client.ask([{"role": "user", "content": prompt}], lambda text: parse_claims(text, list(sentences)),
+                               purpose=f"{self.purpose}.extract")
+        calls = extracted.calls
+        if not extracted.scored:
+            return unscored_item(item.key, f"claim extraction: {extracted.unscored_reason}", calls)
+        claims: list[dict] = []
+        for i, (n, claim) in enumerate(extracted.value or [], 1):
+            found = self.evidence(tool, scope, claim)
+            if not found:
+                claims.append(_checked(n, sentences[n], claim, [], NOT_ENOUGH, [],
+                                       "the search found no paper before the cutoff for this claim (no call)"))
+                continue
+            asked = self.verdict_prompt.render(claim=claim, evidence=render_evidence(found))
+            judged = client.ask([{"role": "user", "content": asked}],
+                                partial(parse_verdict, n_papers=len(found)), purpose=f"{self.purpose}.verdict")
+            calls += judged.calls
+            if not judged.scored:
+                return unscored_item(item.key, f"claim {i} (sentence {n}): {judged.unscored_reason}", calls)
+            assert judged.value is not None  # a scored answer has its value
+            verdict, papers, reason = judged.value
+            claims.append(_checked(n, sentences[n], claim, found, verdict, papers, reason))
+        return ItemJudgment(item.key, self._label(scope, item, claims), explanation=_summary(claims, len(sentences)),
+                            calls=calls)
+
+    def judge_local(self, report: ReportContext, items: Sequence[Item]) -> list[ItemJudgment]:
+        out = []
+        for item in items:
+            bound = self._scope(report)
+            if isinstance(bound, str):
+                out.append(unscored_item(item.key, bound))
+                continue
+            tool, scope = bound
+            found = [(n, text, self.evidence(tool, scope, text)) for n, text in item.payload if heuristic_claim(text)]
+            claims = [self._local_verdict(n, text, evidence) for n, text, evidence in found]
+            out.append(ItemJudgment(item.key, self._label(scope, item, claims), explanation=(
+                f"local embedding judge, not an LLM: {_summary(claims, len(item.payload))}; claims are the uncited "
+                f"sentences of >= {MIN_WORDS} words with a digit or a capitalised multi-word name, supported when "
+                f"the best cosine with an evidence paper's title and abstract is >= {SUPPORT_COSINE} (never "
+                "contradicted)")))
+        return out
+
+    @staticmethod
+    def _local_verdict(n: int, text: str, evidence: Sequence[SearchResult]) -> dict:
+        if not evidence:
+            return _checked(n, text, text, [], NOT_ENOUGH, [],
+                            "the search found no paper before the cutoff for this claim")
+        from deepscholar.llm import local_judge
+
+        cosines = [round(float(c), 4) for c in local_judge.similarity([text], [_evidence_text(p) for p in evidence])[0]]
+        best = max(range(len(cosines)), key=lambda j: (cosines[j], -j))  # the first of equal ones
+        supported = cosines[best] >= SUPPORT_COSINE
+        reason = (f"local judge ({local_judge.MODEL_ID}): best cosine {cosines[best]:.3f} with paper {best + 1}, "
+                  f"{'>=' if supported else '<'} {SUPPORT_COSINE}")
+        return _checked(n, text, text, evidence, SUPPORTED if supported else NOT_ENOUGH,
+                        [best + 1] if supported else [], reason)
+
+    @staticmethod
+    def _label(scope: EvidenceScope, item: Item, claims: list[dict]) -> dict[str, Any]:
+        return {"n_uncited_sentences": len(item.payload), "claims": claims,
+                "search": {"backend": SEARCH_BACKEND, "k": EVIDENCE_K, "cutoff": scope.cutoff.isoformat(),
+                           "excluded": scope.arxiv_id}}
+
+    # -- scores --
+
+    def fixed_scores(self, report: ReportContext) -> list[Score] | None:
+        if self.items(report):
+            return None
+        return [Score(v, None, "nothing checkable: the report has no uncited sentence",
+                      details={"n_uncited_sentences": 0, "n_claims": 0}) for v in self.variants]
+
+    def in_order(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[ItemJudgment]:
+        return judgments_in_order(self.items(report), judgments, "no judgment for the uncited sentences")
+
+    def score_judged(self, report: ReportContext, ordered: Sequence[ItemJudgment]) -> list[Score]:
+        (judgment,) = ordered
+        label = _checked_label(judgment)
+        verdicts = [c["verdict"] for c in label["claims"]]
+        details = {"n_uncited_sentences": label["n_uncited_sentences"], "n_claims": len(verdicts),
+                   **{f"n_{v}": verdicts.count(v) for v in VERDICTS},
+                   "n_without_evidence": sum(not c["evidence"] for c in label["claims"])}
+        if not verdicts:
+            reason = (f"nothing checkable: none of the report's {label['n_uncited_sentences']} uncited sentences "
+                      "makes a checkable factual claim")
+            return [Score("score", None, reason, n_items=1, details=details)]
+        return [Score("score", verdicts.count(SUPPORTED) / len(verdicts), n_items=1, details=details)]
+
+
+def _summary(claims: Sequence[dict], n_sentences: int) -> str:
+    counts = ", ".join(f"{sum(c['verdict'] == v for c in claims)} {v.replace('_', ' ')}" for v in VERDICTS)
+    return f"{len(claims)} checkable claims in {n_sentences} uncited sentences: {counts}"
+
+
+def _checked_label(judgment: ItemJudgment) -> dict:
+    label = judgment.label
+    if not (isinstance(label, dict) and isinstance(label.get("n_uncited_sentences"), int)
+            and isinstance(label.get("claims"), list)
+            and all(isinstance(c, dict) and c.get("verdict") in VERDICTS and isinstance(c.get("evidence"), list)
+                    for c in label["claims"])):
+        raise ValueError(f"{NAME}: label of {judgment.key} must be {{'n_uncited_sentences': int, 'claims': "
+                         f"[{{..., 'evidence': [...], 'verdict': one of {list(VERDICTS)}}}]}}, got {label!r}")
+    return label
+
+
+METRIC = UncitedClaimSupport()
