@@ -7,7 +7,12 @@ import pandas as pd
 import pytest
 
 from deepscholar.evaluation import registry
-from deepscholar.evaluation.agreement import competition_ranks, format_agreement, rank_agreement
+from deepscholar.evaluation.agreement import (
+    competition_ranks,
+    format_agreement,
+    in_registry_order,
+    rank_agreement,
+)
 from deepscholar.evaluation.base import JudgeFreeMetric
 from deepscholar.evaluation.leaderboard import format_leaderboard
 from deepscholar.evaluation.rollup import bootstrap_intervals, compute_leaderboard, headline_values
@@ -150,3 +155,13 @@ def test_a_track_without_a_declared_ranking_metric_ranks_by_its_first_and_a_bad_
         with registry.registered(metric):
             assert registry.ranking_metric("plain") == "plain_one"
     assert registry.ranking_metric(registry.CORE) is None
+
+
+def test_readers_see_the_pair_with_the_earlier_family_first_and_the_moves_turned_round():
+    (stored,) = rank_agreement({"core": {"a": .9, "b": .5, "c": .1}, "claims": {"a": .2, "b": .6, "c": .8}})
+    assert (stored["family_a"], stored["family_b"]) == ("claims", "core")  # stored by name
+    (shown,) = in_registry_order([stored])
+    assert (shown["family_a"], shown["family_b"]) == ("core", "claims")
+    assert [(m["system_id"], m["rank_a"], m["rank_b"], m["shift"]) for m in shown["movers"]] == [
+        ("a", 1, 3, 2), ("c", 3, 1, -2)]
+    assert shown["kendall_tau"] == stored["kendall_tau"]

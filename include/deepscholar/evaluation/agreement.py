@@ -21,7 +21,7 @@ from sqlalchemy.engine import Engine
 
 from deepscholar.evaluation import registry
 
-__all__ = ["competition_ranks", "rank_agreement", "load_agreement", "format_agreement"]
+__all__ = ["competition_ranks", "rank_agreement", "in_registry_order", "load_agreement", "format_agreement"]
 
 
 def competition_ranks(values: Sequence[float | None]) -> list[int]:
@@ -73,14 +73,27 @@ _SQL = """
     ORDER BY family_a, family_b"""
 
 
+def in_registry_order(rows: Sequence[Mapping]) -> list[dict]:
+    """Stored pairs (family_a < family_b by name) as readers see them: board A the earlier family in the
+    registry's order (the core first), the moves read from A to B, pairs sorted the same way."""
+    out = []
+    for row in rows:
+        row = dict(row)
+        if isinstance(row.get("movers"), str):
+            row["movers"] = json.loads(row["movers"])
+        if registry.family_order(row["family_a"]) > registry.family_order(row["family_b"]):
+            row["family_a"], row["family_b"] = row["family_b"], row["family_a"]
+            row["movers"] = [{"system_id": m["system_id"], "rank_a": m["rank_b"], "rank_b": m["rank_a"],
+                              "shift": -m["shift"]} for m in row["movers"] or []]
+        out.append(row)
+    return sorted(out, key=lambda r: (registry.family_order(r["family_a"]), registry.family_order(r["family_b"])))
+
+
 def load_agreement(engine: Engine, release_id: str, judge_config: str) -> list[dict]:
-    """The stored agreement rows of one board (release, judge), pairs in the registry's family order."""
+    """The stored agreement rows of one board (release, judge), in the registry's family order."""
     with engine.connect() as conn:
         rows = [dict(r) for r in conn.execute(sa.text(_SQL), {"r": release_id, "j": judge_config}).mappings()]
-    for row in rows:
-        if isinstance(row["movers"], str):
-            row["movers"] = json.loads(row["movers"])
-    return sorted(rows, key=lambda r: (registry.family_order(r["family_a"]), registry.family_order(r["family_b"])))
+    return in_registry_order(rows)
 
 
 def _tau(x: float | None) -> str:

@@ -151,7 +151,9 @@ def load_agreement_rows(conn: sa.Connection, release_id: str | None, judge_confi
     rows = _rows(conn, "SELECT family_a, family_b, n_systems, kendall_tau, p_value, movers "
                        "FROM deepscholar.board_agreement WHERE release_id = :r AND judge_config = :j",
                  r=release_id, j=judge_config)
-    return sorted(rows, key=lambda r: (registry.family_order(r["family_a"]), registry.family_order(r["family_b"])))
+    from deepscholar.evaluation.agreement import in_registry_order
+
+    return in_registry_order(rows)
 
 
 def _metric_json(row: Mapping, cell: Mapping, metric: str) -> dict:
