@@ -330,6 +330,11 @@ def test_a_tracks_board_is_rolled_up_apart_from_the_core_and_shown_by_cli_sql_an
             "WHERE release_id = :r AND judge_config = :j"), {"r": month, "j": judge_config}).all())
     assert wide == {r["system_id"]: pytest.approx(r["reference_recall"]) if r["reference_recall"] is not None
                     else None for r in board}
+    with engine.connect() as conn:  # the local judge's numbers say so in SQL too
+        labelled = {view: set(conn.execute(sa.text(
+            f"SELECT local_judge FROM {view} WHERE release_id = :r AND judge_config = :j"),
+            {"r": month, "j": judge_config}).scalars()) for view in ("leaderboard_track_reportbench", "leaderboard")}
+    assert labelled == {"leaderboard_track_reportbench": {True}, "leaderboard": {True}}
 
     # Do the boards agree? The core against the track, over the competing systems.
     (pair,) = load_agreement(engine, month, judge_config)

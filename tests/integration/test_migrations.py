@@ -118,7 +118,7 @@ def _snapshot(engine) -> dict[str, list[str]]:
         names = sorted({"leaderboard" if n == "leaderboard_systems" else n for n in names})
         return {n: sorted(conn.execute(sa.text(
             f"SELECT (to_jsonb(t) - 'quality_flags' - 'cited' - 'n_leaked_retrieved' - 'sample_rank' "
-            f"- 'system_build' - 'system_build_detail')::text "
+            f"- 'system_build' - 'system_build_detail' - 'local_judge')::text "
             f"FROM deepscholar.\"{n}\" t")).scalars().all())
             for n in names}
 

@@ -23,7 +23,10 @@ WIDE_VIEWS = ("leaderboard", "leaderboard_latest", "leaderboard_history")  # in 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 _LOCK_KEY = "deepscholar_wide_views"
 
-_LEAD = ("release_id", "system_id", "judge_config", "n_queries", "n_reports", "n_failed")
+_LEAD = ("release_id", "system_id", "judge_config", "local_judge", "n_queries", "n_reports", "n_failed")
+# Numbers of the offline local judge say so in every view (the page and the CLI say it too).
+# (No LIKE: the statements go through exec_driver_sql, where a percent sign is a parameter marker.)
+_LOCAL = "({alias}.judge_config = 'local' OR starts_with({alias}.judge_config, 'local:'))"
 _TAIL = ("geometric_mean", "geometric_mean_ci_low", "geometric_mean_ci_high", "rank", "metric_versions",
          "computed_at")
 
@@ -47,7 +50,8 @@ def wide_view_sql(names: Sequence[str]) -> list[str]:
     picked = "".join(f", l.{n}" for n in names)
     return [
         f"""CREATE VIEW {SCHEMA}.leaderboard AS
-SELECT s.release_id, s.system_id, s.judge_config, s.n_queries, s.n_reports, s.n_failed{means},
+SELECT s.release_id, s.system_id, s.judge_config, {_LOCAL.format(alias="s")} AS local_judge, s.n_queries,
+       s.n_reports, s.n_failed{means},
        s.geometric_mean, s.geometric_mean_ci_low, s.geometric_mean_ci_high, s.rank, s.metric_versions,
        s.computed_at
 FROM {SCHEMA}.leaderboard_systems s
@@ -61,14 +65,15 @@ WITH latest AS (
     FROM {SCHEMA}.leaderboard_releases
     ORDER BY judge_config, month DESC, release_id DESC
 )
-SELECT l.release_id, latest.month, l.system_id, l.judge_config, l.n_queries, l.n_reports, l.n_failed{picked},
+SELECT l.release_id, latest.month, l.system_id, l.judge_config, l.local_judge, l.n_queries, l.n_reports,
+       l.n_failed{picked},
        l.geometric_mean, l.geometric_mean_ci_low, l.geometric_mean_ci_high, l.rank, l.metric_versions,
        l.computed_at
 FROM {SCHEMA}.leaderboard l
 JOIN latest ON latest.judge_config = l.judge_config AND latest.release_id = l.release_id""",
         # One row per month x system x judge_config, for trends across releases.
         f"""CREATE VIEW {SCHEMA}.leaderboard_history AS
-SELECT l.release_id, lr.month, l.system_id, l.judge_config{picked},
+SELECT l.release_id, lr.month, l.system_id, l.judge_config, l.local_judge{picked},
        l.geometric_mean, l.rank, l.n_reports
 FROM {SCHEMA}.leaderboard l
 JOIN {SCHEMA}.leaderboard_releases lr ON lr.release_id = l.release_id AND lr.judge_config = l.judge_config""",
@@ -104,8 +109,8 @@ def sync_wide_views(conn: sa.Connection, names: Sequence[str]) -> bool:
 # ------------------------------------------------------------------------------------ the tracks' views
 
 TRACK_VIEW_PREFIX = "leaderboard_track_"  # leaderboard_track_<track>: one per track with metrics
-_TRACK_LEAD = ("release_id", "judge_config", "system_id", "rank", "ranking_metric", "n_queries", "n_reports",
-               "n_failed")
+_TRACK_LEAD = ("release_id", "judge_config", "local_judge", "system_id", "rank", "ranking_metric", "n_queries",
+               "n_reports", "n_failed")
 _TRACK_TAIL = ("metric_versions", "computed_at")
 
 
@@ -120,8 +125,8 @@ def track_view_sql(track: str, names: Sequence[str]) -> str:
     names = _checked(names)
     means = "".join(f",\n       max(m.mean) FILTER (WHERE m.metric = '{n}') AS {n}" for n in names)
     return f"""CREATE VIEW {SCHEMA}.{TRACK_VIEW_PREFIX}{track} AS
-SELECT b.release_id, b.judge_config, b.system_id, b.rank, b.ranking_metric, b.n_queries, b.n_reports,
-       b.n_failed{means},
+SELECT b.release_id, b.judge_config, {_LOCAL.format(alias="b")} AS local_judge, b.system_id, b.rank,
+       b.ranking_metric, b.n_queries, b.n_reports, b.n_failed{means},
        b.metric_versions, b.computed_at
 FROM {SCHEMA}.track_boards b
 LEFT JOIN {SCHEMA}.track_board_metrics m USING (release_id, judge_config, family, system_id)
