@@ -21,7 +21,8 @@ from sqlalchemy.engine import Engine
 
 from deepscholar.evaluation import registry
 
-__all__ = ["competition_ranks", "rank_agreement", "in_registry_order", "load_agreement", "format_agreement"]
+__all__ = ["competition_ranks", "rank_agreement", "in_registry_order", "load_agreement", "format_agreement",
+           "tau_text", "movers_text"]
 
 
 def competition_ranks(values: Sequence[float | None]) -> list[int]:
@@ -96,11 +97,12 @@ def load_agreement(engine: Engine, release_id: str, judge_config: str) -> list[d
     return in_registry_order(rows)
 
 
-def _tau(x: float | None) -> str:
+def tau_text(x: float | None) -> str:
     return "n/a" if x is None else f"{x:+.2f}"
 
 
-def _movers(movers: Sequence[dict]) -> str:
+def movers_text(movers: Sequence[dict]) -> str:
+    """The biggest rank moves as a reader reads them, e.g. "oracle 3→1; extractive 1→2"."""
     if not movers:
         return "same order"
     return "; ".join(f"{m['system_id']} {m['rank_a']}→{m['rank_b']}" for m in movers[:3])
@@ -113,8 +115,8 @@ def format_agreement(rows: Sequence[dict], fmt: str = "table") -> str:
                            for r in rows], indent=2)
     head = ["Board A", "Board B", "Systems", "Kendall tau", "p", "Biggest rank moves (A→B)"]
     body = [[registry.family_label(r["family_a"]), registry.family_label(r["family_b"]), str(r["n_systems"]),
-             _tau(r["kendall_tau"]), "n/a" if r["p_value"] is None else f"{r['p_value']:.3g}",
-             _movers(r["movers"])] for r in rows]
+             tau_text(r["kendall_tau"]), "n/a" if r["p_value"] is None else f"{r['p_value']:.3g}",
+             movers_text(r["movers"])] for r in rows]
     if fmt == "csv":
         import csv
         import io

@@ -404,13 +404,13 @@ def roll_up(engine: Engine, release_id: str, judge_config: str, *, seed: int = 0
         common = {"release_id": release_id, "judge_config": judge_config, "n_queries": n_queries,
                   "report_counts": counts, "seed": seed, "n_boot": n_boot, "reference_systems": references}
         rows, metric_rows = compute_leaderboard(scores, **common)
-        _write_core_board(conn, release_id, judge_config, rows, metric_rows)
+        _write_board(conn, registry.CORE, release_id, judge_config, rows, metric_rows)
         headlines = {registry.CORE: headline_values(registry.CORE, rows)} if rows else {}
         for family in registry.tracks():
             track_rows, track_metric_rows = compute_leaderboard(scores, family=family, **common)
             if track_rows:
                 headlines[family] = headline_values(family, track_rows)
-            _write_track_board(conn, release_id, judge_config, family, track_rows, track_metric_rows)
+            _write_board(conn, family, release_id, judge_config, track_rows, track_metric_rows)
         # A track that left the registry leaves the boards too.
         conn.execute(sa.text("""
             DELETE FROM track_boards WHERE release_id = :r AND judge_config = :j AND NOT (family = ANY(:f))"""),
@@ -430,43 +430,25 @@ def roll_up(engine: Engine, release_id: str, judge_config: str, *, seed: int = 0
     return rows
 
 
-def _write_core_board(conn: sa.Connection, release_id: str, judge_config: str, rows: Sequence[dict],
-                      metric_rows: Sequence[dict]) -> None:
-    systems = [r["system_id"] for r in rows]
-    params = {"r": release_id, "j": judge_config}
+def _write_board(conn: sa.Connection, family: str, release_id: str, judge_config: str, rows: Sequence[dict],
+                 metric_rows: Sequence[dict]) -> None:
+    """Store one family's board (the core's: leaderboard_systems / leaderboard_metrics; a track's:
+    track_boards / track_board_metrics), deleting what no longer belongs on it, writing only changed rows."""
+    core = family == registry.CORE
+    systems_table, metrics_table = ("leaderboard_systems", "leaderboard_metrics") if core else (
+        "track_boards", "track_board_metrics")
+    key, metrics_key = (LEADERBOARD_KEY, METRICS_KEY) if core else (TRACK_KEY, TRACK_METRICS_KEY)
+    scope = {"release_id": release_id, "judge_config": judge_config} | ({} if core else {"family": family})
+    where = " AND ".join(f"{column} = :{column}" for column in scope)
     # Rows of systems gone from this board (their reports or scores deleted); their details cascade.
-    conn.execute(sa.text("""
-        DELETE FROM leaderboard_systems
-        WHERE release_id = :r AND judge_config = :j AND NOT (system_id = ANY(:s))"""), {**params, "s": systems})
-    # A metric that left the registry (or the core family) leaves the board too.
-    conn.execute(sa.text("""
-        DELETE FROM leaderboard_metrics
-        WHERE release_id = :r AND judge_config = :j AND NOT (metric = ANY(:m))"""),
-        {**params, "m": list(registry.metric_names(registry.CORE))})
-    board = _write_changed(conn, "leaderboard_systems", rows, LEADERBOARD_KEY, touch="computed_at")
-    details = {k[:3] for k in _write_changed(conn, "leaderboard_metrics", metric_rows, METRICS_KEY)}
+    conn.execute(sa.text(f"DELETE FROM {systems_table} WHERE {where} AND NOT (system_id = ANY(:s))"),
+                 {**scope, "s": [r["system_id"] for r in rows]})
+    # A metric that left the registry (or the family) leaves the board too.
+    conn.execute(sa.text(f"DELETE FROM {metrics_table} WHERE {where} AND NOT (metric = ANY(:m))"),
+                 {**scope, "m": list(registry.metric_names(family))})
+    board = _write_changed(conn, systems_table, rows, key, touch="computed_at")
+    details = {k[:len(key)] for k in _write_changed(conn, metrics_table, metric_rows, metrics_key)}
     if details - board:  # a mean changed but not the row: computed_at still says when values changed
-        conn.execute(sa.text("""
-            UPDATE leaderboard_systems SET computed_at = now()
-            WHERE release_id = :r AND judge_config = :j AND system_id = ANY(:s)"""),
-            {**params, "s": sorted(k[1] for k in details - board)})
-
-
-def _write_track_board(conn: sa.Connection, release_id: str, judge_config: str, family: str,
-                       rows: Sequence[dict], metric_rows: Sequence[dict]) -> None:
-    params = {"r": release_id, "j": judge_config, "f": family}
-    conn.execute(sa.text("""
-        DELETE FROM track_boards
-        WHERE release_id = :r AND judge_config = :j AND family = :f AND NOT (system_id = ANY(:s))"""),
-        {**params, "s": [r["system_id"] for r in rows]})
-    conn.execute(sa.text("""
-        DELETE FROM track_board_metrics
-        WHERE release_id = :r AND judge_config = :j AND family = :f AND NOT (metric = ANY(:m))"""),
-        {**params, "m": list(registry.metric_names(family))})
-    board = _write_changed(conn, "track_boards", rows, TRACK_KEY, touch="computed_at")
-    details = {k[:4] for k in _write_changed(conn, "track_board_metrics", metric_rows, TRACK_METRICS_KEY)}
-    if details - board:
-        conn.execute(sa.text("""
-            UPDATE track_boards SET computed_at = now()
-            WHERE release_id = :r AND judge_config = :j AND family = :f AND system_id = ANY(:s)"""),
-            {**params, "s": sorted(k[3] for k in details - board)})
+        system = key.index("system_id")
+        conn.execute(sa.text(f"UPDATE {systems_table} SET computed_at = now() WHERE {where} AND system_id = ANY(:s)"),
+                     {**scope, "s": sorted(k[system] for k in details - board)})

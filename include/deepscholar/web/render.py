@@ -237,19 +237,15 @@ def _track_section(track: TrackBoard, base: str) -> dict:
 
 
 def _agreement_rows(agreement: Sequence[Mapping]) -> list[dict]:
+    from deepscholar.evaluation.agreement import movers_text, tau_text
+
     out = []
     for a in agreement:
-        movers = a.get("movers") or []
-        if isinstance(movers, str):
-            movers = json.loads(movers)
-        tau = finite(a.get("kendall_tau"))
-        p = finite(a.get("p_value"))
+        tau, p = finite(a.get("kendall_tau")), finite(a.get("p_value"))
         out.append({"family_a": a["family_a"], "family_b": a["family_b"],
                     "label_a": registry.family_label(a["family_a"]), "label_b": registry.family_label(a["family_b"]),
-                    "n_systems": a["n_systems"], "tau": tau, "tau_shown": "n/a" if tau is None else f"{tau:+.2f}",
-                    "p_shown": "n/a" if p is None else f"{p:.3g}",
-                    "movers": "; ".join(f"{m['system_id']} {m['rank_a']}→{m['rank_b']}" for m in movers[:3])
-                    or "same order"})
+                    "n_systems": a["n_systems"], "tau": tau, "tau_shown": tau_text(tau),
+                    "p_shown": "n/a" if p is None else f"{p:.3g}", "movers": movers_text(a.get("movers") or [])})
     return out
 
 
