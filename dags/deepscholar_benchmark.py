@@ -258,18 +258,23 @@ def deepscholar_benchmark():
     @task(outlets=[LEADERBOARD_PUBLISHED])
     def publish_leaderboard():
         from deepscholar.db import get_engine
+        from deepscholar.evaluation.board_versions import publish_board
         from deepscholar.evaluation.judges import JudgeSpec
         from deepscholar.evaluation.leaderboard import format_leaderboard, load_leaderboard
 
         release_id, judge_config = _month(), JudgeSpec.parse(_judge()).config_id
+        version = publish_board(get_engine(), release_id, judge_config)  # the version check_leaderboard passed
         rows = load_leaderboard(get_engine(), release_id, judge_config)
         print(format_leaderboard(rows, "table"))
         top = rows[0]["system_id"] if rows else None
         from deepscholar.scheduling import record_run
 
+        changes = f"; {version['changes']}" if version["changes"] else ""
         record_run(get_engine(), _run(), "published",
-                   f"leaderboard of {release_id} published ({len(rows)} systems, judge {judge_config})")
+                   f"leaderboard of {release_id} published as board version {version['board_version']} "
+                   f"({len(rows)} systems, judge {judge_config}{changes})")
         yield Metadata(LEADERBOARD_PUBLISHED, {"release_id": release_id, "judge_config": judge_config,
+                                               "board_version": version["board_version"],
                                                "systems": len(rows), "top_system": top})
 
     @task(trigger_rule="all_done", retries=0)

@@ -284,6 +284,9 @@ def cmd_evaluate(args) -> int:
                               metric_models=_metric_models(args.metric_model), metrics=args.metrics or None,
                               systems=args.system or None, api_base=args.api_base, concurrency=args.concurrency,
                               tracks=args.tracks)
+    published = _publish_board(args.release, result["judge_config"]) if args.publish else None
+    if published is not None:
+        result["publish"] = published
     if args.json:
         print(json.dumps(result, default=str, indent=2))
     else:
@@ -295,7 +298,25 @@ def cmd_evaluate(args) -> int:
         print(f"\n{result['reports_judged']} report scores written under {result['judge_config']}, "
               f"{result['llm_requests']} LLM requests, {result['unscored_reports']} unscored; "
               f"leaderboard rows: {result.get('leaderboard_rows', 0)}")
-    return 0
+        if published is not None:
+            print(published["message"], file=sys.stdout if published["published"] else sys.stderr)
+    return 1 if published is not None and not published["published"] else 0
+
+
+def _publish_board(release_id: str, judge_config: str) -> dict:
+    """The benchmark DAG's check_leaderboard and publish_leaderboard, for a board rolled up by hand."""
+    from deepscholar.evaluation.board_versions import publish_board
+    from deepscholar.evaluation.leaderboard_quality import check_leaderboard
+
+    engine = _engine()
+    check = check_leaderboard(engine, release_id, judge_config)
+    if not check.success:
+        return {"published": False, "message": f"not published: {check.summary}"}
+    version = publish_board(engine, release_id, judge_config)
+    changes = f" ({version['changes']})" if version["changes"] else ""
+    return {"published": True, "board_version": version["board_version"], "changes": version["changes"],
+            "message": f"board of {release_id} under {judge_config} published as version "
+                       f"{version['board_version']}{changes}"}
 
 
 def cmd_leaderboard(args) -> int:
@@ -304,7 +325,9 @@ def cmd_leaderboard(args) -> int:
 
     judge_config = JudgeSpec.parse(args.judge).config_id if args.judge else None
     engine = _engine()
-    rows = load_leaderboard(engine, args.release, judge_config, track=args.track)
+    if args.versions:
+        return _print_board_versions(engine, args.release, judge_config, args.format)
+    rows = load_leaderboard(engine, args.release, judge_config, track=args.track, board_version=args.version)
     if not rows:
         from deepscholar.reporting import release_summary
 
@@ -324,6 +347,30 @@ def cmd_leaderboard(args) -> int:
         print(format_agreement(load_agreement(engine, rows[0]["release_id"], rows[0]["judge_config"]), args.format))
         return 0
     print(format_leaderboard(rows, args.format))
+    return 0
+
+
+def _print_board_versions(engine, release_id: str | None, judge_config: str | None, fmt: str) -> int:
+    from deepscholar.evaluation.board_versions import list_versions
+    from deepscholar.evaluation.leaderboard import pick_board
+
+    with engine.connect() as conn:
+        picked = pick_board(conn, release_id, judge_config)
+    if picked is None:
+        raise UserError(f"no leaderboard for {release_id or 'any release'} yet")
+    versions = list_versions(engine, *picked)
+    if fmt == "json":
+        print(json.dumps(versions, default=str, indent=2))
+        return 0
+    from tabulate import tabulate
+
+    print(f"Versions of the board of {picked[0]} under {picked[1]} (newest first)")
+    print(tabulate([[f"v{v['board_version']}" + (" *" if v["is_current"] else ""), v["status"],
+                     v["published_at"] or "", (v["manifest_hash"] or "")[:12], v["n_systems"],
+                     v["changes"] or "first version"] for v in versions],
+                   headers=["version", "status", "published", "manifest", "systems", "what changed"],
+                   tablefmt="github" if fmt == "markdown" else "simple"))
+    print("* the version readers see (`deepscholar leaderboard --version N` shows any other)")
     return 0
 
 
@@ -514,6 +561,9 @@ def _add_evaluation_commands(sub) -> None:
     p.add_argument("--api-base", default=None, help="judge API base URL (default: DEEPSCHOLAR_JUDGE_API_BASE)")
     p.add_argument("--concurrency", type=_positive_int, default=None, help="judge requests in flight (default 16)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--publish", action="store_true",
+                   help="then check the board (Great Expectations) and publish it, as the benchmark DAG does: a "
+                        "published board version never changes, a later different roll-up is the next version")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("leaderboard", help="print a month's leaderboard (the latest by default)")
@@ -523,6 +573,10 @@ def _add_evaluation_commands(sub) -> None:
                    help="an evaluation track's board (race, fact, reportbench, claims, ...; default: the core board)")
     p.add_argument("--agreement", action="store_true",
                    help="instead of a board: how the families' rankings of that month agree (Kendall's tau)")
+    p.add_argument("--version", type=_positive_int, default=None, metavar="N",
+                   help="that version of the board (default: the latest published one, else the latest draft)")
+    p.add_argument("--versions", action="store_true",
+                   help="instead of a board: every version of it, with status and what changed")
     p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table")
     p.set_defaults(func=cmd_leaderboard)
 

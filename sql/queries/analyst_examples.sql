@@ -30,6 +30,7 @@ SELECT lr.month, m.release_id, m.dimension, m.metric, m.system_id AS best_system
        round(m.mean::numeric, 3) AS mean, m.n, m.significant, m.p_value, m.runner_up, m.n_pairs
 FROM deepscholar.leaderboard_metrics m
 JOIN deepscholar.leaderboard_releases lr ON lr.release_id = m.release_id AND lr.judge_config = m.judge_config
+ AND lr.board_version = m.board_version  -- the board version readers see
 WHERE m.judge_config = :judge_config AND m.is_best
 ORDER BY lr.month, m.release_id, m.metric_position, m.system_id;
 
@@ -63,9 +64,11 @@ SELECT q.arxiv_id, q.title,
 FROM deepscholar.release_queries q
 LEFT JOIN deepscholar.reports r
        ON r.release_id = q.release_id AND r.arxiv_id = q.arxiv_id AND r.system_id = :system_id
+LEFT JOIN deepscholar.board_current c
+       ON c.release_id = q.release_id AND c.judge_config = :judge_config
 LEFT JOIN deepscholar.leaderboard_metrics lm
        ON lm.release_id = q.release_id AND lm.system_id = :system_id AND lm.judge_config = :judge_config
-      AND lm.metric = :metric
+      AND lm.metric = :metric AND lm.board_version = c.board_version
 LEFT JOIN deepscholar.metric_scores s
        ON s.report_id = r.report_id AND s.metric = :metric AND s.judge_config = :judge_config
       AND s.variant = lm.variant
@@ -91,5 +94,6 @@ ORDER BY abs(previous_rank - rank) DESC, month, system_id;
 SELECT m.system_id, m.metric, m.n, m.n_unscored,
        round(m.n_unscored::numeric / nullif(m.n + m.n_unscored, 0), 3) AS unscored_share
 FROM deepscholar.leaderboard_metrics m
+JOIN deepscholar.board_current c USING (release_id, judge_config, board_version)
 WHERE m.release_id = :release_id AND m.judge_config = :judge_config AND m.n_unscored > 0
 ORDER BY unscored_share DESC, m.system_id, m.metric_position;

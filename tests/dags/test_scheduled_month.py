@@ -196,6 +196,10 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
             "AND metric = 'race_overall'"), {"m": MONTH}).scalar_one()
         n_pairs = conn.execute(sa.text("SELECT count(*) FROM board_agreement WHERE release_id = :m"),
                                {"m": MONTH}).scalar_one()
+        # The run checked and published the board it rolled up: version 1, which never changes again.
+        board_versions = conn.execute(sa.text(
+            "SELECT board_version, status FROM board_versions WHERE release_id = :m"), {"m": MONTH}).all()
+    assert board_versions == [(1, "published")]
     assert artefacts == {"race": True, "claims": True}
     assert boards == dict.fromkeys(registry.tracks(), len(ORACLES) + 1)
     assert human_race == 0.5

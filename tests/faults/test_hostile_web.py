@@ -17,7 +17,7 @@ from urllib.parse import quote, urlencode
 import pytest
 import sqlalchemy as sa
 from support.chromium import parse_html, serve
-from support.warehouse import empty_warehouse
+from support.warehouse import empty_warehouse, store_board
 
 from deepscholar import db
 from deepscholar.evaluation import registry
@@ -94,9 +94,7 @@ def seed(engine) -> int:
                            "runner_up": XSS[0]} for mt in METRIC_ORDER]
         # As the roll-up stores a board: leaderboard_systems (the wide `leaderboard` is a view) and the means
         # in leaderboard_metrics.
-        db.upsert(conn, "leaderboard_systems", [{k: v for k, v in b.items() if k not in METRIC_ORDER} for b in board],
-                  key=["release_id", "system_id", "judge_config"])
-        db.upsert(conn, "leaderboard_metrics", cells, key=["release_id", "system_id", "judge_config", "metric"])
+        store_board(conn, board, cells, METRIC_ORDER)
     return report_id
 
 

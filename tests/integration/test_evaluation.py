@@ -218,10 +218,16 @@ def test_cli_evaluate_reruns_for_free_and_leaderboard_prints_every_format(demo, 
 
     engine, month = demo["engine"], demo["month"]
     evaluate_release(engine, month, judge="local")
-    out = run_cli("evaluate", "--release", month, "--json", db_url=db_url)
+    out = run_cli("evaluate", "--release", month, "--json", "--publish", db_url=db_url)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["reports_judged"] == 0 and result["llm_requests"] == 0
+    # Checked and published as the DAG does it: the version readers now see, which never changes again.
+    assert result["publish"]["published"] is True
+    with engine.connect() as conn:
+        assert conn.execute(sa.text(
+            "SELECT board_version, status FROM board_current WHERE release_id = :r AND judge_config = :j"),
+            {"r": month, "j": LOCAL}).one() == (result["publish"]["board_version"], "published")
 
     out = run_cli("leaderboard", "--release", month, "--judge", "local", "--format", "json", db_url=db_url)
     assert out.returncode == 0, out.stderr

@@ -24,6 +24,7 @@ os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow_home_"))
 
 import pytest  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
+from support import warehouse  # noqa: E402
 from support.chromium import dump_dom, parse_html, serve  # noqa: E402
 
 from deepscholar import cli, db  # noqa: E402
@@ -109,9 +110,7 @@ def _board_rows(month: str, judge: str, table: dict[str, list[float]]):
 def store_board(conn, rows: list[dict], metric_rows: list[dict]) -> None:
     """Store a board as the roll-up does: leaderboard_systems (the wide `leaderboard` is a view over it) and
     leaderboard_metrics, which holds the means."""
-    db.upsert(conn, "leaderboard_systems", [{k: v for k, v in r.items() if k not in METRIC_ORDER} for r in rows],
-              key=["release_id", "system_id", "judge_config"])
-    db.upsert(conn, "leaderboard_metrics", metric_rows, key=["release_id", "system_id", "judge_config", "metric"])
+    warehouse.store_board(conn, rows, metric_rows, METRIC_ORDER)
 
 
 def seed(engine) -> dict:

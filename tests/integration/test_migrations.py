@@ -118,7 +118,8 @@ def _snapshot(engine) -> dict[str, list[str]]:
         names = sorted({"leaderboard" if n == "leaderboard_systems" else n for n in names})
         return {n: sorted(conn.execute(sa.text(
             f"SELECT (to_jsonb(t) - 'quality_flags' - 'cited' - 'n_leaked_retrieved' - 'sample_rank' "
-            f"- 'system_build' - 'system_build_detail' - 'local_judge')::text "
+            f"- 'system_build' - 'system_build_detail' - 'local_judge' - 'board_version' - 'base_id' - 'version' "
+            f"- 'manifest_hash' - 'manifest')::text "
             f"FROM deepscholar.\"{n}\" t")).scalars().all())
             for n in names}
 
@@ -167,9 +168,16 @@ def test_baseline_warehouse_upgrades_to_head_keeping_every_row(new_database):
     after = _snapshot(engine)
     added = ("benchmark_runs", "resolution_cache", "host_rate_limits", "judge_configs",  # later revisions add
              "judge_claims", "track_boards", "track_board_metrics", "board_agreement", "release_track_artefacts",
-             "race_rubrics", "gt_claims")
+             "race_rubrics", "gt_claims", "release_changelog")
     assert all(after.pop(table) == [] for table in added)
+    # The board that existed became version 1 of its board, published, with every row kept (as version 1).
+    versions = after.pop("board_versions")  # (the snapshot leaves out board_version: checked below)
+    assert [(v["release_id"], v["status"]) for v in map(json.loads, versions)] == [("2025-05", "published")]
     assert after == before
+    with engine.connect() as conn:
+        assert set(conn.execute(sa.text("SELECT board_version FROM leaderboard_systems UNION "
+                                        "SELECT board_version FROM leaderboard_metrics UNION "
+                                        "SELECT board_version FROM board_versions")).scalars()) == {1}
     _assert_quality_flags_column(engine)
     with engine.begin() as conn:
         flags = conn.execute(sa.text("SELECT quality_flags FROM reports ORDER BY system_id")).scalars().all()
@@ -208,7 +216,9 @@ def test_warehouse_built_by_the_previous_code_is_adopted_in_place(new_database, 
     assert db.init_db(engine) == ALL
     after = _snapshot(engine)
     assert {name: after[name] for name in before} == before
-    assert all(not after[name] for name in set(after) - set(before))  # tables the old files lacked: new, empty
+    # Tables the old files lacked: new, empty; but a board that existed is version 1 of itself.
+    assert all(not after[name] for name in set(after) - set(before) - {"board_versions"})
+    assert len(after["board_versions"]) == len({json.loads(r)["release_id"] for r in before.get("leaderboard", [])})
     _assert_quality_flags_column(engine)
     with engine.connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM schema_files")).scalar() == n_files  # kept as it was

@@ -10,6 +10,7 @@ import socket
 import tempfile
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -182,3 +183,20 @@ class ConnectionSampler:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join(10)
+
+
+def store_board(conn, rows: list[dict], metric_rows: list[dict], metric_names, *, version: int = 1,
+                status: str = "published") -> None:
+    """Store a board as the roll-up does: its board_versions row, leaderboard_systems (the wide `leaderboard`
+    is a view over it) and the means in leaderboard_metrics, all as board version `version`."""
+    from deepscholar import db
+
+    boards = sorted({(r["release_id"], r["judge_config"]) for r in rows})
+    db.upsert(conn, "board_versions", [
+        {"release_id": r, "judge_config": j, "board_version": version, "status": status,
+         "published_at": datetime.now(UTC) if status == "published" else None, "n_systems": 0} for r, j in boards],
+        key=["release_id", "judge_config", "board_version"])
+    key = ["release_id", "judge_config", "board_version", "system_id"]
+    db.upsert(conn, "leaderboard_systems", [{k: v for k, v in r.items() if k not in metric_names}
+                                            | {"board_version": version} for r in rows], key=key)
+    db.upsert(conn, "leaderboard_metrics", [m | {"board_version": version} for m in metric_rows], key=[*key, "metric"])

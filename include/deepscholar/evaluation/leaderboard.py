@@ -46,7 +46,7 @@ UNSCORED_MARK = "*"
 # --------------------------------------------------------------------------------------------- reading
 
 _PICK_SQL = """
-    SELECT release_id, judge_config FROM leaderboard_releases
+    SELECT release_id, judge_config, board_version FROM leaderboard_releases
     WHERE (CAST(:r AS text) IS NULL OR release_id = :r) AND (CAST(:j AS text) IS NULL OR judge_config = :j)
     ORDER BY month DESC, release_id DESC, n_complete DESC, n_systems DESC, computed_at DESC, judge_config
     LIMIT 1"""
@@ -54,35 +54,36 @@ _PICK_SQL = """
 _ROWS_SQL = """
     SELECT l.*, s.kind AS system_kind
     FROM leaderboard_systems l JOIN systems s ON s.system_id = l.system_id
-    WHERE l.release_id = :r AND l.judge_config = :j
+    WHERE l.release_id = :r AND l.judge_config = :j AND l.board_version = :v
     ORDER BY l.rank, l.system_id"""
 
 _TRACK_PICK_SQL = """
-    SELECT b.release_id, b.judge_config
+    SELECT b.release_id, b.judge_config, b.board_version
     FROM track_boards b
+    JOIN board_current c USING (release_id, judge_config, board_version)
     LEFT JOIN leaderboard_releases lr ON lr.release_id = b.release_id AND lr.judge_config = b.judge_config
     WHERE b.family = :f AND (CAST(:r AS text) IS NULL OR b.release_id = :r)
       AND (CAST(:j AS text) IS NULL OR b.judge_config = :j)
-    GROUP BY b.release_id, b.judge_config, lr.month
+    GROUP BY b.release_id, b.judge_config, b.board_version, lr.month
     ORDER BY lr.month DESC NULLS LAST, b.release_id DESC, count(*) DESC, max(b.computed_at) DESC, b.judge_config
     LIMIT 1"""
 
 _TRACK_ROWS_SQL = """
     SELECT b.*, s.kind AS system_kind
     FROM track_boards b JOIN systems s ON s.system_id = b.system_id
-    WHERE b.release_id = :r AND b.judge_config = :j AND b.family = :f
+    WHERE b.release_id = :r AND b.judge_config = :j AND b.family = :f AND b.board_version = :v
     ORDER BY b.rank, b.system_id"""
 
 _TRACK_METRICS_SQL = """
     SELECT system_id, metric, variant, metric_version, mean, n, n_unscored, ci_low, ci_high, is_best,
            significant, p_value, runner_up, n_pairs
-    FROM track_board_metrics WHERE release_id = :r AND judge_config = :j AND family = :f
+    FROM track_board_metrics WHERE release_id = :r AND judge_config = :j AND family = :f AND board_version = :v
     ORDER BY system_id, metric_position"""
 
 _METRICS_SQL = """
     SELECT system_id, metric, variant, metric_version, mean, n, n_unscored, ci_low, ci_high, is_best,
            significant, p_value, runner_up, n_pairs
-    FROM leaderboard_metrics WHERE release_id = :r AND judge_config = :j
+    FROM leaderboard_metrics WHERE release_id = :r AND judge_config = :j AND board_version = :v
     ORDER BY system_id, metric_position"""
 
 
@@ -94,19 +95,25 @@ def pick_board(conn: sa.Connection, release_id: str | None = None,
     judge_config None, that release's most complete board, then the largest, then the newest. The CLI
     (`load_leaderboard`) and the web page both pick through here, so "the latest board" is one board.
     """
-    picked = conn.execute(sa.text(_PICK_SQL), {"r": release_id, "j": judge_config}).first()
+    picked = _pick(conn, release_id, judge_config)
     return None if picked is None else (picked.release_id, picked.judge_config)
 
 
+def _pick(conn: sa.Connection, release_id: str | None, judge_config: str | None):
+    """pick_board's (release_id, judge_config, board_version) row, or None."""
+    return conn.execute(sa.text(_PICK_SQL), {"r": release_id, "j": judge_config}).first()
+
+
 def load_leaderboard(engine: Engine, release_id: str | None = None, judge_config: str | None = None,
-                     track: str | None = None) -> list[dict]:
+                     track: str | None = None, board_version: int | None = None) -> list[dict]:
     """One release's board under one judge, best first; [] when there is none.
 
     Each row has the board's columns, `family`, `system_kind`, and `metrics`: {metric: its per-metric
     detail}, in the registry's order. `track` None (or "core") reads the core board; a track's name reads
     that track's board (an unknown one is refused, naming the known). With release_id None, the latest
     release that has such a board (under judge_config when given); with judge_config None, the most
-    complete board of that release.
+    complete board of that release. `board_version` None reads the version readers see (the latest
+    published one, else the latest draft: the `board_current` view); a number reads that version.
     """
     if release_id is not None:
         validate_release_id(release_id)  # InvalidInput for what no release can be named (NUL bytes, quotes)
@@ -114,15 +121,16 @@ def load_leaderboard(engine: Engine, release_id: str | None = None, judge_config
     registry.ranking_metric(family)  # InvalidInput for an unknown track
     with engine.connect() as conn:
         if family == registry.CORE:
-            picked = pick_board(conn, release_id, judge_config)
+            picked = _pick(conn, release_id, judge_config)
             rows_sql, metrics_sql = _ROWS_SQL, _METRICS_SQL
         else:
-            board = conn.execute(sa.text(_TRACK_PICK_SQL), {"r": release_id, "j": judge_config, "f": family}).first()
-            picked = None if board is None else (board.release_id, board.judge_config)
+            picked = conn.execute(sa.text(_TRACK_PICK_SQL), {"r": release_id, "j": judge_config, "f": family}).first()
             rows_sql, metrics_sql = _TRACK_ROWS_SQL, _TRACK_METRICS_SQL
         if picked is None:
             return []
-        params = {"r": picked[0], "j": picked[1], "f": family}
+        if board_version is not None:
+            picked = (picked[0], picked[1], board_version)
+        params = {"r": picked[0], "j": picked[1], "v": picked[2], "f": family}
         rows = [dict(r) for r in conn.execute(sa.text(rows_sql), params).mappings()]
         details: dict[str, dict[str, dict]] = {}
         for d in conn.execute(sa.text(metrics_sql), params).mappings():

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.db import SCHEMA
-from deepscholar.evaluation import registry
+from deepscholar.evaluation import board_versions, registry
 from deepscholar.gx import Check, GateResult, import_gx, run_checks
 
 __all__ = ["CHECK_NAMES", "load_leaderboard_frames", "check_leaderboard"]
@@ -33,18 +33,19 @@ _ROWS_SQL = f"""
            coalesce(c.ok_reports, 0) AS ok_reports,
            (SELECT count(*) FROM {SCHEMA}.leaderboard_metrics d
              WHERE d.release_id = l.release_id AND d.system_id = l.system_id
-               AND d.judge_config = l.judge_config) AS n_metric_rows
+               AND d.judge_config = l.judge_config AND d.board_version = l.board_version) AS n_metric_rows
     FROM {SCHEMA}.leaderboard_systems l
     LEFT JOIN (SELECT system_id, count(*) AS ok_reports FROM {SCHEMA}.reports
                WHERE release_id = :r AND status = 'ok' GROUP BY system_id) c ON c.system_id = l.system_id
-    WHERE l.release_id = :r AND l.judge_config = :j
+    WHERE l.release_id = :r AND l.judge_config = :j AND l.board_version = :v
     ORDER BY l.system_id"""
 
 # Active systems with ok reports, and how many board rows each has (0 = missing).
 _EXPECTED_SQL = f"""
     SELECT s.system_id, count(DISTINCT r.arxiv_id) AS ok_reports,
            (SELECT count(*) FROM {SCHEMA}.leaderboard_systems l
-             WHERE l.release_id = :r AND l.judge_config = :j AND l.system_id = s.system_id) AS n_rows
+             WHERE l.release_id = :r AND l.judge_config = :j AND l.board_version = :v
+               AND l.system_id = s.system_id) AS n_rows
     FROM {SCHEMA}.systems s
     JOIN {SCHEMA}.reports r ON r.system_id = s.system_id AND r.release_id = :r AND r.status = 'ok'
     WHERE s.active
@@ -56,14 +57,14 @@ _METRIC_ROWS_SQL = f"""
     SELECT 'core' AS family, d.system_id, d.metric, d.mean, d.ci_low, d.ci_high, d.n, d.n_unscored, l.n_reports,
            l.n_reports - d.n - d.n_unscored AS reports_left
     FROM {SCHEMA}.leaderboard_metrics d
-    JOIN {SCHEMA}.leaderboard_systems l USING (release_id, system_id, judge_config)
-    WHERE d.release_id = :r AND d.judge_config = :j
+    JOIN {SCHEMA}.leaderboard_systems l USING (release_id, system_id, judge_config, board_version)
+    WHERE d.release_id = :r AND d.judge_config = :j AND d.board_version = :v
     UNION ALL
     SELECT t.family, t.system_id, t.metric, t.mean, t.ci_low, t.ci_high, t.n, t.n_unscored, b.n_reports,
            b.n_reports - t.n - t.n_unscored
     FROM {SCHEMA}.track_board_metrics t
-    JOIN {SCHEMA}.track_boards b USING (release_id, judge_config, family, system_id)
-    WHERE t.release_id = :r AND t.judge_config = :j
+    JOIN {SCHEMA}.track_boards b USING (release_id, judge_config, board_version, family, system_id)
+    WHERE t.release_id = :r AND t.judge_config = :j AND t.board_version = :v
     ORDER BY 1, 2, 3"""
 
 # Each track board row, with its ok reports and how many metric rows it has.
@@ -71,11 +72,11 @@ _TRACK_ROWS_SQL = f"""
     SELECT b.family, b.system_id, b.n_reports, coalesce(c.ok_reports, 0) AS ok_reports,
            (SELECT count(*) FROM {SCHEMA}.track_board_metrics t
              WHERE t.release_id = b.release_id AND t.judge_config = b.judge_config AND t.family = b.family
-               AND t.system_id = b.system_id) AS n_metric_rows
+               AND t.system_id = b.system_id AND t.board_version = b.board_version) AS n_metric_rows
     FROM {SCHEMA}.track_boards b
     LEFT JOIN (SELECT system_id, count(*) AS ok_reports FROM {SCHEMA}.reports
                WHERE release_id = :r AND status = 'ok' GROUP BY system_id) c ON c.system_id = b.system_id
-    WHERE b.release_id = :r AND b.judge_config = :j
+    WHERE b.release_id = :r AND b.judge_config = :j AND b.board_version = :v
     ORDER BY b.family, b.system_id"""
 
 _FRAMES = {"rows": _ROWS_SQL, "expected_systems": _EXPECTED_SQL, "metric_rows": _METRIC_ROWS_SQL,
@@ -100,10 +101,12 @@ CHECK_NAMES = (
 
 
 def load_leaderboard_frames(engine: Engine, release_id: str, judge_config: str) -> dict[str, pd.DataFrame]:
+    """The latest version of the board (what the roll-up just wrote and publish_board would publish)."""
     with engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn:
         with conn.begin():
             conn.execute(sa.text("SET TRANSACTION READ ONLY"))
-            params = {"r": release_id, "j": judge_config}
+            params = {"r": release_id, "j": judge_config,
+                      "v": board_versions.latest_version(conn, release_id, judge_config) or 0}
             frames = {}
             for name, sql in _FRAMES.items():
                 result = conn.execute(sa.text(sql), params)

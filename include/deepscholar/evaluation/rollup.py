@@ -28,7 +28,7 @@ from sqlalchemy.engine import Engine
 
 from deepscholar import db
 from deepscholar.errors import NotFound
-from deepscholar.evaluation import registry
+from deepscholar.evaluation import board_versions, registry
 from deepscholar.evaluation.agreement import competition_ranks, rank_agreement
 from deepscholar.migrations.wide_views import sync_track_views, sync_wide_views
 
@@ -57,7 +57,7 @@ CI_LEVEL = 0.95
 DEFAULT_N_BOOT = 1000
 ZERO_SPREAD = 1e-12  # scores live in [0, 1]: differences closer than this are float noise, not signal
 
-LEADERBOARD_KEY = ("release_id", "system_id", "judge_config")
+LEADERBOARD_KEY = ("release_id", "judge_config", "board_version", "system_id")
 METRICS_KEY = (*LEADERBOARD_KEY, "metric")
 
 
@@ -371,9 +371,9 @@ def _write_changed(conn: sa.Connection, table_name: str, rows: Sequence[dict], k
     return written
 
 
-TRACK_KEY = ("release_id", "judge_config", "family", "system_id")
+TRACK_KEY = ("release_id", "judge_config", "board_version", "family", "system_id")
 TRACK_METRICS_KEY = (*TRACK_KEY, "metric")
-AGREEMENT_KEY = ("release_id", "judge_config", "family_a", "family_b")
+AGREEMENT_KEY = ("release_id", "judge_config", "board_version", "family_a", "family_b")
 
 
 def roll_up(engine: Engine, release_id: str, judge_config: str, *, seed: int = 0,
@@ -382,8 +382,10 @@ def roll_up(engine: Engine, release_id: str, judge_config: str, *, seed: int = 0
 
     The core board (leaderboard_systems, leaderboard_metrics), one board per evaluation track that has
     scores (track_boards, track_board_metrics) and the agreement between their rankings (board_agreement),
-    in one transaction. Every system with an ok report scored under `judge_config` on a family gets a row on
-    that family's board; rows of systems (and tracks) that no longer have one are deleted. Concurrent
+    in one transaction, as one board version (evaluation/board_versions.py): the latest one while it is a
+    draft; once it is published, a different result opens the next version and the published one stays as
+    it is. Every system with an ok report scored under `judge_config` on a family gets a row on that
+    family's board; in a draft, rows of systems (and tracks) that no longer have one are deleted. Concurrent
     roll-ups of the same release and judge wait for each other (advisory lock).
     """
     started = time.perf_counter()
@@ -403,42 +405,58 @@ def roll_up(engine: Engine, release_id: str, judge_config: str, *, seed: int = 0
             "SELECT system_id FROM systems WHERE kind = 'human_exemplar'")).scalars())
         common = {"release_id": release_id, "judge_config": judge_config, "n_queries": n_queries,
                   "report_counts": counts, "seed": seed, "n_boot": n_boot, "reference_systems": references}
-        rows, metric_rows = compute_leaderboard(scores, **common)
-        _write_board(conn, registry.CORE, release_id, judge_config, rows, metric_rows)
-        headlines = {registry.CORE: headline_values(registry.CORE, rows)} if rows else {}
+        boards = {registry.CORE: compute_leaderboard(scores, **common)}
         for family in registry.tracks():
-            track_rows, track_metric_rows = compute_leaderboard(scores, family=family, **common)
-            if track_rows:
-                headlines[family] = headline_values(family, track_rows)
-            _write_board(conn, family, release_id, judge_config, track_rows, track_metric_rows)
-        # A track that left the registry leaves the boards too.
-        conn.execute(sa.text("""
-            DELETE FROM track_boards WHERE release_id = :r AND judge_config = :j AND NOT (family = ANY(:f))"""),
-            {"r": release_id, "j": judge_config, "f": list(registry.tracks())})
+            boards[family] = compute_leaderboard(scores, family=family, **common)
+        rows = boards[registry.CORE][0]
+        headlines = {family: headline_values(family, family_rows)
+                     for family, (family_rows, _) in boards.items() if family_rows}
         agreement = [{"release_id": release_id, "judge_config": judge_config, **a}
                      for a in rank_agreement(headlines, references)]
-        conn.execute(sa.text("""
-            DELETE FROM board_agreement WHERE release_id = :r AND judge_config = :j
-              AND NOT ((family_a || ' ' || family_b) = ANY(:pairs))"""),
-            {"r": release_id, "j": judge_config, "pairs": [f"{a['family_a']} {a['family_b']}" for a in agreement]})
-        _write_changed(conn, "board_agreement", agreement, AGREEMENT_KEY, touch="computed_at")
+        computed = {
+            "leaderboard_systems": rows, "leaderboard_metrics": boards[registry.CORE][1],
+            "track_boards": [r for f in registry.tracks() for r in boards[f][0]],
+            "track_board_metrics": [r for f in registry.tracks() for r in boards[f][1]],
+            "board_agreement": agreement}
+        provenance = board_versions.provenance_of(
+            conn, release_id, judge_config, [*computed["leaderboard_metrics"], *computed["track_board_metrics"]])
+        target = board_versions.board_target(conn, release_id, judge_config, computed, provenance)
+        if not target.unchanged:
+            board_versions.record_version(conn, release_id, judge_config, target, provenance, len(rows))
+            version = target.version
+            for family, (family_rows, family_metric_rows) in boards.items():
+                _write_board(conn, family, release_id, judge_config, version, family_rows, family_metric_rows)
+            # A track that left the registry leaves the boards too.
+            conn.execute(sa.text("""
+                DELETE FROM track_boards WHERE release_id = :r AND judge_config = :j AND board_version = :v
+                  AND NOT (family = ANY(:f))"""),
+                {"r": release_id, "j": judge_config, "v": version, "f": list(registry.tracks())})
+            conn.execute(sa.text("""
+                DELETE FROM board_agreement WHERE release_id = :r AND judge_config = :j AND board_version = :v
+                  AND NOT ((family_a || ' ' || family_b) = ANY(:pairs))"""),
+                {"r": release_id, "j": judge_config, "v": version,
+                 "pairs": [f"{a['family_a']} {a['family_b']}" for a in agreement]})
+            _write_changed(conn, "board_agreement", [a | {"board_version": version} for a in agreement],
+                           AGREEMENT_KEY, touch="computed_at")
         sync_wide_views(conn, registry.metric_names(registry.CORE))
         sync_track_views(conn, {f: registry.metric_names(f) for f in registry.tracks() if registry.metric_names(f)})
-    log.info("leaderboard %s (%s): %d systems, %d scores, tracks %s, %.2f s", release_id, judge_config, len(rows),
-             len(scores), ", ".join(f for f in headlines if f != registry.CORE) or "none",
-             time.perf_counter() - started)
-    return rows
+    state = ("unchanged (published)" if target.unchanged else "new draft" if target.new else "draft")
+    log.info("leaderboard %s (%s) version %d %s: %d systems, %d scores, tracks %s, %.2f s", release_id,
+             judge_config, target.version, state, len(rows), len(scores),
+             ", ".join(f for f in headlines if f != registry.CORE) or "none", time.perf_counter() - started)
+    return [r | {"board_version": target.version} for r in rows]
 
 
-def _write_board(conn: sa.Connection, family: str, release_id: str, judge_config: str, rows: Sequence[dict],
-                 metric_rows: Sequence[dict]) -> None:
+def _write_board(conn: sa.Connection, family: str, release_id: str, judge_config: str, version: int,
+                 rows: Sequence[dict], metric_rows: Sequence[dict]) -> None:
     """Store one family's board (the core's: leaderboard_systems / leaderboard_metrics; a track's:
     track_boards / track_board_metrics), deleting what no longer belongs on it, writing only changed rows."""
     core = family == registry.CORE
     systems_table, metrics_table = ("leaderboard_systems", "leaderboard_metrics") if core else (
         "track_boards", "track_board_metrics")
     key, metrics_key = (LEADERBOARD_KEY, METRICS_KEY) if core else (TRACK_KEY, TRACK_METRICS_KEY)
-    scope = {"release_id": release_id, "judge_config": judge_config} | ({} if core else {"family": family})
+    scope = {"release_id": release_id, "judge_config": judge_config, "board_version": version} | (
+        {} if core else {"family": family})
     where = " AND ".join(f"{column} = :{column}" for column in scope)
     # Rows of systems gone from this board (their reports or scores deleted); their details cascade.
     conn.execute(sa.text(f"DELETE FROM {systems_table} WHERE {where} AND NOT (system_id = ANY(:s))"),
@@ -446,8 +464,11 @@ def _write_board(conn: sa.Connection, family: str, release_id: str, judge_config
     # A metric that left the registry (or the family) leaves the board too.
     conn.execute(sa.text(f"DELETE FROM {metrics_table} WHERE {where} AND NOT (metric = ANY(:m))"),
                  {**scope, "m": list(registry.metric_names(family))})
-    board = _write_changed(conn, systems_table, rows, key, touch="computed_at")
-    details = {k[:len(key)] for k in _write_changed(conn, metrics_table, metric_rows, metrics_key)}
+    board = _write_changed(conn, systems_table, [r | {"board_version": version} for r in rows], key,
+                           touch="computed_at")
+    details = {k[:len(key)] for k in _write_changed(conn, metrics_table,
+                                                    [r | {"board_version": version} for r in metric_rows],
+                                                    metrics_key)}
     if details - board:  # a mean changed but not the row: computed_at still says when values changed
         system = key.index("system_id")
         conn.execute(sa.text(f"UPDATE {systems_table} SET computed_at = now() WHERE {where} AND system_id = ANY(:s)"),

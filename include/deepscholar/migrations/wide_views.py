@@ -2,7 +2,8 @@
 
 The leaderboard is stored long (leaderboard_systems, leaderboard_metrics), so adding a metric needs no
 DDL; analysts still get the familiar wide tables — `leaderboard`, `leaderboard_latest`,
-`leaderboard_history` — as views. They are (re-)created here from the metric names the caller passes (the
+`leaderboard_history` — as views, over the board version readers see (`board_current`: the latest
+published one, else the latest draft), and `leaderboard_versions` with every version. They are (re-)created here from the metric names the caller passes (the
 roll-up passes the metric registry's), only when their columns differ from what those names call for.
 This module sits at the database layer and knows nothing of metrics beyond their names.
 """
@@ -17,9 +18,9 @@ import sqlalchemy as sa
 from deepscholar.db import SCHEMA
 
 __all__ = ["WIDE_VIEWS", "wide_view_sql", "wide_view_columns", "sync_wide_views", "TRACK_VIEW_PREFIX",
-           "track_view_sql", "sync_track_views"]
+           "track_view_sql", "sync_track_views", "drop_generated_views"]
 
-WIDE_VIEWS = ("leaderboard", "leaderboard_latest", "leaderboard_history")  # in creation order
+WIDE_VIEWS = ("leaderboard_versions", "leaderboard", "leaderboard_latest", "leaderboard_history")  # creation order
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 _LOCK_KEY = "deepscholar_wide_views"
 
@@ -28,7 +29,9 @@ _LEAD = ("release_id", "system_id", "judge_config", "local_judge", "n_queries", 
 # (No LIKE: the statements go through exec_driver_sql, where a percent sign is a parameter marker.)
 _LOCAL = "({alias}.judge_config = 'local' OR starts_with({alias}.judge_config, 'local:'))"
 _TAIL = ("geometric_mean", "geometric_mean_ci_low", "geometric_mean_ci_high", "rank", "metric_versions",
-         "computed_at")
+         "computed_at", "board_version")
+# The version of each (release, judge) board that readers see.
+_CURRENT = f"JOIN {SCHEMA}.board_current c USING (release_id, judge_config, board_version)"
 
 
 def _checked(names: Sequence[str]) -> list[str]:
@@ -44,20 +47,26 @@ def wide_view_columns(names: Sequence[str]) -> list[str]:
 
 
 def wide_view_sql(names: Sequence[str]) -> list[str]:
-    """CREATE VIEW statements for the three wide views, in creation order."""
+    """CREATE VIEW statements for the wide views, in creation order."""
     names = _checked(names)
     means = "".join(f",\n       max(m.mean) FILTER (WHERE m.metric = '{n}') AS {n}" for n in names)
     picked = "".join(f", l.{n}" for n in names)
     return [
-        f"""CREATE VIEW {SCHEMA}.leaderboard AS
+        # Every version of every board.
+        f"""CREATE VIEW {SCHEMA}.leaderboard_versions AS
 SELECT s.release_id, s.system_id, s.judge_config, {_LOCAL.format(alias="s")} AS local_judge, s.n_queries,
        s.n_reports, s.n_failed{means},
        s.geometric_mean, s.geometric_mean_ci_low, s.geometric_mean_ci_high, s.rank, s.metric_versions,
-       s.computed_at
+       s.computed_at, s.board_version
 FROM {SCHEMA}.leaderboard_systems s
 LEFT JOIN {SCHEMA}.leaderboard_metrics m
   ON m.release_id = s.release_id AND m.system_id = s.system_id AND m.judge_config = s.judge_config
-GROUP BY s.release_id, s.system_id, s.judge_config""",
+ AND m.board_version = s.board_version
+GROUP BY s.release_id, s.judge_config, s.board_version, s.system_id""",
+        # The version readers see.
+        f"""CREATE VIEW {SCHEMA}.leaderboard AS
+SELECT v.* FROM {SCHEMA}.leaderboard_versions v
+{_CURRENT}""",
         # Per judge_config, the rows of the latest release that has a leaderboard under it.
         f"""CREATE VIEW {SCHEMA}.leaderboard_latest AS
 WITH latest AS (
@@ -68,13 +77,13 @@ WITH latest AS (
 SELECT l.release_id, latest.month, l.system_id, l.judge_config, l.local_judge, l.n_queries, l.n_reports,
        l.n_failed{picked},
        l.geometric_mean, l.geometric_mean_ci_low, l.geometric_mean_ci_high, l.rank, l.metric_versions,
-       l.computed_at
+       l.computed_at, l.board_version
 FROM {SCHEMA}.leaderboard l
 JOIN latest ON latest.judge_config = l.judge_config AND latest.release_id = l.release_id""",
         # One row per month x system x judge_config, for trends across releases.
         f"""CREATE VIEW {SCHEMA}.leaderboard_history AS
 SELECT l.release_id, lr.month, l.system_id, l.judge_config, l.local_judge{picked},
-       l.geometric_mean, l.rank, l.n_reports
+       l.geometric_mean, l.rank, l.n_reports, l.board_version
 FROM {SCHEMA}.leaderboard l
 JOIN {SCHEMA}.leaderboard_releases lr ON lr.release_id = l.release_id AND lr.judge_config = l.judge_config""",
     ]
@@ -111,7 +120,7 @@ def sync_wide_views(conn: sa.Connection, names: Sequence[str]) -> bool:
 TRACK_VIEW_PREFIX = "leaderboard_track_"  # leaderboard_track_<track>: one per track with metrics
 _TRACK_LEAD = ("release_id", "judge_config", "local_judge", "system_id", "rank", "ranking_metric", "n_queries",
                "n_reports", "n_failed")
-_TRACK_TAIL = ("metric_versions", "computed_at")
+_TRACK_TAIL = ("metric_versions", "computed_at", "board_version")
 
 
 def track_view_columns(names: Sequence[str]) -> list[str]:
@@ -119,20 +128,20 @@ def track_view_columns(names: Sequence[str]) -> list[str]:
 
 
 def track_view_sql(track: str, names: Sequence[str]) -> str:
-    """CREATE VIEW leaderboard_track_<track>: the track's board, one column per metric mean, with its
-    month (leaderboard_releases) so a window of months is one WHERE away."""
+    """CREATE VIEW leaderboard_track_<track>: the track's board (the version readers see), one column per
+    metric mean."""
     (track,) = _checked([track])
     names = _checked(names)
     means = "".join(f",\n       max(m.mean) FILTER (WHERE m.metric = '{n}') AS {n}" for n in names)
     return f"""CREATE VIEW {SCHEMA}.{TRACK_VIEW_PREFIX}{track} AS
 SELECT b.release_id, b.judge_config, {_LOCAL.format(alias="b")} AS local_judge, b.system_id, b.rank,
        b.ranking_metric, b.n_queries, b.n_reports, b.n_failed{means},
-       b.metric_versions, b.computed_at
+       b.metric_versions, b.computed_at, b.board_version
 FROM {SCHEMA}.track_boards b
-LEFT JOIN {SCHEMA}.track_board_metrics m USING (release_id, judge_config, family, system_id)
+{_CURRENT}
+LEFT JOIN {SCHEMA}.track_board_metrics m USING (release_id, judge_config, board_version, family, system_id)
 WHERE b.family = '{track}'
-GROUP BY b.release_id, b.judge_config, b.system_id, b.rank, b.ranking_metric, b.n_queries, b.n_reports,
-         b.n_failed, b.metric_versions, b.computed_at"""
+GROUP BY b.release_id, b.judge_config, b.board_version, b.family, b.system_id"""
 
 
 def _track_views(conn: sa.Connection) -> dict[str, list[str]]:
@@ -144,6 +153,19 @@ def _track_views(conn: sa.Connection) -> dict[str, list[str]]:
             {"s": SCHEMA, "p": TRACK_VIEW_PREFIX.replace("_", "\\_") + "%"}):
         found.setdefault(name, []).append(column)
     return found
+
+
+def drop_generated_views(conn: sa.Connection) -> tuple[list[str] | None, dict[str, list[str]]]:
+    """Drop every generated view (never with CASCADE), returning the metric columns they had: (the core's,
+    or None when there was no `leaderboard` view; {track: its metrics}). For a migration that must change
+    what they are built on and then re-create them with the same columns."""
+    core_columns = _current_columns(conn)
+    core = [c for c in core_columns if c not in (*_LEAD, *_TAIL)] if core_columns else None
+    tracks = {view.removeprefix(TRACK_VIEW_PREFIX): [c for c in columns if c not in (*_TRACK_LEAD, *_TRACK_TAIL)]
+              for view, columns in _track_views(conn).items()}
+    for view in (*reversed(WIDE_VIEWS), *(f"{TRACK_VIEW_PREFIX}{t}" for t in tracks)):
+        conn.exec_driver_sql(f"DROP VIEW IF EXISTS {SCHEMA}.{view}")
+    return core, tracks
 
 
 def sync_track_views(conn: sa.Connection, tracks: dict[str, Sequence[str]]) -> bool:

@@ -37,6 +37,7 @@ from deepscholar.web.render import (
     report_context,
     svg_line_chart,
     system_context,
+    versions_context,
 )
 
 __all__ = ["create_app", "svg_line_chart", "format_value", "load_board", "board_json", "NotFound", "CSP"]
@@ -126,11 +127,12 @@ def _system_page_data(conn: sa.Connection, system_id: str, judge_config: str | N
 
 def _install_pages(app: FastAPI, engine: Callable[[], Engine]) -> None:
     @app.get("/", response_class=HTMLResponse)
-    def leaderboard(request: Request, judge_config: str | None = None, release: str | None = None):
+    def leaderboard(request: Request, judge_config: str | None = None, release: str | None = None,
+                    version: int | None = None):
         with engine().connect() as conn:
-            board = load_board(conn, judge_config, release)
-            tracks = q.load_track_boards(conn, board.release_id, board.judge_config)
-            agreement = q.load_agreement_rows(conn, board.release_id, board.judge_config)
+            board = load_board(conn, judge_config, release, version)
+            tracks = q.load_track_boards(conn, board.release_id, board.judge_config, board.board_version)
+            agreement = q.load_agreement_rows(conn, board.release_id, board.judge_config, board.board_version)
         base = _base_of(request)
         return _page("board.html", f"Leaderboard {board.release_id or ''}".strip(), base,
                      **board_context(board, base, tracks, agreement))
@@ -145,6 +147,16 @@ def _install_pages(app: FastAPI, engine: Callable[[], Engine]) -> None:
             rows = q.history_rows(conn, chosen) if chosen else []
         base = _base_of(request)
         return _page("history.html", "History", base, **history_context(rows, chosen, configs, base))
+
+    @app.get("/versions", response_class=HTMLResponse)
+    def versions(request: Request, release: str, judge_config: str):
+        with engine().connect() as conn:
+            rows = q.board_versions_of(conn, release, judge_config)
+        if not rows:
+            raise NotFound(f"no board for release {release!r} under judge config {judge_config!r}")
+        base = _base_of(request)
+        return _page("versions.html", f"Versions of {release}", base,
+                     **versions_context(release, judge_config, rows, base))
 
     @app.get("/system/{system_id}", response_class=HTMLResponse)
     def system(request: Request, system_id: str, judge_config: str | None = None, release: str | None = None):
@@ -165,12 +177,21 @@ def _install_pages(app: FastAPI, engine: Callable[[], Engine]) -> None:
 
 def _install_api(app: FastAPI, engine: Callable[[], Engine]) -> None:
     @app.get("/api/leaderboard")
-    def leaderboard_api(judge_config: str | None = None, release: str | None = None) -> JSONResponse:
+    def leaderboard_api(judge_config: str | None = None, release: str | None = None,
+                        version: int | None = None) -> JSONResponse:
         with engine().connect() as conn:
-            board = load_board(conn, judge_config, release)
-            tracks = q.load_track_boards(conn, board.release_id, board.judge_config)
-            agreement = q.load_agreement_rows(conn, board.release_id, board.judge_config)
+            board = load_board(conn, judge_config, release, version)
+            tracks = q.load_track_boards(conn, board.release_id, board.judge_config, board.board_version)
+            agreement = q.load_agreement_rows(conn, board.release_id, board.judge_config, board.board_version)
         return JSONResponse(board_json(board) | q.tracks_json(tracks, agreement))
+
+    @app.get("/api/versions")
+    def versions_api(release: str, judge_config: str) -> JSONResponse:
+        with engine().connect() as conn:
+            rows = q.board_versions_of(conn, release, judge_config)
+        if not rows:
+            raise NotFound(f"no board for release {release!r} under judge config {judge_config!r}")
+        return JSONResponse({"versions": [{k: q.json_value(v) for k, v in r.items()} for r in rows]})
 
     @app.get("/api/history")
     def history_api(judge_config: str | None = None, system_id: str | None = None) -> JSONResponse:

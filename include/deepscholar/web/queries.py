@@ -18,7 +18,7 @@ from deepscholar import errors
 from deepscholar.evaluation import registry
 from deepscholar.evaluation.leaderboard import pick_board
 
-__all__ = ["Board", "TrackBoard", "NotFound", "load_board", "load_track_boards", "load_agreement_rows", "board_json",
+__all__ = ["Board", "TrackBoard", "NotFound", "load_board", "board_versions_of", "load_track_boards", "load_agreement_rows", "board_json",
            "tracks_json", "metric_mean", "finite", "json_value", "pick",
            "history_rows", "history_judge_configs", "system_info", "system_reports", "report_detail"]
 
@@ -69,6 +69,13 @@ class Board:
     rows: list[dict]
     cells: dict[tuple[str, str], dict] = field(default_factory=dict)
     latest: bool = True
+    board_version: int | None = None
+    versions: list[dict] = field(default_factory=list)  # every version of this board, newest first
+
+    @property
+    def version_info(self) -> dict | None:
+        """The shown version's board_versions row (status, changes, published_at)."""
+        return next((v for v in self.versions if v["board_version"] == self.board_version), None)
 
 
 def metric_mean(row: Mapping, cell: Mapping, metric: str) -> Any:
@@ -83,9 +90,10 @@ def _sort_board(rows: Iterable[Mapping]) -> list[dict]:
     return sorted((dict(r) for r in rows), key=key)
 
 
-def _metric_cells(conn: sa.Connection, release_id: str, judge_config: str) -> dict[tuple[str, str], dict]:
-    rows = _rows(conn, "SELECT * FROM deepscholar.leaderboard_metrics WHERE release_id = :r AND judge_config = :j",
-                 r=release_id, j=judge_config)
+def _metric_cells(conn: sa.Connection, release_id: str, judge_config: str,
+                  version: int) -> dict[tuple[str, str], dict]:
+    rows = _rows(conn, "SELECT * FROM deepscholar.leaderboard_metrics WHERE release_id = :r AND judge_config = :j "
+                       "AND board_version = :v", r=release_id, j=judge_config, v=version)
     return {(r["system_id"], r["metric"]): r for r in rows}
 
 
@@ -96,11 +104,19 @@ def _board_judge_configs(conn: sa.Connection, release_id: str | None) -> list[st
     return list(conn.execute(sa.text(sql + " WHERE release_id = :r ORDER BY 1"), {"r": release_id}).scalars())
 
 
-def load_board(conn: sa.Connection, judge_config: str | None = None, release_id: str | None = None) -> Board:
+def board_versions_of(conn: sa.Connection, release_id: str, judge_config: str) -> list[dict]:
+    """Every version of one board, newest first (the leaderboard_board_versions view)."""
+    return _rows(conn, "SELECT * FROM deepscholar.leaderboard_board_versions WHERE release_id = :r "
+                       "AND judge_config = :j ORDER BY board_version DESC", r=release_id, j=judge_config)
+
+
+def load_board(conn: sa.Connection, judge_config: str | None = None, release_id: str | None = None,
+               version: int | None = None) -> Board:
     """The board `deepscholar leaderboard` shows for the same release and judge (`pick_board`).
 
     Without a release: the latest release that has a board (under judge_config when given); without a
     judge config: that release's most complete board. NotFound when a named release or judge has none.
+    `version`: that version of the board instead of the one readers see (the latest published one).
     """
     picked = pick_board(conn, release_id, judge_config)
     if picked is None:
@@ -111,10 +127,16 @@ def load_board(conn: sa.Connection, judge_config: str | None = None, release_id:
             raise NotFound(f"no leaderboard for release {release_id!r}")
         raise NotFound(f"no leaderboard for judge config {judge_config!r}; available: {', '.join(configs) or 'none'}")
     release, chosen = picked
-    rows = _rows(conn, "SELECT * FROM deepscholar.leaderboard WHERE release_id = :r AND judge_config = :j",
-                 r=release, j=chosen)
+    versions = board_versions_of(conn, release, chosen)
+    shown = next((v["board_version"] for v in versions if v["is_current"]), None) if version is None else version
+    if version is not None and not any(v["board_version"] == version for v in versions):
+        raise NotFound(f"no version {version} of the board of {release} under {chosen}; versions: "
+                       f"{', '.join(str(v['board_version']) for v in versions) or 'none'}")
+    rows = _rows(conn, "SELECT * FROM deepscholar.leaderboard_versions WHERE release_id = :r AND judge_config = :j "
+                       "AND board_version = :v", r=release, j=chosen, v=shown)
     return Board(release, chosen, _board_judge_configs(conn, release), _sort_board(rows),
-                 _metric_cells(conn, release, chosen), latest=release_id is None)
+                 _metric_cells(conn, release, chosen, shown), latest=release_id is None, board_version=shown,
+                 versions=versions)
 
 
 @dataclass
@@ -127,14 +149,16 @@ class TrackBoard:
     cells: dict[tuple[str, str], dict] = field(default_factory=dict)
 
 
-def load_track_boards(conn: sa.Connection, release_id: str | None, judge_config: str | None) -> list[TrackBoard]:
-    """Every track that has a board for this release and judge, in the registry's order of families."""
-    if release_id is None or judge_config is None:
+def load_track_boards(conn: sa.Connection, release_id: str | None, judge_config: str | None,
+                      version: int | None = None) -> list[TrackBoard]:
+    """Every track that has a board for this release, judge and board version, in the registry's order of
+    families."""
+    if release_id is None or judge_config is None or version is None:
         return []
     rows = _rows(conn, "SELECT * FROM deepscholar.track_boards WHERE release_id = :r AND judge_config = :j "
-                       "ORDER BY rank, system_id", r=release_id, j=judge_config)
-    cells = _rows(conn, "SELECT * FROM deepscholar.track_board_metrics WHERE release_id = :r AND judge_config = :j",
-                  r=release_id, j=judge_config)
+                       "AND board_version = :v ORDER BY rank, system_id", r=release_id, j=judge_config, v=version)
+    cells = _rows(conn, "SELECT * FROM deepscholar.track_board_metrics WHERE release_id = :r AND judge_config = :j "
+                        "AND board_version = :v", r=release_id, j=judge_config, v=version)
     boards: dict[str, TrackBoard] = {}
     for r in rows:
         if r["family"] in registry.FAMILIES:  # a track no longer registered waits for the next roll-up to go
@@ -145,12 +169,13 @@ def load_track_boards(conn: sa.Connection, release_id: str | None, judge_config:
     return [boards[f] for f in sorted(boards, key=registry.family_order)]
 
 
-def load_agreement_rows(conn: sa.Connection, release_id: str | None, judge_config: str | None) -> list[dict]:
-    if release_id is None or judge_config is None:
+def load_agreement_rows(conn: sa.Connection, release_id: str | None, judge_config: str | None,
+                        version: int | None = None) -> list[dict]:
+    if release_id is None or judge_config is None or version is None:
         return []
     rows = _rows(conn, "SELECT family_a, family_b, n_systems, kendall_tau, p_value, movers "
-                       "FROM deepscholar.board_agreement WHERE release_id = :r AND judge_config = :j",
-                 r=release_id, j=judge_config)
+                       "FROM deepscholar.board_agreement WHERE release_id = :r AND judge_config = :j "
+                       "AND board_version = :v", r=release_id, j=judge_config, v=version)
     from deepscholar.evaluation.agreement import in_registry_order
 
     return in_registry_order(rows)
@@ -183,7 +208,9 @@ def board_json(board: Board) -> dict:
             "computed_at": json_value(r.get("computed_at")),
         })
     return {"release_id": board.release_id, "judge_config": board.judge_config,
-            "judge_configs": board.judge_configs, "rows": out_rows}
+            "judge_configs": board.judge_configs, "board_version": board.board_version,
+            "versions": [{k: json_value(v) for k, v in version.items()} for version in board.versions],
+            "rows": out_rows}
 
 
 def tracks_json(tracks: Sequence[TrackBoard], agreement: Sequence[Mapping]) -> dict:

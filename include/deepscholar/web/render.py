@@ -263,7 +263,28 @@ def board_context(board: Board, base: str, tracks: Sequence[TrackBoard] = (),
         "local_judge": board.judge_config is not None and is_local_config(board.judge_config),
         "tracks": [_track_section(t, base) for t in tracks],
         "agreement": _agreement_rows(agreement),
+        "version": _version_shown(board.version_info),
+        "n_versions": len(board.versions),
+        "versions_link": f"{base}/versions{qs(release=board.release_id, judge_config=board.judge_config)}",
     }
+
+
+def _version_shown(info: Mapping | None) -> dict | None:
+    if info is None:
+        return None
+    published = info.get("published_at")
+    return {**info, "published_shown": published.strftime("%Y-%m-%d %H:%M UTC") if published else None}
+
+
+def versions_context(release_id: str, judge_config: str, versions: Sequence[Mapping], base: str) -> dict:
+    """Every version of one board: status, what changed, and what it was computed from."""
+    return {"release_id": release_id, "judge_config": judge_config, "versions": [{
+        **_version_shown(v),
+        "link": f"{base}/{qs(release=release_id, judge_config=judge_config, version=v['board_version'])}",
+        "builds": ", ".join(f"{s}: {' / '.join(b)}" for s, b in sorted((v.get("system_builds") or {}).items())),
+        "metric_versions": ", ".join(f"{m} {x}" for m, x in sorted((v.get("metric_versions") or {}).items())),
+        "manifest": (v.get("manifest_hash") or "")[:12] or "not sealed",
+    } for v in versions]}
 
 
 # --- history -------------------------------------------------------------------------------------------
