@@ -172,8 +172,18 @@ def cmd_systems_add(args) -> int:
         raise UserError(f"--config is not valid JSON ({exc})") from exc
     if not isinstance(config, dict):
         raise UserError("--config must be a JSON object")
-    outcome = add_system(_engine(), args.name, args.kind, config, version=args.version)
+    outcome = add_system(_engine(), args.name, args.kind, config, version=args.version,
+                         knowledge_cutoff=args.knowledge_cutoff)
     print(f"system {args.name} ({args.kind}) {outcome}")
+    return 0
+
+
+def cmd_systems_cutoff(args) -> int:
+    from deepscholar.systems.registry import set_knowledge_cutoff
+
+    value = set_knowledge_cutoff(_engine(), args.name, args.cutoff)
+    print(f"system {args.name}: knowledge cutoff {value or 'unknown'} (boards change at their next roll-up, as "
+          "new versions of published ones)")
     return 0
 
 
@@ -187,8 +197,11 @@ def cmd_systems_list(args) -> int:
         print(json.dumps(rows, default=str, indent=2))
     else:
         print(tabulate([[r["system_id"], r["kind"], r["version"], r["active"], json.dumps(r["config"]),
-                         r["ok_reports"], r["build"]] for r in rows],
-                       headers=["system", "kind", "version", "active", "config", "ok reports", "current build"]))
+                         r["ok_reports"], r["build"],
+                         r["knowledge_cutoff"] or ("unknown" if r["model_knowledge"] else "n/a (no model)")]
+                        for r in rows],
+                       headers=["system", "kind", "version", "active", "config", "ok reports", "current build",
+                                "knowledge cutoff"]))
     return 0
 
 
@@ -327,6 +340,8 @@ def cmd_leaderboard(args) -> int:
     engine = _engine()
     if args.versions:
         return _print_board_versions(engine, args.release, judge_config, args.format)
+    if args.window_from or args.window_to or args.category or args.after:
+        return _print_pooled_board(engine, args, judge_config)
     rows = load_leaderboard(engine, args.release, judge_config, track=args.track, board_version=args.version)
     if not rows:
         from deepscholar.reporting import release_summary
@@ -346,6 +361,56 @@ def cmd_leaderboard(args) -> int:
 
         print(format_agreement(load_agreement(engine, rows[0]["release_id"], rows[0]["judge_config"]), args.format))
         return 0
+    print(format_leaderboard(rows, args.format))
+    return 0
+
+
+def _print_pooled_board(engine, args, judge_config: str | None) -> int:
+    """A board over a window of months, one primary category and/or the queries published after a date,
+    computed from the stored per-query scores (evaluation/pooled.py)."""
+    from dataclasses import replace
+
+    from deepscholar.evaluation import pooled
+    from deepscholar.evaluation.leaderboard import format_leaderboard, pick_board
+    from deepscholar.settings import current_settings
+
+    if args.version or args.agreement:
+        raise UserError("--version and --agreement read a stored board; --from/--to/--category/--after compute one")
+    if args.window_from or args.window_to:
+        if args.release:
+            raise UserError("give either --release or a window (--from/--to), not both")
+        selection = pooled.current_releases(engine, args.window_from, args.window_to)
+    else:
+        with engine.connect() as conn:
+            picked = pick_board(conn, args.release, judge_config)
+        if picked is None:
+            raise UserError(f"no leaderboard for {args.release or 'any release'} yet")
+        selection = pooled.Selection((picked[0],), picked[0])
+    after = None
+    if args.after:
+        from deepscholar.systems.registry import parse_cutoff
+
+        after = parse_cutoff(args.after)
+        if after is None:
+            raise UserError("--after needs a date YYYY-MM-DD (or a month YYYY-MM: after its last day)")
+    selection = replace(selection, category=args.category, published_after=after)
+    judge = judge_config or pooled.window_judge(engine, selection.releases)
+    family = args.track or "core"
+    if args.category:
+        minimum = current_settings().category_min_queries
+        _, boards = pooled.category_boards(engine, replace(selection, category=None), judge, min_queries=1,
+                                           family=family)
+        board = next((b for b in boards if b.category == args.category), None)
+        if board is None:
+            raise UserError(f"no query of primary category {args.category} in {selection.label}")
+        if board.n_queries < minimum:
+            print(f"note: only {board.n_queries} queries of {args.category} (the page shows category boards from "
+                  f"DEEPSCHOLAR_CATEGORY_MIN_QUERIES = {minimum})", file=sys.stderr)
+        rows = board.rows
+    else:
+        rows = pooled.pooled_board(engine, selection, judge, family=family)
+    if not rows:
+        raise UserError(f"no scored query in {selection.describe()} under {judge}")
     print(format_leaderboard(rows, args.format))
     return 0
 
@@ -371,6 +436,19 @@ def _print_board_versions(engine, release_id: str | None, judge_config: str | No
                    headers=["version", "status", "published", "manifest", "systems", "what changed"],
                    tablefmt="github" if fmt == "markdown" else "simple"))
     print("* the version readers see (`deepscholar leaderboard --version N` shows any other)")
+    return 0
+
+
+def cmd_cost(args) -> int:
+    from deepscholar.evaluation.costs import format_cost_summary, judge_cost_summary
+    from deepscholar.reporting import release_summary
+    from deepscholar.settings import current_settings
+
+    engine = _engine()
+    release_summary(engine, args.release)  # NotFound (a UserError) for an unknown release
+    summary = judge_cost_summary(engine, args.release, args.judge or current_settings().judge,
+                                 metrics=args.metrics or None, systems=args.system or None)
+    print(json.dumps(summary, default=str, indent=2) if args.json else format_cost_summary(summary))
     return 0
 
 
@@ -501,7 +579,15 @@ def _add_system_commands(sub) -> None:
     p.add_argument("--kind", required=True)
     p.add_argument("--config", default=None, help="JSON object")
     p.add_argument("--version", default="1")
+    p.add_argument("--knowledge-cutoff", default=None, metavar="DATE",
+                   help="the model's knowledge cutoff, YYYY-MM-DD or YYYY-MM (its last day) or 'unknown': on a month "
+                        "whose papers were published by then the system is shown but not ranked")
     p.set_defaults(func=cmd_systems_add)
+    p = systems.add_parser("cutoff", help="record or correct a system's model knowledge cutoff")
+    p.add_argument("name")
+    p.add_argument("cutoff", help="YYYY-MM-DD, YYYY-MM (its last day) or 'unknown'")
+    p.set_defaults(func=cmd_systems_cutoff)
+
     p = systems.add_parser("list", help="systems with kind, config and report counts")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_systems_list)
@@ -577,8 +663,28 @@ def _add_evaluation_commands(sub) -> None:
                    help="that version of the board (default: the latest published one, else the latest draft)")
     p.add_argument("--versions", action="store_true",
                    help="instead of a board: every version of it, with status and what changed")
+    p.add_argument("--from", dest="window_from", default=None, metavar="YYYY-MM",
+                   help="a board pooled over the months from this one (each month's current version; bootstrap "
+                        "and paired test over the pooled queries)")
+    p.add_argument("--to", dest="window_to", default=None, metavar="YYYY-MM", help="... up to this month")
+    p.add_argument("--category", default=None, metavar="CAT",
+                   help="only the queries of this arXiv primary category (e.g. cs.CL), with each system's rank "
+                        "change against the board of all the queries")
+    p.add_argument("--after", default=None, metavar="DATE",
+                   help="only the queries published after this day (YYYY-MM-DD; YYYY-MM: after its last day), "
+                        "e.g. a model's knowledge cutoff")
     p.add_argument("--format", choices=["table", "csv", "json", "markdown"], default="table")
     p.set_defaults(func=cmd_leaderboard)
+
+    p = sub.add_parser("cost", help="a month's judge cost: predicted (before a run) and actual (the audit trail), "
+                                    "and each system's generation and judge tokens and cost")
+    p.add_argument("--release", required=True)
+    p.add_argument("--judge", default=None, help="'local' or a litellm model string (default: DEEPSCHOLAR_JUDGE)")
+    p.add_argument("--metrics", nargs="+", metavar="METRIC", help="only these metrics (default: the core and the "
+                                                                    "enabled tracks)")
+    p.add_argument("--system", action="append", help="only this system (repeatable)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_cost)
 
     p = sub.add_parser("web", help="serve the leaderboard page (the same app the Airflow plugin mounts)")
     p.add_argument("--host", default="127.0.0.1")

@@ -314,6 +314,17 @@ class Settings:
     release_judge_concurrency: int = _setting(
         "DEEPSCHOLAR_RELEASE_JUDGE_CONCURRENCY", 8, POSITIVE_INT, "judging",
         "release-time judge requests in flight inside one `importance` or `nuggets` task")
+    cost_prompt_tokens: int = _setting(
+        "DEEPSCHOLAR_COST_PROMPT_TOKENS", 1500, POSITIVE_INT, "judging",
+        "prompt tokens of one judge call in `deepscholar cost`'s prediction, until the audit trail has calls of "
+        "that metric and model to measure")
+    cost_completion_tokens: int = _setting(
+        "DEEPSCHOLAR_COST_COMPLETION_TOKENS", 150, POSITIVE_INT, "judging",
+        "completion tokens of one judge call in that prediction, likewise")
+    category_min_queries: int = _setting(
+        "DEEPSCHOLAR_CATEGORY_MIN_QUERIES", 10, POSITIVE_INT, "judging",
+        "a primary category's board is shown on the page only with at least this many queries (fewer make a mean "
+        "nobody should rank by)")
     tracks: tuple[str, ...] = _setting(
         "DEEPSCHOLAR_TRACKS", (), NAMES, "judging",
         "evaluation tracks judged besides the core seven, when no metrics are named (families of the metric "

@@ -97,3 +97,17 @@ FROM deepscholar.leaderboard_metrics m
 JOIN deepscholar.board_current c USING (release_id, judge_config, board_version)
 WHERE m.release_id = :release_id AND m.judge_config = :judge_config AND m.n_unscored > 0
 ORDER BY unscored_share DESC, m.system_id, m.metric_position;
+
+-- name: pooled-window
+-- Each system's mean of every core metric pooled over a window of months (each query of each month's current version counts once).
+SELECT w.system_id, w.metric, round(w.mean::numeric, 4) AS mean, w.n, w.n_unscored, w.n_months
+FROM deepscholar.leaderboard_window(CAST(:window_from AS date), CAST(:window_to AS date), :judge_config) w
+WHERE w.family = 'core'
+ORDER BY w.system_id, w.metric;
+
+-- name: category-means
+-- One month's core means per arXiv primary category: which systems do better in which field.
+SELECT c.primary_category, c.system_id, c.metric, round(c.mean::numeric, 4) AS mean, c.n
+FROM deepscholar.leaderboard_categories c
+WHERE c.release_id = :release_id AND c.judge_config = :judge_config AND c.family = 'core'
+ORDER BY c.primary_category, c.system_id, c.metric;

@@ -26,6 +26,7 @@ BASES = {
     "2025-03": {"lead": 0.8, "mid": 0.5, "tail": 0.55},  # tail climbs past mid; lead is back
 }
 N_QUERIES = 6
+CATEGORIES = ("cs.CL", "cs.IR")
 
 
 def _score(base: float, qi: int, mi: int, system: str) -> float:
@@ -35,12 +36,21 @@ def _score(base: float, qi: int, mi: int, system: str) -> float:
 
 @pytest.fixture
 def history(engine):
+    return seed_history(engine)
+
+
+def seed_history(engine):
+    """Three months of boards of three systems (BASES), their queries split over two categories."""
     with engine.begin() as conn:
         b = Board(conn)
         for s in ("lead", "mid", "tail"):
             b.system(s)
         for month in MONTHS:
             ids = b.release(month, N_QUERIES)
+            # Their papers: even queries cs.CL, odd ones cs.IR (the category views read papers.primary_category).
+            conn.execute(sa.text("""
+                INSERT INTO papers (arxiv_id, version, title, primary_category) VALUES (:a, 1, :a, :c)"""),
+                [{"a": a, "c": CATEGORIES[i % 2]} for i, a in enumerate(ids)])
             for s, base in BASES[month].items():
                 for qi, a in enumerate(ids):
                     if month == "2025-03" and s == "tail" and qi == 0:
@@ -57,7 +67,8 @@ def history(engine):
     return engine
 
 
-PARAMS = {"judge_config": JUDGE, "release_id": "2025-03", "system_id": "tail", "metric": "citation_precision"}
+PARAMS = {"judge_config": JUDGE, "release_id": "2025-03", "system_id": "tail", "metric": "citation_precision",
+          "window_from": "2025-01-01", "window_to": "2025-02-28"}
 
 
 def _run(engine, name: str) -> list[dict]:
@@ -117,6 +128,35 @@ def check_unscored_share(rows):
     assert float(rows[0]["unscored_share"]) == 0.2
 
 
+def _expected_mean(months, system: str, metric: str, queries=range(N_QUERIES)) -> float:
+    mi = METRIC_ORDER.index(metric)
+    values = [_score(BASES[m][system], qi, mi, system) for m in months for qi in queries]
+    return sum(values) / len(values)
+
+
+def check_pooled_window(rows):
+    # January and February pooled: every query of both months once, 12 per system and metric.
+    assert len(rows) == 3 * len(METRIC_ORDER)
+    assert {(r["n"], r["n_unscored"], r["n_months"]) for r in rows} == {(2 * N_QUERIES, 0, 2)}
+    for r in rows:
+        expected = _expected_mean(MONTHS[:2], r["system_id"], r["metric"])
+        assert float(r["mean"]) == pytest.approx(expected, abs=5e-5), r
+
+
+def check_category_means(rows):
+    assert {r["primary_category"] for r in rows} == set(CATEGORIES)
+    lead = {(r["primary_category"], r["metric"]): r for r in rows if r["system_id"] == "lead"}
+    for i, category in enumerate(CATEGORIES):
+        got = lead[(category, "organization")]
+        assert got["n"] == N_QUERIES // 2
+        expected = _expected_mean(["2025-03"], "lead", "organization", range(i, N_QUERIES, 2))
+        assert float(got["mean"]) == pytest.approx(expected, abs=5e-5)
+    # tail's citation precision in March: one query unscored (cs.IR, its second query), one system error.
+    tail = {(r["primary_category"]): r["n"] for r in rows
+            if r["system_id"] == "tail" and r["metric"] == "citation_precision"}
+    assert tail == {"cs.CL": 2, "cs.IR": 2}
+
+
 EXPECTATIONS = {
     "month-leaderboard": check_month_leaderboard,
     "best-system-per-metric-over-time": check_best_system_per_metric_over_time,
@@ -124,6 +164,8 @@ EXPECTATIONS = {
     "per-query-breakdown": check_per_query_breakdown,
     "rank-movers": check_rank_movers,
     "unscored-share": check_unscored_share,
+    "pooled-window": check_pooled_window,
+    "category-means": check_category_means,
 }
 
 

@@ -291,6 +291,7 @@ def test_judge_runs_count_every_request_token_and_cost_the_provider_served(demo,
                                   {"b": stub.url}).one()
         assert logged[0] == served
         assert result["cost_usd"] == pytest.approx(unit * served) == pytest.approx(logged[1])
+        _assert_costs_match_the_audit_trail(engine, month, model, judge_config, stub.url, served, logged[1])
         # Provenance: what the judge_config string stands for, with the prompt versions judged under it.
         with engine.connect() as conn:
             config = conn.execute(sa.text("SELECT * FROM judge_configs WHERE judge_config = :j"),
@@ -308,6 +309,53 @@ def test_judge_runs_count_every_request_token_and_cost_the_provider_served(demo,
         assert (again["llm_requests"], again["cached_calls"], again["cost_usd"]) == (
             0, served + result["cached_calls"], 0)
     stub.raise_errors()
+
+
+def _assert_costs_match_the_audit_trail(engine, month, model, judge_config, api_base, served, cost) -> None:
+    """Every judgment names its llm_calls rows; per system and for the month, `leaderboard_costs` and
+    `deepscholar cost` sum exactly those rows (recomputed here from the raw rows in Python)."""
+    from deepscholar.evaluation.costs import judge_cost_summary
+
+    with engine.connect() as conn:
+        calls = {h: (p, c, usd) for h, p, c, usd in conn.execute(sa.text(
+            "SELECT request_hash, prompt_tokens, completion_tokens, cost_usd FROM llm_calls WHERE api_base = :b"),
+            {"b": api_base})}
+        asked: dict[str, set[str]] = {}
+        for system, hashes in conn.execute(sa.text("""
+                SELECT r.system_id, j.request_hashes FROM judgments j JOIN reports r USING (report_id)
+                WHERE r.release_id = :r AND j.judge_config = :j"""), {"r": month, "j": judge_config}):
+            assert hashes, "a judgment of an LLM judge without its requests"
+            asked.setdefault(system, set()).update(hashes)
+        view = {r.system_id: r for r in conn.execute(sa.text(
+            "SELECT * FROM leaderboard_costs WHERE release_id = :r AND judge_config = :j"),
+            {"r": month, "j": judge_config})}
+    assert set().union(*asked.values()) == set(calls)  # every request served is some judgment's
+    for system, hashes in asked.items():
+        row = view[system]
+        assert row.judge_requests == len(hashes)
+        assert row.judge_prompt_tokens == sum(calls[h][0] for h in hashes)
+        assert row.judge_cost_usd == pytest.approx(sum(calls[h][2] for h in hashes))
+    summary = judge_cost_summary(engine, month, model, metrics=["organization", "relevance_rate"],
+                                 systems=["extractive", "oracle"])
+    assert summary["actual_requests"] == served and summary["actual_cost_usd"] == pytest.approx(cost)
+    by_metric = {m["metric"]: m for m in summary["metrics"]}
+    assert sum(m["actual_requests"] for m in by_metric.values()) == served
+    # Predicted before the run from calls per report x queries x systems x the price of a measured call.
+    from deepscholar.evaluation.registry import get as get_metric_class
+
+    organization = by_metric["organization"]
+    assert organization["predicted_calls"] == pytest.approx(
+        get_metric_class("organization").calls_per_report * summary["n_queries"] * 2, abs=0.1)
+    assert organization["tokens_per_call"] == [12, 5] and organization["tokens_basis_calls"] > 0
+    assert organization["predicted_cost_usd"] == pytest.approx(
+        organization["predicted_calls"] * sum(litellm_unit_cost(model)))
+
+
+def litellm_unit_cost(model: str) -> tuple[float, float]:
+    from deepscholar.llm.prices import price_of
+
+    price = price_of(model)
+    return price[0] * 12, price[1] * 5
 
 
 def test_a_judge_provider_down_fails_the_task_and_scores_nothing(demo, monkeypatch):

@@ -43,9 +43,10 @@ class Board:
         return ids
 
     def system(self, system_id: str, kind: str = "extractive", active: bool = True) -> None:
+        # As `deepscholar systems add` records it: an extractive system writes from no model's training.
         self.conn.execute(sa.text("""
-            INSERT INTO systems (system_id, kind, active) VALUES (:s, :k, :a) ON CONFLICT DO NOTHING"""),
-            {"s": system_id, "k": kind, "a": active})
+            INSERT INTO systems (system_id, kind, active, model_knowledge) VALUES (:s, :k, :a, :m)
+            ON CONFLICT DO NOTHING"""), {"s": system_id, "k": kind, "a": active, "m": kind != "extractive"})
 
     def report(self, release_id: str, system_id: str, arxiv_id: str, status: str = "ok") -> int:
         return self.conn.execute(sa.text("""

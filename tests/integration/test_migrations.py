@@ -119,7 +119,8 @@ def _snapshot(engine) -> dict[str, list[str]]:
         return {n: sorted(conn.execute(sa.text(
             f"SELECT (to_jsonb(t) - 'quality_flags' - 'cited' - 'n_leaked_retrieved' - 'sample_rank' "
             f"- 'system_build' - 'system_build_detail' - 'local_judge' - 'board_version' - 'base_id' - 'version' "
-            f"- 'manifest_hash' - 'manifest')::text "
+            f"- 'manifest_hash' - 'manifest' - 'knowledge_cutoff' - 'model_knowledge' - 'contamination' "
+            f"- 'request_hashes')::text "
             f"FROM deepscholar.\"{n}\" t")).scalars().all())
             for n in names}
 

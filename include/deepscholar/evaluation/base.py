@@ -179,6 +179,7 @@ class ItemJudgment:
     unscored_reason: str | None = None
     explanation: str | None = None
     calls: int = 0
+    request_hashes: tuple[str, ...] = ()  # its calls' llm_calls keys (set by the runner), for costs
 
     @property
     def scored(self) -> bool:

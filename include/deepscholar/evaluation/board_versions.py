@@ -99,13 +99,19 @@ def _version_row(conn: sa.Connection, release_id: str, judge_config: str, versio
     return None if row is None else dict(row)
 
 
-def _ranks(rows: Sequence[Mapping]) -> dict[str, int]:
+def _ranks(rows: Sequence[Mapping]) -> dict[str, int | None]:
     return {r["system_id"]: r["rank"] for r in rows}
 
 
-def describe_changes(old: Mapping, new: Provenance, old_ranks: Mapping[str, int], new_ranks: Mapping[str, int],
+def _unranked(rows: Sequence[Mapping]) -> set[str]:
+    return {r["system_id"] for r in rows if r.get("contamination") == "may_have_seen"}
+
+
+def describe_changes(old: Mapping, new: Provenance, old_rows: Sequence[Mapping], new_rows: Sequence[Mapping],
                      old_version: int) -> str:
-    """One line: how a board differs from version `old_version` (`old`: its board_versions row)."""
+    """One line: how a board differs from version `old_version` (`old`: its board_versions row; the rows:
+    the two versions' core board rows)."""
+    old_ranks, new_ranks = _ranks(old_rows), _ranks(new_rows)
     parts: list[str] = []
     if old.get("manifest_hash") != new.manifest_hash and old.get("manifest_hash") and new.manifest_hash:
         parts.append(f"release manifest {old['manifest_hash'][:12]} → {new.manifest_hash[:12]}")
@@ -128,9 +134,19 @@ def describe_changes(old: Mapping, new: Provenance, old_ranks: Mapping[str, int]
         parts.append("systems added: " + ", ".join(added))
     if removed:
         parts.append("systems removed: " + ", ".join(removed))
-    moves = [f"{s} {old_ranks[s]}→{new_ranks[s]}" for s in sorted(set(old_ranks) & set(new_ranks),
-                                                                 key=lambda s: new_ranks[s])
-             if old_ranks[s] != new_ranks[s]]
+    now_unranked = sorted((_unranked(new_rows) - _unranked(old_rows)) & set(old_ranks))
+    if now_unranked:
+        parts.append("not ranked now (may have seen these papers): " + ", ".join(now_unranked))
+    ranked_again = sorted((_unranked(old_rows) - _unranked(new_rows)) & set(new_ranks))
+    if ranked_again:
+        parts.append("ranked again (knowledge cutoff before the month): " + ", ".join(ranked_again))
+
+    def shown(rank: int | None) -> str:
+        return "–" if rank is None else str(rank)
+
+    moves = [f"{s} {shown(old_ranks[s])}→{shown(new_ranks[s])}"
+             for s in sorted(set(old_ranks) & set(new_ranks), key=lambda s: (new_ranks[s] is None, new_ranks[s] or 0, s))
+             if old_ranks[s] != new_ranks[s] and old_ranks[s] is not None and new_ranks[s] is not None]
     if moves:
         parts.append("ranks " + ", ".join(moves))
     if not parts:
@@ -153,15 +169,15 @@ def board_target(conn: sa.Connection, release_id: str, judge_config: str, comput
     if latest["status"] == "draft":
         previous = _version_row(conn, release_id, judge_config, status="published")
         changes = None if previous is None else describe_changes(
-            previous, provenance, _ranks(_stored_rows(conn, release_id, judge_config, previous["board_version"])
-                                         ["leaderboard_systems"]), _ranks(core), previous["board_version"])
+            previous, provenance, _stored_rows(conn, release_id, judge_config, previous["board_version"])
+            ["leaderboard_systems"], core, previous["board_version"])
         return BoardTarget(version, False, False, changes)
     stored = _stored_rows(conn, release_id, judge_config, version)
     if _same_rows(conn, stored, computed) and Provenance(**{k: latest[k] for k in (
             "manifest_hash", "judge", "metric_versions", "system_builds")}) == provenance:
         return BoardTarget(version, False, True, latest["changes"])
     return BoardTarget(version + 1, True, False, describe_changes(
-        latest, provenance, _ranks(stored["leaderboard_systems"]), _ranks(core), version))
+        latest, provenance, stored["leaderboard_systems"], core, version))
 
 
 def record_version(conn: sa.Connection, release_id: str, judge_config: str, target: BoardTarget,

@@ -41,6 +41,10 @@ ANALYST_QUERIES = SQL_DIR / "queries" / "analyst_examples.sql"
 
 SIGNIFICANT_MARK = "†"
 UNSCORED_MARK = "*"
+# A system that may have seen the month's papers (shown, not ranked); one whose model's cutoff is unknown.
+MAY_HAVE_SEEN_MARK = "‡"
+CUTOFF_UNKNOWN_MARK = "°"
+_SYSTEM_MARKS = {"may_have_seen": MAY_HAVE_SEEN_MARK, "cutoff_unknown": CUTOFF_UNKNOWN_MARK}
 
 
 # --------------------------------------------------------------------------------------------- reading
@@ -85,6 +89,13 @@ _METRICS_SQL = """
            significant, p_value, runner_up, n_pairs
     FROM leaderboard_metrics WHERE release_id = :r AND judge_config = :j AND board_version = :v
     ORDER BY system_id, metric_position"""
+
+
+# Generation's and the judge's tokens, cost and latency per system (the leaderboard_costs view).
+COST_COLUMNS = ("gen_calls", "gen_prompt_tokens", "gen_completion_tokens", "gen_cost_usd", "mean_latency_ms",
+                "judge_requests", "judge_prompt_tokens", "judge_completion_tokens", "judge_cost_usd")
+_COSTS_SQL = f"""
+    SELECT system_id, {", ".join(COST_COLUMNS)} FROM leaderboard_costs WHERE release_id = :r AND judge_config = :j"""
 
 
 def pick_board(conn: sa.Connection, release_id: str | None = None,
@@ -132,11 +143,14 @@ def load_leaderboard(engine: Engine, release_id: str | None = None, judge_config
             picked = (picked[0], picked[1], board_version)
         params = {"r": picked[0], "j": picked[1], "v": picked[2], "f": family}
         rows = [dict(r) for r in conn.execute(sa.text(rows_sql), params).mappings()]
+        costs = {c["system_id"]: {k: c[k] for k in COST_COLUMNS}
+                 for c in conn.execute(sa.text(_COSTS_SQL), params).mappings()}
         details: dict[str, dict[str, dict]] = {}
         for d in conn.execute(sa.text(metrics_sql), params).mappings():
             details.setdefault(d["system_id"], {})[d["metric"]] = {k: v for k, v in d.items() if k != "system_id"}
     for row in rows:
         row["family"] = family
+        row["costs"] = costs.get(row["system_id"])
         stored = details.get(row["system_id"], {})
         row["metrics"] = {m: stored.get(m, _missing_detail(m)) for m in registry.metric_names(family)}
         row.update({m: d["mean"] for m, d in row["metrics"].items()})  # as the wide views have them
@@ -197,6 +211,19 @@ def _title(rows: Sequence[dict]) -> str:
     return f"{board} {', '.join(releases)} · judge {judged} · {', '.join(map(str, n_queries))} queries"
 
 
+def _contamination_legend(rows: Sequence[dict]) -> list[str]:
+    """One line per mark the rows use: which systems could have seen the month's papers."""
+    marks = {r.get("contamination") for r in rows}
+    out = []
+    if "may_have_seen" in marks:
+        out.append(f"{MAY_HAVE_SEEN_MARK} = may have seen these papers: its model's knowledge cutoff is on or after "
+                   "the month's first query; shown, not ranked, never marked best.")
+    if "cutoff_unknown" in marks:
+        out.append(f"{CUTOFF_UNKNOWN_MARK} = its model's knowledge cutoff is unknown (ranked; register it with "
+                   "`deepscholar systems cutoff`).")
+    return out
+
+
 def _legend(markdown: bool, family: str = registry.CORE) -> list[str]:
     best = "**bold** = best on that metric; " if markdown else ""
     unscored = "\\*" if markdown else UNSCORED_MARK
@@ -219,7 +246,11 @@ def _legend(markdown: bool, family: str = registry.CORE) -> list[str]:
 
 def _cells(row: dict, markdown: bool) -> list[str]:
     family = row.get("family") or registry.CORE
-    cells = [str(row["rank"]), row["system_id"]]
+    rank = "–" if row["rank"] is None else str(row["rank"])
+    if row.get("rank_change"):  # a category board: the move against the overall board of the same queries
+        rank += f" ({row['rank_change']:+d})"
+    cells = [rank,
+             row["system_id"] + _SYSTEM_MARKS.get(row.get("contamination") or "", "")]
     for m in registry.metric_names(family):
         d = _detail(row, m)
         text = _num(d.get("mean"))
@@ -240,21 +271,53 @@ def _cells(row: dict, markdown: bool) -> list[str]:
         d = _detail(row, ranking)
         cells.append(_ci(d.get("ci_low"), d.get("ci_high")))
     cells.append(f"{row['n_reports']}/{row['n_queries']}" + (f" ({row['n_failed']} failed)" if row["n_failed"] else ""))
+    if "costs" in row:
+        cells += cost_cells(row.get("costs") or {})
     return cells
+
+
+def _tokens(n) -> str:
+    if n is None:
+        return "n/a"
+    return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e3 else str(int(n))
+
+
+def _dollars(x) -> str:
+    return "n/a" if x is None else f"{x:.2f}" if x >= 0.01 or x == 0 else f"{x:.4f}"
+
+
+def cost_cells(c: dict) -> list[str]:
+    """Tokens and cost of generation / of judging, and the mean generation latency per report."""
+    gen_tokens = None if c.get("gen_prompt_tokens") is None else (c["gen_prompt_tokens"] or 0) + (
+        c.get("gen_completion_tokens") or 0)
+    judge_tokens = None if c.get("judge_prompt_tokens") is None else (c["judge_prompt_tokens"] or 0) + (
+        c.get("judge_completion_tokens") or 0)
+    latency = c.get("mean_latency_ms")
+    return [f"{_tokens(gen_tokens)} / {_tokens(judge_tokens)}",
+            f"{_dollars(c.get('gen_cost_usd'))} / {_dollars(c.get('judge_cost_usd'))}",
+            "n/a" if latency is None else f"{latency / 1000:.1f}"]
+
+
+COST_HEAD = ["Tokens gen / judge", "USD gen / judge", "s / report"]
 
 
 _FIRST_METRIC_COL = 2
 
 
-def _head(family: str = registry.CORE) -> list[str]:
+def _head(family: str = registry.CORE, costs: bool = False) -> list[str]:
     tail = ["Geo mean", "95% CI"] if registry.ranking_metric(family) is None else ["95% CI"]
-    return ["Rank", "System", *(registry.metric_label(m) for m in registry.metric_names(family)), *tail, "Reports"]
+    return ["Rank", "System", *(registry.metric_label(m) for m in registry.metric_names(family)), *tail, "Reports",
+            *(COST_HEAD if costs else [])]
+
+
+def _has_costs(rows: Sequence[dict]) -> bool:
+    return bool(rows) and all("costs" in r for r in rows)
 
 
 def _format_table(rows: Sequence[dict]) -> str:
     family = _family(rows)
     body = [_cells(r, markdown=False) for r in rows]
-    head = _head(family)
+    head = _head(family, _has_costs(rows))
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(head)]
     # Widen a dimension's last column until its label fits over the group.
     col = _FIRST_METRIC_COL
@@ -278,7 +341,8 @@ def _format_table(rows: Sequence[dict]) -> str:
         groups[start:end] = label.center(end - start)
         rules[start:end] = "─" * (end - start)
     out = [_title(rows), "".join(groups).rstrip(), "".join(rules).rstrip(), line(head),
-           line(["-" * w for w in widths]), *(line(b) for b in body), "", *_legend(False, family)]
+           line(["-" * w for w in widths]), *(line(b) for b in body), "", *_legend(False, family),
+           *_contamination_legend(rows)]
     return "\n".join(out)
 
 
@@ -286,13 +350,14 @@ def _format_markdown(rows: Sequence[dict]) -> str:
     family = _family(rows)
     groups = " · ".join(f"{registry.dimension_label(d)}: {', '.join(registry.metric_label(m) for m in ms)}"
                         for d, ms in registry.dimensions(family).items())
-    head = _head(family)
+    head = _head(family, _has_costs(rows))
     align = ["---:", ":---", *["---:"] * len(registry.metric_names(family)),
-             *(["---:"] if registry.ranking_metric(family) is None else []), ":---:", "---:"]
+             *(["---:"] if registry.ranking_metric(family) is None else []), ":---:", "---:",
+             *(["---:"] * len(COST_HEAD) if _has_costs(rows) else [])]
     out = [f"**{_title(rows)}**", "", f"Columns by dimension — {groups}.", "",
            "| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
     out += ["| " + " | ".join(c.replace("|", "\\|") for c in _cells(r, markdown=True)) + " |" for r in rows]
-    out += [""] + _legend(True, family)
+    out += [""] + _legend(True, family) + _contamination_legend(rows)
     return "\n".join(out)
 
 
@@ -310,7 +375,7 @@ def _format_csv(rows: Sequence[dict]) -> str:
             "n_queries", "n_reports", "n_failed", *names,
             *(["geometric_mean", "geometric_mean_ci_low", "geometric_mean_ci_high"] if core else [])]
     extra = ("n", "n_unscored", "ci_low", "ci_high", "is_best", "significant", "p_value")
-    head += [f"{m}_{k}" for m in names for k in extra]
+    head += [f"{m}_{k}" for m in names for k in extra] + ["contamination", "knowledge_cutoff", *COST_COLUMNS]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(head)
@@ -326,6 +391,8 @@ def _format_csv(rows: Sequence[dict]) -> str:
             p = d.get("p_value")
             line += [d.get("n"), d.get("n_unscored"), _round(d.get("ci_low")), _round(d.get("ci_high")),
                      d.get("is_best"), d.get("significant"), None if p is None else f"{p:.3g}"]
+        line += [r.get("contamination"), _jsonable(r.get("knowledge_cutoff")),
+                 *((r.get("costs") or {}).get(k) for k in COST_COLUMNS)]
         writer.writerow(["" if v is None else v for v in line])
     return buf.getvalue()
 
@@ -356,7 +423,14 @@ def _format_json(rows: Sequence[dict]) -> str:
             "local_judge": is_local_config(r["judge_config"]), "track": family, "system_id": r["system_id"],
             "system_kind": r.get("system_kind"), "rank": r["rank"], "n_queries": r["n_queries"],
             "n_reports": r["n_reports"], "n_failed": r["n_failed"], "metrics": metrics,
+            "contamination": r.get("contamination"), "knowledge_cutoff": _jsonable(r.get("knowledge_cutoff")),
+            "board_version": r.get("board_version"),
         }
+        if "costs" in r:
+            entry["costs"] = r["costs"]
+        for pooled in ("selection", "overall_rank", "rank_change"):  # boards over a window or category
+            if pooled in r:
+                entry[pooled] = r[pooled]
         if registry.ranking_metric(family) is None:
             entry |= {"geometric_mean": r.get("geometric_mean"),
                       "geometric_mean_ci": [r.get("geometric_mean_ci_low"), r.get("geometric_mean_ci_high")]}

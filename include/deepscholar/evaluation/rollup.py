@@ -30,7 +30,9 @@ from deepscholar import db
 from deepscholar.errors import NotFound
 from deepscholar.evaluation import board_versions, registry
 from deepscholar.evaluation.agreement import competition_ranks, rank_agreement
-from deepscholar.migrations.wide_views import sync_track_views, sync_wide_views
+from deepscholar.evaluation.contamination import MAY_HAVE_SEEN
+from deepscholar.evaluation.contamination import contamination as contamination_of
+from deepscholar.migrations.wide_views import sync_query_views, sync_track_views, sync_wide_views
 
 __all__ = [
     "ALPHA",
@@ -204,6 +206,8 @@ def compute_leaderboard(
     n_boot: int = DEFAULT_N_BOOT,
     reference_systems: frozenset[str] | set[str] = frozenset(),
     family: str = registry.CORE,
+    contamination: Mapping[str, str | None] | None = None,
+    cutoffs: Mapping[str, object] | None = None,
 ) -> tuple[list[dict], list[dict]]:
     """One family's board rows and their per-metric rows, from headline scores. `reference_systems` (the
     human exemplar) are ranked alongside for comparison but never marked best: several of their metrics
@@ -213,8 +217,13 @@ def compute_leaderboard(
     the rank by it; a track's rows (track_boards) the rank by the track's ranking metric
     (registry.Family.ranking_metric). `scores`: one row per (system_id, arxiv_id, metric) with `value`
     (NaN = unscored) and `metric_version`; other families' rows are ignored.
-    `report_counts[system] = (ok reports, system_error reports)`. Rows come out ordered by rank, system.
+    `report_counts[system] = (ok reports, system_error reports)`. `contamination[system]` (evaluation/
+    contamination.py) marks a row; a `may_have_seen` one is shown but not ranked (rank None) and never marked
+    best. `cutoffs[system]` is recorded on its row. Rows come out ordered by rank (unranked last), system.
     """
+    contamination = contamination or {}
+    cutoffs = cutoffs or {}
+    unranked = {s for s, c in contamination.items() if c == MAY_HAVE_SEEN}
     names = registry.metric_names(family)
     ranking = registry.ranking_metric(family)
     scores = scores[scores["metric"].isin(names)]
@@ -244,6 +253,7 @@ def compute_leaderboard(
             **key, "system_id": system, "n_queries": int(n_queries), "n_reports": int(ok),
             "n_failed": int(failed), **means,
             "metric_versions": {m: versions[(system, m)] for m in names if (system, m) in versions},
+            "contamination": contamination.get(system), "knowledge_cutoff": cutoffs.get(system),
         }
         if ranking is None:
             gm = geometric_mean([means[m] for m in names])
@@ -257,15 +267,18 @@ def compute_leaderboard(
                                                   versions.get((system, m)), int(n.get((system, m), 0)),
                                                   int(n_unscored.get((system, m), 0)))
 
-    contenders = [s for s in systems if s not in reference_systems]
+    contenders = [s for s in systems if s not in reference_systems and s not in unranked]
     for m in names:
         _mark_best(m, contenders, details, wide)
 
+    ranked = [s for s in systems if s not in unranked]
     ranks = rank_by_geometric_mean([rows[s]["geometric_mean"] if ranking is None else rows[s][ranking]
-                                    for s in systems])
-    for s, r in zip(systems, ranks, strict=True):
+                                    for s in ranked])
+    for s in systems:
+        rows[s]["rank"] = None
+    for s, r in zip(ranked, ranks, strict=True):
         rows[s]["rank"] = r
-    order = sorted(systems, key=lambda s: (rows[s]["rank"], s))
+    order = sorted(systems, key=lambda s: (rows[s]["rank"] is None, rows[s]["rank"] or 0, s))
     return [rows[s] for s in order], [details[(s, m)] for s in order for m in names]
 
 
@@ -403,8 +416,17 @@ def roll_up(engine: Engine, release_id: str, judge_config: str, *, seed: int = 0
         scores = load_scores(conn, release_id, judge_config)
         references = set(conn.execute(sa.text(
             "SELECT system_id FROM systems WHERE kind = 'human_exemplar'")).scalars())
+        first_published = conn.execute(sa.text("""
+            SELECT coalesce(min(q.published), r.window_start)::date FROM releases r
+            LEFT JOIN release_queries q ON q.release_id = r.release_id
+            WHERE r.release_id = :r GROUP BY r.window_start"""), {"r": release_id}).scalar()
+        systems = conn.execute(sa.text(
+            "SELECT system_id, knowledge_cutoff, model_knowledge FROM systems WHERE system_id = ANY(:s)"),
+            {"s": sorted(counts)}).all()
+        marks = {s: contamination_of(cutoff, knows, first_published) for s, cutoff, knows in systems}
         common = {"release_id": release_id, "judge_config": judge_config, "n_queries": n_queries,
-                  "report_counts": counts, "seed": seed, "n_boot": n_boot, "reference_systems": references}
+                  "report_counts": counts, "seed": seed, "n_boot": n_boot, "reference_systems": references,
+                  "contamination": marks, "cutoffs": {s: cutoff for s, cutoff, _ in systems}}
         boards = {registry.CORE: compute_leaderboard(scores, **common)}
         for family in registry.tracks():
             boards[family] = compute_leaderboard(scores, family=family, **common)
@@ -412,7 +434,8 @@ def roll_up(engine: Engine, release_id: str, judge_config: str, *, seed: int = 0
         headlines = {family: headline_values(family, family_rows)
                      for family, (family_rows, _) in boards.items() if family_rows}
         agreement = [{"release_id": release_id, "judge_config": judge_config, **a}
-                     for a in rank_agreement(headlines, references)]
+                     for a in rank_agreement(headlines, references | {s for s, m in marks.items()
+                                                                     if m == MAY_HAVE_SEEN})]
         computed = {
             "leaderboard_systems": rows, "leaderboard_metrics": boards[registry.CORE][1],
             "track_boards": [r for f in registry.tracks() for r in boards[f][0]],
@@ -440,6 +463,8 @@ def roll_up(engine: Engine, release_id: str, judge_config: str, *, seed: int = 0
                            AGREEMENT_KEY, touch="computed_at")
         sync_wide_views(conn, registry.metric_names(registry.CORE))
         sync_track_views(conn, {f: registry.metric_names(f) for f in registry.tracks() if registry.metric_names(f)})
+        sync_query_views(conn, [(m, registry.family_of(m), registry.headline_variant(m))
+                                for m in registry.metric_names()])
     state = ("unchanged (published)" if target.unchanged else "new draft" if target.new else "draft")
     log.info("leaderboard %s (%s) version %d %s: %d systems, %d scores, tracks %s, %.2f s", release_id,
              judge_config, target.version, state, len(rows), len(scores),

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -173,10 +173,13 @@ def _judge_llm(metric: Metric, client, contexts: Sequence[ReportContext], label:
     work = [(ctx, item) for ctx, _ in mine for item in metric.items(ctx)]
     tracker = Progress(label, len(work))
 
+    from deepscholar.llm.client import track_requests
+
     def one(pair) -> ItemJudgment:
-        judgment = metric.judge_llm(client, pair[0], pair[1])
+        with track_requests() as hashes:  # the audit trail's rows behind this judgment (costs per system)
+            judgment = metric.judge_llm(client, pair[0], pair[1])
         tracker.advance()
-        return judgment
+        return replace(judgment, request_hashes=tuple(dict.fromkeys(hashes))) if hashes else judgment
 
     try:
         answers = client.map(one, work, pool=share.pool)
@@ -208,15 +211,16 @@ def _judge_local(metric: Metric, contexts: Sequence[ReportContext], tracker=None
 # month stores tens of thousands of report-metrics, and per-report round trips cost more than judging.
 _JUDGMENTS_UPSERT = sa.text("""
     INSERT INTO judgments (report_id, metric, judge_config, item_key, metric_version, label, unscored_reason,
-                           explanation, n_calls, judged_at)
+                           explanation, n_calls, request_hashes, judged_at)
     SELECT x.report_id, x.metric, x.judge_config, x.item_key, x.metric_version,
-           NULLIF(x.label, 'null'::jsonb), x.unscored_reason, x.explanation, x.n_calls, now()
+           NULLIF(x.label, 'null'::jsonb), x.unscored_reason, x.explanation, x.n_calls, x.request_hashes, now()
     FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS x(report_id bigint, metric text, judge_config text,
-         item_key text, metric_version text, label jsonb, unscored_reason text, explanation text, n_calls int)
+         item_key text, metric_version text, label jsonb, unscored_reason text, explanation text, n_calls int,
+         request_hashes text[])
     ON CONFLICT (report_id, metric, judge_config, item_key) DO UPDATE SET
         metric_version = EXCLUDED.metric_version, label = EXCLUDED.label,
         unscored_reason = EXCLUDED.unscored_reason, explanation = EXCLUDED.explanation,
-        n_calls = EXCLUDED.n_calls, judged_at = now()""")
+        n_calls = EXCLUDED.n_calls, request_hashes = EXCLUDED.request_hashes, judged_at = now()""")
 # Judgments of those reports whose items are gone (the report was judged before with other items). EXCEPT
 # is a hash set operation whatever the planner believes; an anti-join against the kept keys was planned as
 # a nested loop (judgments looks nearly empty while a month is judged): 300 x 300 comparisons per chunk.
@@ -247,7 +251,7 @@ def store_results(conn: sa.Connection, metric: Metric, judge_config: str,
         # An unscored item's label is SQL NULL (not JSON null), as the table's CHECK requires.
         judgment_rows += [{**base, "report_id": report_id, "item_key": j.key, "metric_version": metric.version,
                            "label": j.label, "unscored_reason": j.unscored_reason, "explanation": j.explanation,
-                           "n_calls": j.calls} for j in judgments]
+                           "n_calls": j.calls, "request_hashes": list(j.request_hashes) or None} for j in judgments]
         score_rows += [{**base, "report_id": report_id, "variant": sc.variant, "metric_version": metric.version,
                         "value": sc.value, "unscored_reason": sc.unscored_reason, "n_items": sc.n_items,
                         "details": sc.details or {}} for sc in scores]

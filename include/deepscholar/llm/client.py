@@ -557,9 +557,26 @@ def track_usage() -> Iterator[Usage]:
         _ACTIVE_USAGE.reset(token)
 
 
+_ACTIVE_REQUESTS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("llm_requests", default=None)
+
+
+@contextmanager
+def track_requests() -> Iterator[list[str]]:
+    """The request hashes (llm_calls keys) of every LLM call made in this block, cached ones included: what
+    links a judgment to its rows of the audit trail, so costs can be attributed (the innermost block only)."""
+    found: list[str] = []
+    token = _ACTIVE_REQUESTS.set(found)
+    try:
+        yield found
+    finally:
+        _ACTIVE_REQUESTS.reset(token)
+
+
 def _record_usage(result: LLMResult) -> LLMResult:
     for usage in _ACTIVE_USAGE.get():
         usage.add(result)
+    if (found := _ACTIVE_REQUESTS.get()) is not None:
+        found.append(result.request_hash)
     return result
 
 

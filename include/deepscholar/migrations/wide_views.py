@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from deepscholar.db import SCHEMA
 
 __all__ = ["WIDE_VIEWS", "wide_view_sql", "wide_view_columns", "sync_wide_views", "TRACK_VIEW_PREFIX",
-           "track_view_sql", "sync_track_views", "drop_generated_views"]
+           "track_view_sql", "sync_track_views", "drop_generated_views", "query_views_sql", "sync_query_views"]
 
 WIDE_VIEWS = ("leaderboard_versions", "leaderboard", "leaderboard_latest", "leaderboard_history")  # creation order
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
@@ -32,6 +32,17 @@ _TAIL = ("geometric_mean", "geometric_mean_ci_low", "geometric_mean_ci_high", "r
          "computed_at", "board_version")
 # The version of each (release, judge) board that readers see.
 _CURRENT = f"JOIN {SCHEMA}.board_current c USING (release_id, judge_config, board_version)"
+# Columns of a board row that later revisions add; a view carries those its base table has, so the SQL
+# generated here fits every revision from 0017 on (a revision's upgrade runs today's code).
+EXTRA = ("contamination", "knowledge_cutoff")
+
+
+def board_extras(conn: sa.Connection, table: str = "leaderboard_systems") -> tuple[str, ...]:
+    """The EXTRA columns `table` has, in EXTRA's order."""
+    present = set(conn.execute(sa.text(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = :s AND table_name = :t"),
+        {"s": SCHEMA, "t": table}).scalars())
+    return tuple(c for c in EXTRA if c in present)
 
 
 def _checked(names: Sequence[str]) -> list[str]:
@@ -41,23 +52,25 @@ def _checked(names: Sequence[str]) -> list[str]:
     return list(names)
 
 
-def wide_view_columns(names: Sequence[str]) -> list[str]:
+def wide_view_columns(names: Sequence[str], extras: Sequence[str] = EXTRA) -> list[str]:
     """The `leaderboard` view's columns for these metrics, in order."""
-    return [*_LEAD, *_checked(names), *_TAIL]
+    return [*_LEAD, *_checked(names), *_TAIL, *extras]
 
 
-def wide_view_sql(names: Sequence[str]) -> list[str]:
+def wide_view_sql(names: Sequence[str], extras: Sequence[str] = EXTRA) -> list[str]:
     """CREATE VIEW statements for the wide views, in creation order."""
     names = _checked(names)
     means = "".join(f",\n       max(m.mean) FILTER (WHERE m.metric = '{n}') AS {n}" for n in names)
     picked = "".join(f", l.{n}" for n in names)
+    more_s = "".join(f", s.{c}" for c in extras)
+    more_l = "".join(f", l.{c}" for c in extras)
     return [
         # Every version of every board.
         f"""CREATE VIEW {SCHEMA}.leaderboard_versions AS
 SELECT s.release_id, s.system_id, s.judge_config, {_LOCAL.format(alias="s")} AS local_judge, s.n_queries,
        s.n_reports, s.n_failed{means},
        s.geometric_mean, s.geometric_mean_ci_low, s.geometric_mean_ci_high, s.rank, s.metric_versions,
-       s.computed_at, s.board_version
+       s.computed_at, s.board_version{more_s}
 FROM {SCHEMA}.leaderboard_systems s
 LEFT JOIN {SCHEMA}.leaderboard_metrics m
   ON m.release_id = s.release_id AND m.system_id = s.system_id AND m.judge_config = s.judge_config
@@ -77,13 +90,13 @@ WITH latest AS (
 SELECT l.release_id, latest.month, l.system_id, l.judge_config, l.local_judge, l.n_queries, l.n_reports,
        l.n_failed{picked},
        l.geometric_mean, l.geometric_mean_ci_low, l.geometric_mean_ci_high, l.rank, l.metric_versions,
-       l.computed_at, l.board_version
+       l.computed_at, l.board_version{more_l}
 FROM {SCHEMA}.leaderboard l
 JOIN latest ON latest.judge_config = l.judge_config AND latest.release_id = l.release_id""",
         # One row per month x system x judge_config, for trends across releases.
         f"""CREATE VIEW {SCHEMA}.leaderboard_history AS
 SELECT l.release_id, lr.month, l.system_id, l.judge_config, l.local_judge{picked},
-       l.geometric_mean, l.rank, l.n_reports, l.board_version
+       l.geometric_mean, l.rank, l.n_reports, l.board_version{more_l}
 FROM {SCHEMA}.leaderboard l
 JOIN {SCHEMA}.leaderboard_releases lr ON lr.release_id = l.release_id AND lr.judge_config = l.judge_config""",
     ]
@@ -102,7 +115,8 @@ def sync_wide_views(conn: sa.Connection, names: Sequence[str]) -> bool:
     Runs in the caller's transaction (a failure leaves the old views). A view of the operator's own built
     on ours makes the DROP fail with PostgreSQL's message naming it: ours are never dropped with CASCADE.
     """
-    wanted = wide_view_columns(names)
+    extras = board_extras(conn)
+    wanted = wide_view_columns(names, extras)
     if _current_columns(conn) == wanted:
         return False
     conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": _LOCK_KEY})
@@ -110,7 +124,7 @@ def sync_wide_views(conn: sa.Connection, names: Sequence[str]) -> bool:
         return False
     for view in reversed(WIDE_VIEWS):
         conn.exec_driver_sql(f"DROP VIEW IF EXISTS {SCHEMA}.{view}")
-    for statement in wide_view_sql(names):
+    for statement in wide_view_sql(names, extras):
         conn.exec_driver_sql(statement)
     return True
 
@@ -123,11 +137,11 @@ _TRACK_LEAD = ("release_id", "judge_config", "local_judge", "system_id", "rank",
 _TRACK_TAIL = ("metric_versions", "computed_at", "board_version")
 
 
-def track_view_columns(names: Sequence[str]) -> list[str]:
-    return [*_TRACK_LEAD, *_checked(names), *_TRACK_TAIL]
+def track_view_columns(names: Sequence[str], extras: Sequence[str] = EXTRA) -> list[str]:
+    return [*_TRACK_LEAD, *_checked(names), *_TRACK_TAIL, *extras]
 
 
-def track_view_sql(track: str, names: Sequence[str]) -> str:
+def track_view_sql(track: str, names: Sequence[str], extras: Sequence[str] = EXTRA) -> str:
     """CREATE VIEW leaderboard_track_<track>: the track's board (the version readers see), one column per
     metric mean."""
     (track,) = _checked([track])
@@ -136,7 +150,7 @@ def track_view_sql(track: str, names: Sequence[str]) -> str:
     return f"""CREATE VIEW {SCHEMA}.{TRACK_VIEW_PREFIX}{track} AS
 SELECT b.release_id, b.judge_config, {_LOCAL.format(alias="b")} AS local_judge, b.system_id, b.rank,
        b.ranking_metric, b.n_queries, b.n_reports, b.n_failed{means},
-       b.metric_versions, b.computed_at, b.board_version
+       b.metric_versions, b.computed_at, b.board_version{"".join(f", b.{c}" for c in extras)}
 FROM {SCHEMA}.track_boards b
 {_CURRENT}
 LEFT JOIN {SCHEMA}.track_board_metrics m USING (release_id, judge_config, board_version, family, system_id)
@@ -160,8 +174,9 @@ def drop_generated_views(conn: sa.Connection) -> tuple[list[str] | None, dict[st
     or None when there was no `leaderboard` view; {track: its metrics}). For a migration that must change
     what they are built on and then re-create them with the same columns."""
     core_columns = _current_columns(conn)
-    core = [c for c in core_columns if c not in (*_LEAD, *_TAIL)] if core_columns else None
-    tracks = {view.removeprefix(TRACK_VIEW_PREFIX): [c for c in columns if c not in (*_TRACK_LEAD, *_TRACK_TAIL)]
+    core = [c for c in core_columns if c not in (*_LEAD, *_TAIL, *EXTRA)] if core_columns else None
+    tracks = {view.removeprefix(TRACK_VIEW_PREFIX): [c for c in columns
+                                                     if c not in (*_TRACK_LEAD, *_TRACK_TAIL, *EXTRA)]
               for view, columns in _track_views(conn).items()}
     for view in (*reversed(WIDE_VIEWS), *(f"{TRACK_VIEW_PREFIX}{t}" for t in tracks)):
         conn.exec_driver_sql(f"DROP VIEW IF EXISTS {SCHEMA}.{view}")
@@ -171,7 +186,8 @@ def drop_generated_views(conn: sa.Connection) -> tuple[list[str] | None, dict[st
 def sync_track_views(conn: sa.Connection, tracks: dict[str, Sequence[str]]) -> bool:
     """Make leaderboard_track_<track> exist, with one column per metric, for exactly these tracks (views of
     tracks no longer given are dropped, never with CASCADE); True when anything had to change."""
-    wanted = {f"{TRACK_VIEW_PREFIX}{t}": track_view_columns(names) for t, names in tracks.items()}
+    extras = board_extras(conn, "track_boards")
+    wanted = {f"{TRACK_VIEW_PREFIX}{t}": track_view_columns(names, extras) for t, names in tracks.items()}
     if _track_views(conn) == wanted:
         return False
     conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": _LOCK_KEY})
@@ -183,5 +199,86 @@ def sync_track_views(conn: sa.Connection, tracks: dict[str, Sequence[str]]) -> b
             conn.exec_driver_sql(f"DROP VIEW IF EXISTS {SCHEMA}.{view}")
     for track, names in tracks.items():
         if current.get(f"{TRACK_VIEW_PREFIX}{track}") != wanted[f"{TRACK_VIEW_PREFIX}{track}"]:
-            conn.exec_driver_sql(track_view_sql(track, names))
+            conn.exec_driver_sql(track_view_sql(track, names, extras))
+    return True
+
+
+# ------------------------------------------------------------------- per-query scores, windows, categories
+
+QUERY_SCORES_VIEW = "leaderboard_query_scores"
+CATEGORY_VIEW = "leaderboard_categories"
+WINDOW_FUNCTION = "leaderboard_window"
+_SIGNATURE_PREFIX = "headline variants: "
+
+
+def query_views_sql(headlines: Sequence[tuple[str, str, str]]) -> list[str]:
+    """The per-query scores of every month's current version (one row per query, system, judge and metric,
+    its headline variant), the per-category means, and a function pooling any window of months.
+
+    `headlines`: (metric, family, headline variant) of every registered metric."""
+    for metric, family, variant in headlines:
+        _checked([metric, family])
+        if not re.fullmatch(r"[a-z0-9_]+", variant):
+            raise ValueError(f"bad headline variant {variant!r} of {metric}")
+    values = ", ".join(f"('{m}', '{f}', '{v}')" for m, f, v in headlines) or "(NULL, NULL, NULL)"
+    signature = _SIGNATURE_PREFIX + ",".join(f"{m}:{f}:{v}" for m, f, v in headlines)
+    return [
+        f"""CREATE VIEW {SCHEMA}.{QUERY_SCORES_VIEW} AS
+WITH current AS (
+    SELECT DISTINCT ON (r.base_id) r.release_id,
+           date_trunc('month', coalesce(
+               (r.window_start AT TIME ZONE 'UTC')::date,
+               CASE WHEN r.base_id ~ '^[0-9]{{4}}-(0[1-9]|1[0-2])$' THEN to_date(r.base_id, 'YYYY-MM') END))::date
+               AS month
+    FROM {SCHEMA}.releases r
+    WHERE r.status = 'published'
+    ORDER BY r.base_id, r.version DESC
+)
+SELECT c.release_id, c.month, q.arxiv_id, q.published, p.primary_category, r.system_id, m.judge_config,
+       h.family, m.metric, m.variant, m.value, m.unscored_reason IS NOT NULL AS unscored, m.metric_version
+FROM current c
+JOIN {SCHEMA}.release_queries q ON q.release_id = c.release_id
+LEFT JOIN {SCHEMA}.papers p ON p.arxiv_id = q.arxiv_id AND p.version = q.version
+JOIN {SCHEMA}.reports r ON r.release_id = q.release_id AND r.arxiv_id = q.arxiv_id AND r.status = 'ok'
+JOIN {SCHEMA}.metric_scores m ON m.report_id = r.report_id
+JOIN (VALUES {values}) AS h (metric, family, variant) ON h.metric = m.metric AND h.variant = m.variant""",
+        f"COMMENT ON VIEW {SCHEMA}.{QUERY_SCORES_VIEW} IS '{signature}'",
+        # Per month, primary category, judge and system: each metric's mean over the category's queries.
+        f"""CREATE VIEW {SCHEMA}.{CATEGORY_VIEW} AS
+SELECT release_id, month, judge_config, primary_category, family, system_id, metric,
+       avg(value) AS mean, count(value)::integer AS n, (count(*) FILTER (WHERE unscored))::integer AS n_unscored
+FROM {SCHEMA}.{QUERY_SCORES_VIEW}
+GROUP BY release_id, month, judge_config, primary_category, family, system_id, metric""",
+        # Any window of months, pooled over its queries (means only; `deepscholar leaderboard --from --to` adds
+        # the bootstrap intervals, the paired test and the ranks).
+        f"""CREATE OR REPLACE FUNCTION {SCHEMA}.{WINDOW_FUNCTION}(p_from date, p_to date, p_judge text)
+RETURNS TABLE (family text, system_id text, metric text, mean double precision, n integer, n_unscored integer,
+               n_months integer)
+LANGUAGE sql STABLE AS $fn$
+SELECT s.family, s.system_id, s.metric, avg(s.value), count(s.value)::integer,
+       (count(*) FILTER (WHERE s.unscored))::integer, count(DISTINCT s.month)::integer
+FROM {SCHEMA}.{QUERY_SCORES_VIEW} s
+WHERE s.month >= date_trunc('month', p_from) AND s.month <= p_to AND s.judge_config = p_judge
+GROUP BY s.family, s.system_id, s.metric
+$fn$""",
+    ]
+
+
+def sync_query_views(conn: sa.Connection, headlines: Sequence[tuple[str, str, str]]) -> bool:
+    """Make the per-query views match these headline variants; True when they had to be re-created."""
+    signature = _SIGNATURE_PREFIX + ",".join(f"{m}:{f}:{v}" for m, f, v in headlines)
+
+    def current() -> str | None:
+        return conn.execute(sa.text("SELECT obj_description(to_regclass(:v), 'pg_class')"),
+                            {"v": f"{SCHEMA}.{QUERY_SCORES_VIEW}"}).scalar()
+
+    if current() == signature:
+        return False
+    conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": _LOCK_KEY})
+    if current() == signature:
+        return False
+    conn.exec_driver_sql(f"DROP VIEW IF EXISTS {SCHEMA}.{CATEGORY_VIEW}")
+    conn.exec_driver_sql(f"DROP VIEW IF EXISTS {SCHEMA}.{QUERY_SCORES_VIEW}")
+    for statement in query_views_sql(headlines):
+        conn.exec_driver_sql(statement)
     return True

@@ -71,6 +71,9 @@ class System:
 
     kind: ClassVar[str] = ""
     uses_search: ClassVar[bool] = True
+    # Whether the kind writes from a language model's training, which may include a month's papers: then its
+    # registration's knowledge cutoff decides on which months it is ranked (docs/ARCHITECTURE.md).
+    uses_model_knowledge: ClassVar[bool] = True
     # The kind's code version. Bump it (to "2", ...) with any code change that makes the kind write
     # something else for the same config, prompts and model (a new step, a changed parse or ordering);
     # not for a refactoring, a fix of a crash, or a change of how it runs (retries, concurrency). Prompt

@@ -31,6 +31,7 @@ def _bib_snippet(row: dict) -> str:
 @register_system("human_exemplar")
 class HumanExemplarSystem(System):
     uses_search = False
+    uses_model_knowledge = False  # no model writes its text: no knowledge cutoff applies
     version = "1"  # bump rule: systems/base.py System.version
 
     @classmethod

@@ -236,6 +236,7 @@ class ExtractiveSystem(System):
     """Title/phrase/TF-IDF searches → MiniLM ranking → themes → one cited source sentence per source."""
 
     uses_search = True
+    uses_model_knowledge = False  # no model writes its text: no knowledge cutoff applies
     version = "2"  # bump rule: systems/base.py System.version; 2: `local` search ranks with BM25
     defaults = DEFAULTS
 

@@ -55,6 +55,7 @@ def first_sentence(abstract: str) -> str:
 @register_system("oracle")
 class OracleSystem(System):
     uses_search = False
+    uses_model_knowledge = False  # no model writes its text: no knowledge cutoff applies
     version = "1"  # bump rule: systems/base.py System.version
     defaults = {"respect_cutoff": True}
 

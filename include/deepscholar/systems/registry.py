@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import calendar
 import re
+from datetime import date
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -34,24 +36,60 @@ def _identity(config: dict) -> dict:
     return {k: v for k, v in config.items() if k not in LOCATION_KEYS}
 
 
+def parse_cutoff(text: str | date | None) -> date | None:
+    """A knowledge cutoff as the CLI and the page take it: YYYY-MM-DD, YYYY-MM (its last day), or
+    'unknown' / '' / None (not given)."""
+    if text is None or isinstance(text, date):
+        return text
+    value = text.strip().lower()
+    if value in ("", "unknown"):
+        return None
+    try:
+        if re.fullmatch(r"[0-9]{4}-[0-9]{2}", value):
+            year, month = map(int, value.split("-"))
+            return date(year, month, calendar.monthrange(year, month)[1])
+        if re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value):
+            return date.fromisoformat(value)
+    except ValueError:
+        pass
+    raise InvalidInput(f"invalid knowledge cutoff {text!r}: a date YYYY-MM-DD, a month YYYY-MM (its last day), "
+                       "or 'unknown'")
+
+
+def set_knowledge_cutoff(engine: Engine, name: str, cutoff: str | date | None) -> date | None:
+    """Record (or correct) a system's knowledge cutoff; boards pick it up at their next roll-up, as a new
+    version of any published board it changes."""
+    value = parse_cutoff(cutoff)
+    with engine.begin() as conn:
+        n = conn.execute(sa.text("UPDATE systems SET knowledge_cutoff = :c, updated_at = now() WHERE system_id = :s"),
+                         {"c": value, "s": name}).rowcount
+    if not n:
+        raise NotFound(f"no system {name!r}; `deepscholar systems list` shows the registered ones")
+    return value
+
+
 def add_system(engine: Engine, name: str, kind: str, config: dict | None = None, version: str = "1",
-               active: bool = True) -> str:
+               active: bool = True, knowledge_cutoff: str | date | None = None) -> str:
     """Register a system; returns "registered", "unchanged" or "updated" (location keys only).
 
     A name is one system for good: its reports stay on the leaderboard under it, so registering it
     again with another kind, version or output-defining config is refused (SystemConflict). A new
     version of a system is a new name (e.g. `my_system_v2`). Re-registering the same system is a no-op
-    (its `active` flag is left alone); only LOCATION_KEYS may change in place.
+    (its `active` flag is left alone); only LOCATION_KEYS may change in place. `knowledge_cutoff` (the
+    model's, see parse_cutoff) is recorded when given; a different one given again corrects it.
     """
     from deepscholar.systems.base import system_kind
 
     validate_name(name)
-    system_kind(kind)  # NotFound naming the known kinds
+    kind_class = system_kind(kind)  # NotFound naming the known kinds
+    cutoff = parse_cutoff(knowledge_cutoff)
     config = dict(config or {})
     with engine.begin() as conn:
-        row = conn.execute(sa.text("SELECT kind, version, config FROM systems WHERE system_id = :s FOR UPDATE"),
+        row = conn.execute(sa.text(
+            "SELECT kind, version, config, knowledge_cutoff FROM systems WHERE system_id = :s FOR UPDATE"),
                            {"s": name}).mappings().first()
-        new = {"system_id": name, "kind": kind, "version": version, "config": config, "active": active}
+        new = {"system_id": name, "kind": kind, "version": version, "config": config, "active": active,
+               "model_knowledge": kind_class.uses_model_knowledge, "knowledge_cutoff": cutoff}
         if row is None:
             db.upsert(conn, "systems", [new], key=["system_id"], update=[])  # a concurrent first write wins
             return "registered"
@@ -64,9 +102,11 @@ def add_system(engine: Engine, name: str, kind: str, config: dict | None = None,
                 f"system {name!r} is already registered as another system ({'; '.join(differences)}); its "
                 f"reports would stay on the leaderboard under the new definition. Register the new one under a "
                 f"new name, e.g. {name}_v2 (and `deepscholar systems deactivate {name}` to stop running the old)")
-        if old == config:
+        changed_cutoff = cutoff is not None and cutoff != row["knowledge_cutoff"]
+        if old == config and not changed_cutoff:
             return "unchanged"
-        db.upsert(conn, "systems", [new], key=["system_id"], update=["config"])
+        db.upsert(conn, "systems", [new], key=["system_id"],
+                  update=["config", *(["knowledge_cutoff"] if changed_cutoff else [])])
         return "updated"
 
 
@@ -81,7 +121,8 @@ def set_active(engine: Engine, name: str, active: bool) -> None:
 def list_systems(engine: Engine) -> list[dict]:
     with engine.connect() as conn:
         return [dict(r) for r in conn.execute(sa.text(
-            "SELECT s.system_id, s.kind, s.version, s.active, s.config, s.registered_at, "
+            "SELECT s.system_id, s.kind, s.version, s.active, s.config, s.registered_at, s.knowledge_cutoff, "
+            "s.model_knowledge, "
             "(SELECT count(*) FROM reports r WHERE r.system_id = s.system_id AND r.status = 'ok') AS ok_reports "
             "FROM systems s ORDER BY s.system_id")).mappings()]
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from sqlalchemy.engine import Engine
 
@@ -38,6 +38,7 @@ from deepscholar.web.render import (
     svg_line_chart,
     system_context,
     versions_context,
+    window_context,
 )
 
 __all__ = ["create_app", "svg_line_chart", "format_value", "load_board", "board_json", "NotFound", "CSP"]
@@ -128,14 +129,32 @@ def _system_page_data(conn: sa.Connection, system_id: str, judge_config: str | N
 def _install_pages(app: FastAPI, engine: Callable[[], Engine]) -> None:
     @app.get("/", response_class=HTMLResponse)
     def leaderboard(request: Request, judge_config: str | None = None, release: str | None = None,
-                    version: int | None = None):
+                    version: int | None = None, window_from: str | None = Query(None, alias="from"),
+                    window_to: str | None = Query(None, alias="to")):
+        from deepscholar.evaluation.pooled import Selection
+        from deepscholar.settings import current_settings
+
+        minimum = current_settings().category_min_queries
+        if window_from or window_to:
+            if release is not None or version is not None:
+                raise NotFound("a window (from/to) is a board of its own: no release or version with it")
+            board, tracks, selection = q.pooled_page_board(engine(), judge_config, window_from, window_to)
+            agreement = []
+        else:
+            with engine().connect() as conn:
+                board = load_board(conn, judge_config, release, version)
+                tracks = q.load_track_boards(conn, board.release_id, board.judge_config, board.board_version)
+                agreement = q.load_agreement_rows(conn, board.release_id, board.judge_config, board.board_version)
+            selection = None if board.release_id is None else Selection((board.release_id,), board.release_id)
+        categories = [] if selection is None or version is not None else q.category_page_boards(
+            engine(), selection, board.judge_config, minimum)
         with engine().connect() as conn:
-            board = load_board(conn, judge_config, release, version)
-            tracks = q.load_track_boards(conn, board.release_id, board.judge_config, board.board_version)
-            agreement = q.load_agreement_rows(conn, board.release_id, board.judge_config, board.board_version)
+            months = q.board_months(conn, board.judge_config)
         base = _base_of(request)
         return _page("board.html", f"Leaderboard {board.release_id or ''}".strip(), base,
-                     **board_context(board, base, tracks, agreement))
+                     **board_context(board, base, tracks, agreement),
+                     **window_context(months, window_from, window_to, board.judge_config, base, categories, minimum,
+                                      pooled=bool(window_from or window_to)))
 
     @app.get("/history", response_class=HTMLResponse)
     def history(request: Request, judge_config: str | None = None):

@@ -71,6 +71,7 @@ class Board:
     latest: bool = True
     board_version: int | None = None
     versions: list[dict] = field(default_factory=list)  # every version of this board, newest first
+    costs: dict[str, dict] | None = None  # {system: its leaderboard_costs row}; None: not a stored board
 
     @property
     def version_info(self) -> dict | None:
@@ -134,9 +135,12 @@ def load_board(conn: sa.Connection, judge_config: str | None = None, release_id:
                        f"{', '.join(str(v['board_version']) for v in versions) or 'none'}")
     rows = _rows(conn, "SELECT * FROM deepscholar.leaderboard_versions WHERE release_id = :r AND judge_config = :j "
                        "AND board_version = :v", r=release, j=chosen, v=shown)
+    costs = {c["system_id"]: c for c in _rows(
+        conn, "SELECT * FROM deepscholar.leaderboard_costs WHERE release_id = :r AND judge_config = :j",
+        r=release, j=chosen)}
     return Board(release, chosen, _board_judge_configs(conn, release), _sort_board(rows),
                  _metric_cells(conn, release, chosen, shown), latest=release_id is None, board_version=shown,
-                 versions=versions)
+                 versions=versions, costs=costs)
 
 
 @dataclass
@@ -206,6 +210,10 @@ def board_json(board: Board) -> dict:
             "metrics": metrics,
             "metric_versions": r.get("metric_versions"),
             "computed_at": json_value(r.get("computed_at")),
+            "contamination": r.get("contamination"), "knowledge_cutoff": json_value(r.get("knowledge_cutoff")),
+            **({} if board.costs is None else {"costs": {
+                k: json_value(v) for k, v in (board.costs.get(r["system_id"]) or {}).items()
+                if k not in ("release_id", "system_id", "judge_config")}}),
         })
     return {"release_id": board.release_id, "judge_config": board.judge_config,
             "judge_configs": board.judge_configs, "board_version": board.board_version,
@@ -223,6 +231,7 @@ def tracks_json(tracks: Sequence[TrackBoard], agreement: Sequence[Mapping]) -> d
             "n_failed": r["n_failed"],
             "metrics": {m: _metric_json({}, t.cells.get((r["system_id"], m), {}), m) for m in names},
             "metric_versions": r.get("metric_versions"), "computed_at": json_value(r.get("computed_at")),
+            "contamination": r.get("contamination"), "knowledge_cutoff": json_value(r.get("knowledge_cutoff")),
         } for r in t.rows]}
     return {"tracks": out, "agreement": [{k: json_value(v) for k, v in a.items()} for a in agreement]}
 
@@ -304,3 +313,45 @@ def report_detail(conn: sa.Connection, report_id: int) -> dict | None:
         SELECT metric, judge_config, item_key, metric_version, label, unscored_reason, explanation, n_calls
         FROM deepscholar.judgments WHERE report_id = :id""", id=report_id)
     return report
+
+
+# --- boards over a window of months or one category (computed, not stored) ------------------------------
+
+def board_months(conn: sa.Connection, judge_config: str | None) -> list[str]:
+    """The months (YYYY-MM) with a board under this judge, oldest first: the window selector's options."""
+    if judge_config is None:
+        return []
+    return [m.strftime("%Y-%m") for m in conn.execute(sa.text(
+        "SELECT DISTINCT month FROM deepscholar.leaderboard_releases WHERE judge_config = :j AND month IS NOT NULL "
+        "ORDER BY month"), {"j": judge_config}).scalars()]
+
+
+def pooled_page_board(engine, judge_config: str | None, window_from: str | None,
+                      window_to: str | None) -> tuple[Board, list[TrackBoard], Any]:
+    """The core board and the track boards pooled over a window of months, as the page shows a stored one."""
+    from deepscholar.evaluation import pooled
+
+    selection = pooled.current_releases(engine, window_from, window_to)
+    judge = judge_config or pooled.window_judge(engine, selection.releases)
+    rows = pooled.pooled_board(engine, selection, judge)
+    if not rows:
+        raise NotFound(f"no scored query in {selection.label} under {judge}")
+    cells = {(r["system_id"], m): d for r in rows for m, d in r["metrics"].items()}
+    board = Board(selection.label, judge, [judge], rows, cells, latest=False)
+    tracks = []
+    for family in registry.tracks():
+        track_rows = pooled.pooled_board(engine, selection, judge, family=family)
+        if track_rows:
+            tracks.append(TrackBoard(family, registry.ranking_metric(family), track_rows,
+                                     {(r["system_id"], m): d for r in track_rows for m, d in r["metrics"].items()}))
+    return board, tracks, selection
+
+
+def category_page_boards(engine, selection, judge_config: str, min_queries: int) -> list:
+    """The core board of each primary category with at least `min_queries` queries (ranks and geometric
+    means; 200 bootstrap replicates: the page shows no category interval)."""
+    from deepscholar.evaluation import pooled
+
+    _, boards = pooled.category_boards(engine, selection, judge_config, min_queries=min_queries, n_boot=200)
+    return boards
+

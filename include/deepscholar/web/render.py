@@ -198,7 +198,28 @@ def _board_row(board: Board, r: Mapping, metrics: Sequence[str], base: str) -> d
         "cells": [_metric_cell(m, metric_mean(r, c, m), c) for m, c in zip(metrics, cells, strict=True)],
         "gm": finite(r.get("geometric_mean")),
         "gm_ci": None if low is None or high is None else (format_value(low), format_value(high)),
+        **_contamination_shown(r),
+        "costs": None if board.costs is None else _costs_shown(board.costs.get(sid) or {}),
     }
+
+
+def _costs_shown(c: Mapping) -> list[tuple[str, str, Any]]:
+    """(metric attribute, text, value) of the cost cells: tokens and USD of generation / judging, latency."""
+    from deepscholar.evaluation.leaderboard import cost_cells
+
+    texts = cost_cells(dict(c))
+    return [("tokens", texts[0], None), ("cost_usd", texts[1], c.get("gen_cost_usd")),
+            ("latency_s", texts[2], None if c.get("mean_latency_ms") is None else c["mean_latency_ms"] / 1000)]
+
+
+def _contamination_shown(r: Mapping) -> dict:
+    """What the page says of a row's knowledge cutoff (evaluation/contamination.py)."""
+    from deepscholar.evaluation.contamination import LABELS
+
+    mark = r.get("contamination")
+    cutoff = r.get("knowledge_cutoff")
+    return {"contamination": mark, "contamination_label": LABELS.get(mark or "", ""),
+            "knowledge_cutoff": cutoff.isoformat() if hasattr(cutoff, "isoformat") else cutoff}
 
 
 def _provenance(rows: Sequence[Mapping]) -> tuple[list[tuple[str, str]], Any]:
@@ -229,7 +250,8 @@ def _track_section(track: TrackBoard, base: str) -> dict:
                      "n_queries": r["n_queries"], "n_failed": r["n_failed"],
                      "link": f"{base}/system/{path_segment(r['system_id'])}",
                      "cells": [_metric_cell(m, c.get("mean"), c) for m, c in zip(metrics, cells, strict=True)],
-                     "ci": None if low is None or high is None else (format_value(low), format_value(high))})
+                     "ci": None if low is None or high is None else (format_value(low), format_value(high)),
+                     **_contamination_shown(r)})
     counts = [registry.metric_label(m) for m in metrics if not registry.is_bounded(m)]
     return {"family": track.family, "label": registry.family_label(track.family), "dimensions": dimensions,
             "metrics": metrics, "ranking_metric": track.ranking_metric,
@@ -274,6 +296,23 @@ def _version_shown(info: Mapping | None) -> dict | None:
         return None
     published = info.get("published_at")
     return {**info, "published_shown": published.strftime("%Y-%m-%d %H:%M UTC") if published else None}
+
+
+def window_context(months: Sequence[str], window_from: str | None, window_to: str | None, judge_config: str | None,
+                   base: str, categories: Sequence, minimum: int, *, pooled: bool) -> dict:
+    """The window selector (a form of two months) and the per-category boards under the board."""
+    return {
+        "window": {"months": list(months), "from": window_from or (months[0] if months else None),
+                   "to": window_to or (months[-1] if months else None), "pooled": pooled,
+                   "judge_config": judge_config, "action": f"{base}/"},
+        "category_minimum": minimum,
+        "categories": [{
+            "category": c.category, "n_queries": c.n_queries,
+            "rows": [{"system_id": r["system_id"], "rank": r["rank"], "overall_rank": r.get("overall_rank"),
+                      "change": r.get("rank_change"), "gm": finite(r.get("geometric_mean")),
+                      **_contamination_shown(r)} for r in c.rows],
+        } for c in categories],
+    }
 
 
 def versions_context(release_id: str, judge_config: str, versions: Sequence[Mapping], base: str) -> dict:

@@ -1,0 +1,145 @@
+"""What a month costs: generation and judging, predicted before a run and read from the audit trail after.
+
+Actual numbers come from the audit trail only: reports carry their generation's tokens and cost, and every
+judgment names the llm_calls rows behind it (judgments.request_hashes), so a month's judge cost is the sum
+over the distinct requests its judgments made (the leaderboard_costs view per system). The prediction is
+what an operator sees before paying: per metric, its measured calls per report (`Metric.calls_per_report`)
+× the month's queries × the systems to judge × the price of one call (the judge model's price per token,
+litellm's table, × the tokens one call of that metric took so far in the audit trail, else the configured
+defaults).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from deepscholar.evaluation import registry
+from deepscholar.evaluation.judges import JudgeSpec
+from deepscholar.llm.prices import price_of
+from deepscholar.settings import current_settings
+
+__all__ = ["judge_cost_summary", "format_cost_summary"]
+
+
+def _tokens_per_call(conn: sa.Connection, purpose: str, model: str) -> tuple[float, float, int]:
+    """(prompt, completion) tokens of one call of this purpose and model in the audit trail, and how many
+    calls that mean is over (0: the configured defaults)."""
+    row = conn.execute(sa.text("""
+        SELECT avg(prompt_tokens), avg(completion_tokens), count(*) FROM llm_calls
+        WHERE purpose = :p AND model = :m AND prompt_tokens IS NOT NULL"""), {"p": purpose, "m": model}).one()
+    if not row[2]:
+        settings = current_settings()
+        return float(settings.cost_prompt_tokens), float(settings.cost_completion_tokens), 0
+    return float(row[0]), float(row[1] or 0.0), int(row[2])
+
+
+def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: Sequence[str] | None = None,
+                       systems: Sequence[str] | None = None) -> dict:
+    """Per metric: predicted and actual judge requests, tokens and cost for one release and judge; and per
+    system, generation's and the judge's tokens and cost (leaderboard_costs). Costs are None when a price
+    is unknown (a local or unpriced model), never a silent 0."""
+    from deepscholar.evaluation.registry import get
+
+    spec = JudgeSpec.parse(judge)
+    names = list(metrics or [*registry.metric_names(registry.CORE),
+                             *(m for t in current_settings().tracks for m in registry.metric_names(t))])
+    with engine.connect() as conn:
+        n_queries = conn.execute(sa.text("SELECT count(*) FROM release_queries WHERE release_id = :r"),
+                                 {"r": release_id}).scalar_one()
+        judged_systems = list(conn.execute(sa.text("""
+            SELECT DISTINCT system_id FROM reports WHERE release_id = :r AND status = 'ok'
+              AND (CAST(:s AS text[]) IS NULL OR system_id = ANY(:s)) ORDER BY 1"""),
+            {"r": release_id, "s": list(systems) if systems else None}).scalars())
+        if not judged_systems:
+            judged_systems = list(conn.execute(sa.text(
+                "SELECT system_id FROM systems WHERE active AND (CAST(:s AS text[]) IS NULL OR system_id = ANY(:s)) "
+                "ORDER BY 1"), {"s": list(systems) if systems else None}).scalars())
+        rows = []
+        for name in names:
+            metric = get(name)
+            purpose = getattr(metric, "purpose", None)
+            judge_free = purpose is None or float(getattr(metric, "calls_per_report", 1.0)) == 0.0
+            model = spec.model_for(name)
+            predicted_calls = 0.0 if spec.is_local or judge_free else (
+                float(metric.calls_per_report) * n_queries * len(judged_systems))
+            prompt, completion, basis = (0.0, 0.0, 0) if spec.is_local or judge_free else _tokens_per_call(
+                conn, purpose, model)
+            price = None if spec.is_local else price_of(model)
+            per_call = None if price is None else prompt * price[0] + completion * price[1]
+            actual = conn.execute(sa.text("""
+                SELECT count(*), sum(c.prompt_tokens), sum(c.completion_tokens),
+                       CASE WHEN bool_and(c.cost_usd IS NOT NULL) THEN sum(c.cost_usd) END
+                FROM (SELECT DISTINCT h.request_hash
+                      FROM judgments j JOIN reports r ON r.report_id = j.report_id
+                      CROSS JOIN LATERAL unnest(j.request_hashes) AS h (request_hash)
+                      WHERE r.release_id = :r AND j.metric = :m AND j.judge_config = :j
+                        AND (CAST(:s AS text[]) IS NULL OR r.system_id = ANY(:s))) d
+                LEFT JOIN llm_calls c ON c.request_hash = d.request_hash"""),
+                {"r": release_id, "m": name, "j": spec.config_id, "s": list(systems) if systems else None}).one()
+            rows.append({
+                "metric": name, "family": registry.family_of(name), "model": model,
+                "predicted_calls": round(predicted_calls, 1), "tokens_per_call": [round(prompt), round(completion)],
+                "tokens_basis_calls": basis,
+                "predicted_cost_usd": 0.0 if predicted_calls == 0 else (
+                    None if per_call is None else predicted_calls * per_call),
+                "actual_requests": int(actual[0]), "actual_prompt_tokens": actual[1],
+                "actual_completion_tokens": actual[2],
+                "actual_cost_usd": 0.0 if actual[0] == 0 else actual[3],
+            })
+        systems_rows = [dict(r) for r in conn.execute(sa.text("""
+            SELECT * FROM leaderboard_costs WHERE release_id = :r AND judge_config = :j ORDER BY system_id"""),
+            {"r": release_id, "j": spec.config_id}).mappings()]
+        month = conn.execute(sa.text("""
+            SELECT count(*), CASE WHEN bool_and(c.cost_usd IS NOT NULL) THEN sum(c.cost_usd) END
+            FROM (SELECT DISTINCT h.request_hash FROM judgments j JOIN reports r ON r.report_id = j.report_id
+                  CROSS JOIN LATERAL unnest(j.request_hashes) AS h (request_hash)
+                  WHERE r.release_id = :r AND j.judge_config = :j) d
+            LEFT JOIN llm_calls c ON c.request_hash = d.request_hash"""),
+            {"r": release_id, "j": spec.config_id}).one()
+
+    def total(key: str) -> float | None:
+        values = [r[key] for r in rows]
+        return None if any(v is None for v in values) else float(sum(values))
+
+    return {"release_id": release_id, "judge_config": spec.config_id, "n_queries": n_queries,
+            "systems": judged_systems, "metrics": rows,
+            "predicted_calls": round(sum(r["predicted_calls"] for r in rows), 1),
+            "predicted_cost_usd": total("predicted_cost_usd"),
+            # The month's distinct requests: a question two metrics or systems share counts once here.
+            "actual_requests": int(month[0]), "actual_cost_usd": 0.0 if month[0] == 0 else month[1],
+            "per_system": systems_rows}
+
+
+def _usd(x: float | None) -> str:
+    return "unknown price" if x is None else f"${x:,.4f}"
+
+
+def format_cost_summary(summary: dict) -> str:
+    from tabulate import tabulate
+
+    lines = [f"Judge cost of {summary['release_id']} under {summary['judge_config']}: {summary['n_queries']} queries "
+             f"x {len(summary['systems'])} systems"]
+    lines.append(tabulate([[r["metric"], r["model"], r["predicted_calls"],
+                            f"{r['tokens_per_call'][0]}/{r['tokens_per_call'][1]}"
+                            + ("" if r["tokens_basis_calls"] else " (default)"),
+                            _usd(r["predicted_cost_usd"]), r["actual_requests"], _usd(r["actual_cost_usd"])]
+                           for r in summary["metrics"]],
+                          headers=["metric", "model", "predicted calls", "tokens/call in/out", "predicted",
+                                   "actual requests", "actual"]))
+    lines.append(f"\nPredicted: {summary['predicted_calls']:g} calls, {_usd(summary['predicted_cost_usd'])}. "
+                 f"Actual (distinct requests of the month): {summary['actual_requests']}, "
+                 f"{_usd(summary['actual_cost_usd'])}.")
+    if summary["per_system"]:
+        lines.append("")
+        lines.append(tabulate([[s["system_id"], s["gen_prompt_tokens"], s["gen_completion_tokens"],
+                                _usd(s["gen_cost_usd"]) if s["gen_calls"] else "-",
+                                None if s["mean_latency_ms"] is None else round(s["mean_latency_ms"] / 1000, 2),
+                                s["judge_requests"], s["judge_prompt_tokens"], s["judge_completion_tokens"],
+                                _usd(s["judge_cost_usd"]) if s["judge_requests"] else "-"]
+                               for s in summary["per_system"]],
+                              headers=["system", "gen tokens in", "gen tokens out", "gen cost", "s/report",
+                                       "judge requests", "judge tokens in", "judge tokens out", "judge cost"]))
+    return "\n".join(lines)

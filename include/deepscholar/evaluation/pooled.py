@@ -1,0 +1,214 @@
+"""Boards over any set of queries: a window of months, one arXiv primary category, or only the queries
+published after a date. Computed on request from the stored per-query scores, never stored.
+
+Scores are kept per query, so a board over several months or one category is the roll-up's own
+computation (evaluation/rollup.py `compute_leaderboard`) over the pooled queries: each metric's mean, the
+geometric mean, the bootstrap interval resampling the pooled queries, and the paired t-test over the pooled
+queries both systems scored. A query is identified across months by release and arXiv id. Each month counts
+with its current version (the latest published one). A system whose model's knowledge cutoff covers the
+earliest selected query is shown, not ranked (evaluation/contamination.py): picking only queries published
+after a model's cutoff (`published_after`) is how it is compared fairly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date
+
+import pandas as pd
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from deepscholar.errors import InvalidInput, NotFound
+from deepscholar.evaluation import registry
+from deepscholar.evaluation.contamination import MAY_HAVE_SEEN
+from deepscholar.evaluation.contamination import contamination as contamination_of
+from deepscholar.evaluation.rollup import DEFAULT_N_BOOT, compute_leaderboard
+from deepscholar.release.window import MONTH_RE
+
+__all__ = ["Selection", "CategoryBoard", "current_releases", "pooled_board", "category_boards", "window_judge"]
+
+# The version of every month readers count: the latest published one (release_changelog keeps the rest).
+_CURRENT_SQL = """
+    SELECT DISTINCT ON (r.base_id) r.release_id,
+           date_trunc('month', coalesce(
+               (r.window_start AT TIME ZONE 'UTC')::date,
+               CASE WHEN r.base_id ~ '^[0-9]{4}-(0[1-9]|1[0-2])$' THEN to_date(r.base_id, 'YYYY-MM') END))::date
+               AS month
+    FROM releases r
+    WHERE r.status = 'published'
+    ORDER BY r.base_id, r.version DESC"""
+
+_QUERIES_SQL = """
+    SELECT q.release_id, q.arxiv_id, q.published, p.primary_category
+    FROM release_queries q
+    LEFT JOIN papers p ON p.arxiv_id = q.arxiv_id AND p.version = q.version
+    WHERE q.release_id = ANY(:releases)"""
+
+_REPORTS_SQL = """
+    SELECT release_id, arxiv_id, system_id, status FROM reports WHERE release_id = ANY(:releases)"""
+
+_SCORES_SQL = """
+    SELECT r.release_id, r.system_id, r.arxiv_id, m.metric, m.value, m.metric_version
+    FROM reports r
+    JOIN metric_scores m ON m.report_id = r.report_id
+    JOIN unnest(CAST(:metrics AS text[]), CAST(:variants AS text[])) AS h (metric, variant)
+      ON h.metric = m.metric AND h.variant = m.variant
+    WHERE r.release_id = ANY(:releases) AND r.status = 'ok' AND m.judge_config = :j"""
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which queries a pooled board is over."""
+
+    releases: tuple[str, ...]
+    label: str
+    category: str | None = None
+    published_after: date | None = None
+
+    def describe(self) -> str:
+        parts = [self.label]
+        if self.category:
+            parts.append(f"category {self.category}")
+        if self.published_after:
+            parts.append(f"queries published after {self.published_after.isoformat()}")
+        return " · ".join(parts)
+
+
+@dataclass
+class CategoryBoard:
+    category: str
+    n_queries: int
+    rows: list[dict] = field(default_factory=list)
+
+
+def _month(text: str, what: str) -> date:
+    if not isinstance(text, str) or not MONTH_RE.fullmatch(text) or not 1 <= int(text[5:7]) <= 12:
+        raise InvalidInput(f"{what} must be a month YYYY-MM, got {text!r}")
+    return date(int(text[:4]), int(text[5:7]), 1)
+
+
+def current_releases(engine: Engine, from_month: str | None = None, to_month: str | None = None) -> Selection:
+    """The current version of every published month in [from_month, to_month] (either open)."""
+    low = _month(from_month, "--from") if from_month else date.min
+    high = _month(to_month, "--to") if to_month else date.max
+    if low > high:
+        raise InvalidInput(f"--from {from_month} is after --to {to_month}")
+    with engine.connect() as conn:
+        months = [(r.release_id, r.month) for r in conn.execute(sa.text(_CURRENT_SQL))
+                  if r.month is not None and low <= r.month <= high]
+    if not months:
+        raise NotFound(f"no published month between {from_month or 'the first'} and {to_month or 'the last'}; "
+                       "`deepscholar releases` lists them")
+    months.sort(key=lambda m: m[1])
+    first, last = months[0][1].strftime("%Y-%m"), months[-1][1].strftime("%Y-%m")
+    label = first if first == last else f"{first}..{last}"
+    return Selection(tuple(r for r, _ in months), label)
+
+
+def window_judge(engine: Engine, releases: Sequence[str]) -> str:
+    """The judge config with boards on most of these releases (then the most systems): the default."""
+    with engine.connect() as conn:
+        picked = conn.execute(sa.text("""
+            SELECT judge_config FROM leaderboard_releases WHERE release_id = ANY(:r)
+            GROUP BY judge_config ORDER BY count(*) DESC, sum(n_systems) DESC, judge_config LIMIT 1"""),
+            {"r": list(releases)}).scalar()
+    if picked is None:
+        raise NotFound(f"no leaderboard for any of {', '.join(releases)} yet: run `deepscholar evaluate` first")
+    return picked
+
+
+def _frames(engine: Engine, selection: Selection, judge_config: str,
+            metrics: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict]:
+    params = {"releases": list(selection.releases)}
+    with engine.connect() as conn:
+        queries = pd.DataFrame([tuple(r) for r in conn.execute(sa.text(_QUERIES_SQL), params)],
+                               columns=["release_id", "arxiv_id", "published", "primary_category"])
+        reports = pd.DataFrame([tuple(r) for r in conn.execute(sa.text(_REPORTS_SQL), params)],
+                               columns=["release_id", "arxiv_id", "system_id", "status"])
+        scores = pd.DataFrame([tuple(r) for r in conn.execute(sa.text(_SCORES_SQL), params | {
+            "j": judge_config, "metrics": list(metrics),
+            "variants": [registry.headline_variant(m) for m in metrics]})],
+            columns=["release_id", "system_id", "arxiv_id", "metric", "value", "metric_version"])
+        systems = {r.system_id: r for r in conn.execute(sa.text(
+            "SELECT system_id, kind, knowledge_cutoff, model_knowledge FROM systems"))}
+    if selection.category:
+        queries = queries[queries["primary_category"] == selection.category]
+    if selection.published_after:
+        published = pd.to_datetime(queries["published"], utc=True)
+        queries = queries[published.dt.date > selection.published_after]
+    return queries, reports, scores, systems
+
+
+def _pooled_key(frame: pd.DataFrame) -> pd.Series:
+    return frame["release_id"] + "/" + frame["arxiv_id"]
+
+
+def pooled_board(engine: Engine, selection: Selection, judge_config: str, *, family: str = registry.CORE,
+                 seed: int = 0, n_boot: int = DEFAULT_N_BOOT) -> list[dict]:
+    """The board of one family over the selected queries, shaped like `load_leaderboard`'s rows (with the
+    selection's label as `release_id`); [] when no selected query has a score."""
+    names = registry.metric_names(family)
+    queries, reports, scores, systems = _frames(engine, selection, judge_config, names)
+    return _board(queries, reports, scores, systems, selection, judge_config, family, seed, n_boot)
+
+
+def _board(queries: pd.DataFrame, reports: pd.DataFrame, scores: pd.DataFrame, systems: dict,
+           selection: Selection, judge_config: str, family: str, seed: int, n_boot: int) -> list[dict]:
+    keys = set(_pooled_key(queries))
+    if not keys:
+        return []
+    scores = scores[_pooled_key(scores).isin(keys)].assign(arxiv_id=lambda f: _pooled_key(f))
+    reports = reports[_pooled_key(reports).isin(keys)]
+    counts = {s: (int((g["status"] == "ok").sum()), int((g["status"] == "system_error").sum()))
+              for s, g in reports.groupby("system_id")}
+    published = pd.to_datetime(queries["published"], utc=True).dropna()
+    first = published.min().date() if len(published) == len(queries) else None
+    marks = {s: contamination_of(row.knowledge_cutoff, row.model_knowledge, first) for s, row in systems.items()}
+    rows, details = compute_leaderboard(
+        scores, release_id=selection.describe(), judge_config=judge_config, n_queries=len(keys),
+        report_counts=counts, seed=seed, n_boot=n_boot, family=family,
+        reference_systems={s for s, row in systems.items() if row.kind == "human_exemplar"},
+        contamination={s: marks.get(s) for s in counts}, cutoffs={s: systems[s].knowledge_cutoff for s in counts
+                                                                  if s in systems})
+    by_system: dict[str, dict[str, dict]] = {}
+    for d in details:
+        by_system.setdefault(d["system_id"], {})[d["metric"]] = d
+    for row in rows:
+        row["family"] = family
+        row["system_kind"] = systems[row["system_id"]].kind if row["system_id"] in systems else None
+        row["metrics"] = by_system.get(row["system_id"], {})
+        row["selection"] = {"releases": list(selection.releases), "category": selection.category,
+                            "published_after": selection.published_after}
+    return rows
+
+
+def category_boards(engine: Engine, selection: Selection, judge_config: str, *, min_queries: int,
+                    family: str = registry.CORE, seed: int = 0, n_boot: int = DEFAULT_N_BOOT
+                    ) -> tuple[list[dict], list[CategoryBoard]]:
+    """The overall board of the selection and one board per arXiv primary category with at least
+    `min_queries` queries (fewer make a mean nobody should rank by), largest first. Each category row
+    carries `overall_rank` and `rank_change` (positive: better placed in the category than overall)."""
+    names = registry.metric_names(family)
+    queries, reports, scores, systems = _frames(engine, selection, judge_config, names)
+    overall = _board(queries, reports, scores, systems, selection, judge_config, family, seed, n_boot)
+    overall_rank = {r["system_id"]: r["rank"] for r in overall}
+    sizes = queries.groupby(queries["primary_category"].fillna("unknown")).size().sort_values(ascending=False)
+    boards = []
+    for category, n in sizes.items():
+        if n < min_queries or category == "unknown":
+            continue
+        chosen = Selection(selection.releases, selection.label, category, selection.published_after)
+        rows = _board(queries[queries["primary_category"] == category], reports, scores, systems, chosen,
+                      judge_config, family, seed, n_boot)
+        for row in rows:
+            before = overall_rank.get(row["system_id"])
+            row["overall_rank"] = before
+            row["rank_change"] = None if before is None or row["rank"] is None else before - row["rank"]
+        boards.append(CategoryBoard(str(category), int(n), rows))
+    return overall, boards
+
+
+def unranked(rows: Sequence[dict]) -> list[str]:
+    return [r["system_id"] for r in rows if r.get("contamination") == MAY_HAVE_SEEN]

@@ -1,0 +1,132 @@
+"""Boards over a window of months, one primary category, or the queries published after a date: from the
+CLI, SQL and the page, computed from the stored per-query scores with the roll-up's own statistics."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+import sqlalchemy as sa
+from integration.test_analyst_queries import CATEGORIES, MONTHS, N_QUERIES, seed_history
+from integration.test_leaderboard import JUDGE
+from support.chromium import parse_html, serve
+
+from deepscholar import cli
+from deepscholar.evaluation import pooled
+from deepscholar.evaluation.leaderboard import load_leaderboard
+from deepscholar.evaluation.rollup import DEFAULT_N_BOOT, roll_up
+from deepscholar.web import create_app
+
+pytestmark = pytest.mark.slow  # seeds three months of boards
+
+
+@pytest.fixture
+def history(engine):
+    return seed_history(engine)
+
+
+def _cli_json(monkeypatch, capsys, db_url, *args) -> list[dict]:
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
+    capsys.readouterr()
+    assert cli.main(["leaderboard", *args, "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _date_the_queries(engine) -> None:
+    """Query i of month M published on day i + 1 of M."""
+    with engine.begin() as conn:
+        conn.execute(sa.text("""
+            UPDATE release_queries SET published = to_date(release_id, 'YYYY-MM')
+                + (CAST(substr(arxiv_id, 6) AS integer) - 1) * interval '1 day'"""))
+
+
+def test_a_pooled_board_of_one_month_is_that_months_stored_board(history):
+    engine = history
+    roll_up(engine, "2025-03", JUDGE, n_boot=DEFAULT_N_BOOT)
+    stored = {r["system_id"]: r for r in load_leaderboard(engine, "2025-03", JUDGE)}
+    rows = pooled.pooled_board(engine, pooled.current_releases(engine, "2025-03", "2025-03"), JUDGE)
+    assert [r["system_id"] for r in rows] == sorted(stored, key=lambda s: stored[s]["rank"])
+    for r in rows:
+        s = stored[r["system_id"]]
+        assert (r["rank"], r["n_queries"], r["n_reports"], r["n_failed"]) == (
+            s["rank"], s["n_queries"], s["n_reports"], s["n_failed"])
+        for key in ("geometric_mean", "geometric_mean_ci_low", "geometric_mean_ci_high"):
+            assert r[key] == pytest.approx(s[key], abs=1e-12), key
+        for m, d in r["metrics"].items():
+            for key in ("mean", "n", "n_unscored", "ci_low", "ci_high", "is_best", "significant", "p_value"):
+                assert d[key] == pytest.approx(s["metrics"][m][key], abs=1e-12), (m, key)
+
+
+def test_window_category_and_published_after_from_the_cli_and_sql(history, db_url, monkeypatch, capsys):
+    engine = history
+    rows = _cli_json(monkeypatch, capsys, db_url, "--from", "2025-01", "--to", "2025-02")
+    assert {r["release_id"] for r in rows} == {"2025-01..2025-02"}
+    assert {r["n_queries"] for r in rows} == {2 * N_QUERIES}
+    assert [r["rank"] for r in rows] == [1, 2, 3]
+    with engine.connect() as conn:
+        sql = {(s, m): (mean, n) for s, m, mean, n in conn.execute(sa.text(
+            "SELECT system_id, metric, mean, n FROM leaderboard_window(date '2025-01-01', date '2025-02-28', :j) "
+            "WHERE family = 'core'"), {"j": JUDGE})}
+    for r in rows:  # the CLI's pooled means are the SQL function's
+        for m, d in r["metrics"].items():
+            assert (d["mean"], d["n"]) == (pytest.approx(sql[(r["system_id"], m)][0], abs=1e-12),
+                                           sql[(r["system_id"], m)][1])
+        low, high = r["geometric_mean_ci"]
+        assert low <= r["geometric_mean"] <= high
+    # The leader over the window: the pooled geometric mean, not either month's rank.
+    assert rows[0]["system_id"] in ("lead", "mid")
+
+    cat = _cli_json(monkeypatch, capsys, db_url, "--release", "2025-03", "--category", CATEGORIES[0])
+    assert {r["n_queries"] for r in cat} == {N_QUERIES // 2}
+    assert all("rank_change" in r and "overall_rank" in r for r in cat)
+    assert all(r["rank_change"] == r["overall_rank"] - r["rank"] for r in cat)
+
+    _date_the_queries(engine)
+    after = _cli_json(monkeypatch, capsys, db_url, "--from", "2025-01", "--to", "2025-03", "--after", "2025-02-28")
+    roll_up(engine, "2025-03", JUDGE, n_boot=DEFAULT_N_BOOT)
+    march = {r["system_id"]: r for r in load_leaderboard(engine, "2025-03", JUDGE)}
+    assert {r["n_queries"] for r in after} == {N_QUERIES}
+    for r in after:
+        assert r["geometric_mean"] == pytest.approx(march[r["system_id"]]["geometric_mean"], abs=1e-12)
+
+
+def test_a_cutoff_inside_the_window_unranks_until_the_window_starts_after_it(history, db_url, monkeypatch, capsys):
+    engine = history
+    _date_the_queries(engine)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE systems SET knowledge_cutoff = date '2025-02-15', model_knowledge = true "
+                             "WHERE system_id = 'lead'"))
+    window = _cli_json(monkeypatch, capsys, db_url, "--from", "2025-01", "--to", "2025-03")
+    lead = next(r for r in window if r["system_id"] == "lead")
+    assert (lead["rank"], lead["contamination"]) == (None, "may_have_seen")
+    assert sorted(r["rank"] for r in window if r["rank"] is not None) == [1, 2]
+    clean = _cli_json(monkeypatch, capsys, db_url, "--from", "2025-01", "--to", "2025-03", "--after", "2025-02-15")
+    lead = next(r for r in clean if r["system_id"] == "lead")
+    assert lead["contamination"] is None and lead["rank"] == 1
+
+
+def test_the_page_has_a_window_selector_and_category_boards(history, monkeypatch):
+    engine = history
+    monkeypatch.setenv("DEEPSCHOLAR_CATEGORY_MIN_QUERIES", "3")
+    with serve(create_app(lambda: engine)) as base:
+        page = parse_html(urllib.request.urlopen(f"{base}/?judge_config={JUDGE}").read().decode())
+        form = page.one("form", {"data-window-selector": "true"})
+        assert [o.attrs["value"] for o in form.find_all("option")] == MONTHS * 2
+        tables = page.find_all("table", {"data-category": True})
+        assert sorted(t.attrs["data-category"] for t in tables) == list(CATEGORIES)
+        overall = {r.attrs["data-system"]: int(r.attrs["data-rank"])
+                   for r in page.one("table", {"class": "leaderboard"}).find_all("tr", {"data-rank": True})}
+        for t in tables:
+            for row in t.find_all("tr", {"data-rank": True}):
+                change = int(row.attrs["data-rank-change"])
+                assert change == overall[row.attrs["data-system"]] - int(row.attrs["data-rank"])
+        pooled_page = parse_html(urllib.request.urlopen(
+            f"{base}/?from=2025-01&to=2025-02&judge_config={JUDGE}").read().decode())
+        assert pooled_page.one("p", {"data-pooled": "true"})
+        cells = pooled_page.one("table", {"class": "leaderboard"}).find_all("td", {"data-metric": "geometric_mean"})
+        assert len(cells) == 3
+    monkeypatch.setenv("DEEPSCHOLAR_CATEGORY_MIN_QUERIES", "4")  # 3 queries per category: none shown
+    with serve(create_app(lambda: engine)) as base:
+        page = parse_html(urllib.request.urlopen(f"{base}/?judge_config={JUDGE}").read().decode())
+        assert page.find("table", {"data-category": True}) is None
