@@ -72,10 +72,14 @@ LEADERBOARD_PUBLISHED = Asset(name=LEADERBOARD_ASSET_NAME, uri=LEADERBOARD_ASSET
 
 
 def _month() -> str:
+    """The release this run works on: the month's current version (the latest published one; while none
+    is published, the latest one, which the sensor waits for)."""
+    from deepscholar.db import get_engine
     from deepscholar.release.window import release_id_for
+    from deepscholar.scheduling import current_release
 
     ctx = get_current_context()
-    return ctx["params"].get("month") or release_id_for(ctx["data_interval_start"])
+    return current_release(get_engine(), ctx["params"].get("month") or release_id_for(ctx["data_interval_start"]))
 
 
 def _judge() -> str:

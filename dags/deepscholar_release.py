@@ -61,6 +61,10 @@ def _context(release_id: str):
         "sample_seed": Param(None, type=["null", "integer"],
                              description="Seed of the sample (stored with the release). Default: "
                                          "DEEPSCHOLAR_SAMPLE_SEED, else 0."),
+        "reason": Param(None, type=["null", "string"], maxLength=500,
+                        description="Why the month is built again. A published month never changes in place: "
+                                    "this run builds its next version (M.v2, ...) with this reason in its "
+                                    "changelog (default: 'rebuild requested')."),
         "tracks": Param(None, type=["null", "array"],
                         description="Evaluation tracks the month is built for (stored with the release): RACE's "
                                     "rubrics and the claims track's ground truth are made after the nuggets for "
@@ -71,6 +75,7 @@ def _context(release_id: str):
 def deepscholar_release():
     @task
     def open_release() -> str:
+        """The version this run builds (M, or M.v2 when M is published): every task below gets its id."""
         from deepscholar.db import get_engine
         from deepscholar.release.spec import ReleaseSpec
         from deepscholar.release.steps import open_release as open_step
@@ -78,12 +83,13 @@ def deepscholar_release():
 
         ctx = get_current_context()
         params = ctx["params"]
-        release_id = params.get("month") or release_id_for(ctx["data_interval_start"])
+        month = params.get("month") or release_id_for(ctx["data_interval_start"])
         spec = ReleaseSpec.from_env(categories=params.get("categories"), require_venue=params.get("require_venue"),
                                     judge=params.get("judge"), max_queries=params.get("max_queries"),
                                     sample_seed=params.get("sample_seed"), tracks=params.get("tracks"))
-        open_step(get_engine(), release_id, spec)
-        return release_id
+        # The month itself for start_benchmark's conf: the benchmark resolves it to the current version.
+        ctx["ti"].xcom_push(key="month", value=month)
+        return open_step(get_engine(), month, spec, reason=params.get("reason")).release_id
 
     @task
     def search(release_id: str) -> dict:
@@ -206,7 +212,7 @@ def deepscholar_release():
         task_id="start_benchmark",
         trigger_dag_id=BENCHMARK_DAG_ID,
         trigger_run_id="release_published__{{ ti.xcom_pull(task_ids='open_release') }}__{{ run_id }}",
-        conf={"month": "{{ ti.xcom_pull(task_ids='open_release') }}"},
+        conf={"month": "{{ ti.xcom_pull(task_ids='open_release', key='month') }}"},
         # The month travels in conf; no logical date, so the run is never dropped as lying past the DAG's
         # end_date (Airflow creates no task instances for such a run and marks it success).
         logical_date=None,

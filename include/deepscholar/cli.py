@@ -81,6 +81,19 @@ def cmd_db_url(args) -> int:
     return 0
 
 
+def _release(engine, name: str | None) -> str | None:
+    """The release a command's release argument means: a month (or dataset name) is its current version,
+    the latest published one (release/versions.py); `2025-06.v2` names that version."""
+    from deepscholar.release.versions import resolve_release
+    from deepscholar.release.window import validate_release_id
+
+    if name is None:
+        return None
+    validate_release_id(name)  # InvalidInput before any query for what no release can be named
+    with engine.connect() as conn:
+        return resolve_release(conn, name)
+
+
 def cmd_releases(args) -> int:
     from deepscholar.reporting import format_releases, list_releases
 
@@ -91,12 +104,17 @@ def cmd_releases(args) -> int:
 def cmd_release_build(args) -> int:
     from deepscholar.release.spec import ReleaseSpec
     from deepscholar.release.steps import build_release
+    from deepscholar.release.versions import parse_version
     from deepscholar.reporting import print_release_summary
 
     engine = _engine()
     spec = ReleaseSpec.from_env(judge=args.judge, max_queries=args.max_queries, sample_seed=args.seed)
-    result = build_release(engine, args.month, spec)
-    print_release_summary(engine, args.month)
+    result = build_release(engine, args.month, spec, reason=args.reason)
+    built = result["release_id"]
+    base, n = parse_version(built)
+    print(f"built release {built} (version {n or 1} of {base}): "
+          f"{'published' if result['gx_success'] else 'failed its quality gate'}")
+    print_release_summary(engine, built)
     return 0 if result["gx_success"] else 1
 
 
@@ -106,14 +124,15 @@ def cmd_release_enrich(args) -> int:
     from deepscholar.reporting import release_summary
 
     engine = _engine()
-    release_summary(engine, args.month)  # NotFound (a UserError) for an unknown release
+    release_id = _release(engine, args.month)
+    release_summary(engine, release_id)  # NotFound (a UserError) for an unknown release
     tracks = [t for arg in args.tracks for t in arg.split(",") if t.strip()]
-    result = enrich_release(ReleaseContext.load(engine, args.month), [t.strip() for t in tracks])
+    result = enrich_release(ReleaseContext.load(engine, release_id), [t.strip() for t in tracks])
     if args.json:
         print(json.dumps(result, default=str, indent=2))
     else:
         for track, counts in result["tracks"].items():
-            print(f"{args.month} {track}: {', '.join(f'{k} {v}' for k, v in counts.items())}")
+            print(f"{release_id} {track}: {', '.join(f'{k} {v}' for k, v in counts.items())}")
         print(result["summary"])
     return 0 if result["gx_success"] else 1
 
@@ -122,11 +141,12 @@ def cmd_release_summary(args) -> int:
     from deepscholar.reporting import print_release_summary, release_summary
 
     engine = _engine()
-    summary = release_summary(engine, args.release)  # NotFound (a UserError) for an unknown release
+    release_id = _release(engine, args.release)
+    summary = release_summary(engine, release_id)  # NotFound (a UserError) for an unknown release
     if args.json:
         print(json.dumps(summary, default=str, indent=2))
     else:
-        print_release_summary(engine, args.release)
+        print_release_summary(engine, release_id)
     return 0
 
 
@@ -228,7 +248,8 @@ def cmd_import_reports(args) -> int:
     """Exit 2 when any output could not be read or placed (one line each on stderr); the rest is stored."""
     from deepscholar.systems.external.importer import format_import_summary, import_reports
 
-    summary = import_reports(_engine(), args.system, Path(args.path), args.release, fmt=args.format,
+    engine = _engine()
+    summary = import_reports(engine, args.system, Path(args.path), _release(engine, args.release), fmt=args.format,
                              title_search=args.title_search, max_unresolved_share=args.max_unresolved)
     print(json.dumps(summary.as_dict(), default=str, indent=2) if args.json else format_import_summary(summary))
     for e in summary.errors:
@@ -239,10 +260,12 @@ def cmd_import_reports(args) -> int:
 def cmd_generate(args) -> int:
     from deepscholar.systems.generation import generate_release, regenerate_outdated
 
+    engine = _engine()
+    release_id = _release(engine, args.release)
     if args.regenerate_outdated:
-        summary = regenerate_outdated(_engine(), args.release, args.system or [])
+        summary = regenerate_outdated(engine, release_id, args.system or [])
     else:
-        summary = generate_release(_engine(), args.release, args.system or None)
+        summary = generate_release(engine, release_id, args.system or None)
     print(json.dumps(summary, indent=2))
     return 0
 
@@ -252,7 +275,8 @@ def cmd_reports(args) -> int:
 
     from deepscholar.systems.generation import list_reports
 
-    rows = list_reports(_engine(), args.release)
+    engine = _engine()
+    rows = list_reports(engine, _release(engine, args.release))
     if args.json:
         print(json.dumps(rows, default=str, indent=2))
         return 0
@@ -293,7 +317,8 @@ def cmd_evaluate(args) -> int:
     from deepscholar.evaluation.runner import evaluate_release
     from deepscholar.settings import current_settings
 
-    result = evaluate_release(_engine(), args.release, judge=args.judge or current_settings().judge,
+    engine = _engine()
+    result = evaluate_release(engine, _release(engine, args.release), judge=args.judge or current_settings().judge,
                               metric_models=_metric_models(args.metric_model), metrics=args.metrics or None,
                               systems=args.system or None, api_base=args.api_base, concurrency=args.concurrency,
                               tracks=args.tracks)
@@ -338,6 +363,7 @@ def cmd_leaderboard(args) -> int:
 
     judge_config = JudgeSpec.parse(args.judge).config_id if args.judge else None
     engine = _engine()
+    args.release = _release(engine, args.release)
     if args.versions:
         return _print_board_versions(engine, args.release, judge_config, args.format)
     if args.window_from or args.window_to or args.category or args.after:
@@ -551,6 +577,9 @@ def _add_release_commands(sub) -> None:
                    help="at most this many queries, a seeded sample stratified by primary category; 0 = no cap "
                         "(default: DEEPSCHOLAR_MAX_QUERIES, else 200)")
     p.add_argument("--seed", type=int, default=None, help="seed of the sample (default: DEEPSCHOLAR_SAMPLE_SEED, else 0)")
+    p.add_argument("--reason", default=None,
+                   help="why the month is built again: a published month is never changed in place, so this "
+                        "builds its next version (M.v2, ...) and writes the reason in its changelog")
     p.set_defaults(func=cmd_release_build)
     p = rel.add_parser("enrich", help="add evaluation tracks' release-time artefacts to a release, even a published "
                                       "one (its queries, references, nuggets and status are left as they are)")

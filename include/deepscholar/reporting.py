@@ -14,9 +14,12 @@ from deepscholar.release.steps import release_counts
 
 def list_releases(engine: Engine) -> list[dict]:
     with engine.connect() as conn:
+        # Versions of a month side by side (release_versions: the changelog's one line, the current one).
         rows = conn.execute(sa.text(
-            "SELECT release_id, source, status, window_start, window_end, gx_success, published_at "
-            "FROM releases ORDER BY release_id")).mappings().all()
+            "SELECT r.release_id, r.source, r.status, r.window_start, r.window_end, r.gx_success, r.published_at, "
+            "r.base_id, r.version, left(r.manifest_hash, 12) AS manifest, coalesce(v.is_current, false) AS current, "
+            "v.reason, v.changes FROM releases r JOIN release_versions v USING (release_id) "
+            "ORDER BY r.base_id, r.version")).mappings().all()
         return [dict(r) | release_counts(conn, r["release_id"]) for r in rows]
 
 
@@ -25,10 +28,14 @@ def format_releases(releases: list[dict], as_json: bool = False) -> str:
         return json.dumps(releases, default=str, indent=2)
     if not releases:
         return "no releases yet"
-    cols = ["release_id", "source", "status", "window_start", "window_end", "papers_seen", "queries",
-            "references", "resolved", "important", "nuggets", "gx_success"]
+    cols = ["release_id", "version", "source", "status", "window_start", "window_end", "papers_seen", "queries",
+            "references", "resolved", "important", "nuggets", "gx_success", "manifest"]
     table = [[_short(r.get(c)) for c in cols] for r in releases]
-    return tabulate(table, headers=cols, tablefmt="simple")
+    out = tabulate(table, headers=cols, tablefmt="simple", disable_numparse=True)
+    changelog = [f"  {r['release_id']}: {r['changes'] or 'not published yet'} (why: {r['reason']})"
+                 for r in releases if r.get("reason")]
+    return out + ("\n\nchangelog (a published release never changes; a correction is its next version):\n"
+                  + "\n".join(changelog) if changelog else "")
 
 
 def _short(value):
@@ -38,8 +45,10 @@ def _short(value):
 def release_summary(engine: Engine, release_id: str) -> dict:
     with engine.connect() as conn:
         row = conn.execute(sa.text(
-            "SELECT release_id, status, source, gx_success, gx_result, config -> 'max_queries' AS max_queries, "
-            "config -> 'sample_seed' AS sample_seed FROM releases WHERE release_id = :r"),
+            "SELECT r.release_id, r.status, r.source, r.gx_success, r.gx_result, "
+            "r.config -> 'max_queries' AS max_queries, r.config -> 'sample_seed' AS sample_seed, r.base_id, "
+            "r.version, r.manifest_hash, v.is_current, v.previous_release, v.reason, v.changes "
+            "FROM releases r JOIN release_versions v USING (release_id) WHERE r.release_id = :r"),
             {"r": release_id}).mappings().first()
         if row is None:
             raise NotFound(f"no release {release_id}; `deepscholar releases` lists the releases there are")
@@ -63,7 +72,12 @@ def print_release_summary(engine: Engine, release_id: str) -> None:
     for c in s["candidates"]:
         if c["status"] != "kept":
             dropped[c["stage"]] = dropped.get(c["stage"], 0) + c["n"]
-    print(f"\nRelease {release_id}: status {s['status']}")
+    print(f"\nRelease {release_id}: status {s['status']}, version {s['version']} of {s['base_id']}"
+          f"{' (current)' if s['is_current'] else ''}")
+    print(f"  manifest hash                  {s['manifest_hash'] or '- (not sealed)'}")
+    if s["previous_release"]:
+        print(f"  corrects                       {s['previous_release']}: {s['reason']}")
+        print(f"  changes                        {s['changes'] or '- (written when it is published)'}")
     print(f"  papers seen by the search      {seen}")
     remaining = seen
     for stage in order:

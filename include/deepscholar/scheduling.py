@@ -12,6 +12,10 @@ no worker slot held while waiting) and every benchmark run records what it is do
                 backfill or manual run): nothing was generated
     failed    → a task of the run failed (the message names it); Airflow retried it first
 
+Every run works on M's current version (`current_release`): the latest published version of the month
+(`2025-06.v2` once a correction is published), so a correction gets its own runs and leaderboard while
+the runs of the version before stay as they were.
+
 When release M is published the release DAG asks `benchmark_start_needed`: if no benchmark run for M is
 waiting or running (the cron run gave up because the gate failed, or M was built by hand), it triggers a
 new benchmark run for M, so a re-built release gets its leaderboard with no human step.
@@ -75,6 +79,16 @@ class ReleaseState:
             return f"release {self.release_id} has not been started yet"
         text = f"release {self.release_id} is {self.status}"
         return f"{text}: {self.detail}" if self.detail else text
+
+
+def current_release(engine: Engine, month: str) -> str:
+    """The release a benchmark run for `month` works on: its current version, the latest published one
+    (release/versions.py). While none is published it is the latest version (the one being built, which the
+    sensor waits for), and with none at all the month itself, so the waiting logic is as it was."""
+    from deepscholar.release.versions import resolve_release
+
+    with engine.connect() as conn:
+        return resolve_release(conn, month)
 
 
 def release_state(engine: Engine, release_id: str) -> ReleaseState:

@@ -61,6 +61,14 @@ def test_import_official_then_releases_json(engine, db_url, shared_fixtures):
     nugget_files = list((shared_fixtures / "deepscholar_official" / "nuggets").glob("*.json"))
     assert release["nuggets"] == sum(len(json.loads(p.read_text())["nuggets"]) for p in nugget_files)
     assert release["references"] > 0 and release["resolved"] > 0
+    assert (release["version"], release["current"], len(release["manifest"])) == (1, True, 12)
+    # Sealed on import: the same files again change nothing, and the summary shows the version and hash.
+    again = run_cli("import-official", str(shared_fixtures / "deepscholar_official"), "--release", "official-2025q2",
+                    db_url=db_url)
+    assert again.returncode == 0 and json.loads(again.stdout)["unchanged"] is True, again.stdout
+    summary = run_cli("release", "summary", "official-2025q2", db_url=db_url)
+    assert "version 1 of official-2025q2 (current)" in summary.stdout
+    assert f"manifest hash                  {release['manifest']}" in summary.stdout
 
 
 def test_unknown_release_is_a_clear_error(engine, db_url):

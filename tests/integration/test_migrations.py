@@ -105,6 +105,10 @@ def _seed(engine) -> list[str]:
     return seeded
 
 
+# 0016's columns of releases (a published release is sealed by it: checked in its own test below).
+_RELEASE_VERSIONS = "- 'base_id' - 'version' - 'manifest_hash' - 'manifest'"
+
+
 def _snapshot(engine) -> dict[str, list[str]]:
     """Every row of every data table as JSON, without the columns later revisions add.
 
@@ -118,10 +122,9 @@ def _snapshot(engine) -> dict[str, list[str]]:
         names = sorted({"leaderboard" if n == "leaderboard_systems" else n for n in names})
         return {n: sorted(conn.execute(sa.text(
             f"SELECT (to_jsonb(t) - 'quality_flags' - 'cited' - 'n_leaked_retrieved' - 'sample_rank' "
-            f"- 'system_build' - 'system_build_detail' - 'local_judge' - 'board_version' - 'base_id' - 'version' "
-            f"- 'manifest_hash' - 'manifest' - 'knowledge_cutoff' - 'model_knowledge' - 'contamination' "
-            f"- 'request_hashes')::text "
-            f"FROM deepscholar.\"{n}\" t")).scalars().all())
+            f"- 'system_build' - 'system_build_detail' - 'local_judge' - 'board_version' - 'knowledge_cutoff' "
+            f"- 'model_knowledge' - 'contamination' - 'request_hashes' "
+            f"{_RELEASE_VERSIONS if n == 'releases' else ''})::text FROM deepscholar.\"{n}\" t")).scalars().all())
             for n in names}
 
 
@@ -377,3 +380,25 @@ def test_concurrent_init_db_threads_migrate_exactly_once(new_database):
     gate.dispose()
     assert not errors, errors
     assert sorted(results, key=len) == [[], [], [], ALL]
+
+
+def test_releases_published_before_0016_are_sealed_as_they_are(new_database):
+    engine = db.get_engine(new_database())
+    migrations.upgrade(engine, "0015_track_artefacts")
+    with engine.begin() as conn:  # 2025-05 published with a query, a reference and a nugget; 2025-06 building
+        for name, statement in SEED:
+            if name in ("releases", "release_queries", "exemplar_references", "nuggets"):
+                conn.exec_driver_sql(statement)
+    assert migrations.upgrade(engine)[0] == "0016_release_versions"
+    with engine.begin() as conn:
+        rows = conn.execute(sa.text("SELECT release_id, base_id, version, manifest_hash, manifest "
+                                    "FROM releases ORDER BY release_id")).all()
+        assert conn.execute(sa.text("SELECT deepscholar.release_manifest_hash('2025-05')")).scalar() == rows[0][3]
+    (may, may_base, may_version, may_hash, manifest), june = rows
+    assert (may, may_base, may_version) == ("2025-05", "2025-05", 1) and len(may_hash) == 64
+    assert (manifest["n_queries"], manifest["n_references"], manifest["n_nuggets"]) == (1, 1, 1)
+    assert list(manifest["query_digests"]) == ["2505.00001"]
+    assert tuple(june[1:4]) == ("2025-06", 1, None)  # not published: not sealed
+    with pytest.raises(sa.exc.IntegrityError, match="release 2025-05 is published and sealed"), \
+            engine.begin() as conn:
+        conn.execute(sa.text("UPDATE nuggets SET text = 'another fact' WHERE release_id = '2025-05'"))

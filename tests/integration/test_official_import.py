@@ -175,3 +175,35 @@ def write_csv(path: Path, rows: list[dict[str, str]]) -> None:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+
+
+def _release_rows(engine) -> list[tuple]:
+    return query(engine, "SELECT release_id, base_id, version, status, manifest_hash FROM deepscholar.releases "
+                         "ORDER BY version")
+
+
+def test_reimporting_the_same_content_changes_nothing_and_changed_content_is_the_next_version(
+        engine, official_dir, tmp_path):
+    first = import_official(engine, official_dir, RELEASE)
+    assert (first.version, first.unchanged) == (1, False) and first.manifest_hash
+    sealed = _release_rows(engine)
+    assert sealed == [(RELEASE, RELEASE, 1, "published", first.manifest_hash)]
+
+    again = import_official(engine, official_dir, RELEASE)
+    assert again.unchanged and again.release_id == RELEASE and "nothing changed" in again.note
+    assert _release_rows(engine) == sealed
+    assert query(engine, "SELECT count(*) FROM deepscholar.release_changelog")[0][0] == 0
+
+    work = tmp_path / "official"
+    shutil.copytree(official_dir, work)
+    nugget_path = sorted((work / "nuggets").glob("*.json"))[0]
+    data = json.loads(nugget_path.read_text())
+    data["nuggets"][0]["text"] = data["nuggets"][0]["text"] + " (corrected)"
+    nugget_path.write_text(json.dumps(data))
+    changed = import_official(engine, work, RELEASE)
+    assert (changed.release_id, changed.version, changed.unchanged) == (f"{RELEASE}.v2", 2, False)
+    assert changed.note.startswith("0 queries added, 0 removed, 1 changed")
+    assert _release_rows(engine)[0] == sealed[0]  # the first version is untouched
+    log = query(engine, "SELECT previous_release, reason, details FROM deepscholar.release_changelog")
+    assert [(r.previous_release, r.reason) for r in log] == [(RELEASE, f"re-import of {work.resolve()}")]
+    assert len(log[0].details["changed"]) == 1

@@ -29,6 +29,7 @@ RELEASED = {
     "0013_drop_metric_indexes": "4f9059b7e979282c9ac12483bcd7084ed671f7c6a5c1523f922a26bd332059c0",
     "0014_track_boards": "376d7ce488d3c185549dff3c821a40c086c7838fcfe82a349562a5c43d5f7da9",
     "0015_track_artefacts": "82650fa9151d0e5c38ee0da3e253546822d117572d337ccdd2dbff1215ec0d83",
+    "0016_release_versions": "35ab23c9f27543311efb1ee8b9fe4dc5c821b3d4c276cf551d94e69eb9984163",
 }
 # The sha256 the pre-migration init_db recorded in schema_files for sql/001..004: the baseline is
 # exactly those files, so adopted warehouses match it.

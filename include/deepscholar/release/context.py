@@ -56,20 +56,36 @@ def code_version() -> str:
         return "unknown"
 
 
-def open_release(engine: Engine, release_id: str, spec: ReleaseSpec,
-                 settings: Settings | None = None) -> ReleaseContext:
-    """Create or refresh the release row. A published release keeps its status and spec; `settings`
-    (default: this process's) say how the steps reach the services."""
-    start, end = month_window(release_id)
+def open_release(engine: Engine, month: str, spec: ReleaseSpec, settings: Settings | None = None,
+                 reason: str | None = None) -> ReleaseContext:
+    """Open the month's release for building and return its context (its `release_id` is the version).
+
+    The month's latest version decides: none yet → version 1 (release id = the month); not published →
+    that version carries on as it is (a task retry or a re-build after a failed gate never makes a new
+    version); sealed (published) → version n+1 (`2025-06.v2`) with a changelog row saying why (`reason`,
+    else "rebuild requested"), because published rows never change in place. `settings` (default: this
+    process's) say how the steps reach the services."""
+    from deepscholar.release.versions import base_of, latest_version, open_next_version, versions_locked
+
+    base = base_of(month)
+    start, end = month_window(base)
     db.init_db(engine)
-    with engine.begin() as conn:
-        status = conn.execute(
-            sa.text("SELECT status FROM releases WHERE release_id = :r"), {"r": release_id}
-        ).scalar()
-        if status == "published":
+    row = {"source": "pipeline", "window_start": start, "window_end": end, "config": spec.to_dict(),
+           "code_version": code_version(), "error": None}
+    with engine.begin() as conn, versions_locked(conn, base):
+        latest = latest_version(conn, base)
+        if latest is not None and latest.sealed:
+            release_id = open_next_version(conn, latest, reason or "rebuild requested", row)
+        elif latest is not None and latest.status == "published":
+            # Published before seals existed and never sealed (only test fixtures): left as it is.
+            release_id = latest.release_id
             log.info("release %s is already published; re-running only fills what is missing", release_id)
         else:
-            if status == "failed":
+            release_id = latest.release_id if latest else base
+            if reason:
+                log.info("release %s is not published yet: it carries on (reason %r not recorded)",
+                         release_id, reason)
+            if latest is not None and latest.status == "failed":
                 # A re-build after a failed gate: the sources may have been fixed since, so references
                 # that found nothing are looked up again (a plain task retry keeps them).
                 retried = conn.execute(sa.text(
@@ -77,10 +93,8 @@ def open_release(engine: Engine, release_id: str, spec: ReleaseSpec,
                     "WHERE release_id = :r AND resolution_method = 'unresolved'"), {"r": release_id}).rowcount
                 log.info("release %s failed before: re-building, %d unresolved references will be looked up "
                          "again", release_id, retried)
-            db.upsert(conn, "releases", [{
-                "release_id": release_id, "source": "pipeline", "window_start": start, "window_end": end,
-                "config": spec.to_dict(), "status": "building", "code_version": code_version(), "error": None,
-            }], key=["release_id"])
+            db.upsert(conn, "releases", [row | {"release_id": release_id, "status": "building"}],
+                      key=["release_id"])
     return ReleaseContext.load(engine, release_id, settings=settings)
 
 

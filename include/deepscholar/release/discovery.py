@@ -88,11 +88,13 @@ _PASSED_FILTERS = "c.stage NOT IN ('search', 'version', 'venue')"
 def _rank_for_sampling(conn: sa.Connection, ctx: ReleaseContext) -> None:
     """Give every candidate that passed the filters its place in the month's sample order."""
     from deepscholar.release.sampling import sample_order
+    from deepscholar.release.versions import base_of
 
     passed = conn.execute(sa.text(
         f"SELECT c.arxiv_id, p.primary_category FROM release_candidates c JOIN papers p USING (arxiv_id, version) "
         f"WHERE c.release_id = :r AND {_PASSED_FILTERS}"), {"r": ctx.release_id}).all()
-    order = sample_order([(a, cat) for a, cat in passed], ctx.spec.sample_seed, ctx.release_id)
+    # Seeded by the month, not the version: a correction (2025-06.v2) draws the sample its month drew.
+    order = sample_order([(a, cat) for a, cat in passed], ctx.spec.sample_seed, base_of(ctx.release_id))
     if order:
         conn.execute(sa.text(
             "UPDATE release_candidates c SET sample_rank = o.rank FROM unnest(CAST(:ids AS text[])) "

@@ -7,7 +7,9 @@ system outputs are folders named by that row number.
 
 Rows are validated in Python first and each query is written in its own savepoint: one bad row is
 recorded (log + summary) and never takes the other rows down. Every write is an upsert on the natural
-key, so importing the same directory again changes no row count.
+key. The release is sealed when the import ends (published means immutable, release/versions.py): importing
+the same content again changes nothing, and changed content becomes the next version (`official.v2`)
+with a changelog row.
 """
 
 from __future__ import annotations
@@ -29,6 +31,14 @@ from deepscholar import db
 from deepscholar.clock import utc_now
 from deepscholar.errors import InvalidInput
 from deepscholar.progress import progress
+from deepscholar.release.versions import (
+    latest_version,
+    manifest_hash,
+    open_next_version,
+    parse_version,
+    seal,
+    versions_locked,
+)
 from deepscholar.sources.latex_citations import cite_keys_in_latex
 from deepscholar.sources.latex_source import strip_comments
 from deepscholar.sources.latex_text import latex_to_text, word_count
@@ -77,6 +87,12 @@ class ImportSummary:
     n_errors: int = 0
     errors: list[dict[str, Any]] = field(default_factory=list)
     duration_seconds: float = 0.0
+    # Which version the content is (release/versions.py): a sealed release is never written again, so a
+    # changed re-import is the next version and an identical one changes nothing (`unchanged`, `note`).
+    version: int = 1
+    manifest_hash: str | None = None
+    unchanged: bool = False
+    note: str = ""
 
     def error(self, file: str, row: int | None, arxiv_id: str | None, message: str) -> None:
         self.errors.append({"file": file, "row": row, "arxiv_id": arxiv_id, "error": message})
@@ -432,45 +448,72 @@ def _write(engine: Engine, release_id: str, queries: dict[str, _Query], summary:
         "citations_file": citations_path.name, "important_file": summary.important_file,
         "nugget_judge_config": NUGGET_JUDGE_CONFIG, "imported_at": utc_now().isoformat(),
     }
-    corpus_ids: set[str] = set()
-    paper_ids: set[tuple[str, int]] = set()
+    row = {"source": "official", "window_start": window_start, "window_end": window_end, "config": config,
+           "code_version": _code_version()}
+    base, named_version = parse_version(release_id)
+    if named_version is not None:
+        raise OfficialImportError(f"import under the dataset's name ({base!r}), not a version of it: a changed "
+                                  "re-import becomes the next version by itself")
     # One transaction: a crash never leaves a published release with half its queries; each query
     # sits in its own savepoint so a row the database refuses only costs that query.
-    with engine.begin() as conn:
+    with engine.connect() as conn, conn.begin() as transaction, versions_locked(conn, base):
         existing = conn.execute(sa.text(f"SELECT source FROM {db.SCHEMA}.releases WHERE release_id = :r"),
-                                {"r": release_id}).scalar()
+                                {"r": base}).scalar()
         if existing is not None and existing != "official":
-            raise OfficialImportError(f"release {release_id!r} exists and is a {existing} release")
-        db.upsert(conn, "releases", [{
-            "release_id": release_id, "source": "official", "window_start": window_start, "window_end": window_end,
-            "config": config, "status": "published", "code_version": _code_version(),
-        }], key=["release_id"])
-        for q in progress(queries.values(), f"official import {release_id}: queries written", len(queries)):
-            savepoint = conn.begin_nested()
-            try:
-                _write_query(conn, q, queries)
-            except sa.exc.DBAPIError as exc:
-                savepoint.rollback()
-                summary.error(papers_path.name, q.row_index, q.arxiv_id, f"database refused the query: {exc.orig}")
-                continue
-            savepoint.commit()
-            summary.n_queries += 1
-            summary.n_references += len(q.references)
-            summary.n_important_labels += sum(1 for r in q.references if r["is_important"])
-            summary.n_nuggets += len(q.nuggets)
-            paper_ids.add((q.arxiv_id, q.version))
-            corpus_ids.update({q.arxiv_id, *(c["arxiv_id"] for c in q.cited_corpus)})
-        summary.n_papers = len(paper_ids)
-        summary.n_corpus = len(corpus_ids)
-        # The authors published it already: the release is published on import, not by our gate.
+            raise OfficialImportError(f"release {base!r} exists and is a {existing} release")
+        latest = latest_version(conn, base)
+        if latest is not None and latest.sealed:
+            target = open_next_version(conn, latest, f"re-import of {summary.directory}", row)
+        else:
+            target = latest.release_id if latest else base
+            db.upsert(conn, "releases", [row | {"release_id": target, "status": "building"}], key=["release_id"])
+        summary.release_id = target
+        _write_queries(conn, target, queries, summary, papers_path)
+        if latest is not None and latest.sealed and manifest_hash(conn, target) == latest.manifest_hash:
+            transaction.rollback()  # the new version would hold exactly the sealed rows: keep nothing
+            summary.release_id, summary.version, summary.manifest_hash = (latest.release_id, latest.version,
+                                                                          latest.manifest_hash)
+            summary.unchanged = True
+            summary.note = (f"identical to the sealed release {latest.release_id} (manifest "
+                            f"{latest.manifest_hash[:12]}): nothing changed")
+            return
         conn.execute(sa.text(
-            f"UPDATE {db.SCHEMA}.releases SET counts = CAST(:c AS jsonb), error = :e, "
-            "published_at = coalesce(published_at, now()), updated_at = now() WHERE release_id = :r"),
-            {"c": json.dumps(summary.counts()), "r": release_id,
+            f"UPDATE {db.SCHEMA}.releases SET counts = CAST(:c AS jsonb), error = :e, updated_at = now() "
+            "WHERE release_id = :r"),
+            {"c": json.dumps(summary.counts()), "r": target,
              "e": f"{summary.n_errors} rows skipped on import" if summary.n_errors else None})
+        # The authors published it already: the release is published (and sealed) on import, not by our gate.
+        sealed = seal(conn, target)
+        summary.version = parse_version(target)[1] or 1
+        summary.manifest_hash = sealed["manifest_hash"]
+        summary.note = sealed.get("changes", "")
 
 
-def _write_query(conn: sa.Connection, q: _Query, queries: dict[str, _Query]) -> None:
+def _write_queries(conn: sa.Connection, release_id: str, queries: dict[str, _Query], summary: ImportSummary,
+                   papers_path: Path) -> None:
+    corpus_ids: set[str] = set()
+    paper_ids: set[tuple[str, int]] = set()
+    for q in progress(queries.values(), f"official import {release_id}: queries written", len(queries)):
+        savepoint = conn.begin_nested()
+        try:
+            _write_query(conn, q, queries, release_id)
+        except sa.exc.DBAPIError as exc:
+            savepoint.rollback()
+            summary.error(papers_path.name, q.row_index, q.arxiv_id, f"database refused the query: {exc.orig}")
+            continue
+        savepoint.commit()
+        summary.n_queries += 1
+        summary.n_references += len(q.references)
+        summary.n_important_labels += sum(1 for r in q.references if r["is_important"])
+        summary.n_nuggets += len(q.nuggets)
+        paper_ids.add((q.arxiv_id, q.version))
+        corpus_ids.update({q.arxiv_id, *(c["arxiv_id"] for c in q.cited_corpus)})
+    summary.n_papers = len(paper_ids)
+    summary.n_corpus = len(corpus_ids)
+
+
+def _write_query(conn: sa.Connection, q: _Query, queries: dict[str, _Query], release_id: str) -> None:
+    """One query's rows, under `release_id` (the version being written, which may not be the parsed one)."""
     db.upsert(conn, "papers", [q.paper], key=["arxiv_id", "version"])
     # The query paper's own row is the richest we have: it wins over a cited-paper stub.
     db.upsert(conn, "corpus", [{
@@ -481,9 +524,11 @@ def _write_query(conn: sa.Connection, q: _Query, queries: dict[str, _Query]) -> 
     cited = {c["arxiv_id"]: c for c in q.cited_corpus if c["arxiv_id"] not in queries}
     # First write wins for cited papers: a search-result row carries more than this stub.
     db.upsert(conn, "corpus", list(cited.values()), key=["arxiv_id"], update=[])
-    db.upsert(conn, "release_queries", [q.query], key=["release_id", "arxiv_id"])
-    db.upsert(conn, "exemplar_references", q.references, key=["release_id", "arxiv_id", "cite_key"])
-    db.upsert(conn, "nuggets", q.nuggets, key=["release_id", "arxiv_id", "nugget_idx"])
+    db.upsert(conn, "release_queries", [q.query | {"release_id": release_id}], key=["release_id", "arxiv_id"])
+    db.upsert(conn, "exemplar_references", [r | {"release_id": release_id} for r in q.references],
+              key=["release_id", "arxiv_id", "cite_key"])
+    db.upsert(conn, "nuggets", [n | {"release_id": release_id} for n in q.nuggets],
+              key=["release_id", "arxiv_id", "nugget_idx"])
 
 
 def _code_version() -> str | None:

@@ -115,12 +115,15 @@ _FRAME_SQL = {
         SELECT arxiv_id, nugget_idx, importance, text
         FROM {SCHEMA}.nuggets WHERE release_id = :r ORDER BY arxiv_id, nugget_idx""",
     # Any other release, whatever its status: a failed one may be fixed, re-gated and published later.
+    # Other versions of the same month are not other releases: a correction keeps most of its queries.
     "duplicates": f"""
         SELECT q.arxiv_id,
                count(o.release_id) AS n_other_releases,
                coalesce(string_agg(o.release_id, ',' ORDER BY o.release_id), '') AS other_releases
         FROM {SCHEMA}.release_queries q
-        LEFT JOIN {SCHEMA}.release_queries o ON o.arxiv_id = q.arxiv_id AND o.release_id <> q.release_id
+        LEFT JOIN ({SCHEMA}.release_queries o JOIN {SCHEMA}.releases orel ON orel.release_id = o.release_id)
+               ON o.arxiv_id = q.arxiv_id AND o.release_id <> q.release_id
+              AND orel.base_id <> (SELECT base_id FROM {SCHEMA}.releases WHERE release_id = :r)
         WHERE q.release_id = :r GROUP BY q.arxiv_id ORDER BY q.arxiv_id""",
 }
 
@@ -288,7 +291,11 @@ def apply_gate(engine: Engine, release_id: str, result: GateResult) -> str:
 
 
 def publish_release(engine: Engine, release_id: str) -> datetime:
-    """Publish a gated release; idempotent for one already published. Returns published_at."""
+    """Publish and seal a gated release (release/versions.py: the same UPDATE stores its manifest hash, and a
+    version >= 2 gets what changed in its changelog); idempotent for one already published. Returns
+    published_at."""
+    from deepscholar.release.versions import seal
+
     with engine.begin() as conn:
         row = conn.execute(sa.text(
             f"SELECT status, gx_success, published_at FROM {SCHEMA}.releases WHERE release_id = :r FOR UPDATE"),
@@ -301,11 +308,10 @@ def publish_release(engine: Engine, release_id: str) -> datetime:
             raise ReleaseNotGated(
                 f"release {release_id!r} is not gated (status={row['status']}, gx_success={row['gx_success']}); "
                 "run the quality gate first")
-        published_at = conn.execute(sa.text(
-            f"UPDATE {SCHEMA}.releases SET status = 'published', published_at = now(), updated_at = now() "
-            "WHERE release_id = :r RETURNING published_at"), {"r": release_id}).scalar_one()
-    log.info("release %s published at %s", release_id, published_at)
-    return published_at
+        sealed = seal(conn, release_id)
+    log.info("release %s published at %s, manifest %s%s", release_id, sealed["published_at"],
+             sealed["manifest_hash"][:12], f"; {sealed['changes']}" if "changes" in sealed else "")
+    return sealed["published_at"]
 
 
 # ---------------------------------------------------------------------------------------------- helpers

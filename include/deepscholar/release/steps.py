@@ -13,20 +13,22 @@ module is the pipeline itself: every step, in order, importable from one place (
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+from collections.abc import Callable
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from deepscholar.release import discovery, extraction, labelling
 from deepscholar.release.candidates import release_counts
 from deepscholar.release.context import ReleaseContext, open_release
-from deepscholar.release.discovery import filter_candidates, search_candidates
-from deepscholar.release.extraction import extract_exemplars, finish_extraction
-from deepscholar.release.labelling import label_importance, nuggetize_exemplars
 from deepscholar.release.shards import Shard, run_sharded
 from deepscholar.release.spec import ReleaseSpec
 from deepscholar.release.track_artefacts import artefact_tracks, build_track_artefacts, enrich_release
+from deepscholar.release.versions import refuse_sealed
 from deepscholar.settings import Settings
 
 __all__ = [
@@ -52,8 +54,27 @@ __all__ = [
 log = logging.getLogger("deepscholar.release")
 
 
+def _guarded(step: Callable[..., Any]) -> Callable[..., Any]:
+    """A step that, run again on a sealed (published) release id, fails with one clear line (ReleaseSealed:
+    a correction is a new version) rather than the seal trigger's IntegrityError."""
+    @functools.wraps(step)
+    def run(ctx: ReleaseContext, *args, **kwargs):
+        with refuse_sealed(ctx.release_id):
+            return step(ctx, *args, **kwargs)
+    return run
+
+
+search_candidates = _guarded(discovery.search_candidates)
+filter_candidates = _guarded(discovery.filter_candidates)
+extract_exemplars = _guarded(extraction.extract_exemplars)
+finish_extraction = _guarded(extraction.finish_extraction)
+label_importance = _guarded(labelling.label_importance)
+nuggetize_exemplars = _guarded(labelling.nuggetize_exemplars)
+
+
 # --- 6. resolve references ------------------------------------------------------------------------------
 
+@_guarded
 def resolve_references(ctx: ReleaseContext, shard: Shard | None = None) -> dict:
     """Each pending reference to an arXiv paper and an OpenAlex work, in batches (release/resolution.py);
     `shard` (k, n): only the references of every n-th query paper."""
@@ -96,10 +117,12 @@ def publish(ctx: ReleaseContext) -> dict:
 
 # --- the whole month -------------------------------------------------------------------------------------
 
-def build_release(engine: Engine, release_id: str, spec: ReleaseSpec, settings: Settings | None = None) -> dict:
+def build_release(engine: Engine, month: str, spec: ReleaseSpec, settings: Settings | None = None,
+                  reason: str | None = None) -> dict:
     """Every step in order, outside Airflow (the DAG calls the same functions one task each); `settings`
-    (default: this process's) say where the services are."""
-    ctx = open_release(engine, release_id, spec, settings)
+    (default: this process's) say where the services are. A sealed month is built as its next version
+    (`reason` goes in its changelog); the result's `release_id` says which version was built."""
+    ctx = open_release(engine, month, spec, settings, reason=reason)
     search_candidates(ctx)
     filter_candidates(ctx)
     run_sharded(ctx, extract_exemplars, resolve=True)
@@ -112,4 +135,4 @@ def build_release(engine: Engine, release_id: str, spec: ReleaseSpec, settings: 
     if result.success:
         publish(ctx)
     with engine.connect() as conn:
-        return release_counts(conn, release_id) | {"gx_success": result.success}
+        return release_counts(conn, ctx.release_id) | {"gx_success": result.success, "release_id": ctx.release_id}

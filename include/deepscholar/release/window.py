@@ -13,6 +13,8 @@ MONTH_RE = re.compile(r"([0-9]{4})-([0-9]{2})")
 # The releases table's CHECK: a month, or an imported dataset's name (e.g. "official").
 RELEASE_ID_RE = re.compile(r"[0-9]{4}-[0-9]{2}|[a-z0-9][a-z0-9._-]*")
 MAX_RELEASE_ID = 100
+# A version after the first of a release (release/versions.py): '2025-06.v2'.
+VERSION_RE = re.compile(r"(.+)\.v([0-9]+)")
 
 
 def _shown(value: object) -> str:
@@ -29,9 +31,14 @@ def validate_release_id(release_id: object) -> str:
 
 
 def month_window(release_id: str) -> tuple[datetime, datetime]:
-    match = MONTH_RE.fullmatch(release_id) if isinstance(release_id, str) else None
+    """The month's half-open window; a version of the month (`2025-06.v2`) covers the month too."""
+    base = release_id
+    if isinstance(release_id, str) and (version := VERSION_RE.fullmatch(release_id)):
+        base = version[1]
+    match = MONTH_RE.fullmatch(base) if isinstance(base, str) else None
     if not match:
-        raise InvalidInput(f"release id must be a month 'YYYY-MM', got {_shown(release_id)}")
+        raise InvalidInput(f"release id must be a month 'YYYY-MM' (or a version of one, 'YYYY-MM.v2'), "
+                           f"got {_shown(release_id)}")
     year, month = int(match[1]), int(match[2])
     if not 1 <= month <= 12:
         raise InvalidInput(f"release id {release_id!r} has no month {month}")

@@ -13,16 +13,16 @@ ALTER TABLE deepscholar.releases
     ADD COLUMN manifest       jsonb;  -- {n_queries, n_references, n_nuggets, query_digests: {arxiv_id: digest}}
 UPDATE deepscholar.releases SET base_id = release_id;
 ALTER TABLE deepscholar.releases ALTER COLUMN base_id SET NOT NULL;
-ALTER TABLE deepscholar.releases ADD CONSTRAINT releases_base_version_key UNIQUE (base_id, version);
--- A row written without one is its own base (version 1).
+-- A row written without base_id (every writer before this revision) is version 1 of itself.
 CREATE FUNCTION deepscholar.default_release_base_id() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     NEW.base_id := coalesce(NEW.base_id, NEW.release_id);
     RETURN NEW;
 END
 $$;
-CREATE TRIGGER releases_base_id BEFORE INSERT ON deepscholar.releases
+CREATE TRIGGER releases_default_base_id BEFORE INSERT ON deepscholar.releases
     FOR EACH ROW EXECUTE FUNCTION deepscholar.default_release_base_id();
+ALTER TABLE deepscholar.releases ADD CONSTRAINT releases_base_version_key UNIQUE (base_id, version);
 COMMENT ON COLUMN deepscholar.releases.base_id IS
     'The release this row is a version of: the month (2025-06) for 2025-06, 2025-06.v2, ...';
 
