@@ -24,6 +24,7 @@ from deepscholar.release.context import ReleaseContext, open_release
 from deepscholar.release.discovery import filter_candidates, search_candidates
 from deepscholar.release.extraction import extract_exemplars, finish_extraction
 from deepscholar.release.labelling import label_importance, nuggetize_exemplars
+from deepscholar.release.licences import fetch_licences
 from deepscholar.release.shards import Shard, run_sharded
 from deepscholar.release.spec import ReleaseSpec
 from deepscholar.release.track_artefacts import artefact_tracks, build_track_artefacts, enrich_release
@@ -36,6 +37,7 @@ __all__ = [
     "build_track_artefacts",
     "enrich_release",
     "extract_exemplars",
+    "fetch_licences",
     "filter_candidates",
     "finish_extraction",
     "gate_release",
@@ -68,6 +70,8 @@ def build_artefacts_of_tracks(ctx: ReleaseContext) -> dict:
     """Every artefact track the month is built for (spec.tracks), in order."""
     return {track: build_track_artefacts(ctx, track) for track in artefact_tracks(ctx.spec.tracks)}
 
+
+# --- 7c. licences of the kept papers (release/licences.py: fetch_licences, after the extraction) ---------------
 
 # --- 8. gate and publish ---------------------------------------------------------------------------------
 
@@ -108,6 +112,7 @@ def build_release(engine: Engine, release_id: str, spec: ReleaseSpec, settings: 
     label_importance(ctx)
     nuggetize_exemplars(ctx)
     build_artefacts_of_tracks(ctx)
+    fetch_licences(ctx)
     result = gate_release(ctx)
     if result.success:
         publish(ctx)
