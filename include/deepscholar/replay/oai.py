@@ -13,7 +13,7 @@ __all__ = ["oai_error", "oai_record"]
 
 OAI_NS = "http://www.openarchives.org/OAI/2.0/"
 ARXIV_NS = "http://arxiv.org/OAI/arXiv/"
-ET.register_namespace("", OAI_NS)
+# No ET.register_namespace: it is process-wide and would change the prefixes of the Atom feeds (atom.py).
 
 
 def _envelope(args: dict[str, str], response_date: str) -> ET.Element:
