@@ -127,6 +127,7 @@ def _run(args, engine, home: Path) -> int:
     url = f"http://127.0.0.1:{parent_end.recv()}"
     db_url = engine.url.render_as_string(hide_password=False)
     env = {"DEEPSCHOLAR_ARXIV_API_URL": f"{url}/api/query", "DEEPSCHOLAR_ARXIV_EPRINT_URL": f"{url}/e-print",
+           "DEEPSCHOLAR_ARXIV_OAI_URL": f"{url}/oai2",
            "DEEPSCHOLAR_OPENALEX_URL": url, "DEEPSCHOLAR_CATEGORIES": ",".join(manifest["categories"]),
            "DEEPSCHOLAR_ARXIV_DELAY_SECONDS": str(HOSTS["arxiv_api"][1] * args.time_scale),
            "DEEPSCHOLAR_OPENALEX_INTERVAL_SECONDS": str(HOSTS["openalex"][1] * args.time_scale)}

@@ -135,6 +135,13 @@ def deepscholar_release():
         return resolve_references(_context(release_id), tuple(shard))
 
     @task
+    def licences(release_id: str) -> dict:
+        """Each kept paper's licence from arXiv's OAI-PMH (release/licences.py); an outage fails the task."""
+        from deepscholar.release.steps import fetch_licences
+
+        return fetch_licences(_context(release_id))
+
+    @task
     def importance(release_id: str) -> dict:
         from deepscholar.release.steps import label_importance
 
@@ -203,11 +210,14 @@ def deepscholar_release():
     # a retried slice redoes only what it has not stored, and every slice's requests share each host's
     # rate limit through the warehouse (deepscholar.rate_limit), so more slices never mean faster requests.
     slices = shards()
+    extracted = finish_extract(release_id)
     (search(release_id) >> filter_papers(release_id) >> slices
-     >> extract.partial(release_id=release_id).expand(shard=slices) >> finish_extract(release_id)
+     >> extract.partial(release_id=release_id).expand(shard=slices) >> extracted
      >> resolve.partial(release_id=release_id).expand(shard=slices)
      >> importance(release_id) >> nuggets(release_id) >> [race_rubrics(release_id), claims_truth(release_id)]
      >> gate >> published)
+    # The kept papers' licences (for what the published data may carry), beside resolution: the gate waits.
+    extracted >> licences(release_id) >> gate
     start_benchmark = TriggerDagRunOperator(
         task_id="start_benchmark",
         trigger_dag_id=BENCHMARK_DAG_ID,

@@ -137,6 +137,33 @@ def cmd_release_enrich(args) -> int:
     return 0 if result["gx_success"] else 1
 
 
+def cmd_release_licences(args) -> int:
+    """Fetch the licences a month's query papers lack (writes only paper_licences: works on a sealed release)."""
+    from deepscholar.release.context import ReleaseContext
+    from deepscholar.release.licences import fetch_licences
+    from deepscholar.reporting import release_summary
+
+    engine = _engine()
+    release_summary(engine, args.month)  # NotFound (a UserError) for an unknown release
+    counts = fetch_licences(ReleaseContext.load(engine, args.month))
+    print(f"{args.month} licences: {counts['papers']} query papers ({counts['looked_up']} looked up now): "
+          f"{counts['redistributable']} allow redistribution, {counts['not_redistributable']} do not, "
+          f"{counts['unknown']} unknown, {counts['never_fetched']} not fetched")
+    return 0
+
+
+def cmd_export(args) -> int:
+    from deepscholar.export import export_release
+
+    result = export_release(_engine(), args.release, Path(args.out), judge=args.judge)
+    for line in result.warnings:
+        print(f"deepscholar: warning: {line}", file=sys.stderr)
+    print(f"exported {args.release} to {result.out} ({', '.join(result.formats)}, README.md): "
+          + ", ".join(f"{name} {n}" for name, n in result.rows.items())
+          + f"; texts withheld for their licence: {result.withheld_papers} papers, {result.withheld_reports} reports")
+    return 0
+
+
 def cmd_release_summary(args) -> int:
     from deepscholar.reporting import print_release_summary, release_summary
 
@@ -588,10 +615,22 @@ def _add_release_commands(sub) -> None:
                    help="race, claims (comma- or space-separated)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_release_enrich)
+    p = rel.add_parser("licences", help="fetch the licences of a month's query papers from arXiv's OAI-PMH (also for "
+                                        "a published, sealed month: only paper_licences is written)")
+    p.add_argument("month", help="the release, e.g. 2025-06")
+    p.set_defaults(func=cmd_release_licences)
     p = rel.add_parser("summary", help="what a release kept, dropped and why")
     p.add_argument("release")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_release_summary)
+
+    p = sub.add_parser("export", help="write a month's dataset, reports, judgments, scores and boards as CSV and "
+                                      "Parquet files with a datacard (README.md)")
+    p.add_argument("--release", required=True, help="the release, e.g. 2025-06")
+    p.add_argument("--out", required=True, help="folder to write into (created)")
+    p.add_argument("--judge", default=None, help="judge config (or 'local' / a model) to export; default: every "
+                                                  "judge with a board")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("import-official", help="load the published DeepScholar-bench dataset as a release")
     p.add_argument("directory", help="folder holding dataset/ and nuggets/")

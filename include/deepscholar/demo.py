@@ -105,6 +105,7 @@ def replay_endpoints(server, manifest: dict, db_url: str) -> dict[str, str]:
         "DEEPSCHOLAR_DB_URL": db_url,
         "DEEPSCHOLAR_ARXIV_API_URL": server.arxiv_api_url,
         "DEEPSCHOLAR_ARXIV_EPRINT_URL": server.eprint_url,
+        "DEEPSCHOLAR_ARXIV_OAI_URL": server.oai_url,
         "DEEPSCHOLAR_OPENALEX_URL": server.openalex_url,
         "DEEPSCHOLAR_ARXIV_DELAY_SECONDS": "0",
         "DEEPSCHOLAR_OPENALEX_INTERVAL_SECONDS": "0",

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from deepscholar.errors import InvalidInput
-from deepscholar.sources.endpoints import ARXIV_API_URL, ARXIV_EPRINT_URL
+from deepscholar.sources.endpoints import ARXIV_API_URL, ARXIV_EPRINT_URL, ARXIV_OAI_URL
 
 __all__ = ["GROUPS", "SETTINGS", "Kind", "Setting", "Settings", "current_settings", "effective_rows",
            "markdown_table", "shown", "DEFAULT_CATEGORIES"]
@@ -42,6 +42,14 @@ log = logging.getLogger(__name__)
 GROUPS = ("warehouse", "release", "external services", "LLM calls", "judging", "generation", "orchestration",
           "demo", "command line")
 DEFAULT_CATEGORIES = ("cs.CL", "cs.LG", "cs.IR", "cs.AI")
+# Licences under which a paper's text may be published again (URL prefixes, scheme and "www." ignored): the
+# Creative Commons licences and CC0 / public domain. arXiv's own non-exclusive licence only lets arXiv
+# distribute the paper, and an unknown licence allows nothing.
+REDISTRIBUTABLE_LICENCES = tuple(
+    [f"http://creativecommons.org/licenses/{kind}/" for kind in ("by", "by-sa", "by-nc", "by-nc-sa", "by-nd",
+                                                                  "by-nc-nd")]
+    + ["http://creativecommons.org/publicdomain/zero/", "http://creativecommons.org/licenses/publicdomain/",
+       "http://creativecommons.org/publicdomain/mark/"])
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
 
@@ -129,6 +137,7 @@ DATABASE_URL = Kind("a database URL (postgresql://user:password@host:port/databa
 PATH = Kind("a path", Path)
 BOOL = Kind("true or false (also 1/0, yes/no, on/off)", _bool)
 NAMES = Kind("a comma-separated list", _names)
+URL_PREFIXES = Kind("a comma-separated list of URL prefixes (none: no licence allows it)", _names)
 CATEGORIES = Kind("a comma-separated list of arXiv categories", _categories)
 CAP = Kind("a positive number of queries, or none for no cap", _cap)
 MONTH = Kind("a month, YYYY-MM", _month)
@@ -250,6 +259,10 @@ class Settings:
                                   "arXiv API endpoint (a replay server, a mirror)")
     arxiv_eprint_url: str = _setting("DEEPSCHOLAR_ARXIV_EPRINT_URL", ARXIV_EPRINT_URL, URL, "external services",
                                      "arXiv e-print endpoint")
+    arxiv_oai_url: str = _setting(
+        "DEEPSCHOLAR_ARXIV_OAI_URL", ARXIV_OAI_URL, URL, "external services",
+        "arXiv OAI-PMH endpoint, where each query paper's licence is looked up (paced as the arXiv API when on "
+        "its host)")
     openalex_url: str | None = _setting("DEEPSCHOLAR_OPENALEX_URL", None, URL, "external services",
                                         "OpenAlex endpoint", shown_default="the public OpenAlex API")
     openalex_email: str | None = _setting("DEEPSCHOLAR_OPENALEX_EMAIL", None, TEXT, "external services",
@@ -407,6 +420,12 @@ class Settings:
     demo_timeout_seconds: float = _setting("DEEPSCHOLAR_DEMO_TIMEOUT", 1200.0, POSITIVE_SECONDS, "demo",
                                            "seconds the demo waits for its month")
     # command line
+    redistributable_licences: tuple[str, ...] = _setting(
+        "DEEPSCHOLAR_REDISTRIBUTABLE_LICENCES", REDISTRIBUTABLE_LICENCES, URL_PREFIXES, "command line",
+        "licences (URL prefixes) whose papers' related-work texts `deepscholar export` publishes; the others' "
+        "are withheld and counted (titles and abstracts always stay)",
+        shown_default="the Creative Commons licences (by, by-sa, by-nc, by-nc-sa, by-nd, by-nc-nd), CC0 and "
+                      "public domain", blank_is_unset=False)
     progress: str = _setting(
         "DEEPSCHOLAR_PROGRESS", "auto", _choice("auto", "bar", "plain"), "command line",
         "how the CLI shows long steps: `bar` (live bars), `plain` (\"n of N\" log lines), `auto` (bars when "

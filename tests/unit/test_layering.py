@@ -21,7 +21,7 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(("errors", "clock", "text", "prompts", "progress", "http_guard", "rate_limit", "settings", "db", "connection_budget",
                      "migrations", "sources", "llm", "gx", "orchestration", "registry"), 0),
     **dict.fromkeys(("release", "systems", "search", "evaluation", "replay"), 1),
-    **dict.fromkeys(("web", "cli", "demo", "reporting", "local_airflow", "scheduling", "warm", "__init__",
+    **dict.fromkeys(("web", "cli", "demo", "reporting", "local_airflow", "scheduling", "warm", "export", "__init__",
                      "__main__"), 2),
 }
 

@@ -30,6 +30,10 @@ RELEASED = {
     "0014_track_boards": "376d7ce488d3c185549dff3c821a40c086c7838fcfe82a349562a5c43d5f7da9",
     "0015_track_artefacts": "82650fa9151d0e5c38ee0da3e253546822d117572d337ccdd2dbff1215ec0d83",
     "0016_release_versions": "35ab23c9f27543311efb1ee8b9fe4dc5c821b3d4c276cf551d94e69eb9984163",
+    "0017_board_versions": "e9f2dd4252f85a1edb3f7d7bf9cd04c905ae11e62b6b97ae45d0a3c1ba89c610",
+    "0018_knowledge_cutoffs": "e26c86aad84722dac818e44a2292cd664f8694714f0850db1f10311ac202003d",
+    "0019_judgment_requests": "50b0166ffd1fb3f295fad71c111889f90cfcf46c52739a37f3eac7c71906efb1",
+    "0020_paper_licences": "f486bf44f9e703e79c4a1d17b66bed20ca2b067c3939727f45a06edb13d25ce2",
 }
 # The sha256 the pre-migration init_db recorded in schema_files for sql/001..004: the baseline is
 # exactly those files, so adopted warehouses match it.

@@ -25,6 +25,7 @@ from sqlalchemy.engine import Engine
 from deepscholar.release import discovery, extraction, labelling
 from deepscholar.release.candidates import release_counts
 from deepscholar.release.context import ReleaseContext, open_release
+from deepscholar.release.licences import fetch_licences
 from deepscholar.release.shards import Shard, run_sharded
 from deepscholar.release.spec import ReleaseSpec
 from deepscholar.release.track_artefacts import artefact_tracks, build_track_artefacts, enrich_release
@@ -38,6 +39,7 @@ __all__ = [
     "build_track_artefacts",
     "enrich_release",
     "extract_exemplars",
+    "fetch_licences",
     "filter_candidates",
     "finish_extraction",
     "gate_release",
@@ -90,6 +92,8 @@ def build_artefacts_of_tracks(ctx: ReleaseContext) -> dict:
     return {track: build_track_artefacts(ctx, track) for track in artefact_tracks(ctx.spec.tracks)}
 
 
+# --- 7c. licences of the kept papers (release/licences.py: fetch_licences, after the extraction) ---------------
+
 # --- 8. gate and publish ---------------------------------------------------------------------------------
 
 def gate_release(ctx: ReleaseContext):
@@ -131,6 +135,7 @@ def build_release(engine: Engine, month: str, spec: ReleaseSpec, settings: Setti
     label_importance(ctx)
     nuggetize_exemplars(ctx)
     build_artefacts_of_tracks(ctx)
+    fetch_licences(ctx)
     result = gate_release(ctx)
     if result.success:
         publish(ctx)

@@ -108,8 +108,19 @@ def _candidate_entries(b: _Builder, spec: CandidateSpec, arxiv_id: str, publishe
             "authors": b._authors_for(spec.num), "published": _iso(published), "updated": _iso(updated),
             "comment": comment, "journal_ref": spec.journal_ref,
             "doi": None, "categories": [spec.primary, *spec.cross], "primary_category": spec.primary,
+            "license": demo_licence(spec.num),
         })
     return entries
+
+
+CC_BY = "http://creativecommons.org/licenses/by/4.0/"
+ARXIV_NONEXCLUSIVE = "http://arxiv.org/licenses/nonexclusive-distrib/1.0/"
+
+
+def demo_licence(num: int) -> str:
+    """Half the candidates CC BY, half arXiv's non-exclusive licence: the demo's export withholds and counts
+    the texts of the latter (served by the replay's OAI-PMH route)."""
+    return CC_BY if num % 2 == 0 else ARXIV_NONEXCLUSIVE
 
 
 def _expected_paper(writer: _PaperWriter, published: datetime) -> dict:

@@ -27,6 +27,7 @@ from werkzeug.wrappers import Request, Response
 
 from deepscholar.replay.arxiv_query import QueryError, matches, parse_query, relevance
 from deepscholar.replay.atom import error_feed, render_feed
+from deepscholar.replay.oai import oai_error, oai_record
 from deepscholar.replay.snapshot import Snapshot, bare_doi
 from deepscholar.text import strip_arxiv_version
 
@@ -228,6 +229,8 @@ class ReplayApp:
             return self.arxiv_query(request)
         if path.startswith("/e-print/"):
             return self.eprint(path[len("/e-print/"):])
+        if path in ("/oai2", "/oai2/"):
+            return self.oai(request)
         if path == "/works" or path == "/works/":
             return self.works_list(request)
         if path.startswith("/works/"):
@@ -240,7 +243,7 @@ class ReplayApp:
                                    "pacing": self.pacing})
         if path == "/":
             return self._json({"snapshot": str(self.snapshot.root), "month": self.snapshot.manifest.get("month"),
-                               "endpoints": ["/api/query", "/e-print/<id>", "/works", "/works/<id>"]})
+                               "endpoints": ["/api/query", "/e-print/<id>", "/oai2", "/works", "/works/<id>"]})
         return self._json({"error": "Not Found", "message": f"no route for {path}"}, 404)
 
     def demo_system_report(self, request: Request) -> Response:
@@ -316,6 +319,27 @@ class ReplayApp:
         page = entries[start:start + max_results]
         return self._atom(render_feed([e.data for e in page], len(entries), start, max_results, self_url,
                                       self._feed_updated))
+
+    def oai(self, request: Request) -> Response:
+        """arXiv's OAI-PMH GetRecord in the `arXiv` format (the licence lookup); errors as OAI-PMH has them."""
+        args = {k: v for k, v in request.args.items()}
+        date = self._feed_updated
+        if args.get("verb") != "GetRecord":
+            body = oai_error("badVerb", f"verb {args.get('verb')!r} is not served by the replay", args, date)
+        elif args.get("metadataPrefix") != "arXiv":
+            body = oai_error("cannotDisseminateFormat", f"{args.get('metadataPrefix')!r} is not served", args, date)
+        else:
+            identifier = args.get("identifier", "")
+            base = identifier.removeprefix("oai:arXiv.org:")
+            entry = self.snapshot.lookup(base) if base != identifier and "v" not in base.split(".")[-1] else None
+            if base == identifier or not base:
+                body = oai_error("badArgument", f"malformed identifier {identifier!r}", args, date)
+            elif entry is None:
+                body = oai_error("idDoesNotExist", f"{identifier} has the structure of a valid identifier for "
+                                 "this repository, but it maps to no known item", args, date)
+            else:
+                body = oai_record(entry.data, entry.base_id, args, date)
+        return Response(body, status=200, content_type="text/xml; charset=utf-8")
 
     @staticmethod
     def _atom(body: bytes, status: int = 200) -> Response:
@@ -452,6 +476,10 @@ class ReplayServer:
         return f"{self.url}/e-print"
 
     @property
+    def oai_url(self) -> str:
+        return f"{self.url}/oai2"
+
+    @property
     def openalex_url(self) -> str:
         return self.url
 
@@ -504,6 +532,7 @@ def serve_forever(snapshot_dir: Path, host: str = "127.0.0.1", port: int = 8765)
     print(f"replaying {snapshot_dir} at {server.url}")
     print(f"  arXiv API:  {server.arxiv_api_url}")
     print(f"  e-prints:   {server.eprint_url}")
+    print(f"  OAI-PMH:    {server.oai_url}")
     print(f"  OpenAlex:   {server.openalex_url}")
     try:
         server.serve_forever()
