@@ -219,10 +219,47 @@ def cmd_systems_add(args) -> int:
         raise UserError(f"--config is not valid JSON ({exc})") from exc
     if not isinstance(config, dict):
         raise UserError("--config must be a JSON object")
-    outcome = add_system(_engine(), args.name, args.kind, config, version=args.version,
+    engine = _engine()
+    outcome = add_system(engine, args.name, args.kind, config, version=args.version,
                          knowledge_cutoff=args.knowledge_cutoff)
     print(f"system {args.name} ({args.kind}) {outcome}")
+    if args.backfill or args.backfill_plan:
+        return _backfill(engine, args.name, queue=args.backfill)
     return 0
+
+
+def cmd_systems_backfill(args) -> int:
+    return _backfill(_engine(), args.name, queue=not args.plan)
+
+
+def _backfill(engine, name: str, *, queue: bool) -> int:
+    """Print a system's backfill plan with its cost estimate, then (queue) create its runs in Airflow."""
+    from deepscholar.airflow_api import AirflowAPI
+    from deepscholar.orchestration import BENCHMARK_DAG_ID as BENCHMARK_DAG
+    from deepscholar.settings import current_settings
+    from deepscholar.systems.backfill import format_plan, plan_backfill, queue_backfill
+
+    plan = plan_backfill(engine, name)
+    print(format_plan(plan))
+    if not queue:
+        return 0
+    settings = current_settings()
+    months = sorted({t.month for t in plan.targets if t.missing and t.month})
+    if not months:
+        print("nothing to backfill: every eligible month already has its reports")
+        return 0
+    if not settings.airflow_api_url:
+        print(f"not queued: DEEPSCHOLAR_AIRFLOW_API_URL is not set. In Airflow: backfill {BENCHMARK_DAG} from "
+              f"{months[0]} to {months[-1]} with conf {{\"systems\": [\"{name}\"]}} and reprocess behaviour "
+              f"'completed' (or `deepscholar generate` / `evaluate --publish` per month)", file=sys.stderr)
+        return 1
+    api = AirflowAPI.from_settings()
+    for created in queue_backfill(plan, api):
+        what = f"backfill {created.get('id')}" if created["kind"] == "backfill" else \
+            f"run {created.get('dag_run_id')}"
+        print(f"queued {what} of {BENCHMARK_DAG} for {'..'.join(dict.fromkeys(created['months']))}")
+    return 0
+
 
 
 def cmd_systems_cutoff(args) -> int:
@@ -647,10 +684,20 @@ def _add_system_commands(sub) -> None:
     p.add_argument("--kind", required=True)
     p.add_argument("--config", default=None, help="JSON object")
     p.add_argument("--version", default="1")
+    p.add_argument("--backfill", action="store_true",
+                   help="then queue its backfill in Airflow over every eligible past month (after its knowledge "
+                        "cutoff) and the frozen comparison slice, printing the plan and its cost estimate first")
+    p.add_argument("--backfill-plan", action="store_true", help="print that plan and estimate only")
     p.add_argument("--knowledge-cutoff", default=None, metavar="DATE",
                    help="the model's knowledge cutoff, YYYY-MM-DD or YYYY-MM (its last day) or 'unknown': on a month "
                         "whose papers were published by then the system is shown but not ranked")
     p.set_defaults(func=cmd_systems_add)
+    p = systems.add_parser("backfill", help="queue a system's backfill (eligible months and the frozen slice) in "
+                                            "Airflow, printing the plan and its cost estimate first")
+    p.add_argument("name")
+    p.add_argument("--plan", action="store_true", help="print the plan and estimate only")
+    p.set_defaults(func=cmd_systems_backfill)
+
     p = systems.add_parser("cutoff", help="record or correct a system's model knowledge cutoff")
     p.add_argument("name")
     p.add_argument("cutoff", help="YYYY-MM-DD, YYYY-MM (its last day) or 'unknown'")

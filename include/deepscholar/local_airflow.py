@@ -28,6 +28,8 @@ from typing import cast
 import requests
 import sqlalchemy as sa
 
+from deepscholar.airflow_api import AirflowAPI, AirflowAPIError
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TERMINAL_RUN_STATES = ("success", "failed")
 
@@ -141,7 +143,7 @@ class LocalAirflow:
     worker_concurrency: int = 2
     _procs: list[subprocess.Popen] = field(default_factory=list)
     _component_logs: list[Path] = field(default_factory=list)
-    _token: str | None = None
+    _client: AirflowAPI | None = None
 
     def __post_init__(self) -> None:
         self.port = self.port or free_port()
@@ -269,19 +271,15 @@ class LocalAirflow:
         generated = self.home / "airflow" / "simple_auth_manager_passwords.json.generated"
         return json.loads(generated.read_text())["admin"]
 
-    def _headers(self) -> dict[str, str]:
-        if self._token is None:
-            resp = requests.post(f"{self.url}/auth/token",
-                                 json={"username": "admin", "password": self.admin_password()}, timeout=30)
-            resp.raise_for_status()
-            self._token = resp.json()["access_token"]
-        return {"Authorization": f"Bearer {self._token}"}
+    @property
+    def client(self) -> AirflowAPI:
+        """The REST API signed in as the standalone's admin (password read when first needed)."""
+        if self._client is None:
+            self._client = AirflowAPI(self.url, "admin", self.admin_password)
+        return self._client
 
     def api(self, method: str, path: str, **kwargs) -> dict:
-        resp = requests.request(method, f"{self.url}/api/v2{path}", headers=self._headers(), timeout=60, **kwargs)
-        if not resp.ok:
-            raise RuntimeError(f"{method} {path}: HTTP {resp.status_code}: {resp.text[:500]}")
-        return resp.json() if resp.content else {}
+        return self.client.request(method, path, **kwargs)
 
     def wait_for_dags(self, dag_ids: list[str], timeout: float = 180) -> None:
         """Until the dag-processor has parsed and serialised every DAG (only then can it be unpaused)."""
@@ -292,7 +290,7 @@ class LocalAirflow:
             for dag_id in dag_ids:
                 try:
                     self.api("GET", f"/dags/{dag_id}")
-                except RuntimeError:
+                except AirflowAPIError:
                     missing.append(dag_id)
             if not missing:
                 return

@@ -405,6 +405,20 @@ class Settings:
                                    "first month the deployment covers")
     schedule_end: str | None = _setting("DEEPSCHOLAR_SCHEDULE_END", None, MONTH, "orchestration",
                                         "last month the scheduler starts by itself", shown_default="none")
+    airflow_api_url: str | None = _setting(
+        "DEEPSCHOLAR_AIRFLOW_API_URL", None, URL, "orchestration",
+        "Airflow's API server (e.g. http://localhost:8080) that `deepscholar systems add --backfill` queues a new "
+        "system's backfill on, signed in as DEEPSCHOLAR_AIRFLOW_USERNAME; unset: the plan and the commands are "
+        "printed")
+    airflow_username: str = _setting("DEEPSCHOLAR_AIRFLOW_USERNAME", "admin", TEXT, "orchestration",
+                                     "the Airflow user that queues backfills")
+    airflow_password_env: str = _setting("DEEPSCHOLAR_AIRFLOW_PASSWORD_ENV", "AIRFLOW_API_PASSWORD", TEXT,
+                                         "orchestration", "the environment variable holding that user's password")
+    frozen_slice: str | None = _setting(
+        "DEEPSCHOLAR_FROZEN_SLICE", None, TEXT, "orchestration",
+        "a past release (e.g. the first month) every newly registered system is backfilled on, whatever its "
+        "knowledge cutoff, so systems of different months are also compared on the same queries; none: off",
+        shown_default="none")
     catchup: bool = _setting("DEEPSCHOLAR_CATCHUP", False, BOOL, "orchestration",
                              "whether the scheduler catches up the months between start and now (or end)")
     warm_imports: tuple[str, ...] = _setting(

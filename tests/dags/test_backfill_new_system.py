@@ -1,7 +1,8 @@
 """A system registered after two months were published is backfilled through Airflow for both months.
 
-Runs a real `airflow standalone` (scheduler, dag-processor, API server, LocalExecutor) and creates the
-backfill with the Airflow CLI, exactly as an operator would; only the new system's missing reports may
+Runs a real `airflow standalone` (scheduler, dag-processor, API server, LocalExecutor) and queues the
+backfill with `deepscholar systems backfill` (the plan and its estimate, then Airflow's REST API), exactly as
+an operator would; only the new system's missing reports may
 appear and nothing else may change. Then a backfill of a month that has no release, created through the
 REST API the UI's "Run Backfill" uses, must fail at once in `wait_for_release` with one line saying how to
 build the month, instead of waiting days for a release nobody is building (issue 22).
@@ -21,7 +22,7 @@ import requests
 import sqlalchemy as sa
 from support.settings import replay_settings
 
-from deepscholar import db
+from deepscholar import cli, db
 from deepscholar.local_airflow import airflow_bin, airflow_env
 from deepscholar.release.spec import ReleaseSpec
 from deepscholar.release.steps import build_release
@@ -218,7 +219,8 @@ def _report_keys(engine, system_id):
             "ORDER BY release_id, arxiv_id"), {"s": system_id}).all()
 
 
-def test_backfill_produces_exactly_the_new_systems_missing_reports(two_published_months, standalone):
+def test_backfill_produces_exactly_the_new_systems_missing_reports(two_published_months, standalone, db_url,
+                                                                   monkeypatch, capsys):
     engine = two_published_months
     env, log_path = standalone
     before = _report_keys(engine, "extractive")
@@ -237,10 +239,16 @@ def test_backfill_produces_exactly_the_new_systems_missing_reports(two_published
         assert time.monotonic() < deadline, log_path.read_text()[-3000:]
         time.sleep(3)
     _airflow(env, "dags", "unpause", "deepscholar_benchmark")
-    created = _airflow(env, "backfill", "create", "--dag-id", "deepscholar_benchmark",
-                       "--from-date", "2025-05-01", "--to-date", "2025-06-01",
-                       "--dag-run-conf", json.dumps({"systems": ["extractive_tight"]}))
-    assert created.returncode == 0, created.stdout + created.stderr
+    # Queued as an operator registering a system does: `deepscholar systems backfill` prints the plan and its
+    # estimate, then creates the backfill through Airflow's REST API (every month: a model-free kind).
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
+    monkeypatch.setenv("DEEPSCHOLAR_AIRFLOW_API_URL", f"http://127.0.0.1:{env['AIRFLOW__API__PORT']}")
+    with open(os.path.join(env["AIRFLOW_HOME"], "simple_auth_manager_passwords.json.generated")) as f:
+        monkeypatch.setenv("AIRFLOW_API_PASSWORD", json.load(f)["admin"])
+    capsys.readouterr()
+    assert cli.main(["systems", "backfill", "extractive_tight"]) == 0
+    queued = capsys.readouterr().out
+    assert "Estimate: judging $0.00" in queued and "queued backfill" in queued and "2025-05..2025-06" in queued
 
     deadline = time.monotonic() + 400
     while len(_report_keys(engine, "extractive_tight")) < len(expected):

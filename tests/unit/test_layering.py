@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "include" / "deepscholar"
 
 LAYERS: dict[str, int] = {
     **dict.fromkeys(("errors", "clock", "text", "prompts", "progress", "http_guard", "rate_limit", "settings", "db", "connection_budget",
-                     "migrations", "sources", "llm", "gx", "orchestration", "registry"), 0),
+                     "migrations", "sources", "llm", "gx", "orchestration", "registry", "airflow_api"), 0),
     **dict.fromkeys(("release", "systems", "search", "evaluation", "replay"), 1),
     **dict.fromkeys(("web", "cli", "demo", "reporting", "local_airflow", "scheduling", "warm", "export", "__init__",
                      "__main__"), 2),

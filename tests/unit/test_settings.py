@@ -24,6 +24,8 @@ BY_ENV = {s.env: s for s in SETTINGS}
 DYNAMIC_READS = {
     "include/deepscholar/systems/deepscholar_base.py": "the API-key variable a system's config names (a secret)",
     "include/deepscholar/local_airflow.py": "the whole environment, copied for the Airflow processes it starts",
+    "include/deepscholar/airflow_api.py": "the Airflow password, from the variable DEEPSCHOLAR_AIRFLOW_PASSWORD_ENV "
+                                          "names (a secret)",
     "include/deepscholar/connection_budget.py": "Airflow's own AIRFLOW__* variables (parallelism, its pools), "
                                                 "for the connection budget",
 }

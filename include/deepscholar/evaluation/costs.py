@@ -21,7 +21,7 @@ from deepscholar.evaluation.judges import JudgeSpec
 from deepscholar.llm.prices import price_of
 from deepscholar.settings import current_settings
 
-__all__ = ["judge_cost_summary", "format_cost_summary"]
+__all__ = ["judge_cost_summary", "format_cost_summary", "predicted_judge_cost"]
 
 
 def _tokens_per_call(conn: sa.Connection, purpose: str, model: str) -> tuple[float, float, int]:
@@ -36,13 +36,41 @@ def _tokens_per_call(conn: sa.Connection, purpose: str, model: str) -> tuple[flo
     return float(row[0]), float(row[1] or 0.0), int(row[2])
 
 
+def _per_call_prediction(conn: sa.Connection, spec: JudgeSpec, name: str) -> tuple[float, float, float, int,
+                                                                                       float | None]:
+    """(calls per report, prompt tokens, completion tokens, how many audited calls those are over, USD per
+    call or None when the model has no price) of one metric under one judge."""
+    from deepscholar.evaluation.registry import get
+
+    metric = get(name)
+    purpose = getattr(metric, "purpose", None)
+    if spec.is_local or purpose is None or float(getattr(metric, "calls_per_report", 1.0)) == 0.0:
+        return 0.0, 0.0, 0.0, 0, 0.0
+    model = spec.model_for(name)
+    prompt, completion, basis = _tokens_per_call(conn, purpose, model)
+    price = price_of(model)
+    return (float(metric.calls_per_report), prompt, completion, basis,
+            None if price is None else prompt * price[0] + completion * price[1])
+
+
+def predicted_judge_cost(conn: sa.Connection, spec: JudgeSpec, metrics: Sequence[str],
+                         n_reports: int) -> tuple[float, float | None]:
+    """(calls, USD) that judging `n_reports` more reports on these metrics should take; USD None when a
+    needed price is unknown."""
+    calls, cost = 0.0, 0.0
+    for name in metrics:
+        per_report, _, _, _, per_call = _per_call_prediction(conn, spec, name)
+        calls += per_report * n_reports
+        if per_report and n_reports:
+            cost = None if cost is None or per_call is None else cost + per_report * n_reports * per_call
+    return calls, cost
+
+
 def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: Sequence[str] | None = None,
                        systems: Sequence[str] | None = None) -> dict:
     """Per metric: predicted and actual judge requests, tokens and cost for one release and judge; and per
     system, generation's and the judge's tokens and cost (leaderboard_costs). Costs are None when a price
     is unknown (a local or unpriced model), never a silent 0."""
-    from deepscholar.evaluation.registry import get
-
     spec = JudgeSpec.parse(judge)
     names = list(metrics or [*registry.metric_names(registry.CORE),
                              *(m for t in current_settings().tracks for m in registry.metric_names(t))])
@@ -59,16 +87,9 @@ def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: 
                 "ORDER BY 1"), {"s": list(systems) if systems else None}).scalars())
         rows = []
         for name in names:
-            metric = get(name)
-            purpose = getattr(metric, "purpose", None)
-            judge_free = purpose is None or float(getattr(metric, "calls_per_report", 1.0)) == 0.0
             model = spec.model_for(name)
-            predicted_calls = 0.0 if spec.is_local or judge_free else (
-                float(metric.calls_per_report) * n_queries * len(judged_systems))
-            prompt, completion, basis = (0.0, 0.0, 0) if spec.is_local or judge_free else _tokens_per_call(
-                conn, purpose, model)
-            price = None if spec.is_local else price_of(model)
-            per_call = None if price is None else prompt * price[0] + completion * price[1]
+            per_report, prompt, completion, basis, per_call = _per_call_prediction(conn, spec, name)
+            predicted_calls = per_report * n_queries * len(judged_systems)
             actual = conn.execute(sa.text("""
                 SELECT count(*), sum(c.prompt_tokens), sum(c.completion_tokens),
                        CASE WHEN bool_and(c.cost_usd IS NOT NULL) THEN sum(c.cost_usd) END
