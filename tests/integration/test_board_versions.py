@@ -147,3 +147,22 @@ def test_the_page_shows_the_version_with_a_link_to_every_version(engine):
         assert "Not the current version" in old.one("p", {"data-board-version": "1"}).text()
         api = json.loads(urllib.request.urlopen(f"{base}/api/leaderboard?release={release}&version=1").read())
         assert api["board_version"] == 1 and [v["board_version"] for v in api["versions"]] == [2, 1]
+
+
+def test_history_and_latest_show_a_corrected_month_once_by_its_newest_version_with_a_board(engine):
+    seed_month(engine, "2025-01", n_queries=4)
+    seed_month(engine, "2025-01.v2", n_queries=4)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE releases SET window_start = '2025-01-01T00:00:00Z', base_id = '2025-01', "
+                             "version = CASE release_id WHEN '2025-01' THEN 1 ELSE 2 END"))
+    roll_up(engine, "2025-01", JUDGE, n_boot=100)
+    with engine.connect() as conn:
+        assert set(conn.execute(sa.text("SELECT release_id FROM leaderboard_history")).scalars()) == {"2025-01"}
+    roll_up(engine, "2025-01.v2", JUDGE, n_boot=100)
+    with engine.connect() as conn:
+        history = conn.execute(sa.text("SELECT DISTINCT release_id, month FROM leaderboard_history")).all()
+        latest = set(conn.execute(sa.text("SELECT release_id FROM leaderboard_latest")).scalars())
+        # The old version's board stays readable by its own id.
+        old = conn.execute(sa.text("SELECT count(*) FROM leaderboard WHERE release_id = '2025-01'")).scalar()
+    assert [(r, m.isoformat()) for r, m in history] == [("2025-01.v2", "2025-01-01")]
+    assert latest == {"2025-01.v2"} and old == 3

@@ -10,6 +10,7 @@ This module sits at the database layer and knows nothing of metrics beyond their
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 
@@ -80,12 +81,14 @@ GROUP BY s.release_id, s.judge_config, s.board_version, s.system_id""",
         f"""CREATE VIEW {SCHEMA}.leaderboard AS
 SELECT v.* FROM {SCHEMA}.leaderboard_versions v
 {_CURRENT}""",
-        # Per judge_config, the rows of the latest release that has a leaderboard under it.
+        # Per judge_config, the rows of the latest release that has a leaderboard under it (of a month with
+        # several release versions, the newest version with a board).
         f"""CREATE VIEW {SCHEMA}.leaderboard_latest AS
 WITH latest AS (
-    SELECT DISTINCT ON (judge_config) judge_config, release_id, month
-    FROM {SCHEMA}.leaderboard_releases
-    ORDER BY judge_config, month DESC, release_id DESC
+    SELECT DISTINCT ON (lr.judge_config) lr.judge_config, lr.release_id, lr.month
+    FROM {SCHEMA}.leaderboard_releases lr
+    JOIN {SCHEMA}.releases r ON r.release_id = lr.release_id
+    ORDER BY lr.judge_config, lr.month DESC, r.base_id DESC, r.version DESC
 )
 SELECT l.release_id, latest.month, l.system_id, l.judge_config, l.local_judge, l.n_queries, l.n_reports,
        l.n_failed{picked},
@@ -93,12 +96,18 @@ SELECT l.release_id, latest.month, l.system_id, l.judge_config, l.local_judge, l
        l.computed_at, l.board_version{more_l}
 FROM {SCHEMA}.leaderboard l
 JOIN latest ON latest.judge_config = l.judge_config AND latest.release_id = l.release_id""",
-        # One row per month x system x judge_config, for trends across releases.
+        # One row per month x system x judge_config, for trends across releases: of a month corrected by a new
+        # release version, the newest version that has a board under that judge.
         f"""CREATE VIEW {SCHEMA}.leaderboard_history AS
 SELECT l.release_id, lr.month, l.system_id, l.judge_config, l.local_judge{picked},
        l.geometric_mean, l.rank, l.n_reports, l.board_version{more_l}
 FROM {SCHEMA}.leaderboard l
-JOIN {SCHEMA}.leaderboard_releases lr ON lr.release_id = l.release_id AND lr.judge_config = l.judge_config""",
+JOIN {SCHEMA}.leaderboard_releases lr ON lr.release_id = l.release_id AND lr.judge_config = l.judge_config
+JOIN {SCHEMA}.releases rel ON rel.release_id = l.release_id
+WHERE NOT EXISTS (
+    SELECT 1 FROM {SCHEMA}.leaderboard_releases newer
+    JOIN {SCHEMA}.releases nr ON nr.release_id = newer.release_id
+    WHERE newer.judge_config = l.judge_config AND nr.base_id = rel.base_id AND nr.version > rel.version)""",
     ]
 
 
@@ -116,16 +125,26 @@ def sync_wide_views(conn: sa.Connection, names: Sequence[str]) -> bool:
     on ours makes the DROP fail with PostgreSQL's message naming it: ours are never dropped with CASCADE.
     """
     extras = board_extras(conn)
-    wanted = wide_view_columns(names, extras)
-    if _current_columns(conn) == wanted:
+    statements = wide_view_sql(names, extras)
+    # The views' definition, not only their columns: a changed definition (e.g. the history's rule for a
+    # month with several release versions) re-creates them too. Kept as the `leaderboard` view's comment.
+    signature = "definition " + hashlib.sha256("\n".join(statements).encode()).hexdigest()[:16]
+
+    def current() -> tuple[list[str], str | None]:
+        return _current_columns(conn), conn.execute(sa.text(
+            "SELECT obj_description(to_regclass(:v), 'pg_class')"), {"v": f"{SCHEMA}.leaderboard"}).scalar()
+
+    wanted = (wide_view_columns(names, extras), signature)
+    if current() == wanted:
         return False
     conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": _LOCK_KEY})
-    if _current_columns(conn) == wanted:  # another process did it while we waited
+    if current() == wanted:  # another process did it while we waited
         return False
     for view in reversed(WIDE_VIEWS):
         conn.exec_driver_sql(f"DROP VIEW IF EXISTS {SCHEMA}.{view}")
-    for statement in wide_view_sql(names, extras):
+    for statement in statements:
         conn.exec_driver_sql(statement)
+    conn.exec_driver_sql(f"COMMENT ON VIEW {SCHEMA}.leaderboard IS '{signature}'")
     return True
 
 
