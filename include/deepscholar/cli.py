@@ -10,6 +10,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from typing import overload
 
 from deepscholar.errors import InfrastructureError, UserError, is_warehouse_outage
 from deepscholar.progress import terminal_bars
@@ -79,6 +80,14 @@ def cmd_db_url(args) -> int:
 
     print(db.resolve_db_url())
     return 0
+
+
+@overload
+def _release(engine, name: str) -> str: ...
+
+
+@overload
+def _release(engine, name: None) -> None: ...
 
 
 def _release(engine, name: str | None) -> str | None:

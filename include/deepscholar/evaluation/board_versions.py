@@ -222,12 +222,11 @@ def publish_board(engine: Engine, release_id: str, judge_config: str) -> dict:
                 WHERE release_id = :r AND judge_config = :j GROUP BY release_id, judge_config)
               AND status = 'draft'
             RETURNING *"""), {"r": release_id, "j": judge_config}).mappings().first()
-        if row is None:
-            row = _version_row(conn, release_id, judge_config)
-            if row is None:
-                raise NotFound(f"no board for release {release_id} under {judge_config} to publish: roll it up first "
-                               f"(`deepscholar evaluate --release {release_id}`)")
-    return dict(row)
+        found = dict(row) if row is not None else _version_row(conn, release_id, judge_config)
+        if found is None:
+            raise NotFound(f"no board for release {release_id} under {judge_config} to publish: roll it up first "
+                           f"(`deepscholar evaluate --release {release_id}`)")
+    return found
 
 
 def list_versions(engine: Engine, release_id: str, judge_config: str) -> list[dict]:

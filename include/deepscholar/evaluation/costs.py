@@ -49,7 +49,7 @@ def _per_call_prediction(conn: sa.Connection, spec: JudgeSpec, name: str) -> tup
     model = spec.model_for(name)
     prompt, completion, basis = _tokens_per_call(conn, purpose, model)
     price = price_of(model)
-    return (float(metric.calls_per_report), prompt, completion, basis,
+    return (float(getattr(metric, "calls_per_report", 1.0)), prompt, completion, basis,
             None if price is None else prompt * price[0] + completion * price[1])
 
 
@@ -57,7 +57,8 @@ def predicted_judge_cost(conn: sa.Connection, spec: JudgeSpec, metrics: Sequence
                          n_reports: int) -> tuple[float, float | None]:
     """(calls, USD) that judging `n_reports` more reports on these metrics should take; USD None when a
     needed price is unknown."""
-    calls, cost = 0.0, 0.0
+    calls = 0.0
+    cost: float | None = 0.0
     for name in metrics:
         per_report, _, _, _, per_call = _per_call_prediction(conn, spec, name)
         calls += per_report * n_reports

@@ -52,7 +52,7 @@ class ExportResult:
 
 def metrics_frame() -> pd.DataFrame:
     """Every registered metric and what the boards read of it, from the metric registry (never a list here)."""
-    rows = []
+    rows: list[dict] = []
     for family in (registry.CORE, *registry.tracks()):
         ranking = registry.ranking_metric(family)
         for m in registry.metrics(family):
@@ -82,6 +82,8 @@ def _judges(conn: sa.Connection, release_id: str, judge: str | None) -> list[str
 
 
 def _read(conn: sa.Connection, table: Table, params: dict) -> pd.DataFrame:
+    if table.sql is None:
+        raise ValueError(f"table {table.name} is not read from the warehouse")
     result = conn.execute(sa.text(table.sql), params)
     return pd.DataFrame([tuple(r) for r in result], columns=list(result.keys()))
 
@@ -111,7 +113,7 @@ def _withhold_reports(frame: pd.DataFrame, licences: dict[str, PaperLicence]) ->
 
 def _parquet_available() -> bool:
     try:
-        import pyarrow  # noqa: F401
+        import pyarrow  # type: ignore[import-untyped]  # noqa: F401
     except ImportError:
         return False
     return True

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import sqlalchemy as sa
 
@@ -202,7 +202,7 @@ def drop_generated_views(conn: sa.Connection) -> tuple[list[str] | None, dict[st
     return core, tracks
 
 
-def sync_track_views(conn: sa.Connection, tracks: dict[str, Sequence[str]]) -> bool:
+def sync_track_views(conn: sa.Connection, tracks: Mapping[str, Sequence[str]]) -> bool:
     """Make leaderboard_track_<track> exist, with one column per metric, for exactly these tracks (views of
     tracks no longer given are dropped, never with CASCADE); True when anything had to change."""
     extras = board_extras(conn, "track_boards")

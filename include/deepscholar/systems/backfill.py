@@ -70,12 +70,12 @@ class BackfillPlan:
     @property
     def judge_cost_usd(self) -> float | None:
         costs = [t.judge_cost_usd for t in self.targets if t.missing]
-        return None if any(c is None for c in costs) else float(sum(costs))
+        return None if any(c is None for c in costs) else float(sum(c for c in costs if c is not None))
 
     @property
     def generation_cost_usd(self) -> float | None:
         costs = [t.generation_cost_usd for t in self.targets if t.missing]
-        return None if any(c is None for c in costs) else float(sum(costs))
+        return None if any(c is None for c in costs) else float(sum(c for c in costs if c is not None))
 
 
 def _month_of(base_id: str) -> str | None:
@@ -170,7 +170,8 @@ def queue_backfill(plan: BackfillPlan, api, dag_id: str | None = None) -> list[d
     alone = [t for t in todo if t not in in_range]
     created = []
     if in_range:
-        first, last = min(t.month for t in in_range), max(t.month for t in in_range)
+        months = [t.month for t in in_range if t.month is not None]  # (months only: checked above)
+        first, last = min(months), max(months)
         created.append({"kind": "backfill", "months": [first, last], **api.request("POST", "/backfills", json={
             "dag_id": dag_id, "from_date": f"{first}-01T00:00:00Z", "to_date": f"{last}-01T00:00:00Z",
             "dag_run_conf": conf, "reprocess_behavior": "completed"})})

@@ -146,8 +146,8 @@ def _install_pages(app: FastAPI, engine: Callable[[], Engine]) -> None:
                 tracks = q.load_track_boards(conn, board.release_id, board.judge_config, board.board_version)
                 agreement = q.load_agreement_rows(conn, board.release_id, board.judge_config, board.board_version)
             selection = None if board.release_id is None else Selection((board.release_id,), board.release_id)
-        categories = [] if selection is None or version is not None else q.category_page_boards(
-            engine(), selection, board.judge_config, minimum)
+        categories = [] if selection is None or version is not None or board.judge_config is None else (
+            q.category_page_boards(engine(), selection, board.judge_config, minimum))
         with engine().connect() as conn:
             months = q.board_months(conn, board.judge_config)
         base = _base_of(request)

@@ -139,7 +139,7 @@ def load_board(conn: sa.Connection, judge_config: str | None = None, release_id:
         conn, "SELECT * FROM deepscholar.leaderboard_costs WHERE release_id = :r AND judge_config = :j",
         r=release, j=chosen)}
     return Board(release, chosen, _board_judge_configs(conn, release), _sort_board(rows),
-                 _metric_cells(conn, release, chosen, shown), latest=release_id is None, board_version=shown,
+                 _metric_cells(conn, release, chosen, shown or 0), latest=release_id is None, board_version=shown,
                  versions=versions, costs=costs)
 
 
@@ -342,7 +342,7 @@ def pooled_page_board(engine, judge_config: str | None, window_from: str | None,
     for family in registry.tracks():
         track_rows = pooled.pooled_board(engine, selection, judge, family=family)
         if track_rows:
-            tracks.append(TrackBoard(family, registry.ranking_metric(family), track_rows,
+            tracks.append(TrackBoard(family, registry.ranking_metric(family) or "", track_rows,
                                      {(r["system_id"], m): d for r in track_rows for m, d in r["metrics"].items()}))
     return board, tracks, selection
 

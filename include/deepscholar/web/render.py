@@ -13,7 +13,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 from urllib.parse import quote, urlencode, urlsplit
 
 import jinja2
@@ -219,7 +219,7 @@ def _contamination_shown(r: Mapping) -> dict:
     mark = r.get("contamination")
     cutoff = r.get("knowledge_cutoff")
     return {"contamination": mark, "contamination_label": LABELS.get(mark or "", ""),
-            "knowledge_cutoff": cutoff.isoformat() if hasattr(cutoff, "isoformat") else cutoff}
+            "knowledge_cutoff": cutoff.isoformat() if cutoff is not None and hasattr(cutoff, "isoformat") else cutoff}
 
 
 def _provenance(rows: Sequence[Mapping]) -> tuple[list[tuple[str, str]], Any]:
@@ -289,6 +289,14 @@ def board_context(board: Board, base: str, tracks: Sequence[TrackBoard] = (),
         "n_versions": len(board.versions),
         "versions_link": f"{base}/versions{qs(release=board.release_id, judge_config=board.judge_config)}",
     }
+
+
+@overload
+def _version_shown(info: Mapping) -> dict: ...
+
+
+@overload
+def _version_shown(info: None) -> None: ...
 
 
 def _version_shown(info: Mapping | None) -> dict | None:
