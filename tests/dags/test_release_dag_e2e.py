@@ -10,7 +10,6 @@ import pytest
 import sqlalchemy as sa
 from support.demo_month import write_unresolvable_snapshot
 
-from deepscholar import db
 from deepscholar.demo import replay_endpoints, run_release_dag
 
 pytestmark = pytest.mark.slow  # real Airflow processes: minutes, not seconds
@@ -45,18 +44,23 @@ def _run(snapshot: Path, home: Path, db_url: str) -> tuple[int, str]:
     return rc, log_file.read_text()
 
 
-def _content_fingerprint(engine) -> dict:
-    """Counts plus the stored values users rely on, so a re-run that rewrote data would show."""
+def _content_fingerprint(engine, release_id: str = MONTH) -> dict:
+    """The stored values users rely on of one release (and its seal), so a re-run that rewrote them would show."""
+    params = {"r": release_id}
     with engine.connect() as conn:
-        return db.row_counts(engine) | {
+        return {
+            "release": tuple(conn.execute(sa.text(
+                "SELECT status, manifest_hash, published_at FROM releases WHERE release_id = :r"), params).one()),
             "queries": conn.execute(sa.text(
-                "SELECT array_agg(arxiv_id || ':' || word_count ORDER BY arxiv_id) FROM release_queries")).scalar(),
+                "SELECT array_agg(arxiv_id || ':' || word_count ORDER BY arxiv_id) FROM release_queries "
+                "WHERE release_id = :r"), params).scalar(),
             "references": conn.execute(sa.text(
                 "SELECT array_agg(cite_key || ':' || coalesce(resolved_arxiv_id, '-') || ':' || "
                 "coalesce(cited_by_count::text, '-') || ':' || coalesce(is_important::text, '-') "
-                "ORDER BY arxiv_id, cite_key) FROM exemplar_references")).scalar(),
+                "ORDER BY arxiv_id, cite_key) FROM exemplar_references WHERE release_id = :r"), params).scalar(),
             "nuggets": conn.execute(sa.text(
-                "SELECT md5(string_agg(text || importance, '|' ORDER BY arxiv_id, nugget_idx)) FROM nuggets")).scalar(),
+                "SELECT md5(string_agg(text || importance, '|' ORDER BY arxiv_id, nugget_idx)) FROM nuggets "
+                "WHERE release_id = :r"), params).scalar(),
         }
 
 
@@ -84,10 +88,21 @@ def test_release_dag_publishes_the_month_and_a_rerun_changes_nothing(engine, db_
         ).fetchone()[0]
     assert events >= 1
 
+    # Published means immutable: running the month again is a rebuild, which becomes version 2 of the month
+    # (the same sources give the same content and manifest hash) and leaves version 1 exactly as it was.
     before = _content_fingerprint(engine)
     rc, log = _run(snapshot, airflow_home, db_url)
     assert rc == 0, log[-5000:]
     assert _content_fingerprint(engine) == before
+    again = _content_fingerprint(engine, f"{MONTH}.v2")
+    assert again["release"][:2] == ("published", before["release"][1])
+    assert {k: again[k] for k in ("queries", "references", "nuggets")} == {
+        k: before[k] for k in ("queries", "references", "nuggets")}
+    with engine.connect() as conn:
+        changelog = conn.execute(sa.text(
+            "SELECT previous_release, reason, changes FROM release_changelog WHERE release_id = :r"),
+            {"r": f"{MONTH}.v2"}).one()
+    assert changelog[:2] == (MONTH, "rebuild requested") and changelog[2]
 
 
 def test_corrupted_snapshot_fails_the_gate_and_stays_unpublished(engine, db_url, snapshot, airflow_home, tmp_path):
