@@ -44,6 +44,8 @@ __all__ = [
     "Batch",
     "BatchJudgedMetric",
     "parse_batch_labels",
+    "AnnotationUnit",
+    "annotatable",
 ]
 
 # --- what a metric reads -----------------------------------------------------------------------------
@@ -195,6 +197,27 @@ class Score:
     details: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class AnnotationUnit:
+    """One question a human can answer about one judged item: the whole item, or one sub-item of a batch.
+
+    Judge validation (evaluation/annotation.py, judge_agreement.py) compares a judge's answer with a
+    human's, or two judges' answers, unit by unit, so every judged metric says once how its stored label
+    reads as one of its `annotation_labels` (`judge_label`) and what a human must read to answer
+    (`content`: field name -> plain text, besides the query paper's title and abstract, which every
+    annotation file carries)."""
+
+    sub_key: str  # '' for the whole item; else the sub-item's 1-based position within the batch
+    content: dict[str, str]
+    judge_label: str | None  # the judge's answer as one of the metric's annotation_labels; None: unscored
+
+
+def annotatable(metric: Any) -> bool:
+    """Whether a metric can be validated against human labels: it asks a judge and says how a human
+    answers the same question (`annotation_question`, `annotation_labels`, `annotation_units`)."""
+    return all(hasattr(metric, a) for a in ("annotation_question", "annotation_labels", "annotation_units"))
+
+
 def unscored_item(key: str, reason: str, calls: int = 0) -> ItemJudgment:
     return ItemJudgment(key=key, label=None, unscored_reason=reason, calls=calls)
 
@@ -253,6 +276,13 @@ class Metric(Protocol):
 
     # Optional: `prepare(engine, release_id)`, run once before a judge task judges any report, for data the
     # metric needs fixed for the whole release (document_importance freezes cited-by counts there).
+    #
+    # Optional, for judge validation (every judged metric has it; `annotatable()`):
+    #   annotation_question: str          the question in plain words, as a human annotator reads it
+    #   annotation_labels: tuple[str, ...] the answers allowed, in the order a form lists them
+    #   annotation_units(report, item, label) -> list[AnnotationUnit]
+    #       the units of one stored judgment (`label` as in `judgments.label`, None when unscored), in a
+    #       fixed order, each with the judge's answer mapped onto annotation_labels.
 
 
 def compose_version(definition: str, *prompt_versions: str) -> str:

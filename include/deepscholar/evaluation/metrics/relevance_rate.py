@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from deepscholar.evaluation.base import (
+    AnnotationUnit,
     Item,
     ItemJudgment,
     LLMJudgedMetric,
@@ -67,8 +68,17 @@ class RelevanceRate(LLMJudgedMetric):
     prompt_name = "relevance_rate_v2"
     definition = "d1"
 
+    annotation_question = ("How relevant is this cited paper to the query paper's related work? "
+                           "2 = directly relevant prior work, 1 = related background, 0 = off-topic.")
+    annotation_labels = tuple(str(g) for g in reversed(GRADES))
+
     def items(self, report: ReportContext) -> list[Item]:
         return [Item(f"src:{s.arxiv_id}", s) for s in report.cited_arxiv_sources()]
+
+    def annotation_units(self, report: ReportContext, item: Item, label: dict | None) -> list[AnnotationUnit]:
+        title, text = source_fields(item.payload)
+        return [AnnotationUnit("", {"source_title": title, "source_text": text},
+                               None if label is None else str(label["grade"]))]
 
     def prompt_fields(self, report: ReportContext, item: Item) -> dict:
         title, text = source_fields(item.payload)
