@@ -1,0 +1,105 @@
+"""The annotation units of a month's judgments: what a human (or a second judge) answers, item by item.
+
+Judge validation compares answers unit by unit (base.AnnotationUnit: one judged item, or one sub-item of
+a batch). A unit's identity does not depend on the judge: every judge config that judged (report, metric,
+item key) answered the same questions, so `item_id` (stable, opaque) names one question for human labels,
+for a second judge and for the drift check alike. The units are rebuilt from the stored judgments and the
+report's context (the metric's own `items()` gives each item's payload, e.g. a batch's sub-item texts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from deepscholar.errors import InvalidInput
+from deepscholar.evaluation import registry
+from deepscholar.evaluation.base import AnnotationUnit, Metric, ReportContext, annotatable
+from deepscholar.evaluation.context import load_reports
+
+__all__ = ["JudgedUnit", "item_id", "annotatable_metric", "annotatable_metric_names", "judged_units"]
+
+CHUNK_REPORTS = 200  # report contexts loaded per round trip pair (context.load_reports)
+
+
+@dataclass(frozen=True)
+class JudgedUnit:
+    """One unit of one stored judgment: where it comes from, what it asks and the judge's answer."""
+
+    item_id: str
+    release_id: str
+    report_id: int
+    system_id: str
+    arxiv_id: str  # the query paper
+    metric: str
+    item_key: str
+    judge_config: str
+    unit: AnnotationUnit
+    report: ReportContext
+
+    @property
+    def judge_label(self) -> str | None:
+        return self.unit.judge_label
+
+
+def item_id(report_id: int, metric: str, item_key: str, sub_key: str) -> str:
+    """Stable, opaque name of one question: the same for every judge and every export."""
+    digest = hashlib.sha256(f"{report_id}\x1f{metric}\x1f{item_key}\x1f{sub_key}".encode()).hexdigest()
+    return f"{metric[:3]}-{digest[:20]}"
+
+
+def annotatable_metric(name: str) -> Metric:
+    """The registered metric `name`, refusing one a human cannot validate (no judge, or no hook)."""
+    metric = registry.get(name)
+    if not annotatable(metric):
+        raise InvalidInput(f"metric {name!r} asks no judge a question a human could answer (it is computed "
+                           f"without a judge); annotatable metrics: {', '.join(annotatable_metric_names())}")
+    return metric
+
+
+def annotatable_metric_names() -> list[str]:
+    """Every registered metric (core and tracks) with annotation units, in registry order."""
+    return [m.name for m in registry.metrics() if annotatable(m)]
+
+
+def _judgment_rows(engine: Engine, release_id: str, metric: str, judge_config: str,
+                   report_ids: Sequence[int] | None) -> list:
+    where = " AND j.report_id = ANY(:ids)" if report_ids is not None else ""
+    with engine.connect() as conn:
+        return list(conn.execute(sa.text(f"""
+            SELECT j.report_id, j.item_key, j.label
+            FROM judgments j JOIN reports r USING (report_id)
+            WHERE r.release_id = :r AND j.metric = :m AND j.judge_config = :j AND r.status = 'ok'{where}
+            ORDER BY j.report_id, j.item_key"""),
+            {"r": release_id, "m": metric, "j": judge_config, "ids": list(report_ids or [])}))
+
+
+def judged_units(engine: Engine, release_id: str, metric: str, judge_config: str,
+                 report_ids: Iterable[int] | None = None) -> Iterator[JudgedUnit]:
+    """Every unit of `metric`'s stored judgments under `judge_config` on the release (or on the given
+    reports), in (report, item key, sub key) order; unscored judgments give units with judge_label None.
+
+    A stored item the metric no longer asks about (its report changed since) is skipped: there is no
+    question left to show a human."""
+    m = annotatable_metric(metric)
+    rows = _judgment_rows(engine, release_id, metric, judge_config,
+                          None if report_ids is None else sorted(set(report_ids)))
+    by_report: dict[int, list] = {}
+    for row in rows:
+        by_report.setdefault(row.report_id, []).append(row)
+    ids = list(by_report)
+    for start in range(0, len(ids), CHUNK_REPORTS):
+        for ctx in load_reports(engine, ids[start:start + CHUNK_REPORTS]):
+            items = {it.key: it for it in m.items(ctx)}
+            for row in by_report[ctx.report_id]:
+                item = items.get(row.item_key)
+                if item is None:
+                    continue
+                for unit in m.annotation_units(ctx, item, row.label):
+                    yield JudgedUnit(item_id(ctx.report_id, metric, row.item_key, unit.sub_key), ctx.release_id,
+                                     ctx.report_id, ctx.system_id, ctx.arxiv_id, metric, row.item_key,
+                                     judge_config, unit, ctx)
