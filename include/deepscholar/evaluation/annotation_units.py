@@ -12,13 +12,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.errors import InvalidInput
 from deepscholar.evaluation import registry
-from deepscholar.evaluation.base import AnnotationUnit, Metric, ReportContext, annotatable
+from deepscholar.evaluation.base import AnnotationUnit, ReportContext, annotatable
 from deepscholar.evaluation.context import load_reports
 
 __all__ = ["JudgedUnit", "item_id", "annotatable_metric", "annotatable_metric_names", "judged_units"]
@@ -52,8 +53,9 @@ def item_id(report_id: int, metric: str, item_key: str, sub_key: str) -> str:
     return f"{metric[:3]}-{digest[:20]}"
 
 
-def annotatable_metric(name: str) -> Metric:
-    """The registered metric `name`, refusing one a human cannot validate (no judge, or no hook)."""
+def annotatable_metric(name: str) -> Any:
+    """The registered metric `name`, refusing one a human cannot validate (no judge, or no hook); typed Any:
+    the annotation hooks are optional members of the Metric protocol."""
     metric = registry.get(name)
     if not annotatable(metric):
         raise InvalidInput(f"metric {name!r} asks no judge a question a human could answer (it is computed "
