@@ -59,6 +59,9 @@ def judged_month(engine):
     _add_track_scores(engine, release)
     with engine.begin() as conn:  # epsilon has no ok report under JUDGE: inactive, so the gate passes
         conn.execute(sa.text("UPDATE systems SET active = false WHERE system_id = 'epsilon'"))
+        # beta's model may have read this month's papers: shown, not ranked, and the export says why.
+        conn.execute(sa.text("UPDATE systems SET model_knowledge = true, knowledge_cutoff = '2099-01-01' "
+                             "WHERE system_id = 'beta'"))
         conn.execute(sa.text("INSERT INTO judge_configs (judge_config, kind, model) VALUES (:j, 'local', 'MiniLM')"),
                      {"j": JUDGE})
     roll_up(engine, release, JUDGE, n_boot=100)
@@ -73,10 +76,19 @@ def _load(folder, name: str, fmt: str) -> pd.DataFrame:
     return pd.read_csv(folder / f"{name}.csv", dtype=TEXT) if fmt == "csv" else pd.read_parquet(folder / f"{name}.parquet")
 
 
+def _ranks(frame: pd.DataFrame, by: str, unranked: set[str]) -> pd.Series:
+    """Ranks by `by` (best first, ties the better rank) among the systems not in `unranked` (NaN there)."""
+    ranked = ~frame["system_id"].isin(unranked)
+    return frame[ranked].groupby("judge_config")[by].rank(method="min", ascending=False).reindex(frame.index)
+
+
 def _recompute(folder, fmt: str) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
     """The core board (per judge and system: each core metric's headline mean over ok reports, unscored left
-    out; their geometric mean; the rank by it) and each track's ranking-metric means, from the files."""
+    out; their geometric mean; the rank by it among the systems the board does not mark may_have_seen) and
+    each track's ranking-metric means, from the files."""
     scores, metrics = _load(folder, "metric_scores", fmt), _load(folder, "metrics", fmt)
+    systems = _load(folder, "leaderboard_systems", fmt)
+    unranked = set(systems.loc[systems["contamination"] == "may_have_seen", "system_id"])
     headline = dict(zip(metrics["metric"], metrics["headline_variant"], strict=True))
     ok = scores[(scores["report_status"] == "ok") & (scores["variant"] == scores["metric"].map(headline))]
     means = ok.groupby(["judge_config", "system_id", "metric"])["value"].mean()
@@ -89,13 +101,20 @@ def _recompute(folder, fmt: str) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]
         rows.append({"judge_config": judge, "system_id": system, "geometric_mean": gm,
                      **{m: v for m, v in zip(core, values, strict=True)}})
     board = pd.DataFrame(rows)
-    board["rank"] = board.groupby("judge_config")["geometric_mean"].rank(method="min", ascending=False).astype(int)
+    board["rank"] = _ranks(board, "geometric_mean", unranked)
     tracks = {}
     for track, metric in metrics.dropna(subset=["ranks_track"])[["ranks_track", "metric"]].itertuples(index=False):
         series = means.xs(metric, level="metric").rename("mean").reset_index()
-        series["rank"] = series.groupby("judge_config")["mean"].rank(method="min", ascending=False).astype(int)
+        series["rank"] = _ranks(series, "mean", unranked)
         tracks[track] = series
     return board, tracks
+
+
+def _same_rank(*ranks) -> bool:
+    """Equal ranks, an unranked system (NaN / None / empty) equal to unranked only."""
+    as_int = [None if r is None or (isinstance(r, float) and math.isnan(r)) or r is pd.NA or r == ""
+              else int(r) for r in ranks]
+    return len(set(as_int)) == 1
 
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
@@ -115,10 +134,13 @@ def test_the_exported_boards_recompute_from_the_exported_scores_with_pandas_alon
             "SELECT * FROM leaderboard_systems JOIN board_current USING (release_id, judge_config, board_version) "
             "WHERE release_id = :r AND judge_config = :j"), {"r": release, "j": JUDGE})}
     assert set(board["system_id"]) == set(exported.index) == set(stored) == {"alpha", "beta", "gamma"}
+    assert exported.loc["beta", "contamination"] == "may_have_seen" and pd.isna(exported.loc["beta", "rank"])
+    assert str(exported.loc["beta", "knowledge_cutoff"]).startswith("2099-01-01")
+    assert set(exported["contamination"].dropna()) == {"may_have_seen"}  # alpha, gamma: model-free, ranked
     for row in board.itertuples():
         assert abs(row.geometric_mean - exported.loc[row.system_id, "geometric_mean"]) <= TOL
         assert abs(row.geometric_mean - stored[row.system_id][0]) <= TOL
-        assert row.rank == exported.loc[row.system_id, "rank"] == stored[row.system_id][1]
+        assert _same_rank(row.rank, exported.loc[row.system_id, "rank"], stored[row.system_id][1])
         for metric in registry.metric_names(registry.CORE):
             assert abs(getattr(row, metric) - exported_means[(row.system_id, metric)]) <= TOL
 
@@ -138,8 +160,8 @@ def test_the_exported_boards_recompute_from_the_exported_scores_with_pandas_alon
             mean = track_means[(track_means["family"] == track) & (track_means["system_id"] == row.system_id)
                                & (track_means["metric"] == registry.ranking_metric(track))]["mean"].item()
             assert abs(row.mean - mean) <= TOL and abs(row.mean - stored_tracks[(track, row.system_id)][0]) <= TOL
-            assert row.rank == ranking.loc[ranking["system_id"] == row.system_id, "rank"].item() \
-                == stored_tracks[(track, row.system_id)][1]
+            assert _same_rank(row.rank, ranking.loc[ranking["system_id"] == row.system_id, "rank"].item(),
+                              stored_tracks[(track, row.system_id)][1])
 
     # Both formats hold the same columns; the datacard names every file and the provenance.
     for name in result.rows:

@@ -45,6 +45,11 @@ _LICENCE = (("license", "the paper's licence URL from arXiv's OAI-PMH record (em
             ("text_withheld", "why the section texts are empty (empty: they are published)"))
 _BOARD_KEY = (("release_id", "the release (month)"), ("judge_config", "the judge that scored the reports"),
               ("board_version", "the board version (the one readers see; see board_versions.csv)"))
+_CUTOFF = (("knowledge_cutoff", "the system's model knowledge cutoff when the board was rolled up (empty: unknown or "
+                                "no model)"),
+           ("contamination", "may_have_seen: the cutoff is on/after the month's first query, so the row is shown "
+                             "but not ranked; cutoff_unknown: a model-using system without a known cutoff, ranked "
+                             "and marked; empty: neither"))
 _METRIC_ROW = (
     ("metric", "metric name (metrics.csv)"), ("dimension", "its dimension"),
     ("metric_position", "its column within the board"), ("variant", "the headline variant the mean is of"),
@@ -150,7 +155,8 @@ TABLES: tuple[Table, ...] = (
                 ("ranks_track", "the track whose board ranks by this metric (empty: none)"))),
     Table("leaderboard_systems", "the core board: one system per row, ranked by the geometric mean of its metric means",
           """SELECT l.release_id, l.judge_config, l.board_version, l.system_id, l.n_queries, l.n_reports, l.n_failed,
-                    l.geometric_mean, l.geometric_mean_ci_low, l.geometric_mean_ci_high, l.rank
+                    l.geometric_mean, l.geometric_mean_ci_low, l.geometric_mean_ci_high, l.rank,
+                    l.knowledge_cutoff, l.contamination
                FROM leaderboard_systems l JOIN board_current c USING (release_id, judge_config, board_version)
               WHERE l.release_id = :r AND l.judge_config = ANY(:judges)
               ORDER BY l.judge_config, l.rank, l.system_id""",
@@ -159,7 +165,8 @@ TABLES: tuple[Table, ...] = (
                 ("geometric_mean", "geometric mean of the core metrics' means"),
                 ("geometric_mean_ci_low", "bootstrap 95% interval, low"),
                 ("geometric_mean_ci_high", "bootstrap 95% interval, high"),
-                ("rank", "rank by the geometric mean (ties share the better rank)"))),
+                ("rank", "rank by the geometric mean (ties share the better rank; empty: not ranked, see "
+                         "contamination)"), *_CUTOFF)),
     Table("leaderboard_metrics", "the core board's metric means: one (system, metric) per row",
           """SELECT l.release_id, l.judge_config, l.board_version, l.system_id, l.metric, l.dimension, l.metric_position,
                     l.variant, l.metric_version, l.mean, l.n, l.n_unscored, l.ci_low, l.ci_high, l.is_best,
@@ -170,14 +177,15 @@ TABLES: tuple[Table, ...] = (
           _cols(*_BOARD_KEY, ("system_id", "the system"), *_METRIC_ROW)),
     Table("track_boards", "every track's board: one (track, system) per row, ranked by the track's ranking metric",
           """SELECT t.release_id, t.judge_config, t.board_version, t.family, t.system_id, t.n_queries, t.n_reports,
-                    t.n_failed, t.ranking_metric, t.rank
+                    t.n_failed, t.ranking_metric, t.rank, t.knowledge_cutoff, t.contamination
                FROM track_boards t JOIN board_current c USING (release_id, judge_config, board_version)
               WHERE t.release_id = :r AND t.judge_config = ANY(:judges)
               ORDER BY t.judge_config, t.family, t.rank, t.system_id""",
           _cols(*_BOARD_KEY, ("family", "the track"), ("system_id", "the system"),
                 ("n_queries", "queries of the release"), ("n_reports", "ok reports"),
                 ("n_failed", "system_error reports"), ("ranking_metric", "the metric the track ranks by"),
-                ("rank", "rank by that metric's mean (ties share the better rank)"))),
+                ("rank", "rank by that metric's mean (ties share the better rank; empty: not ranked, see "
+                         "contamination)"), *_CUTOFF)),
     Table("track_board_metrics", "the tracks' metric means: one (track, system, metric) per row",
           """SELECT t.release_id, t.judge_config, t.board_version, t.family, t.system_id, t.metric, t.dimension,
                     t.metric_position, t.variant, t.metric_version, t.mean, t.n, t.n_unscored, t.ci_low, t.ci_high,
