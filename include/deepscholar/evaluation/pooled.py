@@ -25,20 +25,13 @@ from deepscholar.evaluation import registry
 from deepscholar.evaluation.contamination import MAY_HAVE_SEEN
 from deepscholar.evaluation.contamination import contamination as contamination_of
 from deepscholar.evaluation.rollup import DEFAULT_N_BOOT, compute_leaderboard
+from deepscholar.release.versions import current_releases_sql
 from deepscholar.release.window import MONTH_RE
 
 __all__ = ["Selection", "CategoryBoard", "current_releases", "pooled_board", "category_boards", "window_judge"]
 
 # The version of every month readers count: the latest published one (release_changelog keeps the rest).
-_CURRENT_SQL = """
-    SELECT DISTINCT ON (r.base_id) r.release_id,
-           date_trunc('month', coalesce(
-               (r.window_start AT TIME ZONE 'UTC')::date,
-               CASE WHEN r.base_id ~ '^[0-9]{4}-(0[1-9]|1[0-2])$' THEN to_date(r.base_id, 'YYYY-MM') END))::date
-               AS month
-    FROM releases r
-    WHERE r.status = 'published'
-    ORDER BY r.base_id, r.version DESC"""
+_CURRENT_SQL = current_releases_sql()
 
 _QUERIES_SQL = """
     SELECT q.release_id, q.arxiv_id, q.published, p.primary_category

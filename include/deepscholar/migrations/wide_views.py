@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 import sqlalchemy as sa
 
 from deepscholar.db import SCHEMA
+from deepscholar.release.versions import current_releases_sql
 
 __all__ = ["WIDE_VIEWS", "wide_view_sql", "wide_view_columns", "sync_wide_views", "TRACK_VIEW_PREFIX",
            "track_view_sql", "sync_track_views", "drop_generated_views", "query_views_sql", "sync_query_views"]
@@ -243,16 +244,7 @@ def query_views_sql(headlines: Sequence[tuple[str, str, str]]) -> list[str]:
     signature = _SIGNATURE_PREFIX + ",".join(f"{m}:{f}:{v}" for m, f, v in headlines)
     return [
         f"""CREATE VIEW {SCHEMA}.{QUERY_SCORES_VIEW} AS
-WITH current AS (
-    SELECT DISTINCT ON (r.base_id) r.release_id,
-           date_trunc('month', coalesce(
-               (r.window_start AT TIME ZONE 'UTC')::date,
-               CASE WHEN r.base_id ~ '^[0-9]{{4}}-(0[1-9]|1[0-2])$' THEN to_date(r.base_id, 'YYYY-MM') END))::date
-               AS month
-    FROM {SCHEMA}.releases r
-    WHERE r.status = 'published'
-    ORDER BY r.base_id, r.version DESC
-)
+WITH current AS ({current_releases_sql(SCHEMA)})
 SELECT c.release_id, c.month, q.arxiv_id, q.published, p.primary_category, r.system_id, m.judge_config,
        h.family, m.metric, m.variant, m.value, m.unscored_reason IS NOT NULL AS unscored, m.metric_version
 FROM current c

@@ -25,17 +25,14 @@ from sqlalchemy.engine import Engine
 
 from deepscholar.errors import NotFound, UserError
 from deepscholar.evaluation import registry
+from deepscholar.release.versions import current_releases_sql
 from deepscholar.release.window import MONTH_RE
 
 __all__ = ["BackfillTarget", "BackfillPlan", "plan_backfill", "format_plan", "queue_backfill"]
 
 # Every published month's current version, its first query's day and the system's missing queries.
-_MONTHS_SQL = """
-    WITH current AS (
-        SELECT DISTINCT ON (r.base_id) r.release_id, r.base_id
-        FROM releases r WHERE r.status = 'published'
-        ORDER BY r.base_id, r.version DESC
-    )
+_MONTHS_SQL = f"""
+    WITH current AS ({current_releases_sql()})
     SELECT c.release_id, c.base_id,
            (SELECT min(q.published)::date FROM release_queries q WHERE q.release_id = c.release_id) AS first_day,
            (SELECT count(*) FROM release_queries q WHERE q.release_id = c.release_id) AS n_queries,
