@@ -67,6 +67,24 @@ def predicted_judge_cost(conn: sa.Connection, spec: JudgeSpec, metrics: Sequence
     return calls, cost
 
 
+
+def _judge_requests(conn: sa.Connection, release_id: str, judge_config: str, *, metric: str | None = None,
+                    systems: Sequence[str] | None = None) -> sa.Row:
+    """(distinct requests, prompt tokens, completion tokens, cost or None when a price is unknown) of the
+    judge's llm_calls behind a month's judgments (one metric's, some systems', or all): a request two
+    judgments share counts once."""
+    return conn.execute(sa.text("""
+        SELECT count(*), sum(c.prompt_tokens), sum(c.completion_tokens),
+               CASE WHEN bool_and(c.cost_usd IS NOT NULL) THEN sum(c.cost_usd) END
+        FROM (SELECT DISTINCT h.request_hash
+              FROM judgments j JOIN reports r ON r.report_id = j.report_id
+              CROSS JOIN LATERAL unnest(j.request_hashes) AS h (request_hash)
+              WHERE r.release_id = :r AND j.judge_config = :j
+                AND (CAST(:m AS text) IS NULL OR j.metric = :m)
+                AND (CAST(:s AS text[]) IS NULL OR r.system_id = ANY(:s))) d
+        LEFT JOIN llm_calls c ON c.request_hash = d.request_hash"""),
+        {"r": release_id, "j": judge_config, "m": metric, "s": list(systems) if systems else None}).one()
+
 def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: Sequence[str] | None = None,
                        systems: Sequence[str] | None = None) -> dict:
     """Per metric: predicted and actual judge requests, tokens and cost for one release and judge; and per
@@ -91,16 +109,7 @@ def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: 
             model = spec.model_for(name)
             per_report, prompt, completion, basis, per_call = _per_call_prediction(conn, spec, name)
             predicted_calls = per_report * n_queries * len(judged_systems)
-            actual = conn.execute(sa.text("""
-                SELECT count(*), sum(c.prompt_tokens), sum(c.completion_tokens),
-                       CASE WHEN bool_and(c.cost_usd IS NOT NULL) THEN sum(c.cost_usd) END
-                FROM (SELECT DISTINCT h.request_hash
-                      FROM judgments j JOIN reports r ON r.report_id = j.report_id
-                      CROSS JOIN LATERAL unnest(j.request_hashes) AS h (request_hash)
-                      WHERE r.release_id = :r AND j.metric = :m AND j.judge_config = :j
-                        AND (CAST(:s AS text[]) IS NULL OR r.system_id = ANY(:s))) d
-                LEFT JOIN llm_calls c ON c.request_hash = d.request_hash"""),
-                {"r": release_id, "m": name, "j": spec.config_id, "s": list(systems) if systems else None}).one()
+            actual = _judge_requests(conn, release_id, spec.config_id, metric=name, systems=systems)
             rows.append({
                 "metric": name, "family": registry.family_of(name), "model": model,
                 "predicted_calls": round(predicted_calls, 1), "tokens_per_call": [round(prompt), round(completion)],
@@ -114,13 +123,7 @@ def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: 
         systems_rows = [dict(r) for r in conn.execute(sa.text("""
             SELECT * FROM leaderboard_costs WHERE release_id = :r AND judge_config = :j ORDER BY system_id"""),
             {"r": release_id, "j": spec.config_id}).mappings()]
-        month = conn.execute(sa.text("""
-            SELECT count(*), CASE WHEN bool_and(c.cost_usd IS NOT NULL) THEN sum(c.cost_usd) END
-            FROM (SELECT DISTINCT h.request_hash FROM judgments j JOIN reports r ON r.report_id = j.report_id
-                  CROSS JOIN LATERAL unnest(j.request_hashes) AS h (request_hash)
-                  WHERE r.release_id = :r AND j.judge_config = :j) d
-            LEFT JOIN llm_calls c ON c.request_hash = d.request_hash"""),
-            {"r": release_id, "j": spec.config_id}).one()
+        month = _judge_requests(conn, release_id, spec.config_id)
 
     def total(key: str) -> float | None:
         values = [r[key] for r in rows]
@@ -131,7 +134,7 @@ def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: 
             "predicted_calls": round(sum(r["predicted_calls"] for r in rows), 1),
             "predicted_cost_usd": total("predicted_cost_usd"),
             # The month's distinct requests: a question two metrics or systems share counts once here.
-            "actual_requests": int(month[0]), "actual_cost_usd": 0.0 if month[0] == 0 else month[1],
+            "actual_requests": int(month[0]), "actual_cost_usd": 0.0 if month[0] == 0 else month[3],
             "per_system": systems_rows}
 
 
