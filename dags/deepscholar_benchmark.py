@@ -71,14 +71,23 @@ SETTINGS = current_settings()  # read when the DAG file is parsed: task bounds, 
 LEADERBOARD_PUBLISHED = Asset(name=LEADERBOARD_ASSET_NAME, uri=LEADERBOARD_ASSET_URI)
 
 
+WAIT_TASK_ID = "wait_for_release"
+
+
 def _month() -> str:
-    """The release this run works on: the month's current version (the latest published one; while none
-    is published, the latest one, which the sensor waits for)."""
+    """The release this run works on: the version `wait_for_release` found published (its XCom), so a
+    correction published mid-run (M.v2) never splits one run over two versions; before that (the sensor
+    itself, or a run whose sensor failed) the month's current version, the latest published one (while none
+    is, the latest one, which the sensor waits for)."""
     from deepscholar.db import get_engine
     from deepscholar.release.window import release_id_for
     from deepscholar.scheduling import current_release
 
     ctx = get_current_context()
+    if ctx["ti"].task_id != WAIT_TASK_ID:
+        pinned = ctx["ti"].xcom_pull(task_ids=WAIT_TASK_ID)
+        if pinned:
+            return pinned
     return current_release(get_engine(), ctx["params"].get("month") or release_id_for(ctx["data_interval_start"]))
 
 
@@ -131,7 +140,8 @@ def _run():
 def deepscholar_benchmark():
     # -- wait for release M (same cron tick as the release DAG) --
 
-    @task.sensor(mode="reschedule", poke_interval=release_poke_seconds(), timeout=release_wait_seconds())
+    @task.sensor(task_id=WAIT_TASK_ID, mode="reschedule", poke_interval=release_poke_seconds(),
+                 timeout=release_wait_seconds())
     def wait_for_release() -> PokeReturnValue:
         from airflow.sdk.exceptions import AirflowFailException
 
@@ -143,8 +153,11 @@ def deepscholar_benchmark():
         init_db(engine)
         # A queued or running release run may be about to open M: then even a backfill or manual run waits.
         building = get_current_context()["ti"].get_dr_count(dag_id=RELEASE_DAG_ID, states=["queued", "running"]) > 0
+        run = _run()
         try:
-            return PokeReturnValue(is_done=poke_release(engine, _run(), release_run_active=building))
+            # Done: the version waited for becomes the run's release (XCom), read by every later task.
+            done = poke_release(engine, run, release_run_active=building)
+            return PokeReturnValue(is_done=done, xcom_value=run.release_id if done else None)
         except ReleaseBlocked as exc:  # gate failed, or never started (backfill/manual): end now, no retries
             raise AirflowFailException(str(exc)) from exc
 
