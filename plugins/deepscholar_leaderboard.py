@@ -5,8 +5,9 @@ shows it in an iframe. Thin on purpose: everything else lives in the installable
 the app opens no database connection (that happens on the first request), so importing this file —
 which every Airflow process does — stays cheap.
 
-The app is read-only and, like every plugin app, not behind Airflow's login: it shows what the public
-leaderboard shows.
+Like every plugin app it is not behind Airflow's login: it shows what the public leaderboard shows. Its one
+write, registering a system and queueing its backfill, signs in to Airflow's REST API with the user's own
+Airflow credentials first (deepscholar/web/registration.py).
 """
 
 from __future__ import annotations

@@ -45,6 +45,10 @@ class AirflowAPI:
             self._token = resp.json()["access_token"]
         return {"Authorization": f"Bearer {self._token}", "Accept": "application/json"}
 
+    def sign_in(self) -> None:
+        """Sign in now (AirflowAPIError when Airflow refuses these credentials), e.g. to check who a user is."""
+        self._headers()
+
     def request(self, method: str, path: str, **kwargs: Any) -> dict:
         """One call of /api/v2{path}; an error answer raises AirflowAPIError with Airflow's own words."""
         try:

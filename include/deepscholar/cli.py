@@ -244,31 +244,29 @@ def cmd_systems_backfill(args) -> int:
 def _backfill(engine, name: str, *, queue: bool) -> int:
     """Print a system's backfill plan with its cost estimate, then (queue) create its runs in Airflow."""
     from deepscholar.airflow_api import AirflowAPI
-    from deepscholar.orchestration import BENCHMARK_DAG_ID as BENCHMARK_DAG
     from deepscholar.settings import current_settings
-    from deepscholar.systems.backfill import format_plan, plan_backfill, queue_backfill
+    from deepscholar.systems.backfill import (
+        describe_queued,
+        format_plan,
+        missing_months,
+        not_configured_hint,
+        plan_backfill,
+        queue_backfill,
+    )
 
     plan = plan_backfill(engine, name)
     print(format_plan(plan))
     if not queue:
         return 0
-    settings = current_settings()
-    months = sorted({t.month for t in plan.targets if t.missing and t.month})
-    if not months:
+    if not missing_months(plan):
         print("nothing to backfill: every eligible month already has its reports")
         return 0
-    if not settings.airflow_api_url:
-        print(f"not queued: DEEPSCHOLAR_AIRFLOW_API_URL is not set. In Airflow: backfill {BENCHMARK_DAG} from "
-              f"{months[0]} to {months[-1]} with conf {{\"systems\": [\"{name}\"]}} and reprocess behaviour "
-              f"'completed' (or `deepscholar generate` / `evaluate --publish` per month)", file=sys.stderr)
+    if not current_settings().airflow_api_url:
+        print(not_configured_hint(plan), file=sys.stderr)
         return 1
-    api = AirflowAPI.from_settings()
-    for created in queue_backfill(plan, api):
-        what = f"backfill {created.get('id')}" if created["kind"] == "backfill" else \
-            f"run {created.get('dag_run_id')}"
-        print(f"queued {what} of {BENCHMARK_DAG} for {'..'.join(dict.fromkeys(created['months']))}")
+    for created in queue_backfill(plan, AirflowAPI.from_settings()):
+        print(describe_queued(created))
     return 0
-
 
 
 def cmd_systems_cutoff(args) -> int:

@@ -100,3 +100,68 @@ def test_the_cli_prints_the_estimate_then_queues_one_backfill_and_the_slice_run(
     assert out.index("Estimate:") < out.index("queued backfill 7")
     assert "queued backfill 7 of deepscholar_benchmark for 2025-05..2025-06" in out
     assert "queued run manual__slice of deepscholar_benchmark for 2025-01" in out
+
+
+def test_the_page_registers_behind_airflow_sign_in_shows_the_estimate_then_queues(months, monkeypatch):
+    """The page's registration: off without an Airflow API; a wrong Airflow password writes nothing; the
+    right one registers the system, shows the plan with its cost first, and queues on confirmation with
+    that user's token (real HTTP: the app under uvicorn, Airflow's API answered by a local server)."""
+    import html
+
+    import requests
+    from support.chromium import parse_html, serve
+
+    from deepscholar.web import create_app
+
+    engine = months
+    monkeypatch.setenv("DEEPSCHOLAR_JUDGE", JUDGE)
+    monkeypatch.delenv("DEEPSCHOLAR_FROZEN_SLICE", raising=False)
+    form = {"name": "webbie", "kind": "deepscholar_base", "config": '{"model": "openai/gpt-4o"}', "version": "1",
+            "knowledge_cutoff": "2025-04-30", "username": "operator", "password": "s3cret"}
+
+    def systems() -> list[str]:
+        with engine.connect() as conn:
+            return list(conn.execute(sa.text("SELECT system_id FROM systems ORDER BY 1")).scalars())
+
+    before = systems()
+    with serve(create_app(lambda: engine)) as url:
+        monkeypatch.delenv("DEEPSCHOLAR_AIRFLOW_API_URL", raising=False)
+        page = requests.get(f"{url}/systems/new", timeout=30)
+        assert page.status_code == 200 and 'data-registration="off"' in page.text
+        refused = requests.post(f"{url}/systems/new", data=form, timeout=30)
+        assert refused.status_code == 403 and "DEEPSCHOLAR_AIRFLOW_API_URL is not set" in refused.text
+        assert systems() == before
+
+        with HTTPServer() as airflow:
+            airflow.expect_request("/auth/token", method="POST",
+                                   json={"username": "operator", "password": "s3cret"}).respond_with_json(
+                {"access_token": "user-tok"})
+            airflow.expect_request("/auth/token", method="POST").respond_with_data("bad credentials", status=401)
+            airflow.expect_request("/api/v2/backfills", method="POST", headers={"Authorization": "Bearer user-tok"},
+                                   json={"dag_id": "deepscholar_benchmark", "from_date": "2025-05-01T00:00:00Z",
+                                         "to_date": "2025-06-01T00:00:00Z", "dag_run_conf": {"systems": ["webbie"]},
+                                         "reprocess_behavior": "completed"}).respond_with_json({"id": 9})
+            monkeypatch.setenv("DEEPSCHOLAR_AIRFLOW_API_URL", airflow.url_for("/").rstrip("/"))
+
+            wrong = requests.post(f"{url}/systems/new", data={**form, "password": "guess"}, timeout=30)
+            assert wrong.status_code == 403 and "refused to sign in 'operator'" in html.unescape(wrong.text)
+            assert systems() == before
+            bad = requests.post(f"{url}/systems/new", data={**form, "config": "[1, 2]"}, timeout=30)
+            assert bad.status_code == 400 and "config must be a JSON object" in bad.text
+            assert systems() == before
+
+            shown = requests.post(f"{url}/systems/new", data=form, timeout=30)
+            assert shown.status_code == 200, shown.text
+            assert systems() == sorted([*before, "webbie"])
+            with engine.connect() as conn:
+                assert str(conn.execute(sa.text(
+                    "SELECT knowledge_cutoff FROM systems WHERE system_id = 'webbie'")).scalar()) == "2025-04-30"
+            plan = parse_html(shown.text).one("pre", {"data-plan": "webbie"})
+            assert "Estimate: judging $" in plan.text() and "2025-05" in plan.text()
+            assert not any(r.path.startswith("/api/v2/") for r, _ in airflow.log)  # nothing queued yet
+
+            queued = requests.post(f"{url}/systems/webbie/backfill",
+                                   data={"username": "operator", "password": "s3cret"}, timeout=30)
+            assert queued.status_code == 200, queued.text
+            assert "queued backfill 9 of deepscholar_benchmark for 2025-05..2025-06" in queued.text
+            assert [r.path for r, _ in airflow.log if r.path.startswith("/api/v2/")] == ["/api/v2/backfills"]

@@ -485,7 +485,8 @@ def test_plugin_mounts_the_app_and_adds_a_menu_entry(engine, db_url, monkeypatch
             assert dom.one("table", {"class": "leaderboard"}).attrs["data-release"] == MONTHS[-1]
             # Links carry the mount prefix, so they work inside Airflow.
             nav = [a.attrs["href"] for a in dom.one("nav").find_all("a")]
-            assert nav == ["/deepscholar/", "/deepscholar/history", "/deepscholar/api/leaderboard"]
+            assert nav == ["/deepscholar/", "/deepscholar/history", "/deepscholar/api/leaderboard",
+                           "/deepscholar/systems/new"]
             system_href = dom.one("td", {"data-system": "oracle", "data-metric": "system_id"}).one("a").attrs["href"]
             assert system_href.startswith("/deepscholar/system/oracle")
             status, _ = _get(url + system_href)

@@ -176,3 +176,26 @@ def queue_backfill(plan: BackfillPlan, api, dag_id: str | None = None) -> list[d
         created.append({"kind": "run", "months": [t.month], **api.request(
             "POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": {**conf, "month": t.month}})})
     return created
+
+
+def describe_queued(created: dict, dag_id: str | None = None) -> str:
+    """One line per thing queue_backfill created, as the CLI and the page show it."""
+    from deepscholar.orchestration import BENCHMARK_DAG_ID
+
+    what = f"backfill {created.get('id')}" if created["kind"] == "backfill" else f"run {created.get('dag_run_id')}"
+    return f"queued {what} of {dag_id or BENCHMARK_DAG_ID} for {'..'.join(dict.fromkeys(created['months']))}"
+
+
+def missing_months(plan: BackfillPlan) -> list[str]:
+    """The months the plan would queue (those with reports missing), oldest first."""
+    return sorted({t.month for t in plan.targets if t.missing and t.month})
+
+
+def not_configured_hint(plan: BackfillPlan) -> str:
+    """What to do instead when no Airflow API is configured to queue on."""
+    from deepscholar.orchestration import BENCHMARK_DAG_ID
+
+    months = missing_months(plan)
+    return (f"not queued: DEEPSCHOLAR_AIRFLOW_API_URL is not set. In Airflow: backfill {BENCHMARK_DAG_ID} from "
+            f"{months[0]} to {months[-1]} with conf {{\"systems\": [\"{plan.system_id}\"]}} and reprocess "
+            "behaviour 'completed' (or `deepscholar generate` / `evaluate --publish` per month)")

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from sqlalchemy.engine import Engine
 
@@ -194,6 +194,50 @@ def _install_pages(app: FastAPI, engine: Callable[[], Engine]) -> None:
         return _page("report.html", f"Report {report_id}", base, **report_context(data, judge_config, base))
 
 
+def _install_registration(app: FastAPI, engine: Callable[[], Engine]) -> None:
+    """Register a system and queue its backfill, signed in to Airflow (web/registration.py says why)."""
+    from deepscholar.airflow_api import AirflowAPIError
+    from deepscholar.errors import InfrastructureError, UserError
+    from deepscholar.systems.base import system_kinds
+    from deepscholar.web import registration as reg
+
+    def form_page(request: Request, status_code: int = 200, **context: Any) -> HTMLResponse:
+        shown = {"error": None, "form": None, "outcome": None, "plan": None, "queued": None, "username": "",
+                 "system_id": None, **context}
+        return _page("register.html", "Register a system", _base_of(request), status_code,
+                     kinds=sorted(system_kinds()), disabled=reg.registration_enabled(), **shown)
+
+    def refused(request: Request, exc: Exception, **context: Any) -> HTMLResponse:
+        status = 403 if isinstance(exc, AirflowAPIError) else 502 if isinstance(exc, InfrastructureError) else 400
+        return form_page(request, status, error=str(exc), **context)
+
+    @app.get("/systems/new", response_class=HTMLResponse)
+    def register_form(request: Request):
+        return form_page(request)
+
+    @app.post("/systems/new", response_class=HTMLResponse)
+    def register_system(request: Request, username: str = Form(""), password: str = Form(""),
+                        name: str = Form(""), kind: str = Form(""), config: str = Form(""),
+                        version: str = Form("1"), knowledge_cutoff: str = Form("")):
+        form = reg.RegistrationForm(name, kind, config, version, knowledge_cutoff)
+        try:
+            reg.sign_in(username, password)  # before anything is written
+            outcome = reg.register(engine(), form)
+            plan = reg.plan_of(engine(), form.name.strip())
+        except (UserError, InfrastructureError) as exc:
+            return refused(request, exc, form=form)
+        return form_page(request, outcome=outcome, plan=plan, username=username.strip())
+
+    @app.post("/systems/{system_id}/backfill", response_class=HTMLResponse)
+    def queue_backfill(request: Request, system_id: str, username: str = Form(""), password: str = Form("")):
+        try:
+            api = reg.sign_in(username, password)
+            queued = reg.queue(engine(), system_id, api)
+        except (UserError, InfrastructureError) as exc:
+            return refused(request, exc, plan={"system_id": system_id})
+        return form_page(request, queued=queued, system_id=system_id)
+
+
 def _install_api(app: FastAPI, engine: Callable[[], Engine]) -> None:
     @app.get("/api/leaderboard")
     def leaderboard_api(judge_config: str | None = None, release: str | None = None,
@@ -234,5 +278,6 @@ def create_app(engine_factory: Callable[[], Engine] = db.get_engine) -> FastAPI:
 
     _install_guards(app)
     _install_pages(app, engine)
+    _install_registration(app, engine)
     _install_api(app, engine)
     return app
