@@ -145,17 +145,14 @@ def _serialized(metadata_url: str, dag_id: str) -> bool:
 
 
 def _api(env, method: str, path: str, **kwargs):
-    """Airflow's REST API (/api/v2), as the UI calls it, signed in as the standalone's admin."""
-    url = f"http://127.0.0.1:{env['AIRFLOW__API__PORT']}"
+    """Airflow's REST API (/api/v2), as the UI calls it, signed in as the standalone's admin (the client
+    `deepscholar systems backfill` queues with)."""
+    from deepscholar.airflow_api import AirflowAPI
+
     passwords = os.path.join(env["AIRFLOW_HOME"], "simple_auth_manager_passwords.json.generated")
     with open(passwords) as f:
         password = json.load(f)["admin"]
-    token = requests.post(f"{url}/auth/token", json={"username": "admin", "password": password}, timeout=30)
-    token.raise_for_status()
-    headers = {"Authorization": f"Bearer {token.json()['access_token']}", "Accept": "application/json"}
-    resp = requests.request(method, f"{url}/api/v2{path}", headers=headers, timeout=60, **kwargs)
-    assert resp.ok, f"{method} {path}: HTTP {resp.status_code}: {resp.text[:500]}"
-    return resp.json()
+    return AirflowAPI(f"http://127.0.0.1:{env['AIRFLOW__API__PORT']}", "admin", password).request(method, path, **kwargs)
 
 
 def _backfill_of_a_month_never_released_fails_at_once(engine, env, log_path):
