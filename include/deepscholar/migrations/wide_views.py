@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from deepscholar.db import SCHEMA
 from deepscholar.release.versions import current_releases_sql
 
-__all__ = ["WIDE_VIEWS", "wide_view_sql", "wide_view_columns", "sync_wide_views", "TRACK_VIEW_PREFIX",
+__all__ = ["WIDE_VIEWS", "CORE_SEVEN", "run_sql_around_views", "wide_view_sql", "wide_view_columns", "sync_wide_views", "TRACK_VIEW_PREFIX",
            "track_view_sql", "sync_track_views", "drop_generated_views", "query_views_sql", "sync_query_views"]
 
 WIDE_VIEWS = ("leaderboard_versions", "leaderboard", "leaderboard_latest", "leaderboard_history")  # creation order
@@ -201,6 +201,26 @@ def drop_generated_views(conn: sa.Connection) -> tuple[list[str] | None, dict[st
     for view in (*reversed(WIDE_VIEWS), *(f"{TRACK_VIEW_PREFIX}{t}" for t in tracks)):
         conn.exec_driver_sql(f"DROP VIEW IF EXISTS {SCHEMA}.{view}")
     return core, tracks
+
+
+# The metrics a warehouse without wide views gets them for; the roll-up re-creates them from the registry.
+CORE_SEVEN = ("organization", "nugget_coverage", "relevance_rate", "reference_coverage", "document_importance",
+              "citation_precision", "claim_coverage")
+
+
+def run_sql_around_views(revision: str) -> None:
+    """A revision's SQL run with the generated views out of the way: they select from the tables it alters,
+    so they are dropped first and re-created after with the metric columns they had (the core seven when
+    there were none), over the altered tables (a migration's upgrade())."""
+    from alembic import op
+
+    from deepscholar.migrations import run_sql
+
+    conn = op.get_bind()
+    core, tracks = drop_generated_views(conn)
+    run_sql(revision)
+    sync_wide_views(conn, core or CORE_SEVEN)
+    sync_track_views(conn, tracks)
 
 
 def sync_track_views(conn: sa.Connection, tracks: Mapping[str, Sequence[str]]) -> bool:
