@@ -171,12 +171,15 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
             tasks = airflow.task_instances(BENCHMARK_DAG_ID, benchmark_runs[0]["dag_run_id"])
             judge_timings = [_xcom(airflow, benchmark_runs[0]["dag_run_id"], "judge", t["map_index"])["timings"]
                              for t in tasks if t["task_id"] == "judge" and t["state"] == "success"]
+            # The release version the sensor found is the run's release, which every later task reads.
+            pinned = _xcom(airflow, benchmark_runs[0]["dag_run_id"], "wait_for_release", -1)
 
     assert board == sorted([(MONTH, "human_exemplar")] + [(MONTH, name) for name in ORACLES])
     # One run per DAG, both created by the scheduler for the same logical date, both green.
     assert [(r["run_type"], r["state"]) for r in release_runs] == [("scheduled", "success")]
     assert [(r["run_type"], r["state"]) for r in benchmark_runs] == [("scheduled", "success")]
     assert release_runs[0]["logical_date"] == benchmark_runs[0]["logical_date"]
+    assert pinned == MONTH
     # The benchmark started before the release was published, waited for it, and no second run was started.
     rows = _benchmark_rows(engine)
     assert [(r["run_id"], r["state"]) for r in rows] == [(benchmark_runs[0]["dag_run_id"], "published")]
