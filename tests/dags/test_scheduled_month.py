@@ -140,8 +140,11 @@ def _xcom(airflow, run_id: str, task_id: str, map_index: int):
     entry = airflow.api("GET", f"/dags/{BENCHMARK_DAG_ID}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/"
                                "return_value", params={"map_index": map_index, "deserialize": "true"})
     value = entry["value"]
-    while isinstance(value, str):
-        value = json.loads(value)
+    while isinstance(value, str):  # JSON, possibly encoded twice; a plain string (a release id) stays as it is
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            break
     return value
 
 
