@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -289,3 +290,23 @@ def test_labels_are_kept_per_annotator_relabelling_keeps_history_and_reimport_ch
     assert len(current) == 16
     assert history == [(judge[ids[0]], True), (flipped, False)]
     assert n_history == 7 + 8 + 2  # alice's first 7, bob's 8, alice's relabel and her new label
+
+
+def test_a_bad_row_of_the_exported_csv_is_named_by_its_spreadsheet_row(month, tmp_path, capsys):
+    engine = month["engine"]
+    _export(month, tmp_path / "s", n=6)
+    with (tmp_path / "s.csv").open(newline="") as f:
+        reader = csv.DictReader(f)
+        columns, rows = reader.fieldnames, list(reader)
+    rows[0]["label"] = get_metric(METRIC).annotation_labels[0]
+    rows[2]["label"] = "maybe"
+    with (tmp_path / "filled.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerow({c: "" for c in columns})  # a blank row is skipped, but counts as a spreadsheet row
+        writer.writerows(rows)
+    capsys.readouterr()
+    assert cli.main(["annotate", "import", str(tmp_path / "filled.csv"), "--annotator", "ann"]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r": (row 5 \(lines? [0-9-]+\)|line 5): label 'maybe' is not allowed", err), err
+    assert _count(engine, "human_labels") == 0

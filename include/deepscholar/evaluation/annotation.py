@@ -272,14 +272,14 @@ class ImportSummary:
 
 @dataclass(frozen=True)
 class _Row:
-    line: int
+    where: str  # "line 4", or "row 3 (lines 5-9)" in a CSV with multi-line cells
     item_id: str
     label: str
     annotator: str
 
 
-def _refuse(path: Path, line: int, why: str) -> InvalidInput:
-    return InvalidInput(f"{path}: line {line}: {why}; nothing was imported")
+def _refuse(path: Path, where: str, why: str) -> InvalidInput:
+    return InvalidInput(f"{path}: {where}: {why}; nothing was imported")
 
 
 def _cell(value: Any) -> str:
@@ -289,10 +289,11 @@ def _cell(value: Any) -> str:
     return (value if isinstance(value, str) else json.dumps(value) if isinstance(value, bool) else str(value)).strip()
 
 
-def _read_jsonl(path: Path, text: str) -> Iterator[tuple[int, dict]]:
-    for line, raw in enumerate(text.splitlines(), 1):
+def _read_jsonl(path: Path, text: str) -> Iterator[tuple[str, dict]]:
+    for n, raw in enumerate(text.splitlines(), 1):
         if not raw.strip():
             continue
+        line = f"line {n}"
         try:
             obj = json.loads(raw)
         except json.JSONDecodeError as exc:
@@ -307,30 +308,39 @@ def _read_jsonl(path: Path, text: str) -> Iterator[tuple[int, dict]]:
         yield line, obj
 
 
-def _read_csv(path: Path, text: str) -> Iterator[tuple[int, dict]]:
-    reader = csv.DictReader(io.StringIO(text, newline=""))
+def _read_csv(path: Path, text: str) -> Iterator[tuple[str, dict]]:
+    """(where, row) per data row; `where` is its line, or its spreadsheet row and lines when a quoted cell
+    spans several lines (the exported content does)."""
+    reader = csv.reader(io.StringIO(text, newline=""))
     try:
-        header = reader.fieldnames or []
+        header = [h.strip() for h in next(reader, [])]
     except csv.Error as exc:
-        raise _refuse(path, 1, f"not a readable CSV header ({exc})") from None
-    missing = [c for c in ("item_id", LABEL_COLUMN) if c not in [h.strip() for h in header]]
+        raise _refuse(path, "line 1", f"not a readable CSV header ({exc})") from None
+    missing = [c for c in ("item_id", LABEL_COLUMN) if c not in header]
     if missing:
-        raise _refuse(path, 1, f"the header lacks column(s) {', '.join(map(repr, missing))} (it has: "
-                               f"{', '.join(map(repr, header)) or 'nothing'}); an annotation CSV needs 'item_id' and "
-                               "'label'")
-    line = reader.line_num + 1
-    try:
-        for row in reader:
-            if None in row:
-                raise _refuse(path, line, f"more fields than the header's {len(header)} columns")
-            clean = {k.strip(): v for k, v in row.items()}
-            if any(clean.get(c) is None for c in ("item_id", LABEL_COLUMN)):
-                raise _refuse(path, line, "fewer fields than the header: 'item_id' or 'label' is missing")
-            if any((v or "").strip() for v in clean.values()):
-                yield line, clean
-            line = reader.line_num + 1
-    except csv.Error as exc:
-        raise _refuse(path, line, f"not readable as CSV ({exc})") from None
+        raise _refuse(path, "line 1", f"the header lacks column(s) {', '.join(map(repr, missing))} (it has: "
+                                      f"{', '.join(map(repr, header)) or 'nothing'}); an annotation CSV needs "
+                                      "'item_id' and 'label'")
+    row_number = 1  # the header is a spreadsheet's row 1
+    while True:
+        first = reader.line_num + 1
+        try:
+            cells = next(reader, None)
+        except csv.Error as exc:
+            raise _refuse(path, f"line {first}", f"not readable as CSV ({exc})") from None
+        if cells is None:
+            return
+        if not cells:  # a blank line
+            continue
+        row_number += 1
+        last = reader.line_num
+        where = f"line {first}" if last == first and row_number == first else (
+            f"row {row_number} (line {first})" if last == first else f"row {row_number} (lines {first}-{last})")
+        if len(cells) != len(header):
+            raise _refuse(path, where, f"{len(cells)} fields where the header has {len(header)} columns")
+        row = dict(zip(header, cells, strict=True))
+        if any(v.strip() for v in row.values()):
+            yield where, row
 
 
 def _read_rows(path: Path, annotator: str | None) -> list[_Row]:
@@ -364,21 +374,21 @@ def _check_rows(conn: sa.Connection, path: Path, rows: Sequence[_Row]) -> None:
     allowed = {r.item_id: list(r.allowed_labels) for r in conn.execute(sa.text(
         "SELECT item_id, allowed_labels FROM annotation_items WHERE item_id = ANY(:ids)"),
         {"ids": sorted({r.item_id for r in rows})})}
-    seen: dict[tuple[str, str], int] = {}
+    seen: dict[tuple[str, str], str] = {}
     for row in rows:
         if row.item_id not in allowed:
-            raise _refuse(path, row.line, f"unknown item_id {row.item_id!r}: no exported annotation item has it "
+            raise _refuse(path, row.where, f"unknown item_id {row.item_id!r}: no exported annotation item has it "
                                           "(was the file exported from this warehouse?)")
         labels = [x.strip() for x in allowed[row.item_id]]
         if row.label and row.label not in labels:
-            raise _refuse(path, row.line, f"label {row.label!r} is not allowed for item {row.item_id}; allowed: "
+            raise _refuse(path, row.where, f"label {row.label!r} is not allowed for item {row.item_id}; allowed: "
                                           f"{', '.join(labels)}")
         key = (row.item_id, row.annotator)
         if key in seen:
             who = f" by annotator {row.annotator!r}" if row.annotator else ""
-            raise _refuse(path, row.line, f"item {row.item_id}{who} appears twice (first at line {seen[key]}); "
+            raise _refuse(path, row.where, f"item {row.item_id}{who} appears twice (first at {seen[key]}); "
                                           "keep one row per item and annotator")
-        seen[key] = row.line
+        seen[key] = row.where
 
 
 def import_labels(engine: Engine, path: str | os.PathLike, annotator: str | None) -> ImportSummary:
