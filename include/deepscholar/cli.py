@@ -412,6 +412,30 @@ def cmd_evaluate(args) -> int:
     return 1 if published is not None and not published["published"] else 0
 
 
+def cmd_annotate_export(args) -> int:
+    from deepscholar.evaluation.annotation import export_sample
+
+    engine = _engine()
+    result = export_sample(engine, _release(engine, args.release), args.metric, args.judge, args.n, args.seed, args.out)
+    files = " and ".join(str(f) for f in result.files)
+    again = " (the same draw as an earlier export: its record is reused)" if result.reused else ""
+    print(f"sample {result.sample_id}: {result.n_items} of {result.n_candidates} scored {result.metric} units of "
+          f"{result.release_id} under {result.judge_config}, stratified over {result.n_strata} (system, judge "
+          f"label) strata, seed {args.seed}{again}; wrote {files} (blind: fill the 'label' column, then "
+          "`deepscholar annotate import FILE --annotator NAME`)")
+    return 0
+
+
+def cmd_annotate_import(args) -> int:
+    from deepscholar.evaluation.annotation import import_labels
+
+    s = import_labels(_engine(), args.file, args.annotator)
+    print(f"imported {s.path}: {s.stored} labels stored, {s.replaced} replaced (the old ones kept in the history), "
+          f"{s.unchanged} unchanged, {s.skipped_empty} rows without a label skipped; annotators: "
+          f"{', '.join(s.annotators) or 'none'}")
+    return 0
+
+
 def _publish_board(release_id: str, judge_config: str) -> dict:
     """The benchmark DAG's check_leaderboard and publish_leaderboard, for a board rolled up by hand."""
     from deepscholar.evaluation.board_versions import publish_board
@@ -616,6 +640,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_system_commands(sub)
     _add_report_commands(sub)
     _add_evaluation_commands(sub)
+    _add_annotation_commands(sub)
     _add_tool_commands(sub)
     return parser
 
@@ -845,6 +870,32 @@ def _add_tool_commands(sub) -> None:
                                         "or the default set it (nothing secret is printed)")
     p.add_argument("--markdown", action="store_true", help="the documentation table of every setting instead")
     p.set_defaults(func=cmd_settings)
+
+
+def _add_annotation_commands(sub) -> None:
+    """annotate export | import: human labels for judge validation."""
+    ann = sub.add_parser("annotate", help="human labels for judge validation: export a blind sample of a metric's "
+                                          "judged items, import annotators' labels").add_subparsers(
+        dest="annotate_command", required=True)
+    p = ann.add_parser("export", help="write a blind sample of one metric's judged units (OUT.jsonl and OUT.csv), "
+                                      "stratified over systems and the judge's labels, and record it")
+    p.add_argument("--release", required=True, help="the release, e.g. 2025-06")
+    p.add_argument("--metric", required=True, help="a judged metric (core or track), e.g. citation_precision")
+    p.add_argument("--judge", default=None,
+                   help="whose judgments: 'local', a litellm model string (as `evaluate --judge`) or a stored judge "
+                        "config such as llm:openai/gpt-4o (default: DEEPSCHOLAR_JUDGE, else local)")
+    p.add_argument("--n", type=_positive_int, required=True, help="how many units to sample")
+    p.add_argument("--seed", type=int, required=True, help="the sample's seed: the same seed draws the same units")
+    p.add_argument("--out", required=True, metavar="FILE",
+                   help="output name: FILE.jsonl and FILE.csv are written (a .jsonl or .csv suffix is dropped first)")
+    p.set_defaults(func=cmd_annotate_export)
+    p = ann.add_parser("import", help="store annotators' labels from a filled annotation file (JSONL or CSV); a "
+                                      "bad row refuses the whole file")
+    p.add_argument("file", help="the annotation file, with at least the columns item_id and label")
+    p.add_argument("--annotator", default=None,
+                   help="who labelled it (a row's own 'annotator' column wins); required unless every labelled "
+                        "row names its annotator")
+    p.set_defaults(func=cmd_annotate_import)
 
 
 def _positive_int(text: str) -> int:

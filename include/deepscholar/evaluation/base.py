@@ -282,7 +282,12 @@ class Metric(Protocol):
     #   annotation_labels: tuple[str, ...] the answers allowed, in the order a form lists them
     #   annotation_units(report, item, label) -> list[AnnotationUnit]
     #       the units of one stored judgment (`label` as in `judgments.label`, None when unscored), in a
-    #       fixed order, each with the judge's answer mapped onto annotation_labels.
+    #       fixed order, each with the judge's answer mapped onto annotation_labels. An item decided without
+    #       asking the judge (a citation naming no source text) has no unit: there is no judge answer to
+    #       validate and nothing for a human to read.
+    #   paper_human_agreement: float | None
+    #       the judge-human agreement the DeepScholar paper measured by hand for this metric (the page's
+    #       reference column; read with getattr, None when the paper validated no such metric).
 
 
 def compose_version(definition: str, *prompt_versions: str) -> str:
@@ -341,6 +346,8 @@ class LLMJudgedMetric:
     # Scores live in [0, 1]. False for a count (FACT's effective citations): the board then neither clips
     # its bootstrap interval to [0, 1] nor checks its mean against that range.
     bounded: bool = True
+    # The DeepScholar paper's judge-human agreement for this metric, when it measured one (Metric protocol).
+    paper_human_agreement: float | None = None
 
     def __init__(self) -> None:
         from deepscholar.prompts import load_prompt_file
@@ -498,3 +505,29 @@ class BatchJudgedMetric(LLMJudgedMetric):
 
     def _labelled(self, item: Item, labels: Sequence[str]) -> list[dict]:
         return [{self.sub_item: text, "label": label} for text, label in zip(item.payload.texts, labels, strict=True)]
+
+    # -- judge validation (Metric protocol: annotation_question, annotation_labels, annotation_units) --
+
+    annotation_question: str
+    annotation_labels: tuple[str, ...]  # what a human may answer per sub-item, in the form's order
+
+    def annotation_content(self, report: ReportContext, item: Item, fields: dict[str, Any],
+                           text: str) -> dict[str, str]:
+        """What a human reads to label one sub-item: the prompt's other fields, as text, and the sub-item."""
+        return {**{k: str(v) for k, v in fields.items()}, self.sub_item: text}
+
+    def annotation_units(self, report: ReportContext, item: Item, label: Any) -> list[AnnotationUnit]:
+        """One unit per sub-item (sub_key its 1-based position in the batch), with that sub-item's stored
+        label; none for a batch decided without asking (nothing was judged, nothing to read)."""
+        fields = self.batch_fields(report, item)
+        if isinstance(fields, ItemJudgment):
+            return []
+        by_text = {e.get(self.sub_item): e.get("label") for e in label if isinstance(e, dict)} \
+            if isinstance(label, list) else {}
+        allowed = set(self.annotation_labels)
+        units = []
+        for n, text in enumerate(item.payload.texts, 1):
+            given = by_text.get(text)
+            units.append(AnnotationUnit(str(n), self.annotation_content(report, item, fields, text),
+                                        given if given in allowed else None))
+        return units

@@ -216,6 +216,24 @@ class ClaimsMetric(BatchJudgedMetric):
     def batch_fields(self, report: ReportContext, item: Item) -> dict[str, Any]:
         return {"title": report.query.title}
 
+    # Judge validation: one unit per matched pair (BatchJudgedMetric), graded as the judge grades it.
+    annotation_question = ("The query paper's authors and a generated report both describe how the paper relates "
+                           "to the same earlier work. How well does the report's description match the authors'? "
+                           "3 = closely matches, 2 = the main idea but misses a key detail, 1 = some overlap, "
+                           "0 = wrong or unrelated.")
+    annotation_labels = tuple(reversed(GRADES))
+
+    def annotation_content(self, report: ReportContext, item: Item, fields: dict[str, Any],
+                           text: str) -> dict[str, str]:
+        """The work, what the exemplar says about it and what the report says, as three fields (the query
+        title the prompt also gets is in every annotation file anyway)."""
+        for line, truth, said in item.payload.about:
+            if line == text:
+                suffix = f" | Exemplar: {truth} | Report: {said}"
+                work = text[len("Work: "):-len(suffix)] if text.startswith("Work: ") and text.endswith(suffix) else ""
+                return {"work": work or "(title unknown)", "authors_connection": truth, "report_connection": said}
+        return {"pair": text}
+
     def judge_local(self, report: ReportContext, items: Sequence[Item]) -> list[ItemJudgment]:
         from deepscholar.llm import local_judge
 

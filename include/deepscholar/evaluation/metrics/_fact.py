@@ -87,6 +87,12 @@ class FactMetric(BatchJudgedMetric):
     # flight) but are calls all the same, as the estimate counts them.
     calls_per_report = 7.5  # balances judge tasks only (evaluation.jobs)
 
+    # Judge validation: one unit per statement of a cited source with text (BatchJudgedMetric); a source
+    # without text is decided "unknown" without a call and gives no unit.
+    annotation_question = ("Does the cited source support this statement? Answer supported when the source "
+                           "states or directly backs what the statement says, unsupported otherwise.")
+    annotation_labels = JUDGE_LABELS
+
     def items(self, report: ReportContext) -> list[Item]:
         """One batch per cited number: key c<n>, sub-items the statements citing [n], about = n."""
         return [self.batch(f"c{n}", statements, n) for n, statements in citation_pairs(report).items()]

@@ -25,17 +25,36 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from deepscholar.evaluation.base import Item, ItemJudgment, LLMJudgedMetric, ReportContext, Score
+from deepscholar.evaluation.base import (
+    AnnotationUnit,
+    Item,
+    ItemJudgment,
+    LLMJudgedMetric,
+    ReportContext,
+    Score,
+)
 from deepscholar.llm.client import ParseError, parse_json_array
 from deepscholar.text.citations import reference_spans, strip_citation_numbers
 from deepscholar.text.markers import strip_citation_markers
 from deepscholar.text.sentences import split_exemplar_sentences
 
-__all__ = ["RaceMetric", "race_scores", "article_text", "reference_text", "parse_criterion_scores", "MAX_SCORE"]
+__all__ = ["RaceMetric", "race_scores", "article_text", "reference_text", "parse_criterion_scores", "MAX_SCORE",
+           "comparison_label", "TIE_MARGIN"]
 
 MAX_SCORE = 10.0
 ITEM_KEY = "rubric"
 HUMAN_SCORE = 0.5
+# Judge validation: a human compares the two articles on one criterion; the judge's two scores read as
+# "about equal" when they differ by at most this (one point of ten), else the higher one is better.
+REPORT_BETTER, ABOUT_EQUAL, HUMAN_BETTER = "report_better", "about_equal", "human_better"
+TIE_MARGIN = 1.0
+
+
+def comparison_label(article_1: float, article_2: float) -> str:
+    """A criterion's two judge scores as the comparison a human gives (TIE_MARGIN)."""
+    if abs(article_1 - article_2) <= TIE_MARGIN:
+        return ABOUT_EQUAL
+    return REPORT_BETTER if article_1 > article_2 else HUMAN_BETTER
 
 
 def _paragraphs(text: str) -> list[str]:
@@ -121,6 +140,32 @@ class RaceMetric(LLMJudgedMetric):
         if report.is_human_exemplar or not report.query.race_rubric:
             return []
         return [Item(ITEM_KEY, tuple(_criteria(report)))]
+
+    # Judge validation: one unit per criterion the metric counts (race_overall: all of them; a dimension's
+    # metric: that dimension's), sub_key its 1-based place in the rubric. The judge scores each article
+    # 0-10; a human answers the comparison instead (which article is better on this criterion), and the
+    # judge's scores map onto it by comparison_label: within TIE_MARGIN points "about_equal", else the
+    # article scored higher is better. That is what the ratio the metric reports rewards.
+    annotation_question = ("On the criterion below, which text is better: the generated report or the "
+                           "human-written related-work section? Answer about_equal when neither is clearly better.")
+    annotation_labels = (REPORT_BETTER, ABOUT_EQUAL, HUMAN_BETTER)
+
+    def annotation_units(self, report: ReportContext, item: Item, label: Any) -> list[AnnotationUnit]:
+        graded = label if isinstance(label, list) and len(label) == len(item.payload) else None
+        target, human = article_text(report.text), reference_text(report.query.exemplar_text)
+        units = []
+        for n, c in enumerate(item.payload, 1):
+            if self.race_dimension is not None and c["dimension"] != self.race_dimension:
+                continue
+            judged = None
+            if graded is not None and isinstance(graded[n - 1], dict):
+                a, b = graded[n - 1].get("article_1"), graded[n - 1].get("article_2")
+                if isinstance(a, int | float) and isinstance(b, int | float):
+                    judged = comparison_label(float(a), float(b))
+            units.append(AnnotationUnit(str(n), {
+                "dimension": c["dimension"].replace("_", " "), "criterion": c["criterion"],
+                "criterion_explanation": c["explanation"], "report": target, "human_section": human}, judged))
+        return units
 
     def fixed_scores(self, report: ReportContext) -> list[Score] | None:
         if report.is_human_exemplar:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from deepscholar.evaluation.base import (
+    AnnotationUnit,
     Item,
     ItemJudgment,
     LLMJudgedMetric,
@@ -79,6 +80,22 @@ class CitationPrecision(LLMJudgedMetric):
 
     prompt_name = "citation_precision_v2"
     definition = "d2"  # d2: report sentences as split into table rows and list items
+    paper_human_agreement = 0.80  # the DeepScholar paper's judge-human agreement
+
+    # Judge validation: one unit per (sentence, cited number) pair whose source has text; a pair naming no
+    # source text is imprecise by construction (no call) and gives no unit.
+    annotation_question = ("Does the cited source support at least one claim the sentence makes? Topical "
+                           "closeness alone is not support.")
+    annotation_labels = ("supported", "not_supported")
+
+    def annotation_units(self, report: ReportContext, item: Item, label: int | None) -> list[AnnotationUnit]:
+        pos, number = item.payload
+        source = resolved_text(report, number)
+        if source is None:
+            return []
+        judged = None if label not in (0, 1) else self.annotation_labels[0 if label else 1]
+        return [AnnotationUnit("", {"sentence": strip_citation_numbers(report.sentences[pos].text),
+                                    "source": source}, judged)]
 
     def items(self, report: ReportContext) -> list[Item]:
         """payload = (position of the sentence in report.sentences, cited number); [n][n] is one pair."""

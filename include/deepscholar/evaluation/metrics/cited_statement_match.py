@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from deepscholar.evaluation.base import (
+    AnnotationUnit,
     Item,
     ItemJudgment,
     LLMJudgedMetric,
@@ -87,6 +88,20 @@ class CitedStatementMatch(LLMJudgedMetric):
     prompt_name = "cited_statement_match_v1"
     # d1: pairs read off the [n] markers; a source without text is no match, without a call.
     definition = "d1"
+
+    # Judge validation: one unit per pair whose source has text (one without is no match, unasked: no unit).
+    # The human answers the judge's final decision; the quote it gave is not shown (it would hint at it).
+    annotation_question = ("Does a passage of the cited source say what the statement says (in any wording)? "
+                           "Answer no_match when no passage supports it or it only touches the same topic.")
+    annotation_labels = ("match", "no_match")
+
+    def annotation_units(self, report: ReportContext, item: Item, label: dict | None) -> list[AnnotationUnit]:
+        statement, _, source = item.payload
+        if source is None:
+            return []
+        match = label.get("match") if isinstance(label, dict) else None
+        judged = None if not isinstance(match, bool) else ("match" if match else "no_match")
+        return [AnnotationUnit("", {"statement": statement, "source": source}, judged)]
 
     def items(self, report: ReportContext) -> list[Item]:
         """payload = (the statement: the sentence without markers, cited number, the source's text or None)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from deepscholar.evaluation.base import (
+    AnnotationUnit,
     Item,
     ItemJudgment,
     LLMJudgedMetric,
@@ -76,6 +77,25 @@ class ClaimCoverage(LLMJudgedMetric):
     headline = "w1"
     calls_per_report = 12.0  # balances judge tasks only (evaluation.jobs)
     prompt_name = "claim_coverage_v2"
+    paper_human_agreement = 0.80  # the DeepScholar paper's judge-human agreement
+
+    # Judge validation: one unit per sentence, asked at the headline's window (w = 1): the references are
+    # the query paper and the sources cited in the sentence or next to it. The judge's stored minimal
+    # window reads as covered when it is at most 1 (a sentence not covered up to W_max is not covered).
+    ANNOTATION_WINDOW = 1
+    annotation_question = ("Do the references listed, taken together, support every claim of the sentence "
+                           "(each method, finding, number, comparison and attribution)?")
+    annotation_labels = ("covered", "not_covered")
+
+    def annotation_units(self, report: ReportContext, item: Item, label: dict | None) -> list[AnnotationUnit]:
+        pos = item.payload
+        window = label.get("min_window", "missing") if isinstance(label, dict) else "missing"
+        judged = None
+        if window is None or (isinstance(window, int) and not isinstance(window, bool)):
+            judged = "covered" if window is not None and window <= self.ANNOTATION_WINDOW else "not_covered"
+        refs = references_at(report, pos, self.ANNOTATION_WINDOW)
+        return [AnnotationUnit("", {"sentence": strip_citation_numbers(report.sentences[pos].text),
+                                    "references": _listed(refs, query_text(report))}, judged)]
 
     def __init__(self, w_max: int = DEFAULT_W_MAX) -> None:
         if w_max < 1:

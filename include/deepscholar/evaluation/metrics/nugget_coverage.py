@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from deepscholar.evaluation.base import Item, ItemJudgment, LLMJudgedMetric, NuggetInfo, ReportContext, Score
+from deepscholar.evaluation.base import (
+    AnnotationUnit,
+    Item,
+    ItemJudgment,
+    LLMJudgedMetric,
+    NuggetInfo,
+    ReportContext,
+    Score,
+)
 from deepscholar.llm.client import ParseError, parse_json_array
 from deepscholar.text.citations import strip_citation_numbers
 
@@ -54,6 +62,22 @@ class NuggetCoverage(LLMJudgedMetric):
 
     prompt_name = "nugget_coverage_v2"
     definition = "d2"  # d2: the local judge reads report sentences as split into table rows and list items
+    paper_human_agreement = 0.70  # the DeepScholar paper's judge-human agreement
+
+    # Judge validation: one unit per nugget of a batch (sub_key its 1-based place in the batch).
+    annotation_question = ("Does the report state this nugget (a key fact of the human-written related work)? "
+                           "support = fully, partial_support = in part, not_support = not at all.")
+    annotation_labels = LABELS
+
+    def annotation_units(self, report: ReportContext, item: Item, label: dict | None) -> list[AnnotationUnit]:
+        given: dict = {}
+        if isinstance(label, dict) and isinstance(label.get("nugget_idx"), list) \
+                and isinstance(label.get("labels"), list):
+            given = dict(zip(label["nugget_idx"], label["labels"], strict=False))
+        text = report.text.strip()
+        return [AnnotationUnit(str(n), {"nugget": nugget.text, "report": text},
+                               given.get(nugget.idx) if given.get(nugget.idx) in LABELS else None)
+                for n, nugget in enumerate(item.payload, 1)]
 
     def items(self, report: ReportContext) -> list[Item]:
         if report.is_human_exemplar:

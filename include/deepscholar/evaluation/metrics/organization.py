@@ -14,7 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from deepscholar.evaluation.base import Item, ItemJudgment, LLMJudgedMetric, ReportContext, Score
+from deepscholar.evaluation.base import (
+    AnnotationUnit,
+    Item,
+    ItemJudgment,
+    LLMJudgedMetric,
+    ReportContext,
+    Score,
+)
 from deepscholar.llm.client import ParseError, parse_json_object
 from deepscholar.text.citations import strip_citation_numbers
 
@@ -77,6 +84,20 @@ class Organization(LLMJudgedMetric):
 
     prompt_name = "organization_v2"
     definition = "d2"  # d2: the local judge reads report sentences as split into table rows and list items
+    paper_human_agreement = 0.78  # the DeepScholar paper's judge-human agreement
+
+    # Judge validation: one unit per order, the two sections shown exactly as the judge saw them (the
+    # report as A, then as B), so a human's position preference shows as the judge's would.
+    annotation_question = ("Which related-work section is better organised and more coherent (clear themes in a "
+                           "logical order, focused paragraphs, no repetition)? Ignore how many works each covers "
+                           "and its formatting. No ties: answer A or B.")
+    annotation_labels = ("A", "B")
+
+    def annotation_units(self, report: ReportContext, item: Item, label: dict | None) -> list[AnnotationUnit]:
+        fields = self.prompt_fields(report, item)
+        decision = label.get("decision") if isinstance(label, dict) else None
+        return [AnnotationUnit("", {"section_a": fields["section_a"], "section_b": fields["section_b"]},
+                               decision if decision in self.annotation_labels else None)]
 
     def items(self, report: ReportContext) -> list[Item]:
         if report.is_human_exemplar:

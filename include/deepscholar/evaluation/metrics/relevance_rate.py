@@ -67,6 +67,7 @@ class RelevanceRate(LLMJudgedMetric):
     variants = ("score",)
     prompt_name = "relevance_rate_v2"
     definition = "d1"
+    paper_human_agreement = 0.70  # the DeepScholar paper's judge-human agreement
 
     annotation_question = ("How relevant is this cited paper to the query paper's related work? "
                            "2 = directly relevant prior work, 1 = related background, 0 = off-topic.")

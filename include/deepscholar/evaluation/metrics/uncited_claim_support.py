@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING, Any
 from deepscholar.clock import assume_utc
 from deepscholar.evaluation.base import (
     METRICS_PACKAGE,
+    AnnotationUnit,
     Item,
     ItemJudgment,
     LLMJudgedMetric,
@@ -295,6 +296,32 @@ class UncitedClaimSupport(LLMJudgedMetric):
                 seen.add(pid)
             out.append(paper)
         return out[:EVIDENCE_K]
+
+    # -- judge validation --
+
+    # One unit per claim the judge extracted (sub_key: its sentence's number in the report, at most one claim
+    # per sentence), asking the verdict against the evidence papers the search found for it. The extraction
+    # itself is not validated: which claims exist is the judge's answer, so an unscored judgment (or one
+    # extracting nothing) gives no unit, and two judges are compared on the sentences both extracted.
+    annotation_question = ("Do the evidence papers listed (found by searching the literature published before "
+                           "the query paper) support the claim, contradict it, or neither? Look the papers up by "
+                           "their arXiv ids.")
+    annotation_labels = VERDICTS
+
+    def annotation_units(self, report: ReportContext, item: Item, label: Any) -> list[AnnotationUnit]:
+        claims = label.get("claims") if isinstance(label, dict) else None
+        units = []
+        for c in claims if isinstance(claims, list) else []:
+            if not isinstance(c, dict) or not isinstance(c.get("sentence"), int):
+                continue
+            evidence = "\n".join(
+                f"{n}. {p.get('title') or '(untitled)'} (arXiv {p.get('arxiv_id') or 'id unknown'}"
+                f"{', ' + p['published'] if p.get('published') else ''})"
+                for n, p in enumerate(c.get("evidence") or [], 1) if isinstance(p, dict)) or "(no paper found)"
+            units.append(AnnotationUnit(str(c["sentence"]), {
+                "sentence": str(c.get("text") or ""), "claim": str(c.get("claim") or ""), "evidence": evidence},
+                c.get("verdict") if c.get("verdict") in VERDICTS else None))
+        return units
 
     # -- what is judged --
 
