@@ -70,7 +70,7 @@ def _interval(ci: tuple[float, float] | None) -> list[float] | None:
 
 
 def _inter_annotator(humans: dict[str, dict[str, str]], annotators: Sequence[str], labels: Sequence[str], *,
-                     seed: int, n_resamples: int, intervals: bool) -> dict | None:
+                     seed: int, n_resamples: int, intervals: bool, kappa_intervals: bool) -> dict | None:
     """Among the humans (several annotators only): Krippendorff's alpha and pairwise agreement, with CIs."""
     if len(annotators) < 2:
         return None
@@ -81,14 +81,14 @@ def _inter_annotator(humans: dict[str, dict[str, str]], annotators: Sequence[str
         "n_items": sum(1 for i in items if len(humans[i]) >= 2),  # items labelled by two or more
         "krippendorff_alpha": stats.krippendorff_alpha(table, labels),
         "alpha_ci": _interval(stats.alpha_ci(table, labels, seed=seed, n_resamples=n_resamples)
-                              if intervals else None),
+                              if intervals and kappa_intervals else None),
         "percent_agreement": stats.pairwise_agreement(table),
         "ci": _interval(stats.pairwise_ci(table, seed=seed, n_resamples=n_resamples) if intervals else None),
     }
 
 
 def _metric_report(engine: Engine, release_id: str, name: str, judge_config: str, *, seed: int,
-                   n_resamples: int, intervals: bool) -> dict:
+                   n_resamples: int, intervals: bool, kappa_intervals: bool) -> dict:
     metric = annotatable_metric(name)
     with engine.connect() as conn:
         humans, reports = _human_labels(conn, release_id, name)
@@ -117,22 +117,24 @@ def _metric_report(engine: Engine, release_id: str, name: str, judge_config: str
                         if intervals else None),
         "cohen_kappa": stats.cohen_kappa(judge_side, human_side, labels),
         "kappa_ci": _interval(stats.kappa_ci(judge_side, human_side, labels, seed=seed, n_resamples=n_resamples)
-                              if intervals else None),
+                              if intervals and kappa_intervals else None),
         "confusion": stats.confusion(judge_side, human_side, labels),  # judge label -> human label -> count
         "inter_annotator": _inter_annotator(humans, annotators, labels, seed=seed, n_resamples=n_resamples,
-                                            intervals=intervals),
+                                            intervals=intervals, kappa_intervals=kappa_intervals),
         "paper_agreement": getattr(metric, "paper_human_agreement", None),
     }
 
 
 def agreement_report(engine: Engine, release_id: str, metric: str | None = None, judge_config: str | None = None,
-                     *, seed: int = 0, n_resamples: int | None = None, intervals: bool = True) -> list[dict]:
+                     *, seed: int = 0, n_resamples: int | None = None, intervals: bool = True,
+                     kappa_intervals: bool = True) -> list[dict]:
     """One entry per annotatable metric with human labels on the release (only `metric` when given), in
     registry order: the judge's agreement with the humans' majority and the humans' agreement among
     themselves (keys in the module docstring and docs/ARCHITECTURE.md, "Judge validation").
 
     `judge_config` (default: DEEPSCHOLAR_JUDGE's) is the judge whose labels are compared. `intervals=False`
-    skips the bootstrap (the page's quick view). Refused, with how to fix it: an unknown or unannotatable
+    skips the bootstrap; `kappa_intervals=False` only the slow part of it (kappa's and alpha's intervals
+    resample in a Python loop, about a second per metric; percent agreement's are vectorised): the page. Refused, with how to fix it: an unknown or unannotatable
     metric, no human labels for the release (or metric), a judge config with no judgments on the release."""
     from deepscholar.settings import current_settings
 
@@ -157,7 +159,7 @@ def agreement_report(engine: Engine, release_id: str, metric: str | None = None,
                        f"(judge the month with `deepscholar evaluate --release {release_id} --judge ...`)")
     resamples = n_resamples or current_settings().agreement_resamples
     return [_metric_report(engine, release_id, m, judge_config, seed=seed, n_resamples=resamples,
-                           intervals=intervals) for m in wanted]
+                           intervals=intervals, kappa_intervals=kappa_intervals) for m in wanted]
 
 
 # ------------------------------------------------------------------------------------------- formatting
