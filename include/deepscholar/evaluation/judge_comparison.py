@@ -22,6 +22,7 @@ import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -219,7 +220,7 @@ def _finite(x: float | None) -> float | None:
 def _store(engine: Engine, result: dict) -> None:
     """Idempotent: the pair's rows are replaced by this computation (a metric no longer compared is removed)."""
     key = {"release_id": result["release_id"], "judge_a": result["judge_a"], "judge_b": result["judge_b"]}
-    board = result["board"]
+    board, now = result["board"], datetime.now(UTC)
     rows = [{**key, "metric": m["metric"], "n_items": m["n_items"],
              "percent_agreement": _finite(m["percent_agreement"]),
              "ci_low": m["ci"][0] if m["ci"] else None, "ci_high": m["ci"][1] if m["ci"] else None,
@@ -227,7 +228,7 @@ def _store(engine: Engine, result: dict) -> None:
              "kappa_ci_low": m["kappa_ci"][0] if m["kappa_ci"] else None,
              "kappa_ci_high": m["kappa_ci"][1] if m["kappa_ci"] else None,
              "confusion": m["confusion"], "deltas": m["deltas"], "n_systems": m["n_systems"],
-             "kendall_tau": _finite(m["kendall_tau"]), "swaps": m["swaps"], "computed_at": sa.func.now()}
+             "kendall_tau": _finite(m["kendall_tau"]), "swaps": m["swaps"], "computed_at": now}
             for m in result["metrics"]]
     with engine.begin() as conn:
         conn.execute(sa.text("""
@@ -239,7 +240,7 @@ def _store(engine: Engine, result: dict) -> None:
             **key, "board_version_a": board["board_version_a"], "board_version_b": board["board_version_b"],
             "n_systems": board["n_systems"], "kendall_tau": _finite(board["kendall_tau"]),
             "p_value": _finite(board["p_value"]), "swaps": board["swaps"], "n_swaps": board["n_swaps"],
-            "n_swaps_within_noise": board["n_swaps_within_noise"], "computed_at": sa.func.now()}],
+            "n_swaps_within_noise": board["n_swaps_within_noise"], "computed_at": now}],
             key=["release_id", "judge_a", "judge_b"])
 
 
