@@ -215,7 +215,7 @@ def format_agreement_report(report: Sequence[dict], fmt: str = "table") -> str:
             "human agreement the DeepScholar paper reported. Intervals: bootstrap 95% over items.")
     head, body = _rows(report)
     tablefmt = "github" if fmt == "markdown" else "simple"
-    parts = [f"**{title}**" if fmt == "markdown" else title, "", tabulate(body, headers=head, tablefmt=tablefmt)]
+    parts = [f"**{title}**" if fmt == "markdown" else title, "", tabulate(body, headers=head, tablefmt=tablefmt, disable_numparse=True)]
     for r in report:
         extra = []
         if r["n_ties"]:
@@ -225,5 +225,5 @@ def format_agreement_report(report: Sequence[dict], fmt: str = "table") -> str:
         lines = _confusion_lines(r)
         parts += ["", f"{r['metric']}: confusion (rows: judge, columns: humans' majority)"
                   + (f"; {'; '.join(extra)}" if extra else ""),
-                  tabulate(lines[1:], headers=lines[0], tablefmt=tablefmt)]
+                  tabulate(lines[1:], headers=lines[0], tablefmt=tablefmt, disable_numparse=True)]
     return "\n".join([*parts, "", note])

@@ -350,13 +350,13 @@ def format_comparison(result: dict, fmt: str = "table") -> str:
     delta_rows = [[m["metric"], *(_num(m["deltas"].get(s), signed=True) for s in systems)]
                   for m in result["metrics"] if m["deltas"]]
     parts = [f"**{title}**" if fmt == "markdown" else title, "",
-             tabulate(body, headers=head, tablefmt=tablefmt), "",
+             tabulate(body, headers=head, tablefmt=tablefmt, disable_numparse=True), "",
              f"Core boards (versions {board['board_version_a']} and {board['board_version_b']}): Kendall's tau "
              f"{_num(board['kendall_tau'])} over {board['n_systems']} systems ranked on both by geometric mean; "
              f"swaps: {_swaps_text(board['swaps'])}"]
     if delta_rows:
         parts += ["", "Board mean b − a per system:", tabulate(delta_rows, headers=["Metric", *systems],
-                                                                tablefmt=tablefmt)]
+                                                                tablefmt=tablefmt, disable_numparse=True)]
     parts += ["", "Agree and kappa over the items both judges scored; a swap is within noise when the two "
                   "systems' bootstrap intervals overlap on either board. Systems not ranked (may have seen "
                   "the month's papers) are left out of the rankings."]
