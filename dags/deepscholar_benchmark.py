@@ -258,6 +258,24 @@ def deepscholar_benchmark():
                                        "leaderboard (are any systems registered and active?)")
         return {"systems": len(rows)}
 
+    @task
+    def compare_judges() -> dict:
+        """Judge vs judge on M, when another judge config has a board on M too (else skipped: optional,
+        nothing downstream but `finish`, so it never holds back publication)."""
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from deepscholar.db import get_engine
+        from deepscholar.evaluation.judge_comparison import compare_with_other_judges, summary_line
+        from deepscholar.evaluation.judges import JudgeSpec
+
+        release_id, judge_config = _month(), JudgeSpec.parse(_judge()).config_id
+        results = compare_with_other_judges(get_engine(), release_id, judge_config)
+        if not results:
+            raise AirflowSkipException(f"{release_id} has boards under {judge_config} only: no other judge to compare")
+        for result in results:
+            print(summary_line(result))
+        return {"compared": [r["judge_b"] for r in results]}
+
     @task(retries=0)
     def check_leaderboard() -> dict:
         from airflow.sdk.exceptions import AirflowFailException
@@ -326,8 +344,11 @@ def deepscholar_benchmark():
     checked >> jobs
     judged = judge.expand(job=jobs)
     published = publish_leaderboard()
-    judged >> roll_up() >> check_leaderboard() >> published
-    published >> finish()
+    rolled = roll_up()
+    judged >> rolled >> check_leaderboard() >> published
+    compared = compare_judges()  # optional: beside the checks and publication, never before them
+    rolled >> compared
+    [published, compared] >> finish()
 
 
 deepscholar_benchmark()

@@ -560,6 +560,26 @@ def _print_board_versions(engine, release_id: str | None, judge_config: str | No
     return 0
 
 
+def cmd_agreement(args) -> int:
+    from deepscholar.evaluation.human_agreement import agreement_report, format_agreement_report
+    from deepscholar.evaluation.judges import judge_config_of
+
+    engine = _engine()
+    release = _release(engine, args.release)
+    report = agreement_report(engine, release, args.metric, judge_config_of(args.judge) if args.judge else None)
+    print(format_agreement_report(report, args.format))
+    return 0
+
+
+def cmd_judges_compare(args) -> int:
+    from deepscholar.evaluation.judge_comparison import compare_judges, format_comparison
+
+    engine = _engine()
+    result = compare_judges(engine, _release(engine, args.release), args.a, args.b)
+    print(format_comparison(result, args.format))
+    return 0
+
+
 def cmd_cost(args) -> int:
     from deepscholar.evaluation.costs import format_cost_summary, judge_cost_summary
     from deepscholar.reporting import release_summary
@@ -641,6 +661,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report_commands(sub)
     _add_evaluation_commands(sub)
     _add_annotation_commands(sub)
+    _add_judge_validation_commands(sub)
     _add_tool_commands(sub)
     return parser
 
@@ -896,6 +917,29 @@ def _add_annotation_commands(sub) -> None:
                    help="who labelled it (a row's own 'annotator' column wins); required unless every labelled "
                         "row names its annotator")
     p.set_defaults(func=cmd_annotate_import)
+
+
+def _add_judge_validation_commands(sub) -> None:
+    """agreement (judge vs human labels) and the `judges` group (judge vs judge)."""
+    p = sub.add_parser("agreement", help="how far the judge agrees with human labels, per metric (percent "
+                                          "agreement, Cohen's kappa, confusion, humans' Krippendorff alpha)")
+    p.add_argument("--release", required=True)
+    p.add_argument("--metric", default=None, help="one annotatable metric (default: every one with human labels)")
+    p.add_argument("--judge", default=None, help="judge config, or a judge spec as `evaluate --judge` takes it "
+                                                 "(default: DEEPSCHOLAR_JUDGE)")
+    p.add_argument("--format", choices=["table", "json", "markdown"], default="table")
+    p.set_defaults(func=cmd_agreement)
+
+    judges = sub.add_parser("judges", help="judge validation across judge configs").add_subparsers(
+        dest="judges_command", required=True)
+    p = judges.add_parser("compare", help="two judge configs on one month: item agreement and kappa per metric, "
+                                          "score deltas per system, rank stability of the boards (stored)")
+    p.add_argument("--release", required=True)
+    p.add_argument("--a", required=True, metavar="CONFIG_A",
+                   help="a judge config (e.g. local:all-MiniLM-L6-v2:v1) or a judge spec ('local', a model)")
+    p.add_argument("--b", required=True, metavar="CONFIG_B", help="the other one, likewise")
+    p.add_argument("--format", choices=["table", "json", "markdown"], default="table")
+    p.set_defaults(func=cmd_judges_compare)
 
 
 def _positive_int(text: str) -> int:

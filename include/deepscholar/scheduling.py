@@ -191,6 +191,8 @@ def finish_run(engine: Engine, run: BenchmarkRun, failed_tasks: list[str]) -> tu
     state, message = current if current else (None, None)
     if state == "published" and not failed_tasks:
         return True, message or f"leaderboard of {run.release_id} published"
+    if state == "published":  # published, but an optional task after the roll-up (compare_judges) failed
+        return False, (f"leaderboard of {run.release_id} published, but failed: {', '.join(sorted(failed_tasks))}")
     if state == "blocked":
         return False, message or f"release {run.release_id} failed its gate"
     if state in (None, "waiting"):

@@ -355,6 +355,10 @@ class Settings:
         "lease of a judge process's claim on the reports it is judging (`evaluation/claims.py`, renewed every "
         "third of it while it works): another evaluation of the month skips them, and takes them over at most "
         "this long after their holder died")
+    agreement_resamples: int = _setting(
+        "DEEPSCHOLAR_AGREEMENT_RESAMPLES", 1000, POSITIVE_INT, "judging",
+        "bootstrap resamples behind the 95% intervals of judge validation (`deepscholar agreement`, "
+        "`deepscholar judges compare`): more is steadier and slower")
     claim_coverage_w_max: int = _setting(
         "DEEPSCHOLAR_CLAIM_COVERAGE_W_MAX", 1, _number(int, "an integer from 1 to 5", 1, maximum=5), "judging",
         "claim coverage's window cap: `1` asks only what the headline (w = 1) needs; `5` runs the w = 0..5 "

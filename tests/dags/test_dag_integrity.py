@@ -91,7 +91,10 @@ def test_benchmark_run_waits_for_its_release_and_its_final_state_tells_the_truth
     assert dag.get_task("roll_up").trigger_rule == "none_failed"
     # ... and whatever happened, `finish` runs last and is the run's only leaf.
     finish = dag.get_task("finish")
-    assert finish.trigger_rule == "all_done" and finish.upstream_task_ids == {"publish_leaderboard"}
+    assert finish.trigger_rule == "all_done" and finish.upstream_task_ids == {"publish_leaderboard", "compare_judges"}
+    # Judge vs judge is optional: after the roll-up, beside publication, skipped when M has one judge's boards.
+    assert dag.get_task("compare_judges").upstream_task_ids == {"roll_up"}
+    assert not dag.get_task("compare_judges").downstream_task_ids - {"finish"}
     assert [t.task_id for t in dag.tasks if not t.downstream_task_ids] == ["finish"]
 
 

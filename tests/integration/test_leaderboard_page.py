@@ -33,7 +33,8 @@ from deepscholar.evaluation.leaderboard import load_leaderboard  # noqa: E402
 from deepscholar.web import create_app  # noqa: E402
 from deepscholar.web.app import format_value  # noqa: E402
 
-pytestmark = pytest.mark.slow  # Airflow plugin and Chromium
+# Chromium and the Airflow plugin make most of these slow (marked one by one); the trust table's test is fast.
+slow = pytest.mark.slow
 
 # Labels, order and headline variants come from the metric registry, as the page's do.
 METRIC_ORDER = registry.metric_names(registry.CORE)
@@ -242,6 +243,7 @@ def _assert_board_matches_view(dom, engine, judge: str) -> None:
         assert table.one("td", {"data-system": sid, "data-metric": "n_failed"}).text() == str(r["n_failed"])
 
 
+@slow
 def test_latest_leaderboard_shows_the_view_numbers_grouped_by_dimension(site, engine):
     url, _ = site
     dom = parse_html(dump_dom(url + "/"))
@@ -266,6 +268,7 @@ def test_latest_leaderboard_shows_the_view_numbers_grouped_by_dimension(site, en
     assert len(local.one("table", {"class": "leaderboard"}).find_all("tr", {"data-system": True})) == 2
 
 
+@slow
 def test_report_drilldown_shows_text_sources_scores_and_judgments_escaped(site, engine):
     url, seeded = site
     rid = seeded["hostile"]
@@ -325,6 +328,7 @@ def test_report_drilldown_shows_text_sources_scores_and_judgments_escaped(site, 
     assert [s.attrs["data-judge-config"] for s in only_local.find_all("section", {"class": "judgments"})] == [LOCAL]
 
 
+@slow
 def test_history_charts_have_one_point_per_month(site, engine):
     url, _ = site
     history = _view(engine, "SELECT * FROM deepscholar.leaderboard_history WHERE judge_config = :j", j=LLM)
@@ -355,6 +359,7 @@ def test_history_charts_have_one_point_per_month(site, engine):
     assert [li.text() for li in overview.one("ul", {"data-legend": "history"}).find_all("li")] == sorted(LATEST)
 
 
+@slow
 def test_api_and_error_pages(site, engine):
     url, _ = site
     status, body = _get(url + "/api/leaderboard")
@@ -386,6 +391,7 @@ def test_api_and_error_pages(site, engine):
         assert resp.headers["Content-Security-Policy"].startswith("default-src 'none'")
 
 
+@slow
 def test_default_board_is_the_one_the_cli_prints(engine, db_url, monkeypatch, capsys):
     """One "latest" everywhere: with no release or judge asked for, the page shows the board
     `deepscholar leaderboard` prints (evaluation.leaderboard.pick_board), not one of its own choosing.
@@ -433,6 +439,7 @@ def test_default_board_is_the_one_the_cli_prints(engine, db_url, monkeypatch, ca
         (month, full, s) for s in systems]
 
 
+@slow
 def test_empty_warehouse_says_so(engine):
     with serve(create_app(lambda: engine)) as url:
         dom = parse_html(dump_dom(url + "/"))
@@ -444,6 +451,7 @@ def test_empty_warehouse_says_so(engine):
         assert status == 200 and 'data-empty="true"' in body
 
 
+@slow
 def test_plugin_mounts_the_app_and_adds_a_menu_entry(engine, db_url, monkeypatch):
     """Load plugins/ with Airflow's plugins manager and mount the apps as the API server's init_plugins does."""
     seed(engine)
@@ -496,3 +504,51 @@ def test_plugin_mounts_the_app_and_adds_a_menu_entry(engine, db_url, monkeypatch
     finally:
         for cached in caches:
             cached.cache_clear()
+
+
+def test_trust_table_shows_the_judge_against_human_labels_only_where_there_are_labels(engine):
+    """Fast tier: the page served by uvicorn and read over HTTP (no browser). The latest month's LLM board
+    gets a 'How far can you trust each column' table from its human labels; months and judges without
+    any show none."""
+    from support.human_labels import store_human_labels
+
+    from deepscholar.evaluation.annotation_units import judged_units
+    from deepscholar.evaluation.human_agreement import agreement_report
+
+    seeded = seed(engine)
+    with engine.begin() as conn:  # a second graded source of the same report: 2 relevance items under LLM
+        conn.execute(sa.text(
+            "INSERT INTO deepscholar.judgments (report_id, metric, judge_config, item_key, metric_version, label, "
+            "explanation, n_calls) VALUES (:r, 'relevance_rate', :j, 'src:2402.00002', 'd1+relevance_rate_v1', "
+            "CAST(:l AS jsonb), 'off topic', 1)"), {"r": seeded["hostile"], "j": LLM, "l": json.dumps({"grade": 0})})
+    units = list(judged_units(engine, MONTHS[-1], "relevance_rate", LLM))
+    assert sorted(u.judge_label for u in units) == ["0", "2"]
+    judge = {u.item_id: u.judge_label for u in units}
+    first, second = sorted(judge, key=lambda i: judge[i], reverse=True)  # judged "2", judged "0"
+    # Annotator x agrees with the judge on both; y gives the second "1": majority per item is a tie there.
+    # Judge vs majority: only the first item (2 = 2): 100% on 1 item; kappa undefined (one label).
+    store_human_labels(engine, units, {"x": {first: "2", second: "0"}, "y": {first: "2", second: "1"}})
+    expected = agreement_report(engine, MONTHS[-1], judge_config=LLM, kappa_intervals=False)
+    assert [(r["metric"], r["n_items"], r["n_ties"], r["percent_agreement"], r["cohen_kappa"])
+            for r in expected] == [("relevance_rate", 1, 1, 1.0, None)]
+
+    with serve(create_app(lambda: engine)) as url:
+        status, html = _get(url + "/?judge_config=" + LLM.replace(":", "%3A"))
+        assert status == 200
+        dom = parse_html(html)
+        section = dom.one("section", {"data-trust": "true"})
+        assert "How far can you trust each column" in section.text()
+        rows = section.find_all("tr", {"data-metric": True})
+        assert [r.attrs["data-metric"] for r in rows] == ["relevance_rate"]
+        row = rows[0]
+        assert row.one("td", {"data-metric": "percent_agreement"}).attrs["data-value"] == "1.0"
+        assert row.one("td", {"data-metric": "n_items"}).text() == "1"
+        assert row.one("td", {"data-metric": "n_annotators"}).text() == "2"
+        assert row.one("td", {"data-metric": "cohen_kappa"}).text() == "n/a"
+        paper = expected[0]["paper_agreement"]  # the metric's paper_human_agreement, when it declares one
+        assert row.one("td", {"data-metric": "paper_agreement"}).text() == (
+            "—" if paper is None else f"{100 * paper:.0f}%")
+        # An earlier month (no human labels) and the local judge's board (no relevance judgments): no table.
+        for query in (f"?release={MONTHS[0]}", "?judge_config=" + LOCAL.replace(":", "%3A")):
+            status, html = _get(url + "/" + query)
+            assert status == 200 and 'data-trust="true"' not in html, query

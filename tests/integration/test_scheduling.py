@@ -74,6 +74,9 @@ def test_only_a_run_that_published_the_leaderboard_ends_green(engine):
         assert poke_release(engine, run)
     record_run(engine, done, "published", "leaderboard of 2025-06 published (4 systems, judge local)")
     assert finish_run(engine, done, []) == (True, "leaderboard of 2025-06 published (4 systems, judge local)")
+    # An optional task after the roll-up that failed (judge vs judge) fails the run, saying it did publish.
+    assert finish_run(engine, done, ["compare_judges"]) == (
+        False, "leaderboard of 2025-06 published, but failed: compare_judges")
 
     ok, message = finish_run(engine, broken, ["generate_openai_3"])
     assert not ok and "generate_openai_3" in message

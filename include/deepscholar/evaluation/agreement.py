@@ -21,7 +21,7 @@ from sqlalchemy.engine import Engine
 
 from deepscholar.evaluation import registry
 
-__all__ = ["competition_ranks", "rank_agreement", "in_registry_order", "load_agreement", "format_agreement",
+__all__ = ["competition_ranks", "kendall_tau", "rank_agreement", "in_registry_order", "load_agreement", "format_agreement",
            "tau_text", "movers_text"]
 
 
@@ -34,6 +34,18 @@ def competition_ranks(values: Sequence[float | None]) -> list[int]:
 
 def _clean(x: float | None) -> float | None:
     return None if x is None or math.isnan(x) else float(x)
+
+
+def kendall_tau(a: Sequence[float], b: Sequence[float]) -> tuple[float | None, float | None]:
+    """Kendall's tau-b (SciPy) between two boards' values of the same systems, and its p-value; (None, None)
+    with fewer than 2 systems or when a board gives them all the same value (no ranking to compare).
+    Shared by the families' agreement here and the judge-vs-judge comparison (judge_comparison.py)."""
+    if len(a) != len(b):
+        raise ValueError(f"two boards must rank the same systems: {len(a)} values against {len(b)}")
+    if len(a) < 2 or np.ptp(a) <= 0 or np.ptp(b) <= 0:
+        return None, None
+    result = stats.kendalltau(a, b)
+    return _clean(float(result.statistic)), _clean(float(result.pvalue))
 
 
 def rank_agreement(headlines: Mapping[str, Mapping[str, float | None]],
@@ -54,10 +66,7 @@ def rank_agreement(headlines: Mapping[str, Mapping[str, float | None]],
                             and headlines[a][s] is not None and headlines[b][s] is not None)
             va = [float(headlines[a][s]) for s in shared]  # type: ignore[arg-type]
             vb = [float(headlines[b][s]) for s in shared]  # type: ignore[arg-type]
-            tau = p = None
-            if len(shared) >= 2 and np.ptp(va) > 0 and np.ptp(vb) > 0:
-                result = stats.kendalltau(va, vb)
-                tau, p = _clean(float(result.statistic)), _clean(float(result.pvalue))
+            tau, p = kendall_tau(va, vb)
             ranks_a, ranks_b = competition_ranks(va), competition_ranks(vb)
             moved = sorted(((rb - ra, s, ra, rb) for s, ra, rb in zip(shared, ranks_a, ranks_b, strict=True)
                             if ra != rb), key=lambda m: (-abs(m[0]), m[1]))

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 from deepscholar.errors import InvalidInput
 from deepscholar.evaluation import registry
 
-__all__ = ["JudgeSpec", "LOCAL_JUDGE_VERSION", "record_judge_config", "is_local_config"]
+__all__ = ["JudgeSpec", "LOCAL_JUDGE_VERSION", "record_judge_config", "is_local_config", "judge_config_of"]
 
 LOCAL_JUDGE_VERSION = "v1"
 
@@ -97,3 +97,12 @@ def is_local_config(judge_config: str) -> bool:
     """Was this board judged by the offline local judge (JudgeSpec.config_id "local:...")? Readers label
     its numbers as such: they answer the same questions, but not with an LLM."""
     return judge_config == "local" or judge_config.startswith("local:")
+
+
+def judge_config_of(text: str) -> str:
+    """The judge_config a reader means: a stored judge_config string as given ("local:...", "llm:..."), else
+    a judge spec as `evaluate --judge` takes it ('local', a litellm model string) turned into its config id."""
+    text = (text or "").strip()
+    if text.startswith(("local:", "llm:")):
+        return text
+    return JudgeSpec.parse(text).config_id

@@ -139,20 +139,21 @@ def _install_pages(app: FastAPI, engine: Callable[[], Engine]) -> None:
             if release is not None or version is not None:
                 raise NotFound("a window (from/to) is a board of its own: no release or version with it")
             board, tracks, selection = q.pooled_page_board(engine(), judge_config, window_from, window_to)
-            agreement = []
+            agreement, trust = [], []
         else:
             with engine().connect() as conn:
                 board = load_board(conn, judge_config, release, version)
                 tracks = q.load_track_boards(conn, board.release_id, board.judge_config, board.board_version)
                 agreement = q.load_agreement_rows(conn, board.release_id, board.judge_config, board.board_version)
             selection = None if board.release_id is None else Selection((board.release_id,), board.release_id)
+            trust = q.trust_rows(engine(), board.release_id, board.judge_config)
         categories = [] if selection is None or version is not None or board.judge_config is None else (
             q.category_page_boards(engine(), selection, board.judge_config, minimum))
         with engine().connect() as conn:
             months = q.board_months(conn, board.judge_config)
         base = _base_of(request)
         return _page("board.html", f"Leaderboard {board.release_id or ''}".strip(), base,
-                     **board_context(board, base, tracks, agreement),
+                     **board_context(board, base, tracks, agreement, trust),
                      **window_context(months, window_from, window_to, board.judge_config, base, categories, minimum,
                                       pooled=bool(window_from or window_to)))
 

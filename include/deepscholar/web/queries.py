@@ -18,7 +18,7 @@ from deepscholar import errors
 from deepscholar.evaluation import registry
 from deepscholar.evaluation.leaderboard import pick_board
 
-__all__ = ["Board", "TrackBoard", "NotFound", "load_board", "board_versions_of", "load_track_boards", "load_agreement_rows", "board_json",
+__all__ = ["Board", "TrackBoard", "NotFound", "load_board", "board_versions_of", "load_track_boards", "load_agreement_rows", "trust_rows", "board_json",
            "tracks_json", "metric_mean", "finite", "json_value", "pick",
            "history_rows", "history_judge_configs", "system_info", "system_reports", "report_detail"]
 
@@ -355,3 +355,22 @@ def category_page_boards(engine, selection, judge_config: str, min_queries: int)
     _, boards = pooled.category_boards(engine, selection, judge_config, min_queries=min_queries, n_boot=200)
     return boards
 
+
+
+def trust_rows(engine, release_id: str | None, judge_config: str | None) -> list[dict]:
+    """How far can you trust each column: the board's judge against the month's human labels, per metric
+    (evaluation/human_agreement.py); [] when the month has no human labels, or none this judge judged.
+
+    The one thing on the page not stored by the roll-up: it follows the human labels as they are imported,
+    and costs a few queries and a vectorised bootstrap (kappa's slower interval is left to the CLI)."""
+    from deepscholar.evaluation.human_agreement import agreement_report, labelled_metrics
+
+    if release_id is None or judge_config is None:
+        return []
+    with engine.connect() as conn:
+        if not labelled_metrics(conn, release_id):
+            return []
+    try:
+        return agreement_report(engine, release_id, judge_config=judge_config, kappa_intervals=False)
+    except errors.NotFound:  # labels exist, but not for a metric this judge config judged
+        return []

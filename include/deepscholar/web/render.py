@@ -271,8 +271,28 @@ def _agreement_rows(agreement: Sequence[Mapping]) -> list[dict]:
     return out
 
 
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.0f}%"
+
+
+def _trust_rows(report: Sequence[Mapping]) -> list[dict]:
+    """The judge-vs-humans table beside the board: ours (percent with CI, kappa, items) and the paper's."""
+    out = []
+    for r in report:
+        ci = r.get("ci")
+        out.append({"metric": r["metric"], "label": r["label"], "n_items": r["n_items"],
+                    "n_annotators": r["n_annotators"], "percent": r["percent_agreement"],
+                    "percent_shown": _pct(r["percent_agreement"]),
+                    "ci_shown": f"[{_pct(ci[0])}, {_pct(ci[1])}]" if ci else "",
+                    "kappa": r["cohen_kappa"],
+                    "kappa_shown": "n/a" if r["cohen_kappa"] is None else f"{r['cohen_kappa']:.2f}",
+                    "paper": r.get("paper_agreement"),
+                    "paper_shown": "—" if r.get("paper_agreement") is None else _pct(r["paper_agreement"])})
+    return out
+
+
 def board_context(board: Board, base: str, tracks: Sequence[TrackBoard] = (),
-                  agreement: Sequence[Mapping] = ()) -> dict:
+                  agreement: Sequence[Mapping] = (), trust: Sequence[Mapping] = ()) -> dict:
     dimensions = registry.dimensions(registry.CORE)
     metrics = [m for ms in dimensions.values() for m in ms]
     release = None if board.latest else board.release_id
@@ -285,6 +305,7 @@ def board_context(board: Board, base: str, tracks: Sequence[TrackBoard] = (),
         "local_judge": board.judge_config is not None and is_local_config(board.judge_config),
         "tracks": [_track_section(t, base) for t in tracks],
         "agreement": _agreement_rows(agreement),
+        "trust": _trust_rows(trust),
         "version": _version_shown(board.version_info),
         "n_versions": len(board.versions),
         "versions_link": f"{base}/versions{qs(release=board.release_id, judge_config=board.judge_config)}",
