@@ -310,3 +310,35 @@ def test_a_bad_row_of_the_exported_csv_is_named_by_its_spreadsheet_row(month, tm
     err = capsys.readouterr().err
     assert re.search(r": (row 5 \(lines? [0-9-]+\)|line 5): label 'maybe' is not allowed", err), err
     assert _count(engine, "human_labels") == 0
+
+
+def test_export_a_simulated_annotator_import_then_agreement_round_trips_from_the_cli(month, tmp_path, capsys):
+    """The maintainer's loop from the CLI: export a blind sample, an annotator (simulated: the judge's own
+    labels with 10% flipped, seeded) fills it in, import it, and `deepscholar agreement` reports exactly the
+    agreement the flips leave, with the flipped items off the confusion matrix's diagonal."""
+    import random
+
+    rows = _export(month, tmp_path / "sample", n=40, seed=11)
+    judge = _judge_labels(month["engine"])
+    rng = random.Random(2026)
+    flipped = set(rng.sample(sorted(judge), round(0.1 * len(rows))))
+    filled = []
+    for row in rows:
+        label = judge[row["item_id"]]
+        if row["item_id"] in flipped:  # another allowed label, chosen by the seed
+            label = rng.choice([x for x in row["allowed_labels"] if x != label])
+        filled.append({**row, "label": label})
+    assert cli.main(["annotate", "import", str(_write_jsonl(tmp_path / "filled.jsonl", filled)),
+                     "--annotator", "sim"]) == 0
+
+    capsys.readouterr()
+    assert cli.main(["agreement", "--release", month["month"], "--metric", METRIC, "--judge", "local",
+                     "--format", "json"]) == 0
+    (report,) = json.loads(capsys.readouterr().out)
+    assert report["metric"] == METRIC and report["n_items"] == len(rows) and report["n_annotators"] == 1
+    assert report["percent_agreement"] == pytest.approx(1 - len(flipped) / len(rows))  # 0.9
+    assert report["ci"][0] <= report["percent_agreement"] <= report["ci"][1]
+    off_diagonal = sum(n for a, row in report["confusion"].items() for b, n in row.items() if a != b)
+    assert off_diagonal == len(flipped)
+    assert report["cohen_kappa"] < 1
+    assert "inter_annotator" not in report or report["inter_annotator"] is None
