@@ -25,7 +25,7 @@ from deepscholar.evaluation import registry
 from deepscholar.evaluation.contamination import MAY_HAVE_SEEN
 from deepscholar.evaluation.contamination import contamination as contamination_of
 from deepscholar.evaluation.rollup import DEFAULT_N_BOOT, compute_leaderboard
-from deepscholar.release.versions import current_releases_sql
+from deepscholar.migrations.wide_views import current_releases_sql
 from deepscholar.release.window import MONTH_RE
 
 __all__ = ["Selection", "CategoryBoard", "current_releases", "pooled_board", "category_boards", "window_judge"]

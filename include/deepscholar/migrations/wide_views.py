@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 import sqlalchemy as sa
 
 from deepscholar.db import SCHEMA
-from deepscholar.release.versions import current_releases_sql
 
-__all__ = ["WIDE_VIEWS", "CORE_SEVEN", "run_sql_around_views", "wide_view_sql", "wide_view_columns", "sync_wide_views", "TRACK_VIEW_PREFIX",
+__all__ = ["WIDE_VIEWS", "current_releases_sql", "CORE_SEVEN", "run_sql_around_views",
+           "wide_view_sql", "wide_view_columns", "sync_wide_views", "TRACK_VIEW_PREFIX",
            "track_view_sql", "sync_track_views", "drop_generated_views", "query_views_sql", "sync_query_views"]
 
 WIDE_VIEWS = ("leaderboard_versions", "leaderboard", "leaderboard_latest", "leaderboard_history")  # creation order
@@ -249,6 +249,21 @@ QUERY_SCORES_VIEW = "leaderboard_query_scores"
 CATEGORY_VIEW = "leaderboard_categories"
 WINDOW_FUNCTION = "leaderboard_window"
 _SIGNATURE_PREFIX = "headline variants: "
+
+
+def current_releases_sql(schema: str = "") -> str:
+    """The version readers count of every month (its latest published one), with the month it covers: one
+    SELECT shared by the pooled boards, the backfill plan and the per-query view, so they never disagree.
+    `schema` qualifies the table for SQL that runs without the warehouse's search_path (generated views)."""
+    prefix = f"{schema}." if schema else ""
+    return f"""SELECT DISTINCT ON (r.base_id) r.release_id, r.base_id,
+           date_trunc('month', coalesce(
+               (r.window_start AT TIME ZONE 'UTC')::date,
+               CASE WHEN r.base_id ~ '^[0-9]{{4}}-(0[1-9]|1[0-2])$' THEN to_date(r.base_id, 'YYYY-MM') END))::date
+               AS month
+    FROM {prefix}releases r
+    WHERE r.status = 'published'
+    ORDER BY r.base_id, r.version DESC"""
 
 
 def query_views_sql(headlines: Sequence[tuple[str, str, str]]) -> list[str]:

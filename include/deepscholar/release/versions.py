@@ -22,23 +22,9 @@ from deepscholar import db
 from deepscholar.errors import InvalidInput, UserError
 from deepscholar.release.window import VERSION_RE
 
-__all__ = ["current_releases_sql", "ReleaseSealed", "VersionRow", "base_of", "latest_version", "open_next_version", "parse_version",
+__all__ = ["ReleaseSealed", "VersionRow", "base_of", "latest_version", "open_next_version", "parse_version",
            "refuse_sealed", "resolve_release", "seal", "version_id", "versions_of"]
 
-
-def current_releases_sql(schema: str = "") -> str:
-    """The version readers count of every month (its latest published one), with the month it covers: one
-    SELECT shared by the pooled boards, the backfill plan and the per-query view, so they never disagree.
-    `schema` qualifies the table for SQL that runs without the warehouse's search_path (generated views)."""
-    prefix = f"{schema}." if schema else ""
-    return f"""SELECT DISTINCT ON (r.base_id) r.release_id, r.base_id,
-           date_trunc('month', coalesce(
-               (r.window_start AT TIME ZONE 'UTC')::date,
-               CASE WHEN r.base_id ~ '^[0-9]{{4}}-(0[1-9]|1[0-2])$' THEN to_date(r.base_id, 'YYYY-MM') END))::date
-               AS month
-    FROM {prefix}releases r
-    WHERE r.status = 'published'
-    ORDER BY r.base_id, r.version DESC"""
 
 log = logging.getLogger("deepscholar.release")
 

@@ -25,7 +25,7 @@ from sqlalchemy.engine import Engine
 
 from deepscholar.errors import NotFound, UserError
 from deepscholar.evaluation import registry
-from deepscholar.release.versions import current_releases_sql
+from deepscholar.migrations.wide_views import current_releases_sql
 from deepscholar.release.window import MONTH_RE
 
 __all__ = ["BackfillTarget", "BackfillPlan", "plan_backfill", "format_plan", "queue_backfill"]
