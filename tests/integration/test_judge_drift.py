@@ -226,3 +226,13 @@ def test_an_unknown_or_judge_free_metric_is_one_clear_error(fresh, db_url, monke
     err = capsys.readouterr().err
     assert err.startswith("deepscholar: error: metric 'reference_coverage'") and "annotatable metrics" in err
     assert cli.main(["judges", "drift", "--release", "2031-01", "--judge", MODEL]) == 2
+
+
+def test_the_local_judge_is_checked_too_offline_and_free(fresh):
+    engine, release = fresh["engine"], fresh["month"]
+    evaluate_release(engine, release, judge="local", metrics=METRICS, roll_up=False)
+    check = check_drift(engine, release, "local", metrics=METRICS)
+    (d,) = check.metrics
+    assert (d.status, d.reference_kind, d.agreement, d.tripped) == ("checked", "first_judgment", 1.0, False)
+    assert d.n_items > 0 and (d.requests, d.cost_usd, d.predicted_cost_usd) == (0, 0.0, 0.0)
+    assert check.judge_config.startswith("local:")
