@@ -188,7 +188,8 @@ def test_a_check_over_the_cost_bound_is_refused_before_anything_is_sent(fresh, d
     assert "actual cost $" in capsys.readouterr().err
     assert _row(engine, fresh["month"])["status"] == "checked"
     monkeypatch.setenv("DEEPSCHOLAR_CALIBRATION_MAX_COST_USD", "0")
-    assert cli.main(["judges", "drift", "--release", fresh["month"], "--judge", MODEL]) == 0
+    assert cli.main(["judges", "drift", "--release", fresh["month"], "--judge", CONFIG]) == 0  # a config id too
+    assert f"under {CONFIG} refused: the predicted cost $" in capsys.readouterr().err
     assert _row(engine, fresh["month"])["status"] == "checked"
 
 

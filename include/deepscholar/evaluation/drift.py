@@ -33,8 +33,8 @@ from deepscholar.evaluation.annotation_units import annotatable_metric, annotata
 from deepscholar.evaluation.judges import JudgeSpec
 from deepscholar.settings import Settings, current_settings
 
-__all__ = ["SliceItem", "MetricDrift", "DriftCheck", "percent_agreement", "calibration_slice", "check_drift", "check_month",
-           "tripped_messages", "format_drift"]
+__all__ = ["SliceItem", "MetricDrift", "DriftCheck", "percent_agreement", "calibration_slice", "check_drift",
+           "check_month", "judge_spec", "tripped_messages", "format_drift"]
 
 log = logging.getLogger("deepscholar.evaluation")
 
@@ -232,8 +232,12 @@ def _rejudge(engine: Engine, metric, spec: JudgeSpec, client, items: Sequence[Sl
             if report_id == ctx.report_id and key in asked:
                 work.append((ctx, asked[key], group))
     hashes: list[str] = []
-    if spec.is_local:
-        judgments = [metric.judge_local(ctx, [item])[0] for ctx, item, _ in work]
+    if spec.is_local:  # a report's items in one call, as the runner asks them
+        by_report: dict[int, tuple] = {}
+        for ctx, item, _ in work:
+            by_report.setdefault(ctx.report_id, (ctx, []))[1].append(item)
+        local = {rid: iter(metric.judge_local(ctx, its)) for rid, (ctx, its) in by_report.items()}
+        judgments = [next(local[ctx.report_id]) for ctx, _, _ in work]
     else:
         def one(entry):
             with track_requests() as found:
@@ -306,6 +310,20 @@ def _metric_names(metrics: Sequence[str] | None) -> list[str]:
     return [annotatable_metric(m).name for m in dict.fromkeys(metrics)]  # InvalidInput for one without a judge
 
 
+def judge_spec(judge: str | JudgeSpec) -> JudgeSpec:
+    """A judge given as `local`, a model string, or a stored judge_config id (`llm:openai/gpt-4o;m=model`,
+    `local:...`), as the boards and judge_drift_checks name it."""
+    if isinstance(judge, JudgeSpec):
+        return judge
+    text = (judge or "").strip()
+    if text.startswith("local:"):
+        return JudgeSpec.parse("local")
+    if text.startswith("llm:"):
+        model, *overrides = text[len("llm:"):].split(";")
+        return JudgeSpec.parse(model, dict(o.split("=", 1) for o in overrides if "=" in o))
+    return JudgeSpec.parse(text)
+
+
 def _usd(x: float | None) -> str:
     return "unknown" if x is None else f"${x:.4f}"
 
@@ -321,7 +339,7 @@ def check_drift(engine: Engine, release_id: str, judge: str | JudgeSpec = "local
     bound is refused: stored as refused (a checked row of the month is kept), nothing sent. The local judge
     is checked too: offline and free, it still shows a change of its model or code."""
     settings = settings or current_settings()
-    spec = judge if isinstance(judge, JudgeSpec) else JudgeSpec.parse(judge)
+    spec = judge_spec(judge)
     _require_release(engine, release_id)
 
     def new(name: str, status: str, message: str, **values) -> MetricDrift:
@@ -347,8 +365,8 @@ def check_drift(engine: Engine, release_id: str, judge: str | JudgeSpec = "local
     known = [p for p in predicted.values() if p is not None]
     total = None if len(known) < len(predicted) else sum(known)
     say(f"judge drift check of {release_id} under {spec.config_id}: {sum(map(len, slices.values()))} calibration "
-        f"items of {len(slices)} metrics, {sum(_questions(i) for i in slices.values())} judge calls, predicted "
-        f"cost {_usd(total)}")
+        f"items of {', '.join(slices) or 'no metric'}, {sum(_questions(i) for i in slices.values())} judge calls, "
+        f"predicted cost {_usd(total)}")
     bound = settings.calibration_max_cost_usd
     if slices and bound is not None and (total is None or total > bound):
         why = ("the judge's price is unknown" if total is None else f"the predicted cost {_usd(total)} is over")
@@ -437,7 +455,7 @@ def format_drift(check: DriftCheck) -> str:
              _usd(d.predicted_cost_usd) if d.status != "skipped" else "",
              _usd(d.cost_usd) if d.status == "checked" else ""] for d in check.metrics]
     table = tabulate(rows, headers=["metric", "status", "reference", "items", "agreement", "previous", "change",
-                                    "alarm", "requests", "predicted", "cost"])
+                                    "alarm", "requests", "predicted", "cost"], disable_numparse=True)
     return f"{table}\n\n{check.summary}"
 
 
