@@ -34,6 +34,11 @@ provider so each provider's Airflow pool bounds its requests. Judging maps one t
 DEEPSCHOLAR_JUDGE_JOB_REPORTS report-metric judgments each, a multiple of DEEPSCHOLAR_JUDGE_TASKS of them;
 evaluation/jobs.py), each judging only what is missing. So a scheduled run, a retry and a
 backfill for a newly registered system (params.systems = ["name"]) all do only the missing work.
+**Judge drift.** After the roll-up, `check_judge_drift` has the run's judge answer its fixed calibration
+slice again with the cache bypassed (evaluation/drift.py); a tripped alarm fails `check_leaderboard`'s
+`no_judge_drift` (naming the metric and the drop), so the board is not published and the run's final
+state says why. DEEPSCHOLAR_DRIFT_CHECK=false skips the task, saying so.
+
 Wiring only: every task calls one function of the deepscholar library.
 """
 
@@ -276,7 +281,28 @@ def deepscholar_benchmark():
             print(summary_line(result))
         return {"compared": [r["judge_b"] for r in results]}
 
-    @task(retries=0)
+    @task
+    def check_judge_drift() -> dict:
+        """The judge's calibration slice re-judged for this month (evaluation/drift.py); a tripped alarm is
+        stored, and check_leaderboard's `no_judge_drift` then refuses the board."""
+        from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+        from deepscholar.db import get_engine
+        from deepscholar.errors import UserError
+        from deepscholar.evaluation.drift import check_month
+
+        if not current_settings().drift_check:
+            raise AirflowSkipException("the judge drift check is off (DEEPSCHOLAR_DRIFT_CHECK=false)")
+        try:
+            check = check_month(get_engine(), _month(), _judge(), get_current_context()["params"].get("metrics"),
+                                say=print)
+        except UserError as exc:  # e.g. the judge's API key is not set: a retry cannot fix it
+            raise AirflowFailException(str(exc)) from exc
+        print(check.summary)
+        return {"summary": check.summary, "tripped": [d.metric for d in check.tripped], "cost_usd": check.cost_usd}
+
+    # none_failed: a drift check that is switched off (skipped) must not skip the board's check.
+    @task(retries=0, trigger_rule="none_failed")
     def check_leaderboard() -> dict:
         from airflow.sdk.exceptions import AirflowFailException
 
@@ -345,7 +371,7 @@ def deepscholar_benchmark():
     judged = judge.expand(job=jobs)
     published = publish_leaderboard()
     rolled = roll_up()
-    judged >> rolled >> check_leaderboard() >> published
+    judged >> rolled >> check_judge_drift() >> check_leaderboard() >> published
     compared = compare_judges()  # optional: beside the checks and publication, never before them
     rolled >> compared
     [published, compared] >> finish()

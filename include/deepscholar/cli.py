@@ -593,6 +593,25 @@ def cmd_cost(args) -> int:
     return 0
 
 
+def cmd_judges_drift(args) -> int:
+    from deepscholar.evaluation.drift import check_drift, format_drift
+    from deepscholar.settings import current_settings
+
+    engine = _engine()
+    check = check_drift(engine, _release(engine, args.release), args.judge or current_settings().judge,
+                        metrics=args.metrics or None, api_base=args.api_base,
+                        say=lambda line: print(line, file=sys.stderr))
+    if args.json:
+        print(json.dumps({"release_id": check.release_id, "judge_config": check.judge_config,
+                          "summary": check.summary, "refused": check.refused,
+                          "predicted_cost_usd": check.predicted_cost_usd, "cost_usd": check.cost_usd,
+                          "metrics": [{k: v for k, v in vars(d).items() if k != "request_hashes"}
+                                      for d in check.metrics]}, default=str, indent=2))
+    else:
+        print(format_drift(check))
+    return 1 if check.tripped else 0
+
+
 def cmd_web(args) -> int:
     import uvicorn
 
@@ -940,6 +959,20 @@ def _add_judge_validation_commands(sub) -> None:
     p.add_argument("--b", required=True, metavar="CONFIG_B", help="the other one, likewise")
     p.add_argument("--format", choices=["table", "json", "markdown"], default="table")
     p.set_defaults(func=cmd_judges_compare)
+    _add_judges_drift(judges)
+
+
+def _add_judges_drift(judges) -> None:
+    p = judges.add_parser("drift", help="re-judge the judge's fixed calibration slice for a month, bypassing the "
+                                        "cache, and report agreement and the drift alarm (as the benchmark DAG does)")
+    p.add_argument("--release", required=True, help="the month the check is for (its current version)")
+    p.add_argument("--judge", default=None, metavar="CONFIG",
+                   help="'local' or a litellm model string (default: DEEPSCHOLAR_JUDGE)")
+    p.add_argument("--metrics", nargs="+", metavar="METRIC",
+                   help="only these metrics (default: every metric a human could annotate)")
+    p.add_argument("--api-base", default=None, help="judge API base URL (default: DEEPSCHOLAR_JUDGE_API_BASE)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_judges_drift)
 
 
 def _positive_int(text: str) -> int:

@@ -147,6 +147,15 @@ SECONDS = _number(float, "a number of seconds >= 0", 0)
 HOURS = _number(float, "a number of hours >= 0", 0)
 POSITIVE_SECONDS = _number(float, "a positive number of seconds", 0, above=True)
 PORT = _number(int, "a port number (0: any free one)", 0, maximum=65535)
+FRACTION = _number(float, "a number from 0 to 1", 0, maximum=1)
+
+
+def _or_none(kind: Kind) -> Kind:
+    """`kind`, or `none` for no value (no bound)."""
+    def parse(raw: str) -> Any:
+        return None if raw.lower() == "none" else kind.parse(raw)
+
+    return Kind(f"{kind.expected}, or none", parse)
 
 
 # --- the declarations ---------------------------------------------------------------------------------------
@@ -363,6 +372,29 @@ class Settings:
         "DEEPSCHOLAR_CLAIM_COVERAGE_W_MAX", 1, _number(int, "an integer from 1 to 5", 1, maximum=5), "judging",
         "claim coverage's window cap: `1` asks only what the headline (w = 1) needs; `5` runs the w = 0..5 "
         "sweep as its own metric version", tolerant=True)
+    # judging: the drift alarm (evaluation/drift.py)
+    drift_check: bool = _setting(
+        "DEEPSCHOLAR_DRIFT_CHECK", True, BOOL, "judging",
+        "the benchmark DAG's `check_judge_drift` re-judges the calibration slice every month (off: the task is "
+        "skipped, saying so; `deepscholar judges drift` still runs when asked)")
+    calibration_release: str | None = _setting(
+        "DEEPSCHOLAR_CALIBRATION_RELEASE", None, TEXT, "judging",
+        "the release whose judgments give the calibration slice when a metric has no human labels (read once, "
+        "when a judge's slice is drawn)", shown_default="the first published release the judge judged")
+    calibration_items: int = _setting(
+        "DEEPSCHOLAR_CALIBRATION_ITEMS", 40, POSITIVE_INT, "judging",
+        "questions per metric in a judge's calibration slice, drawn once and re-judged every month")
+    calibration_max_cost_usd: float | None = _setting(
+        "DEEPSCHOLAR_CALIBRATION_MAX_COST_USD", 5.0, _or_none(_number(float, "a number of USD >= 0", 0)),
+        "judging",
+        "the most a month's drift check may cost (predicted before it sends anything): above it, or with the "
+        "judge's price unknown, the check refuses that month and says so; `none`: no bound")
+    drift_min_agreement: float = _setting(
+        "DEEPSCHOLAR_DRIFT_MIN_AGREEMENT", 0.8, FRACTION, "judging",
+        "the drift alarm trips when a metric's agreement with its calibration labels falls below this")
+    drift_max_drop: float | None = _setting(
+        "DEEPSCHOLAR_DRIFT_MAX_DROP", 0.1, _or_none(FRACTION), "judging",
+        "... or drops by more than this since the judge's previous month checked; `none`: only the minimum")
     # generation
     search_backend: str = _setting("DEEPSCHOLAR_SEARCH_BACKEND", "local", TEXT, "generation",
                                    "search backend of systems without a `search` config key")

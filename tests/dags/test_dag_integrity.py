@@ -75,6 +75,9 @@ def test_benchmark_dag_runs_generation_lanes_in_their_provider_pools_then_judges
     assert dag.get_task("check_reports").upstream_task_ids == {f"generate_{lane}" for lane in GENERATION_LANES}
     assert "check_reports" in dag.get_task("plan_judging").upstream_task_ids
     assert dag.get_task("roll_up").upstream_task_ids == {"judge"}
+    # The judge drift check runs on the rolled-up month, before the board's check that it can fail.
+    assert dag.get_task("check_judge_drift").upstream_task_ids == {"roll_up"}
+    assert dag.get_task("check_leaderboard").upstream_task_ids == {"check_judge_drift"}
     assert dag.get_task("publish_leaderboard").upstream_task_ids == {"check_leaderboard"}
     assert [a.uri for a in dag.get_task("publish_leaderboard").outlets] == [
         "postgres://warehouse:5432/deepscholar/deepscholar/leaderboard"]
@@ -89,6 +92,7 @@ def test_benchmark_run_waits_for_its_release_and_its_final_state_tells_the_truth
     # Lanes or judge tasks with nothing to do are skipped; that must not skip the month's leaderboard...
     assert dag.get_task("check_reports").trigger_rule == "none_failed"
     assert dag.get_task("roll_up").trigger_rule == "none_failed"
+    assert dag.get_task("check_leaderboard").trigger_rule == "none_failed"  # a drift check switched off is skipped
     # ... and whatever happened, `finish` runs last and is the run's only leaf.
     finish = dag.get_task("finish")
     assert finish.trigger_rule == "all_done" and finish.upstream_task_ids == {"publish_leaderboard", "compare_judges"}

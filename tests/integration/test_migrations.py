@@ -174,7 +174,8 @@ def test_baseline_warehouse_upgrades_to_head_keeping_every_row(new_database):
              "judge_claims", "track_boards", "track_board_metrics", "board_agreement", "release_track_artefacts",
              "race_rubrics", "gt_claims", "release_changelog", "paper_licences", "annotation_items",
              "annotation_samples", "annotation_sample_items", "human_labels", "human_label_history",
-             "judge_comparison_metrics", "judge_comparisons")
+             "judge_comparison_metrics", "judge_comparisons",
+             "calibration_items", "judge_drift_checks")
     assert all(after.pop(table) == [] for table in added)
     # The board that existed became version 1 of its board, published, with every row kept (as version 1).
     versions = after.pop("board_versions")  # (the snapshot leaves out board_version: checked below)

@@ -36,6 +36,7 @@ RELEASED = {
     "0020_paper_licences": "f486bf44f9e703e79c4a1d17b66bed20ca2b067c3939727f45a06edb13d25ce2",
     "0021_annotations": "72905869b9edc38eaa68ab97aa02580fe3d10dc6a1fd53faa355b5348b6f5c89",
     "0022_judge_comparisons": "20a16d25e13c1948c53a081527335775ccc0295619cde296fcc31b4a931bee07",
+    "0023_judge_drift": "f49f8aa10ddae3a75681d02ae67194cbea371b1133f0790d08bea2bc45ee0f9f",
 }
 # The sha256 the pre-migration init_db recorded in schema_files for sql/001..004: the baseline is
 # exactly those files, so adopted warehouses match it.

@@ -21,7 +21,7 @@ from deepscholar.evaluation.judges import JudgeSpec
 from deepscholar.llm.prices import price_of
 from deepscholar.settings import current_settings
 
-__all__ = ["judge_cost_summary", "format_cost_summary", "predicted_judge_cost"]
+__all__ = ["judge_cost_summary", "format_cost_summary", "predicted_judge_cost", "predicted_call_cost"]
 
 
 def _tokens_per_call(conn: sa.Connection, purpose: str, model: str) -> tuple[float, float, int]:
@@ -51,6 +51,12 @@ def _per_call_prediction(conn: sa.Connection, spec: JudgeSpec, name: str) -> tup
     price = price_of(model)
     return (float(getattr(metric, "calls_per_report", 1.0)), prompt, completion, basis,
             None if price is None else prompt * price[0] + completion * price[1])
+
+
+def predicted_call_cost(conn: sa.Connection, spec: JudgeSpec, name: str) -> float | None:
+    """USD that one judge call of this metric should take (0 for the local judge; None when the model has no
+    price): what a fixed number of questions costs, e.g. the drift check's calibration slice."""
+    return _per_call_prediction(conn, spec, name)[4]
 
 
 def predicted_judge_cost(conn: sa.Connection, spec: JudgeSpec, metrics: Sequence[str],

@@ -56,12 +56,14 @@ class JudgeSpec:
         return self.metric_models.get(metric, self.model)
 
     def client_for(self, engine: Engine, metric: str, *, api_base: str | None = None, api_key: str | None = None,
-                   concurrency: int = 16):
+                   concurrency: int = 16, cache_salt: str | None = None):
+        """`cache_salt`: a client that bypasses the shared llm_calls answers (LLMClient; the drift check)."""
         from deepscholar.llm.client import LLMClient
 
         if self.is_local:
             raise ValueError("the local judge has no LLM client")
-        return LLMClient(engine, self.model_for(metric), api_base=api_base, api_key=api_key, concurrency=concurrency)
+        return LLMClient(engine, self.model_for(metric), api_base=api_base, api_key=api_key, concurrency=concurrency,
+                         cache_salt=cache_salt)
 
 
 def record_judge_config(engine: Engine, spec: JudgeSpec, metric, client=None) -> None:

@@ -9,6 +9,10 @@ system deactivated later keeps its past rows (its reports are still there), so i
 allowed on a board but not required. The tracks' boards of the same release and judge are checked with
 it: their metric rows as the core's (a fraction's mean and interval in [0, 1], scored + unscored within
 the reports), each row's reports against the ok reports, one metric row per metric of its track.
+
+The judge drift alarm blocks publication here too (`no_judge_drift`): no drift check of the release under
+this judge may have tripped (evaluation/drift.py); the summary then quotes each tripped check's message,
+which names the metric, its agreement and the drop.
 """
 
 from __future__ import annotations
@@ -79,8 +83,13 @@ _TRACK_ROWS_SQL = f"""
     WHERE b.release_id = :r AND b.judge_config = :j AND b.board_version = :v
     ORDER BY b.family, b.system_id"""
 
+# The month's drift checks under this judge (none when the check did not run: nothing to refuse).
+_DRIFT_SQL = f"""
+    SELECT metric, tripped::int AS tripped, message FROM {SCHEMA}.judge_drift_checks
+    WHERE release_id = :r AND judge_config = :j ORDER BY metric"""
+
 _FRAMES = {"rows": _ROWS_SQL, "expected_systems": _EXPECTED_SQL, "metric_rows": _METRIC_ROWS_SQL,
-           "track_rows": _TRACK_ROWS_SQL}
+           "track_rows": _TRACK_ROWS_SQL, "drift": _DRIFT_SQL}
 
 # Each metric's mean and interval are checked on its own row (metric_rows), whatever metrics are registered.
 UNIT_COLUMNS = ("geometric_mean", "geometric_mean_ci_low", "geometric_mean_ci_high")
@@ -97,6 +106,7 @@ CHECK_NAMES = (
     "scored_plus_unscored_within_reports",
     "track_n_reports_equals_ok_reports",
     "track_one_row_per_metric",
+    "no_judge_drift",
 )
 
 
@@ -156,6 +166,8 @@ def _checks(gxe) -> list[Check]:
         Check("track_one_row_per_metric", "track_rows",
               gxe.ExpectColumnPairValuesToBeEqual(column_A="n_metric_rows", column_B="expected_metric_rows"),
               ["family", "system_id"]),
+        Check("no_judge_drift", "drift", gxe.ExpectColumnValuesToBeInSet(column="tripped", value_set=[0]),
+              ["metric", "message"]),
     ]
     return checks
 
@@ -175,6 +187,9 @@ def check_leaderboard(engine: Engine, release_id: str, judge_config: str) -> Gat
     summary = (f"leaderboard {release_id} ({judge_config}): {n_rows} systems; "
                + (f"all {len(results)} checks passed" if not failed
                   else f"{len(failed)} of {len(results)} checks failed ({', '.join(c['name'] for c in failed)})"))
+    drifted = frames["drift"]
+    if any(c["name"] == "no_judge_drift" for c in failed):
+        summary += ": " + "; ".join(drifted.loc[drifted["tripped"] != 0, "message"])
     return GateResult(release_id=release_id, success=not failed, checks=results, summary=summary,
                       gx_version=gx.__version__, duration_seconds=round(time.perf_counter() - started, 3),
                       config={"judge_config": judge_config})

@@ -228,6 +228,7 @@ class LLMClient:
         max_reasks: int = 2,
         backoff_base: float | None = None,
         extra_params: Mapping[str, Any] | None = None,
+        cache_salt: str | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
@@ -242,6 +243,11 @@ class LLMClient:
         self.max_reasks = max_reasks
         self.backoff_base = llm_setting("backoff", backoff_base, 0.5)
         self.params: dict[str, Any] = {**DEFAULT_PARAMS, **(extra_params or {})}
+        # Bypasses the shared cache (the judge drift check, evaluation/drift.py): every request is keyed and
+        # stored with this salt, so it is never answered from, nor stored over, the answers other callers
+        # get (a cached answer cannot show that a provider's model changed); the salted rows keep the audit
+        # trail and the costs, and a retry with the same salt replays them rather than paying twice.
+        self.cache_salt = cache_salt
         # Bounds requests in flight across all threads using this client, including nested map() calls.
         self._in_flight = threading.BoundedSemaphore(concurrency)
         # Answers this client already had, kept in memory: llm_calls rows never change once written, and
@@ -273,6 +279,8 @@ class LLMClient:
                        "response_format": response_format}
         call_params = {k: v for k, v in call_params.items() if v is not None}
         request = cache.canonical_request(self.model, self.api_base, messages, call_params)
+        if self.cache_salt is not None:
+            request["cache_salt"] = self.cache_salt  # stored with the row: why it is not the shared answer
         key = cache.hash_request(request)  # the body just built: built and serialised once
         hit = self._recent.get(key)
         if hit is not None:  # the common repeat, answered from memory without starting a flight
