@@ -21,6 +21,7 @@ from support.warehouse import ConnectionSampler, throwaway_warehouse
 
 from deepscholar.demo import demo_schedule_env, replay_endpoints
 from deepscholar.evaluation import registry
+from deepscholar.evaluation.annotation_units import annotatable_metric_names
 from deepscholar.local_airflow import LocalAirflow, drop_database, fresh_metadata_database
 from deepscholar.orchestration import BENCHMARK_DAG_ID, RELEASE_DAG_ID
 from deepscholar.replay.demo_snapshot import write_demo_snapshot
@@ -161,7 +162,9 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
     judge = {"DEEPSCHOLAR_RELEASE_JUDGE": "local", "DEEPSCHOLAR_JUDGE": "openai/stub-judge",
              "DEEPSCHOLAR_JUDGE_API_BASE": judge_stub.url, "OPENAI_API_KEY": "test",
              "DEEPSCHOLAR_JUDGE_TASKS": "4", "DEEPSCHOLAR_JUDGE_CONCURRENCY": "16",
-             "DEEPSCHOLAR_JUDGE_JOB_REPORTS": "24", "DEEPSCHOLAR_TRACKS": ",".join(registry.tracks())}
+             "DEEPSCHOLAR_JUDGE_JOB_REPORTS": "24", "DEEPSCHOLAR_TRACKS": ",".join(registry.tracks()),
+             # The drift check re-judges a small calibration slice past the cache (the stub has no price).
+             "DEEPSCHOLAR_CALIBRATION_ITEMS": "5", "DEEPSCHOLAR_CALIBRATION_MAX_COST_USD": "none"}
     with ReplayServer(snapshot) as server, ConnectionSampler(warehouse_url, interval=0.1) as connections:
         server.inject_failures("/api/query", [Delay(RELEASE_STALL_SECONDS)])
         with _airflow(tmp_path, metadata_url, server, snapshot, warehouse_url, judge) as airflow:
@@ -205,7 +208,13 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
         # The run checked and published the board it rolled up: version 1, which never changes again.
         board_versions = conn.execute(sa.text(
             "SELECT board_version, status FROM board_versions WHERE release_id = :m"), {"m": MONTH}).all()
+        drift = conn.execute(sa.text("SELECT metric, status, tripped, agreement FROM judge_drift_checks "
+                                     "WHERE release_id = :m"), {"m": MONTH}).all()
     assert board_versions == [(1, "published")]
+    # The judge's calibration slice (its first answers on this, its first month) was asked again past the
+    # cache before the board's check; the unchanged stub agrees with itself, so no alarm holds the board back.
+    assert "relevance_rate" in {m for m, *_ in drift} <= set(annotatable_metric_names())
+    assert all(status == "checked" and not tripped for _, status, tripped, _ in drift), drift
     assert artefacts == {"race": True, "claims": True}
     assert boards == dict.fromkeys(registry.tracks(), len(ORACLES) + 1)
     assert human_race == 0.5
