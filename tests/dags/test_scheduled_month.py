@@ -183,7 +183,9 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
     assert board == sorted([(MONTH, "human_exemplar")] + [(MONTH, name) for name in ORACLES])
     # One run per DAG, both created by the scheduler for the same logical date, both green.
     assert [(r["run_type"], r["state"]) for r in release_runs] == [("scheduled", "success")]
-    assert [(r["run_type"], r["state"]) for r in benchmark_runs] == [("scheduled", "success")]
+    assert [(r["run_type"], r["state"]) for r in benchmark_runs] == [("scheduled", "success")], (
+        f'{ {t["task_id"]: t["state"] for t in tasks if t["state"] not in ("success", "skipped")} } '
+        f'{[r["message"] for r in _benchmark_rows(engine)]}')
     assert release_runs[0]["logical_date"] == benchmark_runs[0]["logical_date"]
     assert pinned == MONTH
     # The benchmark started before the release was published, waited for it, and no second run was started.

@@ -221,6 +221,7 @@ def _rejudge(engine: Engine, metric, spec: JudgeSpec, client, items: Sequence[Sl
     """({item id: the fresh answer as an annotation label, None when unscored} for the items still askable,
     request hashes of the calls made). An item whose report changed since is left out (missing)."""
     from deepscholar.evaluation.context import load_reports
+    from deepscholar.evaluation.runner import prepare_metric
     from deepscholar.llm.client import track_requests
 
     wanted: dict[tuple[int, str], list[SliceItem]] = {}
@@ -232,6 +233,10 @@ def _rejudge(engine: Engine, metric, spec: JudgeSpec, client, items: Sequence[Sl
         for (report_id, key), group in wanted.items():
             if report_id == ctx.report_id and key in asked:
                 work.append((ctx, asked[key], group))
+    # What the metric fixes once per release before judging it (uncited claim support binds its evidence
+    # search), as the runner does: the slice's reports may belong to another release than the month's.
+    for release_id in sorted({ctx.release_id for ctx, _, _ in work}):
+        prepare_metric(engine, release_id, metric)
     hashes: list[str] = []
     if spec.is_local:  # a report's items in one call, as the runner asks them
         by_report: dict[int, tuple] = {}

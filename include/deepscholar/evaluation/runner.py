@@ -311,7 +311,7 @@ def judge_metric(
             engine, metric_name, api_base=api_base or _api_base(),
             api_key=api_key, concurrency=concurrency or _concurrency())
     if not prepared:
-        _prepare(engine, release_id, metric)
+        prepare_metric(engine, release_id, metric)
         record_judge_config(engine, spec, metric, client)
     label = f"{metric_name} on {release_id} ({system_id or 'all systems'}, {spec.config_id})"
     with track_usage() as usage:
@@ -323,7 +323,7 @@ def judge_metric(
     return run
 
 
-def _prepare(engine: Engine, release_id: str, metric: Metric) -> None:
+def prepare_metric(engine: Engine, release_id: str, metric: Metric) -> None:
     """A metric that needs data fixed for the whole release first (document importance: the cited-by counts
     of the papers reports cite, frozen once) prepares it here. Run once per metric before any thread
     judges it: the preparation holds a connection for its lock while it works, and threads queueing for it
@@ -420,7 +420,7 @@ def judge_units(engine: Engine, release_id: str, units: Sequence[dict], spec: Ju
         _check_judge_credentials(spec, units, pending, clients)
     for name in dict.fromkeys(u["metric"] for u, ids in zip(units, pending, strict=True) if ids):
         metric = get_metric(name)
-        _prepare(engine, release_id, metric)
+        prepare_metric(engine, release_id, metric)
         record_judge_config(engine, spec, metric, clients.get(spec.model_for(name)))
 
     def unit_run(u: dict, ids: list[int], share: JobShare) -> JudgeRun:
