@@ -566,7 +566,7 @@ def cmd_agreement(args) -> int:
 
     engine = _engine()
     release = _release(engine, args.release)
-    report = agreement_report(engine, release, args.metric, judge_config_of(args.judge) if args.judge else None)
+    report = agreement_report(engine, release, args.metric, judge_config_of(args.judge))
     print(format_agreement_report(report, args.format))
     return 0
 

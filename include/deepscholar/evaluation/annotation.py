@@ -35,8 +35,9 @@ from sqlalchemy.engine import Engine
 
 from deepscholar.errors import InvalidInput, NotFound
 from deepscholar.evaluation.annotation_units import JudgedUnit, annotatable_metric, judged_units
+from deepscholar.evaluation.judges import judge_config_of
 
-__all__ = ["ExportResult", "ImportSummary", "FILE_COLUMNS", "judge_config_of", "output_paths", "allocate",
+__all__ = ["ExportResult", "ImportSummary", "FILE_COLUMNS", "output_paths", "allocate",
            "export_sample", "import_labels"]
 
 # Columns every annotation file starts with, before the unit's content fields; `label` is last.
@@ -61,18 +62,6 @@ class ExportResult:
     n_strata: int  # non-empty (system, judge label) strata among them
     files: tuple[Path, ...]
     reused: bool = False  # an identical earlier sample (same draw) was recorded already
-
-
-def judge_config_of(judge: str | None) -> str:
-    """The judge_config a user means: a judge spec as `deepscholar evaluate --judge` takes it ('local', a
-    model string; default: the settings' judge), or a judge_config string as stored ('local:...', 'llm:...')."""
-    from deepscholar.evaluation.judges import JudgeSpec
-    from deepscholar.settings import current_settings
-
-    text = (judge or "").strip() or current_settings().judge
-    if text.startswith(("local:", "llm:")):
-        return text
-    return JudgeSpec.parse(text).config_id
 
 
 def output_paths(out: str | os.PathLike) -> tuple[Path, Path]:

@@ -22,7 +22,8 @@ from deepscholar.evaluation import registry
 from deepscholar.evaluation.base import AnnotationUnit, ReportContext, annotatable
 from deepscholar.evaluation.context import load_reports
 
-__all__ = ["JudgedUnit", "item_id", "annotatable_metric", "annotatable_metric_names", "judged_units"]
+__all__ = ["JudgedUnit", "item_id", "annotatable_metric", "annotatable_metric_names", "judged_metric_names",
+           "judged_units"]
 
 CHUNK_REPORTS = 200  # report contexts loaded per round trip pair (context.load_reports)
 
@@ -66,6 +67,15 @@ def annotatable_metric(name: str) -> Any:
 def annotatable_metric_names() -> list[str]:
     """Every registered metric (core and tracks) with annotation units, in registry order."""
     return [m.name for m in registry.metrics() if annotatable(m)]
+
+
+def judged_metric_names(conn: sa.Connection, release_id: str, judge_config: str, *,
+                        scored_only: bool = False) -> set[str]:
+    """The metrics with judgments on the release under the judge config (scored ones only, when asked)."""
+    return set(conn.execute(sa.text(f"""
+        SELECT DISTINCT j.metric FROM judgments j JOIN reports r USING (report_id)
+        WHERE r.release_id = :r AND j.judge_config = :j{" AND j.label IS NOT NULL" if scored_only else ""}"""),
+        {"r": release_id, "j": judge_config}).scalars())
 
 
 def _judgment_rows(engine: Engine, release_id: str, metric: str, judge_config: str,

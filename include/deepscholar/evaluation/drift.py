@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,6 +28,7 @@ from sqlalchemy.engine import Engine
 
 from deepscholar import db
 from deepscholar.errors import NotFound
+from deepscholar.evaluation import judge_agreement
 from deepscholar.evaluation.annotation_units import annotatable_metric, annotatable_metric_names, judged_units
 from deepscholar.evaluation.judges import JudgeSpec
 from deepscholar.settings import Settings, current_settings
@@ -117,11 +117,9 @@ class DriftCheck:
 def percent_agreement(pairs: Iterable[tuple[str | None, str | None]]) -> float | None:
     """Share of (reference, answer) pairs that agree (judge_agreement's statistic); an answer the judge
     could not give (None, unscored) counts as a disagreement, never as left out. None: no pairs."""
-    from deepscholar.evaluation.judge_agreement import percent_agreement as agreement
-
     pairs = list(pairs)
     unanswered = "\x00unscored"  # no label of any metric: it agrees with no reference
-    return agreement([ref or "" for ref, _ in pairs], [unanswered if got is None else got for _, got in pairs])
+    return judge_agreement.percent_agreement([ref or "" for ref, _ in pairs], [unanswered if got is None else got for _, got in pairs])
 
 
 # --- the slice ----------------------------------------------------------------------------------------------
@@ -144,14 +142,10 @@ def _human_slice(engine: Engine, metric: str, size: int) -> list[SliceItem]:
             JOIN reports r ON r.report_id = a.report_id AND r.status = 'ok'
             WHERE a.metric = :m
             GROUP BY a.item_id ORDER BY a.item_id"""), {"m": metric}).all()
-    out = []
-    for r in rows:
-        top = Counter(r.labels).most_common(2)
-        if len(top) == 1 or top[0][1] > top[1][1]:  # a tie has no majority: no reference to compare with
-            out.append(SliceItem(r.item_id, r.release_id, r.report_id, r.item_key, r.sub_key, HUMAN, top[0][0]))
-        if len(out) == size:
-            break
-    return out
+    # A tie has no majority (judge_agreement.majority_labels): no reference to compare with.
+    majority = judge_agreement.majority_labels({r.item_id: r.labels for r in rows}).labels
+    return [SliceItem(r.item_id, r.release_id, r.report_id, r.item_key, r.sub_key, HUMAN, majority[r.item_id])
+            for r in rows if r.item_id in majority][:size]
 
 
 def _source_release(engine: Engine, metric: str, judge_config: str, configured: str | None) -> str | None:

@@ -21,19 +21,17 @@ from sqlalchemy.engine import Engine
 from deepscholar.errors import NotFound
 from deepscholar.evaluation import judge_agreement as stats
 from deepscholar.evaluation import registry
-from deepscholar.evaluation.annotation_units import annotatable_metric, annotatable_metric_names, judged_units
+from deepscholar.evaluation.annotation_units import (
+    annotatable_metric,
+    annotatable_metric_names,
+    judged_metric_names,
+    judged_units,
+)
+from deepscholar.evaluation.judges import judge_config_of
 
-__all__ = ["FORMATS", "default_judge_config", "labelled_metrics", "agreement_report", "format_agreement_report"]
+__all__ = ["FORMATS", "labelled_metrics", "agreement_report", "format_agreement_report"]
 
 FORMATS = ("table", "json", "markdown")
-
-
-def default_judge_config() -> str:
-    """The judge a month is scored with by default (DEEPSCHOLAR_JUDGE), as its judge_config."""
-    from deepscholar.evaluation.judges import JudgeSpec
-    from deepscholar.settings import current_settings
-
-    return JudgeSpec.parse(current_settings().judge).config_id
 
 
 def labelled_metrics(conn: sa.Connection, release_id: str) -> list[str]:
@@ -57,12 +55,6 @@ def _human_labels(conn: sa.Connection, release_id: str, metric: str) -> tuple[di
         by_item.setdefault(row.item_id, {})[row.annotator] = row.label
         reports.add(row.report_id)
     return by_item, reports
-
-
-def _judged_metrics(conn: sa.Connection, release_id: str, judge_config: str) -> set[str]:
-    return set(conn.execute(sa.text("""
-        SELECT DISTINCT j.metric FROM judgments j JOIN reports r USING (report_id)
-        WHERE r.release_id = :r AND j.judge_config = :j"""), {"r": release_id, "j": judge_config}).scalars())
 
 
 def _interval(ci: tuple[float, float] | None) -> list[float] | None:
@@ -138,12 +130,12 @@ def agreement_report(engine: Engine, release_id: str, metric: str | None = None,
     metric, no human labels for the release (or metric), a judge config with no judgments on the release."""
     from deepscholar.settings import current_settings
 
-    judge_config = judge_config or default_judge_config()
+    judge_config = judge_config_of(judge_config)
     if metric is not None:
         annotatable_metric(metric)  # InvalidInput for an unknown metric or one no human can validate
     with engine.connect() as conn:
         labelled = labelled_metrics(conn, release_id)
-        judged = _judged_metrics(conn, release_id, judge_config)
+        judged = judged_metric_names(conn, release_id, judge_config)
         configs = sorted(conn.execute(sa.text("""
             SELECT DISTINCT j.judge_config FROM judgments j JOIN reports r USING (report_id)
             WHERE r.release_id = :r"""), {"r": release_id}).scalars())
@@ -165,22 +157,6 @@ def agreement_report(engine: Engine, release_id: str, metric: str | None = None,
 # ------------------------------------------------------------------------------------------- formatting
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.0f}%"
-
-
-def _pct_ci(x: float | None, ci: Sequence[float] | None) -> str:
-    return _pct(x) if ci is None else f"{_pct(x)} [{_pct(ci[0])}, {_pct(ci[1])}]"
-
-
-def _num(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.2f}"
-
-
-def _num_ci(x: float | None, ci: Sequence[float] | None) -> str:
-    return _num(x) if ci is None else f"{_num(x)} [{_num(ci[0])}, {_num(ci[1])}]"
-
-
 def _rows(report: Sequence[dict]) -> tuple[list[str], list[list[str]]]:
     head = ["Metric", "Items", "Annotators", "Judge = humans (95% CI)", "Kappa (95% CI)",
             "Humans' alpha", "Humans agree", "Paper"]
@@ -188,10 +164,10 @@ def _rows(report: Sequence[dict]) -> tuple[list[str], list[list[str]]]:
     for r in report:
         inter = r.get("inter_annotator")
         body.append([r["metric"], str(r["n_items"]), str(r["n_annotators"]),
-                     _pct_ci(r["percent_agreement"], r["ci"]), _num_ci(r["cohen_kappa"], r.get("kappa_ci")),
-                     _num(inter["krippendorff_alpha"]) if inter else "-",
-                     _pct_ci(inter["percent_agreement"], inter["ci"]) if inter else "-",
-                     _pct(r["paper_agreement"]) if r.get("paper_agreement") is not None else "-"])
+                     stats.shown_pct_ci(r["percent_agreement"], r["ci"]), stats.shown_num_ci(r["cohen_kappa"], r.get("kappa_ci")),
+                     stats.shown_num(inter["krippendorff_alpha"]) if inter else "-",
+                     stats.shown_pct_ci(inter["percent_agreement"], inter["ci"]) if inter else "-",
+                     stats.shown_pct(r["paper_agreement"]) if r.get("paper_agreement") is not None else "-"])
     return head, body
 
 

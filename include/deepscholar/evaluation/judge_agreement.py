@@ -24,7 +24,8 @@ from deepscholar.evaluation.agreement import kendall_tau
 
 __all__ = ["CI_LEVEL", "percent_agreement", "cohen_kappa", "confusion", "krippendorff_alpha",
            "pairwise_agreement", "percent_ci", "kappa_ci", "alpha_ci", "pairwise_ci", "Majority",
-           "majority_labels", "label_order", "kendall_tau"]
+           "majority_labels", "label_order", "kendall_tau", "shown_pct", "shown_pct_ci", "shown_num",
+           "shown_num_ci"]
 
 CI_LEVEL = 0.95
 DEFAULT_RESAMPLES = 1000
@@ -236,3 +237,21 @@ def majority_labels(by_item: Mapping[str, Sequence[str]]) -> Majority:
         else:
             labels[item] = counts[0][0]
     return Majority(labels, tuple(ties))
+
+
+# --- how the reports print these numbers (human agreement, judge comparison) ---------------------------------
+
+def shown_pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.0f}%"
+
+
+def shown_pct_ci(x: float | None, ci: Sequence[float] | None) -> str:
+    return shown_pct(x) if not ci else f"{shown_pct(x)} [{shown_pct(ci[0])}, {shown_pct(ci[1])}]"
+
+
+def shown_num(x: float | None, signed: bool = False) -> str:
+    return "n/a" if x is None else (f"{x:+.3f}" if signed else f"{x:.2f}")
+
+
+def shown_num_ci(x: float | None, ci: Sequence[float] | None) -> str:
+    return shown_num(x) if not ci else f"{shown_num(x)} [{shown_num(ci[0])}, {shown_num(ci[1])}]"

@@ -31,7 +31,12 @@ from deepscholar import db
 from deepscholar.errors import InvalidInput, NotFound
 from deepscholar.evaluation import judge_agreement as stats
 from deepscholar.evaluation import registry
-from deepscholar.evaluation.annotation_units import annotatable_metric, annotatable_metric_names, judged_units
+from deepscholar.evaluation.annotation_units import (
+    annotatable_metric,
+    annotatable_metric_names,
+    judged_metric_names,
+    judged_units,
+)
 from deepscholar.evaluation.judges import judge_config_of
 
 __all__ = ["FORMATS", "compare_judges", "compare_with_other_judges", "other_judge_configs", "load_comparison",
@@ -171,13 +176,6 @@ def _flip(result: dict) -> dict:
 # ------------------------------------------------------------------------------------------- computing
 
 
-def _judged_metrics(conn: sa.Connection, release_id: str, judge_config: str) -> set[str]:
-    return set(conn.execute(sa.text("""
-        SELECT DISTINCT j.metric FROM judgments j JOIN reports r USING (report_id)
-        WHERE r.release_id = :r AND j.judge_config = :j AND j.label IS NOT NULL"""),
-        {"r": release_id, "j": judge_config}).scalars())
-
-
 def other_judge_configs(engine: Engine, release_id: str, judge_config: str) -> list[str]:
     """The other judge configs with a board on the release."""
     with engine.connect() as conn:
@@ -188,7 +186,7 @@ def other_judge_configs(engine: Engine, release_id: str, judge_config: str) -> l
 
 def _compute(engine: Engine, release_id: str, a: str, b: str, *, seed: int, n_resamples: int) -> dict:
     with engine.connect() as conn:
-        judged = {c: _judged_metrics(conn, release_id, c) for c in (a, b)}
+        judged = {c: judged_metric_names(conn, release_id, c, scored_only=True) for c in (a, b)}
     boards = {c: _boards(engine, release_id, c) for c in (a, b)}
     for c in (a, b):
         if not judged[c] and not boards[c]:
@@ -302,14 +300,6 @@ def load_comparison(engine: Engine, release_id: str, a: str, b: str) -> dict | N
 # ------------------------------------------------------------------------------------------- formatting
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.0f}%"
-
-
-def _num(x: float | None, signed: bool = False) -> str:
-    return "n/a" if x is None else (f"{x:+.3f}" if signed else f"{x:.2f}")
-
-
 def _swaps_text(swaps: Sequence[dict]) -> str:
     if not swaps:
         return "none"
@@ -319,11 +309,11 @@ def _swaps_text(swaps: Sequence[dict]) -> str:
 
 def summary_line(result: dict) -> str:
     """One line for a log: the pair, each compared metric's agreement, the boards' tau and swaps."""
-    items = ", ".join(f"{m['metric']} {_pct(m['percent_agreement'])} (kappa {_num(m['cohen_kappa'])}, "
+    items = ", ".join(f"{m['metric']} {stats.shown_pct(m['percent_agreement'])} (kappa {stats.shown_num(m['cohen_kappa'])}, "
                       f"{m['n_items']} items)" for m in result["metrics"] if m["n_items"])
     board = result["board"]
     return (f"{result['release_id']}: {result['judge_a']} vs {result['judge_b']}: {items or 'no item both judged'}; "
-            f"core boards tau {_num(board['kendall_tau'])} over {board['n_systems']} systems, {board['n_swaps']} "
+            f"core boards tau {stats.shown_num(board['kendall_tau'])} over {board['n_systems']} systems, {board['n_swaps']} "
             f"swaps ({board['n_swaps_within_noise']} within noise)")
 
 
@@ -340,19 +330,18 @@ def format_comparison(result: dict, fmt: str = "table") -> str:
     head = ["Metric", "Items", "Agree (95% CI)", "Kappa (95% CI)", "Systems", "Tau", "Swaps (a → b)"]
     body = []
     for m in result["metrics"]:
-        agree = _pct(m["percent_agreement"]) + (f" [{_pct(m['ci'][0])}, {_pct(m['ci'][1])}]" if m["ci"] else "")
-        kappa = _num(m["cohen_kappa"]) + (f" [{_num(m['kappa_ci'][0])}, {_num(m['kappa_ci'][1])}]"
-                                          if m["kappa_ci"] else "")
-        body.append([m["metric"], str(m["n_items"]), agree, kappa, str(m["n_systems"]), _num(m["kendall_tau"]),
+        agree = stats.shown_pct_ci(m["percent_agreement"], m["ci"])
+        kappa = stats.shown_num_ci(m["cohen_kappa"], m["kappa_ci"])
+        body.append([m["metric"], str(m["n_items"]), agree, kappa, str(m["n_systems"]), stats.shown_num(m["kendall_tau"]),
                      _swaps_text(m["swaps"])])
     board = result["board"]
     systems = sorted({s for m in result["metrics"] for s in m["deltas"]})
-    delta_rows = [[m["metric"], *(_num(m["deltas"].get(s), signed=True) for s in systems)]
+    delta_rows = [[m["metric"], *(stats.shown_num(m["deltas"].get(s), signed=True) for s in systems)]
                   for m in result["metrics"] if m["deltas"]]
     parts = [f"**{title}**" if fmt == "markdown" else title, "",
              tabulate(body, headers=head, tablefmt=tablefmt, disable_numparse=True), "",
              f"Core boards (versions {board['board_version_a']} and {board['board_version_b']}): Kendall's tau "
-             f"{_num(board['kendall_tau'])} over {board['n_systems']} systems ranked on both by geometric mean; "
+             f"{stats.shown_num(board['kendall_tau'])} over {board['n_systems']} systems ranked on both by geometric mean; "
              f"swaps: {_swaps_text(board['swaps'])}"]
     if delta_rows:
         parts += ["", "Board mean b − a per system:", tabulate(delta_rows, headers=["Metric", *systems],

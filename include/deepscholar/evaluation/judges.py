@@ -101,10 +101,13 @@ def is_local_config(judge_config: str) -> bool:
     return judge_config == "local" or judge_config.startswith("local:")
 
 
-def judge_config_of(text: str) -> str:
+def judge_config_of(text: str | None) -> str:
     """The judge_config a reader means: a stored judge_config string as given ("local:...", "llm:..."), else
-    a judge spec as `evaluate --judge` takes it ('local', a litellm model string) turned into its config id."""
-    text = (text or "").strip()
+    a judge spec as `evaluate --judge` takes it ('local', a litellm model string) turned into its config id;
+    nothing given: the settings' judge (DEEPSCHOLAR_JUDGE)."""
+    from deepscholar.settings import current_settings
+
+    text = (text or "").strip() or current_settings().judge
     if text.startswith(("local:", "llm:")):
         return text
     return JudgeSpec.parse(text).config_id
