@@ -220,14 +220,9 @@ def cmd_latex_inspect(args) -> int:
 
 
 def cmd_systems_add(args) -> int:
-    from deepscholar.systems.registry import add_system
+    from deepscholar.systems.registry import add_system, parse_config
 
-    try:
-        config = json.loads(args.config) if args.config else {}
-    except json.JSONDecodeError as exc:
-        raise UserError(f"--config is not valid JSON ({exc})") from exc
-    if not isinstance(config, dict):
-        raise UserError("--config must be a JSON object")
+    config = parse_config(args.config)
     engine = _engine()
     outcome = add_system(engine, args.name, args.kind, config, version=args.version,
                          knowledge_cutoff=args.knowledge_cutoff)

@@ -73,7 +73,6 @@ def predicted_judge_cost(conn: sa.Connection, spec: JudgeSpec, metrics: Sequence
     return calls, cost
 
 
-
 def _judge_requests(conn: sa.Connection, release_id: str, judge_config: str, *, metric: str | None = None,
                     systems: Sequence[str] | None = None) -> sa.Row:
     """(distinct requests, prompt tokens, completion tokens, cost or None when a price is unknown) of the
@@ -90,6 +89,7 @@ def _judge_requests(conn: sa.Connection, release_id: str, judge_config: str, *, 
                 AND (CAST(:s AS text[]) IS NULL OR r.system_id = ANY(:s))) d
         LEFT JOIN llm_calls c ON c.request_hash = d.request_hash"""),
         {"r": release_id, "j": judge_config, "m": metric, "s": list(systems) if systems else None}).one()
+
 
 def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: Sequence[str] | None = None,
                        systems: Sequence[str] | None = None) -> dict:

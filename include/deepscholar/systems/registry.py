@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import calendar
+import json
 import re
 from datetime import date
 
@@ -34,6 +35,18 @@ def validate_name(name: str) -> str:
 
 def _identity(config: dict) -> dict:
     return {k: v for k, v in config.items() if k not in LOCATION_KEYS}
+
+
+def parse_config(text: str | None, what: str = "--config") -> dict:
+    """A system's config as the CLI and the page take it: a JSON object (empty text: {}); `what` names the
+    field in the error."""
+    try:
+        config = json.loads(text) if text and text.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{what} is not valid JSON ({exc})") from exc
+    if not isinstance(config, dict):
+        raise UserError(f"{what} must be a JSON object, e.g. {{\"top_k\": 5}}")
+    return config
 
 
 def parse_cutoff(text: str | date | None) -> date | None:

@@ -14,14 +14,12 @@ estimate first, and queue only when the operator confirms on that page.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.engine import Engine
 
 from deepscholar.airflow_api import AirflowAPI, AirflowAPIError
-from deepscholar.errors import UserError
 
 __all__ = ["RegistrationForm", "registration_enabled", "sign_in", "register", "plan_of", "queue"]
 
@@ -35,13 +33,9 @@ class RegistrationForm:
     knowledge_cutoff: str  # YYYY-MM-DD, 'unknown' or empty
 
     def config_object(self) -> dict[str, Any]:
-        try:
-            config = json.loads(self.config) if self.config.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise UserError(f"config is not valid JSON ({exc})") from exc
-        if not isinstance(config, dict):
-            raise UserError("config must be a JSON object, e.g. {\"top_k\": 5}")
-        return config
+        from deepscholar.systems.registry import parse_config
+
+        return parse_config(self.config, "config")
 
 
 def registration_enabled() -> str | None:
@@ -50,7 +44,7 @@ def registration_enabled() -> str | None:
 
     if not current_settings().airflow_api_url:
         return ("Registration from this page is off: it signs in to Airflow's API to check who you are, and "
-                "DEEPSCHOLAR_AIRFLOW_API_URL is not set. Use `deepscholar systems add NAME KIND --backfill`.")
+                "DEEPSCHOLAR_AIRFLOW_API_URL is not set. Use `deepscholar systems add NAME --kind KIND --backfill`.")
     return None
 
 
