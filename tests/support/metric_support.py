@@ -75,14 +75,16 @@ def query_info(*, release_id: str = RELEASE_ID, arxiv_id: str = ARXIV_ID, title:
 
 
 def source_doc(idx: int, text: str = "t", *, arxiv_id: str | None = None, title: str | None = None,
-               abstract: str | None = None, cited_by_count: int | None = None) -> SourceDoc:
+               abstract: str | None = None, cited_by_count: int | None = None, doi: str | None = None) -> SourceDoc:
     return SourceDoc(idx=idx, arxiv_id=arxiv_id, title=title, text=text, abstract=abstract,
-                     cited_by_count=cited_by_count)
+                     cited_by_count=cited_by_count, doi=doi)
 
 
 def exemplar_reference(cite_key: str, arxiv_id: str | None = None, title: str | None = None, *,
-                       cited_by_count: int | None = None, is_important: bool | None = True) -> ExemplarReference:
-    return ExemplarReference(cite_key, arxiv_id, title, cited_by_count=cited_by_count, is_important=is_important)
+                       cited_by_count: int | None = None, is_important: bool | None = True,
+                       doi: str | None = None) -> ExemplarReference:
+    return ExemplarReference(cite_key, arxiv_id, title, cited_by_count=cited_by_count, is_important=is_important,
+                             doi=doi)
 
 
 SentenceSpec = Sentence | tuple[str, Iterable[int]]

@@ -12,6 +12,7 @@ from support.metric_support import (
     needs_model,
     query_info,
     report_context,
+    source_doc,
 )
 
 from deepscholar.evaluation import registry
@@ -54,7 +55,7 @@ def test_registered_with_headline_and_version():
     assert get_metric("citation_precision") is METRIC
     assert METRIC.headline == registry.headline_variant("citation_precision") == "per_pair"
     assert METRIC.variants == ("per_pair", "per_sentence")
-    assert METRIC.version == "d2+citation_precision_v2"
+    assert METRIC.version == "d3+citation_precision_v2"
     assert METRIC.prompt.version == "citation_precision_v2"
 
 
@@ -68,6 +69,16 @@ def test_one_item_per_distinct_pair_and_a_repeated_marker_counts_once():
     # s0:c2 precise, s2:c1 precise, s2:c3 not: 2/3 (counting [2] twice would give 3/4).
     assert scores["per_pair"].value == pytest.approx(2 / 3)
     assert scores["per_pair"].n_items == 3
+
+
+def test_two_numbers_of_one_paper_in_a_sentence_are_one_pair():
+    sources = {3: source_doc(3, "ALPHA", arxiv_id="2401.00001"), 5: source_doc(5, "   ", arxiv_id="2401.00001v2"),
+               1: source_doc(1, "nothing shared", arxiv_id="2402.00002")}
+    report = make_report([("ALPHA is fast [3][5].", [3, 5]), ("ALPHA again [5].", [5]), ("BETA [1].", [1])], sources)
+    # [5] is [3]'s paper: keyed by the first-cited number, judged on the paper's text (d2: 4 pairs, 2/4)
+    assert [i.key for i in METRIC.items(report)] == ["s0:c3", "s1:c3", "s2:c1"]
+    _, scores = judge(report)
+    assert scores["per_pair"].value == pytest.approx(2 / 3)
 
 
 def test_per_pair_and_per_sentence_differ_on_a_crafted_case():

@@ -103,7 +103,7 @@ def test_a_track_of_its_own_judged_only_when_enabled_asking_one_question():
     assert not {m.name for m in METRICS} & set(registry.judged_metric_names())
     assert {m.name for m in METRICS} <= set(registry.judged_metric_names(["claims"]))
     for m in METRICS:
-        assert (m.headline, m.variants, m.version) == ("score", ("score", "strict"), "d1+claims_connection_v1")
+        assert (m.headline, m.variants, m.version) == ("score", ("score", "all_subclaims", "titles_only"), "d2+claims_connection_v1")
         assert m.prompt is PRECISION.prompt and m.prompt.fenced and m.purpose == "metric.claims"
 
 
@@ -113,7 +113,7 @@ def test_precision_and_recall_divide_by_their_own_claims():
     scores = judge_all(report, client)
     # one claim right on both sub-claims: score 1; precision 1/4, recall 1/2, F1 2 * 1/8 / (3/4) = 1/3
     assert values(scores) == pytest.approx((0.25, 0.5, 1 / 3))
-    assert values(scores, "strict") == pytest.approx((0.25, 0.5, 1 / 3))
+    assert values(scores, "all_subclaims") == pytest.approx((0.25, 0.5, 1 / 3))
     assert len(set(client.prompts)) == 1  # the three metrics asked the very same question
     details = scores["claims_f1"]["score"].details
     assert (details["n_predicted"], details["n_gt"], details["n_matched"]) == (4, 2, 1)
@@ -121,14 +121,15 @@ def test_precision_and_recall_divide_by_their_own_claims():
     assert details["unmatched_gt"] == ["bm25"] and details["unmatched_sources"] == [2, 3, 4]
 
 
-def test_a_right_work_with_a_weak_connection_is_half_a_claim_and_strict_zero():
+def test_a_right_work_with_a_weak_connection_is_half_a_claim_zero_on_all_subclaims_and_one_on_titles():
     report = make_report([("ALPHA is a retrieval method [1].", [1])], [src(1, arxiv_id="2004.04906")],
                          [gt("dpr", "Introduced the dual encoder the paper adopts.", arxiv_id="2004.04906")])
     scores = judge_all(report, ScriptedJudge(grading(ALPHA="1")))
     assert values(scores) == pytest.approx((0.5, 0.5, 0.5))
-    assert values(scores, "strict") == (0.0, 0.0, 0.0)
+    assert values(scores, "all_subclaims") == (0.0, 0.0, 0.0)
+    assert values(scores, "titles_only") == (1.0, 1.0, 1.0)  # LiveDRBench's released scorer: the work alone
     graded_two = judge_all(report, ScriptedJudge(grading(ALPHA="2")))  # >= 2 is a right connection
-    assert values(graded_two) == values(graded_two, "strict") == (1.0, 1.0, 1.0)
+    assert values(graded_two) == values(graded_two, "all_subclaims") == (1.0, 1.0, 1.0)
 
 
 def test_no_match_is_zero_everywhere_without_a_call():
@@ -136,7 +137,7 @@ def test_no_match_is_zero_everywhere_without_a_call():
                          [gt("a", "x", title="Alpha nets"), gt("b", "y", arxiv_id="2101.00001")])
     assert PRECISION.items(report) == []
     scores = judge_all(report, ScriptedJudge(NO_CALL))
-    assert values(scores) == values(scores, "strict") == (0.0, 0.0, 0.0)  # F1 of 0 and 0 is 0, not undefined
+    assert values(scores) == values(scores, "all_subclaims") == (0.0, 0.0, 0.0)  # F1 of 0 and 0 is 0, not undefined
 
 
 def test_a_report_citing_nothing_has_precision_zero():
@@ -155,8 +156,8 @@ def test_a_query_without_ground_truth_claims_is_unscored_never_zero():
     # Important references but no claims: the release's claims were never built for the query.
     missing = make_report([("ALPHA [1].", [1])], [src(1, title="Alpha")], [],
                           important=[exemplar_reference("a"), exemplar_reference("b", is_important=False)])
-    (score, strict) = F1.score(missing, [])
-    assert score.value is strict.value is None
+    (score, strict, titles) = F1.score(missing, [])
+    assert score.value is strict.value is titles.value is None
     assert "1 important reference" in score.unscored_reason
     assert "`deepscholar release enrich 2025-01 --tracks claims`" in score.unscored_reason
 
@@ -182,14 +183,40 @@ def test_works_match_by_id_doi_or_title_and_one_paper_cited_twice_is_one_claim()
     assert len(_pairs(client.prompts[0])) == 3  # one line per matched pair, one call
     # sum = 1 + 1 + 0.5 over 3 predicted and 3 ground-truth claims
     assert values(scores) == pytest.approx((2.5 / 3, 2.5 / 3, 2.5 / 3))
-    assert values(scores, "strict") == pytest.approx((2 / 3, 2 / 3, 2 / 3))
+    assert values(scores, "all_subclaims") == pytest.approx((2 / 3, 2 / 3, 2 / 3))
+    assert values(scores, "titles_only") == (1.0, 1.0, 1.0)
+
+
+def test_cgan_and_ddim_against_gan_and_ddpm_score_zero_not_one():
+    # d1 paired both by title (0.82, 0.83) and scored F1 1.0 with right connections; the works differ.
+    report = make_report(
+        [("ALPHA conditions the generator on labels [1].", [1]), ("BETA samples in fewer steps [2].", [2])],
+        [src(1, arxiv_id="1411.1784", title="Conditional Generative Adversarial Nets"),
+         src(2, arxiv_id="2010.02502", title="Denoising Diffusion Implicit Models")],
+        [gt("gan", "the adversarial framework", arxiv_id="1406.2661", title="Generative Adversarial Nets"),
+         gt("ddpm", "the diffusion model", arxiv_id="2006.11239", title="Denoising Diffusion Probabilistic Models")])
+    assert match_claims(report).pairs == () and PRECISION.items(report) == []
+    scores = judge_all(report, ScriptedJudge(NO_CALL))
+    for variant in ("score", "all_subclaims", "titles_only"):
+        assert values(scores, variant) == (0.0, 0.0, 0.0)
+
+
+def test_one_work_cited_by_arxiv_id_and_by_title_only_is_one_predicted_claim():
+    report = make_report(
+        [("ALPHA encodes passages [1].", [1]), ("ALPHA again [2].", [2])],
+        [src(1, arxiv_id="2004.04906", title="Dense Passage Retrieval"), src(2, title="Dense passage retrieval")],
+        [gt("dpr", "the encoder adopted", arxiv_id="2004.04906")])
+    claims = match_claims(report)
+    assert [p.numbers for p in claims.predicted] == [(1, 2)]
+    scores = judge_all(report, ScriptedJudge(grading(ALPHA="3")))
+    assert values(scores) == (1.0, 1.0, 1.0)  # d1: two predicted claims, precision 1/2
 
 
 def test_a_pair_the_report_says_nothing_about_is_graded_zero_without_asking():
     report = make_report([("[1].", [1])], [src(1, arxiv_id="2101.00001")], [gt("a", "x", arxiv_id="2101.00001")])
     assert PRECISION.items(report) == []
     scores = judge_all(report, ScriptedJudge(NO_CALL))
-    assert values(scores) == (0.5, 0.5, 0.5) and values(scores, "strict") == (0.0, 0.0, 0.0)
+    assert values(scores) == (0.5, 0.5, 0.5) and values(scores, "all_subclaims") == (0.0, 0.0, 0.0)
     assert scores["claims_recall"]["score"].details["matched"][0]["unasked"]
 
 

@@ -15,6 +15,7 @@ from support.metric_support import (
     needs_model,
     query_info,
     report_context,
+    source_doc,
 )
 
 from deepscholar.evaluation import registry
@@ -65,7 +66,7 @@ def test_a_track_of_its_own_judged_only_when_enabled():
     assert not {"citation_accuracy", "effective_citations"} & set(registry.judged_metric_names())
     assert {"citation_accuracy", "effective_citations"} <= set(registry.judged_metric_names(["fact"]))
     assert ACCURACY.bounded and not EFFECTIVE.bounded  # a count: the board must not clip it to [0, 1]
-    assert ACCURACY.version == EFFECTIVE.version == "d1+fact_support_v1"
+    assert ACCURACY.version == EFFECTIVE.version == "d2+fact_support_v1"
     assert ACCURACY.headline == EFFECTIVE.headline == "score"
 
 
@@ -130,6 +131,23 @@ def test_an_exact_duplicate_statement_for_one_source_counts_once():
     assert effective["score"].value == 2.0  # not 4: the repeats are one pair, a paraphrase is another
     _, accuracy = judge(ACCURACY, report)
     assert accuracy["score"].details["n_pairs"] == 2
+
+
+def test_one_paper_cited_under_two_numbers_is_one_source_and_its_statements_count_once():
+    # [3] and [5] are one paper (same arXiv id in two forms); [4] is another paper with the same title.
+    sources = {3: source_doc(3, "ALPHA paper", arxiv_id="2401.00001", title="Alpha"),
+               5: source_doc(5, "ALPHA paper v2", arxiv_id="arXiv:2401.00001v2", title="Alpha"),
+               4: source_doc(4, "ALPHA other", arxiv_id="2402.00002", title="Alpha"),
+               2: source_doc(2, "BETA paper", title="Beta")}
+    report = make_report([("ALPHA is fast [3].", [3]), ("ALPHA is fast [5].", [5]), ("ALPHA is fast [3][5].", [3, 5]),
+                          ("BETA scales [2][2].", [2, 2]), ("BETA scales [2].", [2]), ("ALPHA is fast [4].", [4])],
+                         sources)
+    assert citation_pairs(report) == {3: ["ALPHA is fast."], 2: ["BETA scales."], 4: ["ALPHA is fast."]}
+    client = ScriptedJudge(keyword_answer)
+    _, effective = judge(EFFECTIVE, report, client)
+    # d1 keyed pairs by number: [3], [5], [2], [4] -> 4 supported pairs; one per paper now -> 3
+    assert effective["score"].value == 3.0 and len(client.requests) == 3
+    assert "ALPHA paper" in _between(client.prompts[0], 0)  # the paper's first-cited source's text
 
 
 def test_calls_per_report_are_at_most_the_distinct_cited_sources():

@@ -1,5 +1,6 @@
 """ReportBench's bibliography metrics on hand-made reports: precision = |S ∩ G| / |S|, recall = |S ∩ G| / |G|
-over the exemplar's whole bibliography, matched by arXiv id, else DOI, else title >= 0.8, one to one."""
+over the exemplar's whole bibliography, both resolved to papers, matched by arXiv id, else DOI, else title
+>= 0.8 where one side lacks the identifier, one to one; `academic` precision as ReportBench scores it."""
 
 from __future__ import annotations
 
@@ -99,7 +100,8 @@ def test_recall_per_popularity_quartile():
     got = scores(RECALL, cited_report(sources, refs))
     assert got["score"].value == pytest.approx(4 / 9)
     assert [got[q].value for q in ("q1", "q2", "q3", "q4")] == [1.0, 0.0, 0.0, 0.5]
-    assert got["q1"].details == {"n_references": 2, "n_without_count": 1}
+    assert got["q1"].details == {"n_references": 2, "n_matched": 2, "n_without_count": 1}
+    assert got["q4"].details["n_matched"] == 1  # the pooled figure sums these counts over queries
     lone = scores(RECALL, cited_report([src(1, "2101.00001", "t")], [ref("a", "2101.00001", "A", count=3)]))
     assert lone["q1"].value == 1.0 and lone["q2"].value is None and "quartile q2" in lone["q2"].unscored_reason
 
@@ -107,3 +109,37 @@ def test_recall_per_popularity_quartile():
 def test_dois_compare_without_resolver_prefixes_or_case():
     assert normalise_doi(" https://doi.org/10.1000/ABC ") == normalise_doi("doi:10.1000/abc") == "10.1000/abc"
     assert normalise_doi("") is None and normalise_doi(None) is None
+
+
+def test_one_paper_cited_by_arxiv_id_and_by_doi_or_title_only_counts_once():
+    # d1 counted [1], [2] and [3] as three papers: precision 1/3 here instead of 1.
+    refs = [ref("a", "2101.00001", "Alpha: graphs", doi="10.1/alpha")]
+    sources = [src(1, "2101.00001", "Alpha: graphs"), src(2, None, "Alpha -- Graphs"), src(3, None, None, doi="10.1/ALPHA")]
+    # [3] links to [1] through G's entry, which carries both the id and the DOI
+    p = scores(PRECISION, cited_report(sources, refs))["score"]
+    assert p.value == 1.0 and p.details["ref_count"] == 1
+
+
+def test_near_miss_titles_under_different_ids_never_match():
+    refs = [ref("gan", "1406.2661", "Generative Adversarial Nets"),
+            ref("ddpm", "2006.11239", "Denoising Diffusion Probabilistic Models")]
+    sources = [src(1, "1411.1784", "Conditional Generative Adversarial Nets"),
+               src(2, "2010.02502", "Denoising Diffusion Implicit Models")]
+    ctx = cited_report(sources, refs)
+    assert scores(PRECISION, ctx)["score"].value == 0.0 and scores(RECALL, ctx)["score"].value == 0.0
+
+
+def test_academic_precision_leaves_web_pages_out_and_skips_a_report_citing_nothing():
+    refs = [ref("a", "2101.00001", "Alpha"), ref("b", None, "Beta", doi="10.1/beta")]
+    # two papers (one in G), two web pages (no id, no DOI), one of which has G's title
+    sources = [src(1, "2101.00001", "Alpha"), src(2, "2301.00002", "Zeta"), src(3, None, "Some blog post"),
+               src(4, None, "Beta")]
+    got = scores(PRECISION, cited_report(sources, refs))
+    assert got["score"].value == pytest.approx(2 / 4)  # the page titled "Beta" matches G's Beta by title
+    assert got["academic"].value == pytest.approx(1 / 2)  # over [1] and [2]; the page's title match is not counted
+    assert got["academic"].details["n_academic"] == 2
+    only_pages = scores(PRECISION, cited_report([src(1, None, "A blog")], refs))
+    assert only_pages["academic"].value == 0.0  # as ReportBench: pages but no paper is 0
+    nothing = scores(PRECISION, cited_report([src(1, "2101.00001", "Alpha")], refs, cited=[]))
+    assert nothing["score"].value == 0.0
+    assert nothing["academic"].value is None and "leaves such a report out" in nothing["academic"].unscored_reason

@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from deepscholar.evaluation.papers import resolve_papers
 from deepscholar.text.sentences import Sentence
 
 if TYPE_CHECKING:
@@ -156,6 +158,21 @@ class ReportContext:
     def cited_arxiv_ids(self) -> tuple[str, ...]:
         """S: the distinct version-less arXiv ids the report cites, in first-cited order."""
         return tuple(dict.fromkeys(s.arxiv_id for s in self.cited_sources if s.arxiv_id))
+
+    @cached_property
+    def _paper_of_number(self) -> dict[int, tuple[SourceDoc, ...]]:
+        return {s.idx: tuple(paper.entries) for paper in resolve_papers(self.cited_sources) for s in paper.entries}
+
+    def paper_number(self, number: int) -> int:
+        """The first-cited number naming the same paper as `number` (evaluation/papers.py: one paper cited as
+        [3] and [5] is one paper), so pairs and batches are counted per paper; `number` itself when it names
+        no stored source."""
+        same = self._paper_of_number.get(number)
+        return same[0].idx if same else number
+
+    def paper_sources(self, number: int) -> tuple[SourceDoc, ...]:
+        """The stored sources naming the same paper as `number`, first-cited first; () when it names none."""
+        return self._paper_of_number.get(number, ())
 
     def cited_arxiv_sources(self) -> tuple[SourceDoc, ...]:
         """One SourceDoc per id of S (the first cited one when a paper appears under two numbers)."""

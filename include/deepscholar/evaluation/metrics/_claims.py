@@ -7,15 +7,16 @@ a paper builds on and say how each connects). A claim has two sub-claims: the **
 
 - Ground-truth claims (release/claims_truth.py, table gt_claims): one per important exemplar reference,
   on arXiv or not, with the exemplar's sentences about it condensed into one line by the release judge.
-  Two cite keys of one paper (same arXiv id, else DOI, else normalised title) are one claim here, their
-  connections joined by "; ".
+  Two cite keys of one paper (resolved as the report's works are) are one claim here, their connections
+  joined by "; ".
 - Predicted claims: one per work the report cites, with no extraction call: the work is the cited
-  source; two numbers of one paper (same arXiv id, else DOI, else normalised title) are one work. Its
+  source; the numbers naming one paper (evaluation/papers.py: any shared identifier, or the same title
+  where no identifiers of one kind differ) are one work. Its
   connection is every body sentence citing it (markers removed, each distinct sentence once, report
   order), joined by a space. A cited number with no stored source names no work and is no claim.
-- Matching, no call: a predicted and a ground-truth claim match when their works are the same, by
-  version-less arXiv id, else DOI, else normalised-title similarity >= 0.8, one-to-one
-  (reference_coverage.match_one_to_one, the ReportBench bibliography's keys).
+- Matching, no call: a predicted and a ground-truth claim match when their works are the same paper
+  (evaluation/papers.match_papers: arXiv id, else DOI, else normalised-title similarity >= 0.8 where one
+  side lacks the identifier the other has), one-to-one.
 - Connection grades: one item per report (`matched_pairs`), a batch (evaluation/base.py
   BatchJudgedMetric) whose sub-items are the matched pairs, one line each holding the work's title, the
   exemplar's connection and the report's; the judge grades each 0-3 (3 closely matches, 2 main idea
@@ -24,7 +25,10 @@ a paper builds on and say how each connects). A claim has two sub-claims: the **
   right. A matched pair whose report says nothing about the work (every sentence citing it is markers
   alone) is graded 0 without asking; a report with no pair to grade makes no call.
 - Per ground-truth or predicted claim: matched -> (1 + connection right) / 2 (the work is right by the
-  match), unmatched -> 0; `strict`: 1 only when matched and the connection is right, else 0.
+  match), unmatched -> 0 (variant `score`, the headline: the paper's Eq. 1 with its partial credit);
+  `all_subclaims`: 1 only when matched and the connection is right, else 0 (the minimum over the two
+  sub-claims); `titles_only`: 1 for every matched work, the connection ignored (LiveDRBench's released
+  prior-art scorer grades titles only, binary).
   precision = sum / #predicted, recall = sum / #ground truth, F1 = their harmonic mean (0 when both are 0).
 - Our choices where the definition leaves one: a query without ground-truth claims is unscored on all
   three (nothing to be right or wrong about; 0 would blame the report); when its exemplar has important
@@ -58,24 +62,21 @@ from deepscholar.evaluation.base import (
     SourceDoc,
     judgments_in_order,
 )
-from deepscholar.evaluation.metrics._bibliography import _paper_key, normalise_doi
 from deepscholar.evaluation.metrics._fact import states_something
-from deepscholar.evaluation.metrics.reference_coverage import (
-    BY_ARXIV_ID,
-    TITLE_MATCH_THRESHOLD,
-    match_one_to_one,
-)
+from deepscholar.evaluation.papers import TITLE_MATCH_THRESHOLD, Paper, match_papers, resolve_papers
 from deepscholar.text.citations import strip_citation_numbers
 
 __all__ = ["ClaimsMetric", "Claims", "PredictedClaim", "TruthClaim", "Pair", "match_claims", "claim_totals",
-           "GRADES", "RIGHT_GRADE", "ITEM_KEY", "LOCAL_GRADE_COSINES", "local_grade"]
+           "GRADES", "VARIANTS", "RIGHT_GRADE", "ITEM_KEY", "LOCAL_GRADE_COSINES", "local_grade"]
 
 GRADES = ("0", "1", "2", "3")  # what the judge may answer
 RIGHT_GRADE = 2  # a connection graded at least this is right (binarised 1)
 ITEM_KEY = "matched_pairs"
+# score: a claim is (work + connection) / 2 (the paper's Eq. 1, partial credit); all_subclaims: 1 only when
+# both sub-claims are right (the minimum over them); titles_only: 1 for a matched work, connection ignored.
+VARIANTS = ("score", "all_subclaims", "titles_only")
 # Local judge: (lowest cosine, grade), highest first; below the last, 0.
 LOCAL_GRADE_COSINES = ((0.80, 3), (0.65, 2), (0.50, 1))
-_KEYS = (BY_ARXIV_ID, ("doi", lambda paper: normalise_doi(paper.doi)))
 
 
 @dataclass(frozen=True)
@@ -116,60 +117,50 @@ class Claims:
     pairs: tuple[Pair, ...]  # in ground-truth order
 
 
-def _predicted(report: ReportContext) -> list[PredictedClaim]:
-    groups: list[list[SourceDoc]] = []
-    group_of_key: dict[tuple[str, str], int] = {}
-    for source in report.cited_sources:
-        key = _paper_key(source)
-        if key is not None and key in group_of_key:
-            groups[group_of_key[key]].append(source)
-            continue
-        if key is not None:
-            group_of_key[key] = len(groups)
-        groups.append([source])
-    group_of = {s.idx: g for g, sources in enumerate(groups) for s in sources}
-    statements: list[dict[str, None]] = [{} for _ in groups]
+def _works(report: ReportContext) -> list[ExemplarReference]:
+    return [ExemplarReference(c.cite_key, c.work_arxiv_id, c.work_title, None, True, c.work_doi)
+            for c in report.query.gt_claims]
+
+
+def _predicted(report: ReportContext) -> list[tuple[Paper, PredictedClaim]]:
+    papers = resolve_papers(report.cited_sources, known=_works(report))
+    paper_of = {s.idx: g for g, paper in enumerate(papers) for s in paper.entries}
+    statements: list[dict[str, None]] = [{} for _ in papers]
     for sentence in report.sentences:
         text = " ".join(strip_citation_numbers(sentence.text).split())
         if not states_something(text):
             continue
-        for g in dict.fromkeys(group_of[n] for n in sentence.citations if n in group_of):
+        for g in dict.fromkeys(paper_of[n] for n in sentence.citations if n in paper_of):
             statements[g][text] = None
-    return [PredictedClaim(sources[0], tuple(s.idx for s in sources), " ".join(said))
-            for sources, said in zip(groups, statements, strict=True)]
+    return [(paper, PredictedClaim(paper.first, tuple(s.idx for s in paper.entries), " ".join(said)))
+            for paper, said in zip(papers, statements, strict=True)]
 
 
-def _truth(report: ReportContext) -> list[TruthClaim]:
-    merged: list[tuple[ExemplarReference, list[str], dict[str, None]]] = []
-    index_of: dict[tuple[str, str], int] = {}
-    for claim in report.query.gt_claims:
-        work = ExemplarReference(claim.cite_key, claim.work_arxiv_id, claim.work_title, None, True, claim.work_doi)
-        key = _paper_key(work)
-        connection = " ".join(claim.connection.split())
-        if key is not None and key in index_of:
-            _, keys, connections = merged[index_of[key]]
-            keys.append(claim.cite_key)
-            connections[connection] = None
-            continue
-        if key is not None:
-            index_of[key] = len(merged)
-        merged.append((work, [claim.cite_key], {connection: None}))
-    return [TruthClaim(work, tuple(keys), "; ".join(c for c in connections if c)) for work, keys, connections in merged]
+def _truth(report: ReportContext) -> list[tuple[Paper, TruthClaim]]:
+    works = _works(report)
+    connection_of = {id(w): " ".join(c.connection.split()) for w, c in zip(works, report.query.gt_claims, strict=True)}
+    out = []
+    for paper in resolve_papers(works, known=report.cited_sources):
+        connections = dict.fromkeys(connection_of[id(w)] for w in paper.entries)
+        out.append((paper, TruthClaim(paper.first, tuple(w.cite_key for w in paper.entries),
+                                      "; ".join(c for c in connections if c))))
+    return out
 
 
 def match_claims(report: ReportContext) -> Claims:
     predicted, truth = _predicted(report), _truth(report)
-    by_source = {id(p.source): p for p in predicted}
-    by_work = {id(t.work): t for t in truth}
-    matches = match_one_to_one([p.source for p in predicted], [t.work for t in truth], _KEYS)
-    pairs = tuple(Pair(by_work[id(m.reference)], by_source[id(m.source)], m.by, m.similarity) for m in matches)
-    return Claims(tuple(predicted), tuple(truth), pairs)
+    predicted_of = {id(paper): claim for paper, claim in predicted}
+    truth_of = {id(paper): claim for paper, claim in truth}
+    matches = match_papers([p for p, _ in predicted], [t for t, _ in truth])
+    pairs = tuple(Pair(truth_of[id(m.reference)], predicted_of[id(m.source)], m.by, m.similarity) for m in matches)
+    return Claims(tuple(c for _, c in predicted), tuple(c for _, c in truth), pairs)
 
 
 def claim_totals(claims: Claims, grades: Sequence[int]) -> dict[str, dict[str, float]]:
-    """Per variant ("score", "strict"): precision, recall and F1 from the pairs' grades (in pair order)."""
+    """Per variant (VARIANTS): precision, recall and F1 from the pairs' grades (in pair order)."""
     right = [g >= RIGHT_GRADE for g in grades]
-    sums = {"score": sum((1 + r) / 2 for r in right), "strict": float(sum(right))}
+    sums = {"score": sum((1 + r) / 2 for r in right), "all_subclaims": float(sum(right)),
+            "titles_only": float(len(right))}
     out = {}
     for variant, total in sums.items():
         precision = total / len(claims.predicted) if claims.predicted else 0.0
@@ -188,11 +179,15 @@ class ClaimsMetric(BatchJudgedMetric):
 
     dimension = "prior_art_claims"
     headline = "score"
-    variants = ("score", "strict")
+    variants = VARIANTS
     prompt_name = "claims_connection_v1"
     # d1: predicted claims read off the [n] markers (no extraction call), works matched without a call,
     # one batched call grading every matched pair's connection 0-3.
-    definition = "d1"
+    # d2: works resolved to papers before counting (evaluation/papers.py: one paper under two keys is one
+    # claim; a title match only where one side lacks the identifier the other has); variant `strict` renamed
+    # `all_subclaims` (it is our minimum over a claim's two sub-claims, not a checked copy of anyone's);
+    # variant `titles_only` added (LiveDRBench's released scorer: a matched work is a right claim).
+    definition = "d2"
     labels = GRADES
     sub_item = "pair"
     quantity: str  # "precision", "recall" or "f1"

@@ -56,8 +56,9 @@ def states_something(text: str) -> bool:
 
 
 def citation_pairs(report: ReportContext) -> dict[int, list[str]]:
-    """{cited number: the statements citing it}, numbers in first-cited order, statements in report order
-    with their markers removed, each distinct text once per number."""
+    """{cited paper, as its first-cited number: the statements citing it}, papers in first-cited order,
+    statements in report order with their markers removed, each distinct text once per paper. One paper
+    cited as [3] and [5] is one source, as the authors' scorer groups statements by the cited URL."""
     pairs: dict[int, dict[str, None]] = {}
     for sentence in report.sentences:
         if not sentence.citations:
@@ -66,7 +67,7 @@ def citation_pairs(report: ReportContext) -> dict[int, list[str]]:
         if not states_something(statement):
             continue
         for number in sentence.citations:
-            pairs.setdefault(number, {})[statement] = None
+            pairs.setdefault(report.paper_number(number), {})[statement] = None
     return {n: list(statements) for n, statements in pairs.items()}
 
 
@@ -78,8 +79,9 @@ class FactMetric(BatchJudgedMetric):
     variants = ("score",)
     prompt_name = "fact_support_v1"
     # d1: pairs read off the [n] markers (no extraction call), exact duplicates merged (no LLM dedup),
-    # a source without text makes its statements "unknown" (left out, counted).
-    definition = "d1"
+    # a source without text makes its statements "unknown" (left out, counted). d2: pairs keyed by the
+    # cited paper, not the number (one paper cited as [3] and [5] is one source: evaluation/papers.py).
+    definition = "d2"
     labels = JUDGE_LABELS
     sub_item = "statement"
     # One call per distinct cited number with text: 7.5 per report on the demo month (citation precision's

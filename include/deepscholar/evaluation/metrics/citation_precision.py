@@ -1,6 +1,7 @@
 """Citation precision (METRICS.md, Verifiability): does each cited source back what its sentence says?
 
-One item per distinct (sentence, cited number) pair. The judge reads only the sentence and the source's
+One item per distinct (sentence, cited paper) pair: [n][n], or two numbers naming one paper, are one
+citation of that sentence (evaluation/papers.py). The judge reads only the sentence and the source's
 text, so the same sentence citing the same source in another report is the same request and the call
 cache answers it free. A cited number that resolves to no source cannot support anything: it counts as
 an imprecise pair without asking anyone. The human exemplar is judged like any report; its sources'
@@ -45,11 +46,12 @@ def parse_support(text: str) -> tuple[bool, str]:
 
 
 def resolved_text(report: ReportContext, number: int) -> str | None:
-    """The text a judge can read for cited number `number`; None when it names no usable source."""
-    source = report.sources.get(number)
-    if source is None or not (source.text or "").strip():
-        return None
-    return source.text.strip()
+    """The text a judge can read for cited number `number`: its paper's first-cited source with text (one
+    paper cited under two numbers is one source); None when it names no usable source."""
+    for source in report.paper_sources(number):
+        if (source.text or "").strip():
+            return source.text.strip()
+    return None
 
 
 def support_cosines(claims: Sequence[str], texts: Sequence[str]) -> list[list[float]]:
@@ -79,7 +81,9 @@ class CitationPrecision(LLMJudgedMetric):
     variants = ("per_pair", "per_sentence")
 
     prompt_name = "citation_precision_v2"
-    definition = "d2"  # d2: report sentences as split into table rows and list items
+    # d2: report sentences as split into table rows and list items; d3: one pair per (sentence, paper), a
+    # paper cited under two numbers in one sentence being one citation (evaluation/papers.py).
+    definition = "d3"
     paper_human_agreement = 0.80  # the DeepScholar paper's judge-human agreement
 
     # Judge validation: one unit per (sentence, cited number) pair whose source has text; a pair naming no
@@ -98,10 +102,11 @@ class CitationPrecision(LLMJudgedMetric):
                                     "source": source}, judged)]
 
     def items(self, report: ReportContext) -> list[Item]:
-        """payload = (position of the sentence in report.sentences, cited number); [n][n] is one pair."""
+        """payload = (position of the sentence in report.sentences, cited number); [n][n] is one pair, and so
+        are [3][5] when both name one paper (keyed by its first-cited number)."""
         return [Item(f"s{sentence.index}:c{n}", (pos, n))
                 for pos, sentence in enumerate(report.sentences)
-                for n in dict.fromkeys(sentence.citations)]
+                for n in dict.fromkeys(report.paper_number(c) for c in sentence.citations)]
 
     def prompt_fields(self, report: ReportContext, item: Item) -> dict | ItemJudgment:
         pos, number = item.payload

@@ -1,7 +1,8 @@
 """Cited statement match (ReportBench track, Faithfulness): is each cited statement grounded in its source?
 
 ReportBench checks a report's cited statements against the text of the sources they cite. Here one item
-per (sentence, cited number) pair, as citation_precision has them (`[2][2]` is one pair; a sentence that
+per (sentence, cited paper) pair, as citation_precision has them (`[2][2]` is one pair, and so are two
+numbers naming one paper; a sentence that
 is nothing but markers and punctuation states nothing and gives no pair). One judge call per pair: the
 judge first quotes the passage of the source that supports the statement, or answers NOT_FOUND, and then
 decides whether that passage matches what the statement says:
@@ -87,7 +88,8 @@ class CitedStatementMatch(LLMJudgedMetric):
 
     prompt_name = "cited_statement_match_v1"
     # d1: pairs read off the [n] markers; a source without text is no match, without a call.
-    definition = "d1"
+    # d2: one pair per (sentence, paper): two numbers naming one paper in one sentence are one pair.
+    definition = "d2"
 
     # Judge validation: one unit per pair whose source has text (one without is no match, unasked: no unit).
     # The human answers the judge's final decision; the quote it gave is not shown (it would hint at it).
@@ -111,7 +113,7 @@ class CitedStatementMatch(LLMJudgedMetric):
             if not states_something(statement):
                 continue
             out += [Item(f"s{sentence.index}:c{n}", (statement, n, resolved_text(report, n)))
-                    for n in dict.fromkeys(sentence.citations)]
+                    for n in dict.fromkeys(report.paper_number(c) for c in sentence.citations)]
         return out
 
     def prompt_fields(self, report: ReportContext, item: Item) -> dict | ItemJudgment:

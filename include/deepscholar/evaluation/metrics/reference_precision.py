@@ -7,6 +7,16 @@ normalised title >= 0.8; G the exemplar's whole bibliography). A report citing n
 bibliography (|G| = 0) leaves the report unscored, as recall does, since there is nothing to be precise
 against. The human exemplar scores 1 by construction (its sources are G). `ref_count` = |S| is in the
 details. No judge: 0 calls.
+
+Variant `academic` (ReportBench's own scoring, for setting our numbers beside theirs): precision over the
+cited papers with an arXiv id or a DOI only (their scorer drops web pages and other non-papers from the
+denominator), and no value for a report that cites nothing (their scorer leaves it out of the averages;
+here it is unscored with that reason, so the variant's mean is theirs). A report whose citations are all
+non-papers scores 0 there, as in theirs. The headline keeps every cited source and scores an uncited
+report 0: a report citing a blog instead of the paper did not find the paper.
+
+d2: S and G resolved to papers first (one paper under two numbers counts once whatever key each carries),
+and a title match only where one side lacks the identifier the other has (evaluation/papers.py).
 """
 
 from __future__ import annotations
@@ -24,17 +34,26 @@ class ReferencePrecision(JudgeFreeMetric):
     dimension = "bibliography"
     position = 2
     label = "Ref prec"
+    variants = ("score", "academic")
+    definition = "d2"
 
     def score(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
         if report.is_human_exemplar:
-            return [Score("score", 1.0, details={"by_construction": True})]
+            return [Score(v, 1.0, details={"by_construction": True}) for v in self.variants]
         bib = bibliography(report)
+        details = bib.details()
         if not bib.references:
-            return [Score("score", None, "the exemplar has no bibliography (|G| = 0): nothing to match against",
-                          details=bib.details())]
+            reason = "the exemplar has no bibliography (|G| = 0): nothing to match against"
+            return [Score(v, None, reason, details=details) for v in self.variants]
         if not bib.cited:
-            return [Score("score", 0.0, details=bib.details())]
-        return [Score("score", len(bib.matches) / len(bib.cited), n_items=len(bib.cited), details=bib.details())]
+            return [Score("score", 0.0, details=details),
+                    Score("academic", None, "the report cites nothing: ReportBench leaves such a report out",
+                          details=details)]
+        academic = {id(p) for p in bib.academic}
+        matched_academic = sum(id(m.source) in academic for m in bib.matches)
+        return [Score("score", len(bib.matches) / len(bib.cited), n_items=len(bib.cited), details=details),
+                Score("academic", matched_academic / len(academic) if academic else 0.0, n_items=len(academic),
+                      details={**details, "n_matched_academic": matched_academic})]
 
 
 METRIC = ReferencePrecision()

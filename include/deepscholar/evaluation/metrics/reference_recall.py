@@ -9,6 +9,14 @@ as ReportBench's popularity analysis does. The cut points are the 25th, 50th and
 reference belongs to the first quartile whose cut point its count does not exceed (q4: above the 75th).
 References without a count are in no quartile (details: `n_without_count`); an empty quartile leaves
 its variant unscored. The human exemplar scores 1 by construction. No judge: 0 calls.
+
+Quartile recall is a mean over queries, like every number on our boards; ReportBench's paper pools the
+counts over all queries (matched references of a quartile / references of that quartile), and its released
+scorer has no quartile analysis. Each quartile's details carry both counts (`n_references`, `n_matched`),
+so the pooled figure is their sums' ratio (docs/METRICS.md shows the SQL).
+
+d2: S and G resolved to papers first, and a title match only where one side lacks the identifier the
+other has (evaluation/papers.py).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import numpy as np
 
 from deepscholar.evaluation.base import ItemJudgment, JudgeFreeMetric, ReportContext, Score
 from deepscholar.evaluation.metrics._bibliography import bibliography
+from deepscholar.evaluation.papers import Paper
 
 __all__ = ["METRIC", "ReferenceRecall", "quartile_of"]
 
@@ -33,12 +42,18 @@ def quartile_of(counts: Sequence[int]) -> list[int]:
     return [int(np.searchsorted(cuts, c, side="left")) for c in counts]
 
 
+def _cited_by(paper: Paper) -> int | None:
+    """The paper's frozen cited-by count: its first entry's that has one."""
+    return next((e.cited_by_count for e in paper.entries if e.cited_by_count is not None), None)
+
+
 class ReferenceRecall(JudgeFreeMetric):
     name = "reference_recall"
     dimension = "bibliography"
     position = 1
     label = "Ref recall"
     variants = ("score", *QUARTILES)
+    definition = "d2"
 
     def score(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
         if report.is_human_exemplar:
@@ -50,16 +65,16 @@ class ReferenceRecall(JudgeFreeMetric):
             return [Score(v, None, reason, details=details) for v in self.variants]
         scores = [Score("score", len(bib.matches) / len(bib.references), n_items=len(bib.references),
                         details=details)]
-        counted = [(r, r.cited_by_count) for r in bib.references if r.cited_by_count is not None]
+        counted = [(r, count) for r in bib.references if (count := _cited_by(r)) is not None]
         matched = {id(m.reference) for m in bib.matches}
         members: list[list] = [[] for _ in QUARTILES]
         for (ref, _), q in zip(counted, quartile_of([c for _, c in counted]), strict=True):
             members[q].append(ref)
         for name, refs in zip(QUARTILES, members, strict=True):
-            extra = {"n_references": len(refs), "n_without_count": len(bib.references) - len(counted)}
+            hits = sum(id(r) in matched for r in refs)
+            extra = {"n_references": len(refs), "n_matched": hits, "n_without_count": len(bib.references) - len(counted)}
             if refs:
-                scores.append(Score(name, sum(id(r) in matched for r in refs) / len(refs), n_items=len(refs),
-                                    details=extra))
+                scores.append(Score(name, hits / len(refs), n_items=len(refs), details=extra))
             else:
                 scores.append(Score(name, None, f"no reference of G in popularity quartile {name}", details=extra))
         return scores

@@ -1,0 +1,216 @@
+"""One paper, however it is cited: the resolver every metric uses before it counts papers or pairs, and
+the one rule by which a report's papers match the exemplar's.
+
+**Identity** (`resolve_papers`). Entries (a report's cited sources, the exemplar's references, ground-truth
+claims' works) carry up to three keys: an arXiv id, a DOI and a title, each normalised (text/paper_ids.py:
+versions, `arXiv:` prefixes, URLs and arXiv DOIs folded into one arXiv key; resolver prefixes and case out of
+DOIs; `text.normalise_title` for titles). Entries sharing an arXiv key or a DOI key are one paper; so are
+entries with the same normalised title unless that would join two different identifiers of one kind (two
+papers may share a title; two arXiv ids are two papers). A paper's keys are the union of its entries'. An
+entry with no key is a paper of its own. Why exact titles and not the 0.8 similarity here: identity within
+one list must never merge two papers, and near-identical titles of different papers are common (DDIM and
+DDPM are 0.83 apart).
+
+**Matching** (`match_papers`): one-to-one between two lists of papers, each paper used at most once.
+1. Same arXiv key: a match ("id"), whatever the DOIs say (a preprint's journal and proceedings DOIs differ).
+2. Same DOI key, and no arXiv ids that differ: a match ("doi").
+3. Title similarity >= the threshold, most similar pairs first, **only for pairs where, for each kind of
+   identifier, at least one side lacks it**: when both sides carry an arXiv id (or both a DOI) the
+   identifiers decide, and a different id is a different paper however close the titles (cGAN vs GAN,
+   0.82; "Decoupled Weight Decay Regularization" vs "Weight Decay Regularization", 0.84).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from deepscholar.text import normalise_title, title_similarity
+from deepscholar.text.paper_ids import arxiv_key, arxiv_key_of_doi, doi_key
+
+__all__ = ["Citable", "Paper", "PaperMatch", "TITLE_MATCH_THRESHOLD", "resolve_papers", "match_papers",
+           "paper_keys"]
+
+# METRICS.md: "else by normalised-title similarity >= 0.8".
+TITLE_MATCH_THRESHOLD = 0.8
+
+
+class Citable(Protocol):
+    """What the resolver reads of an entry (SourceDoc, ExemplarReference)."""
+
+    @property
+    def arxiv_id(self) -> str | None: ...
+
+    @property
+    def doi(self) -> str | None: ...
+
+    @property
+    def title(self) -> str | None: ...
+
+
+E = TypeVar("E", bound=Citable)
+
+
+def paper_keys(entry: Citable) -> tuple[str | None, str | None, str]:
+    """(arXiv key, DOI key, normalised title) of one entry; an arXiv DOI gives the arXiv key."""
+    return (arxiv_key(entry.arxiv_id) or arxiv_key_of_doi(entry.doi), doi_key(entry.doi),
+            normalise_title(entry.title or ""))
+
+
+@dataclass(frozen=True)
+class Paper(Generic[E]):
+    """One paper: the entries resolved to it (input order) and the union of their keys."""
+
+    entries: tuple[E, ...]
+    arxiv_ids: frozenset[str]
+    dois: frozenset[str]
+    titles: tuple[str, ...]  # the entries' distinct non-empty titles, as written
+
+    @property
+    def first(self) -> E:
+        return self.entries[0]
+
+    @property
+    def arxiv_id(self) -> str | None:
+        """The first entry's arXiv key (the paper's name in details); None when it has none."""
+        for entry in self.entries:
+            if key := arxiv_key(entry.arxiv_id):
+                return key
+        return min(self.arxiv_ids) if self.arxiv_ids else None
+
+    def shares_a_kind_with(self, other: Paper) -> bool:
+        """Do both carry an identifier of the same kind (then identifiers decide, not titles)."""
+        return bool(self.arxiv_ids and other.arxiv_ids) or bool(self.dois and other.dois)
+
+
+@dataclass
+class _Group:
+    members: list[int]
+    arxiv_ids: set[str]
+    dois: set[str]
+
+
+def resolve_papers(entries: Sequence[E], known: Sequence[Citable] = ()) -> list[Paper[E]]:
+    """The distinct papers among `entries`, in the order of their first entry (module docstring).
+
+    `known`: entries of the other side (the exemplar's bibliography for a report's sources, and back) that
+    link keys without being counted: a report citing [1] by arXiv id and [3] by DOI cites one paper when a
+    reference carries both. A paper's keys are those of everything linked to it."""
+    everything: list[Citable] = [*entries, *known]
+    keys = [paper_keys(e) for e in everything]
+    parent = list(range(len(everything)))
+    groups = {i: _Group([i], {a} if a else set(), {d} if d else set()) for i, (a, d, _) in enumerate(keys)}
+    counted = len(entries)
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def union(i: int, j: int) -> None:
+        a, b = sorted((find(i), find(j)))
+        if a == b:
+            return
+        parent[b] = a
+        ga, gb = groups[a], groups.pop(b)
+        ga.members += gb.members
+        ga.arxiv_ids |= gb.arxiv_ids
+        ga.dois |= gb.dois
+
+    first_with: dict[tuple[str, str], int] = {}
+    for i, (arxiv, doi, _) in enumerate(keys):  # identifiers: equal means the same paper
+        for kind, value in (("arxiv", arxiv), ("doi", doi)):
+            if value:
+                key = (kind, value)
+                if key in first_with:
+                    union(first_with[key], i)
+                else:
+                    first_with[key] = i
+    titled: dict[str, list[int]] = {}
+    for i, (_, _, title) in enumerate(keys):  # equal titles: the same paper unless the identifiers differ
+        if not title:
+            continue
+        for j in titled.setdefault(title, []):
+            if find(i) == find(j):
+                break
+            if not _groups_conflict(groups[find(i)], groups[find(j)]):
+                union(i, j)
+                break
+        titled[title].append(i)
+    out = []
+    for root in sorted(groups, key=lambda r: min(groups[r].members)):
+        members = sorted(m for m in groups[root].members if m < counted)
+        if not members:
+            continue
+        out.append(Paper(tuple(entries[m] for m in members), frozenset(groups[root].arxiv_ids),
+                         frozenset(groups[root].dois),
+                         tuple(dict.fromkeys(t for m in members if (t := (entries[m].title or "").strip())))))
+    return out
+
+
+def _groups_conflict(a: _Group, b: _Group) -> bool:
+    return (bool(a.arxiv_ids and b.arxiv_ids) and not a.arxiv_ids & b.arxiv_ids) or \
+        (bool(a.dois and b.dois) and not a.dois & b.dois)
+
+
+@dataclass(frozen=True)
+class PaperMatch(Generic[E]):
+    reference: Paper  # a paper of the reference side (the exemplar's, the ground truth's)
+    source: Paper  # a paper of the report's side
+    by: str  # "id", "doi" or "title"
+    similarity: float | None = None  # the title similarity, for title matches
+
+    def as_detail(self) -> dict[str, Any]:
+        ref, src = self.reference.first, self.source.first
+        out: dict[str, Any] = {"cite_key": getattr(ref, "cite_key", None), "arxiv_id": self.reference.arxiv_id,
+                               "by": self.by, "source_idx": getattr(src, "idx", None),
+                               "source_arxiv_id": self.source.arxiv_id}
+        if self.similarity is not None:
+            out["similarity"] = round(self.similarity, 4)
+        return out
+
+
+def _title_similarity(a: Paper, b: Paper) -> float:
+    return max((title_similarity(x, y) for x in a.titles for y in b.titles), default=0.0)
+
+
+def match_papers(sources: Sequence[Paper], references: Sequence[Paper],
+                 threshold: float = TITLE_MATCH_THRESHOLD) -> list[PaperMatch]:
+    """The one-to-one matching of the module docstring; matches in reference order."""
+    matches: list[PaperMatch] = []
+    open_refs, open_sources = list(range(len(references))), list(range(len(sources)))
+
+    def exact(by: str, same) -> None:
+        nonlocal open_refs, open_sources
+        still_open = []
+        for r in open_refs:
+            found = next((s for s in open_sources if same(references[r], sources[s])), None)
+            if found is None:
+                still_open.append(r)
+                continue
+            matches.append(PaperMatch(references[r], sources[found], by))
+            open_sources = [s for s in open_sources if s != found]
+        open_refs = still_open
+
+    exact("id", lambda r, s: bool(r.arxiv_ids & s.arxiv_ids))
+    exact("doi", lambda r, s: bool(r.dois & s.dois) and not (r.arxiv_ids and s.arxiv_ids))
+    candidates = []
+    for r in open_refs:
+        for s in open_sources:
+            if references[r].shares_a_kind_with(sources[s]):
+                continue  # identifiers of one kind on both sides decide: they differ, so two papers
+            sim = _title_similarity(references[r], sources[s])
+            if sim >= threshold:
+                candidates.append((-sim, r, s))
+    taken_refs: set[int] = set()
+    taken_sources: set[int] = set()
+    for neg_sim, r, s in sorted(candidates):
+        if r in taken_refs or s in taken_sources:
+            continue
+        taken_refs.add(r)
+        taken_sources.add(s)
+        matches.append(PaperMatch(references[r], sources[s], "title", -neg_sim))
+    order = {id(p): k for k, p in enumerate(references)}
+    return sorted(matches, key=lambda m: order[id(m.reference)])
