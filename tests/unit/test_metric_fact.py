@@ -21,7 +21,7 @@ from support.metric_support import (
 from deepscholar.evaluation import registry
 from deepscholar.evaluation.base import Batch, BatchJudgedMetric, Item, parse_batch_labels
 from deepscholar.evaluation.metrics import get_metric
-from deepscholar.evaluation.metrics._fact import SUPPORT_COSINE, citation_pairs
+from deepscholar.evaluation.metrics._fact import SUPPORT_COSINE, citation_pairs, pooled_over_tasks
 from deepscholar.evaluation.metrics.citation_accuracy import METRIC as ACCURACY
 from deepscholar.evaluation.metrics.effective_citations import METRIC as EFFECTIVE
 from deepscholar.llm.client import ParseError
@@ -271,3 +271,21 @@ def test_local_judge_on_a_tiny_case_is_deterministic():
     assert ACCURACY.judge_local(report, items) == judgments == EFFECTIVE.judge_local(report, items)
     assert ACCURACY.score(report, judgments)[0].value == pytest.approx(1 / 2)
     assert EFFECTIVE.score(report, judgments)[0].value == 1.0
+
+
+def test_our_board_mean_against_the_authors_pooled_aggregation_on_four_reports():
+    """docs/METRICS.md, FACT conformance: A cites 10 supported pairs, B 1 supported of 5, C and D cite
+    nothing. Paper (Eqs. 3-4, ours): accuracy (1 + 0.2 + 0 + 0) / 4 = 0.30, effective (10 + 1) / 4 = 2.75.
+    Released stat.py: pooled 11 / 15 = 0.7333 over the cited reports, effective 11 / 2 = 5.5."""
+    a = make_report([(f"ALPHA fact {i} [1].", [1]) for i in range(10)], {1: "ALPHA"}, report_id=1)
+    b = make_report([("ALPHA fact [1].", [1])] + [(f"BETA fact {i} [1].", [1]) for i in range(4)], {1: "ALPHA"},
+                    report_id=2)
+    c = make_report([("Nothing cited.", [])], {}, report_id=3)
+    d = make_report([("Nothing cited either.", [])], {}, report_id=4)
+    accuracy = [judge(ACCURACY, r)[1]["score"] for r in (a, b, c, d)]
+    effective = [judge(EFFECTIVE, r)[1]["score"].value for r in (a, b, c, d)]
+    assert sum(s.value for s in accuracy) / 4 == pytest.approx(0.30)
+    assert sum(effective) / 4 == pytest.approx(2.75)
+    pooled_accuracy, pooled_effective = pooled_over_tasks([s.details for s in accuracy])
+    assert pooled_accuracy == pytest.approx(11 / 15) and pooled_effective == pytest.approx(5.5)
+    assert pooled_over_tasks([accuracy[2].details]) == (None, None)

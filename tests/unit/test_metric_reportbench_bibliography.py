@@ -14,7 +14,8 @@ from deepscholar.evaluation.metrics import get_metric
 from deepscholar.evaluation.metrics._bibliography import normalise_doi
 from deepscholar.evaluation.metrics.reference_precision import METRIC as PRECISION
 from deepscholar.evaluation.metrics.reference_recall import METRIC as RECALL
-from deepscholar.evaluation.metrics.reference_recall import quartile_of
+from deepscholar.evaluation.metrics.reference_recall import pooled_quartile_recall, quartile_of
+from deepscholar.text import title_similarity
 
 DPR = "Dense Passage Retrieval for Open-Domain Question Answering"
 
@@ -143,3 +144,29 @@ def test_academic_precision_leaves_web_pages_out_and_skips_a_report_citing_nothi
     nothing = scores(PRECISION, cited_report([src(1, "2101.00001", "Alpha")], refs, cited=[]))
     assert nothing["score"].value == 0.0
     assert nothing["academic"].value is None and "leaves such a report out" in nothing["academic"].unscored_reason
+
+
+def test_quartile_recall_is_a_mean_over_queries_and_the_papers_pooled_figure_sums_the_counts():
+    """docs/METRICS.md, ReportBench conformance: query 1's first quartile has 2 references, both cited
+    (recall 1.0); query 2's has 8, none cited (0.0). Our board: (1.0 + 0.0) / 2 = 0.5; pooled as the paper
+    reports it: 2 / 10 = 0.2."""
+    one = [ref(f"a{c}", f"2101.{c:05d}", f"A {c}", count=c) for c in range(1, 9)]  # q1: counts 1, 2
+    two = [ref(f"b{i}", f"2102.{i:05d}", f"B {i}", count=c)
+           for i, c in enumerate((1,) * 8 + (2, 3, 4, 5, 6, 7, 8, 9), start=1)]  # q1: the eight counts of 1
+    q1_one = scores(RECALL, cited_report([src(1, "2101.00001"), src(2, "2101.00002")], one))["q1"]
+    q1_two = scores(RECALL, cited_report([src(1, "2999.00001")], two))["q1"]
+    assert (q1_one.value, q1_two.value) == (1.0, 0.0)
+    assert (q1_one.details["n_references"], q1_two.details["n_references"]) == (2, 8)
+    assert (q1_one.value + q1_two.value) / 2 == 0.5
+    assert pooled_quartile_recall([q1_one.details, q1_two.details]) == pytest.approx(0.2)
+    assert pooled_quartile_recall([]) is None
+
+
+def test_matching_is_looser_than_reportbenchs_exact_title_by_a_documented_margin():
+    """docs/METRICS.md, ReportBench conformance: their scorer matches exact normalised titles only; a
+    shortened title at similarity >= 0.8 matches here (no id on the cited side), not there."""
+    full = "BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding"
+    short = "BERT: Pre-training of Deep Bidirectional Transformers for Language"
+    assert 0.8 <= title_similarity(full, short) < 1.0
+    got = scores(RECALL, cited_report([src(1, None, short)], [ref("bert", "1810.04805", full)]))
+    assert got["score"].value == 1.0 and got["score"].details["matched"][0]["by"] == "title"

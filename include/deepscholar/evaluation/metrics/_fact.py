@@ -38,7 +38,7 @@ from deepscholar.evaluation.base import (
 from deepscholar.evaluation.metrics.citation_precision import resolved_text, support_cosines
 from deepscholar.text.citations import strip_citation_numbers
 
-__all__ = ["FactMetric", "SUPPORTED", "UNSUPPORTED", "UNKNOWN", "LABELS", "SUPPORT_COSINE", "citation_pairs",
+__all__ = ["FactMetric", "pooled_over_tasks", "SUPPORTED", "UNSUPPORTED", "UNKNOWN", "LABELS", "SUPPORT_COSINE", "citation_pairs",
            "states_something"]
 
 SUPPORTED, UNSUPPORTED, UNKNOWN = "supported", "unsupported", "unknown"
@@ -69,6 +69,22 @@ def citation_pairs(report: ReportContext) -> dict[int, list[str]]:
         for number in sentence.citations:
             pairs.setdefault(report.paper_number(number), {})[statement] = None
     return {n: list(statements) for n, statements in pairs.items()}
+
+
+def pooled_over_tasks(counts: Sequence[dict]) -> tuple[float | None, float | None]:
+    """(citation accuracy, effective citations) the way DeepResearch Bench's released `stat.py` aggregates
+    a system's reports, for setting our board beside theirs: supported and unsupported pairs summed over
+    the reports that cite anything (a report without citation pairs is left out, not 0), accuracy =
+    Σ supported / Σ (supported + unsupported), effective = Σ supported / the reports counted. `counts` are
+    the stored details of the reports' citation_accuracy scores (`tally`); (None, None) when no report
+    cites anything. Our board follows the paper's Eqs. 3-4 instead: the mean of per-report values with an
+    uncited report at 0 (docs/METRICS.md, FACT conformance)."""
+    cited = [c for c in counts if not c.get("no_citation_pairs") and c.get("n_pairs", 0) > 0]
+    if not cited:
+        return None, None
+    supported = sum(c.get(SUPPORTED, 0) for c in cited)
+    checked = supported + sum(c.get(UNSUPPORTED, 0) for c in cited)
+    return (supported / checked if checked else None), supported / len(cited)
 
 
 class FactMetric(BatchJudgedMetric):

@@ -29,7 +29,7 @@ from deepscholar.evaluation.base import ItemJudgment, JudgeFreeMetric, ReportCon
 from deepscholar.evaluation.metrics._bibliography import bibliography
 from deepscholar.evaluation.papers import Paper
 
-__all__ = ["METRIC", "ReferenceRecall", "quartile_of"]
+__all__ = ["METRIC", "ReferenceRecall", "quartile_of", "pooled_quartile_recall"]
 
 QUARTILES = ("q1", "q2", "q3", "q4")
 
@@ -45,6 +45,15 @@ def quartile_of(counts: Sequence[int]) -> list[int]:
 def _cited_by(paper: Paper) -> int | None:
     """The paper's frozen cited-by count: its first entry's that has one."""
     return next((e.cited_by_count for e in paper.entries if e.cited_by_count is not None), None)
+
+
+def pooled_quartile_recall(details: Sequence[dict]) -> float | None:
+    """One quartile's recall pooled over queries, as ReportBench's paper reports its popularity analysis:
+    Σ matched references of the quartile / Σ references of the quartile, from the stored details of that
+    quartile's scores (`n_matched`, `n_references`); None when no query has a reference in it. Our board's
+    quartile variant is the mean of per-query recalls instead."""
+    total = sum(d.get("n_references", 0) for d in details)
+    return sum(d.get("n_matched", 0) for d in details) / total if total else None
 
 
 class ReferenceRecall(JudgeFreeMetric):
