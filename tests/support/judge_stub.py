@@ -31,9 +31,10 @@ def scripted_judge(body: dict) -> str:
         return json.dumps({"decision": "A" if coin < 50 else "B", "explanation": "clearer grouping"})
     if '"grade"' in prompt:
         return json.dumps({"grade": coin % 3, "explanation": "by topic"})
-    if (m := re.search(r"exactly (\d+) objects", prompt)) and '"article_1"' in prompt:  # RACE
-        return json.dumps([{"article_1": (coin + 3 * i) % 11, "article_2": (coin + 7 * i + 5) % 11}
-                           for i in range(int(m.group(1)))])
+    if (m := re.search(r"exactly (\d+) objects", prompt)) and '"article_1"' in prompt:  # RACE scoring
+        grades = [((coin + 3 * i) % 11, (coin + 7 * i + 5) % 11) for i in range(int(m.group(1)))]
+        return json.dumps([{"analysis": f"article {1 if a >= b else 2} meets criterion {i + 1} better",
+                            "article_1": a, "article_2": b} for i, (a, b) in enumerate(grades)])
     if (m := re.search(r"exactly (\d+) strings", prompt)) and '"unsupported"' in prompt:  # FACT
         return json.dumps(["supported" if (coin + i) % 5 < 3 else "unsupported" for i in range(int(m.group(1)))])
     if (m := re.search(r"exactly (\d+) strings", prompt)) and '"0", "1", "2" or "3"' in prompt:  # claims
