@@ -372,6 +372,12 @@ class Settings:
         "DEEPSCHOLAR_CLAIM_COVERAGE_W_MAX", 1, _number(int, "an integer from 1 to 5", 1, maximum=5), "judging",
         "claim coverage's window cap: `1` asks only what the headline (w = 1) needs; `5` runs the w = 0..5 "
         "sweep as its own metric version", tolerant=True)
+    race_weight_samples: int = _setting(
+        "DEEPSCHOLAR_RACE_WEIGHT_SAMPLES", 5, _number(int, "an integer >= 1", 1), "judging",
+        "how many times an LLM release judge is asked a query's four RACE dimension weights, each its own cached "
+        "request (temperature 1, seed = the sample's index), the rubric's weights their mean; `1`: one "
+        "deterministic call. Named in the rubric's judge config (`race_weights_v1.x<N>`); the local judge's one "
+        "fixed weight set ignores it")
     # judging: the drift alarm (evaluation/drift.py)
     drift_check: bool = _setting(
         "DEEPSCHOLAR_DRIFT_CHECK", True, BOOL, "judging",

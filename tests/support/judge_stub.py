@@ -1,6 +1,7 @@
 """A judge that answers every metric's prompt well-formed, for runs that judge whole months over real HTTP
-(the benches, the scheduled month judged by an LLM judge). Verdicts vary deterministically with the prompt,
-so scores are neither all 0 nor all 1 and a re-run gets the same answers."""
+(the benches, the scheduled month judged by an LLM judge), and RACE's release-time rubric prompts. Verdicts
+vary deterministically with the prompt (RACE's weight samples also with the request's seed), so scores are
+neither all 0 nor all 1 and a re-run gets the same answers."""
 
 from __future__ import annotations
 
@@ -31,9 +32,18 @@ def scripted_judge(body: dict) -> str:
         return json.dumps({"decision": "A" if coin < 50 else "B", "explanation": "clearer grouping"})
     if '"grade"' in prompt:
         return json.dumps({"grade": coin % 3, "explanation": "by topic"})
-    if (m := re.search(r"exactly (\d+) objects", prompt)) and '"article_1"' in prompt:  # RACE
-        return json.dumps([{"article_1": (coin + 3 * i) % 11, "article_2": (coin + 7 * i + 5) % 11}
-                           for i in range(int(m.group(1)))])
+    if (m := re.search(r"exactly (\d+) objects", prompt)) and '"article_1"' in prompt:  # RACE scoring
+        grades = [((coin + 3 * i) % 11, (coin + 7 * i + 5) % 11) for i in range(int(m.group(1)))]
+        return json.dumps([{"analysis": f"article {1 if a >= b else 2} meets criterion {i + 1} better",
+                            "article_1": a, "article_2": b} for i, (a, b) in enumerate(grades)])
+    if '"instruction_following": w3' in prompt:  # RACE's dimension weights: each sample (seed) its own answer
+        seed = body.get("seed", 0)
+        raw = [1 + (coin + seed * k) % 4 for k in (1, 2, 3, 5)]  # 1..4, re-normalised by the parser
+        return json.dumps({**dict(zip(("comprehensiveness", "insight", "instruction_following", "readability"),
+                                      raw, strict=True)), "reason": f"sample {seed}"})
+    if (m := re.search(r"The quality to write criteria for: (\w+)", prompt)) and '"criterion"' in prompt:  # RACE
+        return json.dumps([{"criterion": f"{m.group(1)} {k}", "explanation": f"meets {m.group(1)} point {k}",
+                            "weight": 1 + (coin + k) % 3} for k in range(3 + coin % 3)])
     if (m := re.search(r"exactly (\d+) strings", prompt)) and '"unsupported"' in prompt:  # FACT
         return json.dumps(["supported" if (coin + i) % 5 < 3 else "unsupported" for i in range(int(m.group(1)))])
     if (m := re.search(r"exactly (\d+) strings", prompt)) and '"0", "1", "2" or "3"' in prompt:  # claims

@@ -16,6 +16,7 @@ LIBRARY = Path(__file__).resolve().parents[2] / "include" / "deepscholar"
 # version -> sha256 of the prompt file. Never edit a line here; only add new ones.
 PINNED = {
     "race_scoring_v1": "dfb0c56574274f0467295c5e04a6c70c62687df3fa1de179823f318c14932060",
+    "race_scoring_v2": "cec2475db028ca2defa61fd531692ec8c9c14e9ced1bc425a7cc6ada7576cd1c",
     "race_criteria_v1": "452e7abe9cc4a1a38a6dc939b895492d1ac2dc6fce96ad7826ea7dad5c2d4a47",
     "race_weights_v1": "a9d2661646dfa8a1205a1c4211d29132763e0a67aa2cffd028df6a8c4e4c3137",
     "citation_precision_v1": "a7dc82756272e6259640906518989c21281519c266ee4a82c1436aeddcf01a70",

@@ -1,17 +1,43 @@
 """RACE's release-time rubric: per query, the weights of four dimensions and each dimension's criteria.
 
 After DeepResearch Bench's RACE, adapted to our task (docs/METRICS.md "RACE track"): the release judge
-reads the query paper's title and abstract and the task, weighs four dimensions (one call), and writes 3-8
-criteria specific to the paper for each dimension with weights (one call per dimension): 1 + 4 calls per
-query, once per release, stored in race_rubrics with the judge config and prompt versions that made them.
-Weights that do not sum to 1 are re-normalised and the row says so (`renormalised`, `raw_weight`);
-criteria weights likewise within their dimension.
+reads the query paper's title and abstract and the task, weighs four dimensions, and writes 3-8 criteria
+specific to the paper for each dimension with weights (one call per dimension), once per release, stored in
+race_rubrics with the judge config and prompt versions that made them. Criteria weights that do not sum to
+1 are re-normalised within their dimension (`raw_weight` keeps the judge's).
+
+Dimension weights are sampled: the weights question is asked N = DEEPSCHOLAR_RACE_WEIGHT_SAMPLES times
+(default 5) per query, N + 4 calls per query. Each sample is its own request, so its own cache entry:
+sample k is sent at temperature 1 with seed k (`sample_params`), so a re-run is answered from the cache
+(no call) and sample k always gets the same stored answer. Each sample is parsed strictly and re-normalised
+on its own as a single answer would be; the dimension's weight is the mean of the samples' normalised
+weights (which sums to 1 as each of them does). The row keeps every sample (`weight_samples`: its
+normalised and raw weight, whether it was re-normalised), so the spread is on record; `raw_weight` is
+the mean of the judge's own values and `renormalised` says whether any sample used was scaled. A sample
+the judge cannot answer (unparseable after the re-asks, or a rejected request) is recorded as unscored
+with its reason and left out of the mean: the rubric uses the samples that parsed when at least one did
+(counted: `weight_samples_unscored`), and the query is unscored when none did. N = 1 is the single
+deterministic call of before (temperature 0, seed 0, the same cache key and judge config as rubrics built
+before sampling), stored with its one sample. N is part of the judge config (`race_weights_v1.x<N>`), so
+a month's rubric built with another N is never taken for this one.
+
+How the authors combine them (their utils/generate_criteria.py): 5 samples per task at the provider's
+default temperature; a sample whose weights do not sum to 1 is asked again rather than re-normalised (5
+tries), one still invalid is dropped (an unparseable last try fails the task); the mean of the samples that
+passed is re-normalised and rounded to 2 decimals, the rounding remainder added to readability. We match
+the count, the mean over the samples that parsed and the need for at least one; we differ in
+re-normalising a sample instead of re-asking it (one rule for every weight the judge gives, recorded), in
+keeping a sample whose last answer is unparseable out of the mean instead of failing the query, and in
+not rounding (no weight is moved to readability). The mean of re-normalised samples needs no
+re-normalising of its own.
 
 The offline local judge cannot read the task, so it answers with a documented heuristic, the same for
 every run: weights 0.3 / 0.3 / 0.2 / 0.2 (comprehensiveness and insight first, as the task is about prior
 work); comprehensiveness criteria "covers <work>" for the exemplar's important references (3-8, in
 bibliography order, vital nuggets filling in when fewer than 3 have titles), and three fixed criteria per
-other dimension; equal weights within a dimension.
+other dimension; equal weights within a dimension. It is deterministic, so sampling it would give N
+identical weight sets: it gives its one fixed set, DEEPSCHOLAR_RACE_WEIGHT_SAMPLES does not apply (its
+judge config does not name it) and its rows' `weight_samples` are empty.
 """
 
 from __future__ import annotations
@@ -29,8 +55,9 @@ from deepscholar.gx import Check
 from deepscholar.llm.client import Judged, ParseError, parse_json_array, parse_json_object
 from deepscholar.release.track_artefacts import TrackArtefacts
 
-__all__ = ["DIMENSIONS", "ARTEFACTS", "Criterion", "Rubric", "parse_weights", "parse_criteria", "build_race_rubrics",
-           "local_rubric", "WEIGHT_TOLERANCE"]
+__all__ = ["DIMENSIONS", "ARTEFACTS", "Criterion", "Rubric", "WeightSample", "parse_weights", "parse_criteria",
+           "mean_weights", "sample_params", "weights_version", "build_race_rubrics", "local_rubric",
+           "WEIGHT_TOLERANCE"]
 
 log = logging.getLogger("deepscholar.release")
 
@@ -45,6 +72,7 @@ WEIGHT_TOLERANCE = 1e-6  # a sum further than this from 1 is re-normalised (and 
 LOCAL_WEIGHTS = {"comprehensiveness": 0.3, "insight": 0.3, "instruction_following": 0.2, "readability": 0.2}
 LOCAL_VERSION = "race_local_v1"
 WEIGHTS_PROMPT, CRITERIA_PROMPT = "race_weights_v1", "race_criteria_v1"
+SAMPLE_TEMPERATURE = 1.0  # the weight samples' (N > 1): the providers' default, as the authors sampled
 
 
 @dataclass(frozen=True)
@@ -56,13 +84,33 @@ class Criterion:
 
 
 @dataclass(frozen=True)
+class WeightSample:
+    """One answer to the weights question: normalised and raw weights, or unscored with the reason."""
+
+    sample: int  # 0-based: its seed
+    weights: dict[str, float] | None
+    raw_weights: dict[str, float] | None = None
+    renormalised: bool = False
+    unscored_reason: str | None = None
+
+    def stored(self, dimension: str) -> dict:
+        """This sample as a row of `dimension` keeps it (race_rubrics.weight_samples)."""
+        if self.weights is None or self.raw_weights is None:
+            return {"sample": self.sample, "unscored": self.unscored_reason}
+        return {"sample": self.sample, "weight": self.weights[dimension], "raw_weight": self.raw_weights[dimension],
+                "renormalised": self.renormalised}
+
+
+@dataclass(frozen=True)
 class Rubric:
-    """One query's rubric: per dimension (weight, raw weight, criteria); renormalised says weights were scaled."""
+    """One query's rubric: per dimension (weight, raw weight, criteria); renormalised says weights were scaled;
+    weight_samples the samples the weights are the mean of (empty: not sampled, the local judge)."""
 
     weights: dict[str, float]
     raw_weights: dict[str, float]
     renormalised: bool
     criteria: dict[str, list[Criterion]]
+    weight_samples: tuple[WeightSample, ...] = ()
 
 
 # --------------------------------------------------------------------------------------------- parsing
@@ -93,6 +141,19 @@ def parse_weights(text: str) -> tuple[dict[str, float], dict[str, float], bool]:
     return dict(zip(DIMENSIONS, weights, strict=True)), raw, renormalised
 
 
+def mean_weights(samples: Sequence[WeightSample]) -> tuple[dict[str, float], dict[str, float], bool]:
+    """(weights, raw weights, re-normalised?) of a rubric from its weight samples: per dimension the mean of
+    the normalised weights of the samples that parsed (and of the judge's raw values), and whether any of
+    them was re-normalised. The unscored samples are left out; at least one must have parsed."""
+    used = [(s.weights, s.raw_weights, s.renormalised) for s in samples
+            if s.weights is not None and s.raw_weights is not None]
+    if not used:
+        raise ValueError("no weight sample parsed: nothing to average")
+    weights = {d: math.fsum(w[d] for w, _, _ in used) / len(used) for d in DIMENSIONS}
+    raw = {d: math.fsum(r[d] for _, r, _ in used) / len(used) for d in DIMENSIONS}
+    return weights, raw, any(renormalised for _, _, renormalised in used)
+
+
 def parse_criteria(text: str) -> list[Criterion]:
     """3-8 criteria with weights summing to 1 (re-normalised when they do not) from a criteria answer."""
     items = parse_json_array(text)
@@ -113,15 +174,45 @@ def parse_criteria(text: str) -> list[Criterion]:
 
 # ----------------------------------------------------------------------------------------------- judges
 
-def _llm_rubric(client, prompts, query: dict) -> Judged[Rubric]:
+def sample_params(sample: int, samples: int) -> dict:
+    """The request parameters of weight sample `sample` (0-based) of `samples`, part of its cache key: none
+    for a single sample (the client's deterministic defaults, temperature 0 and seed 0: the call made before
+    sampling), else temperature 1 with seed = the sample's index, one distinct cached request per sample."""
+    if samples < 1 or not 0 <= sample < samples:
+        raise ValueError(f"weight sample {sample} of {samples}: need 0 <= sample < samples, samples >= 1")
+    return {} if samples == 1 else {"temperature": SAMPLE_TEMPERATURE, "seed": sample}
+
+
+def weights_version(samples: int) -> str:
+    """The weights step's version: the prompt's for one deterministic call, `<prompt>.x<N>` for N samples."""
+    if samples < 1:
+        raise ValueError(f"DEEPSCHOLAR_RACE_WEIGHT_SAMPLES must be an integer >= 1, got {samples!r}")
+    return WEIGHTS_PROMPT if samples == 1 else f"{WEIGHTS_PROMPT}.x{samples}"
+
+
+def _weight_samples(client, weights_prompt, query: dict, samples: int) -> tuple[list[WeightSample], int]:
+    messages = [{"role": "user", "content": weights_prompt.render(title=query["title"], abstract=query["abstract"])}]
+    drawn, calls = [], 0
+    for k in range(samples):
+        judged = client.ask(messages, parse_weights, purpose="release.race_weights", **sample_params(k, samples))
+        calls += judged.calls
+        if judged.value is None:
+            log.warning("race weight sample %d of %s unscored: %s", k, query["arxiv_id"], judged.unscored_reason)
+            drawn.append(WeightSample(k, None, unscored_reason=judged.unscored_reason))
+        else:
+            weights, raw, renormalised = judged.value
+            drawn.append(WeightSample(k, weights, raw, renormalised))
+    return drawn, calls
+
+
+def _llm_rubric(client, prompts, query: dict, samples: int = 1) -> Judged[Rubric]:
     weights_prompt, criteria_prompt = prompts
-    calls = 0
-    judged = client.ask([{"role": "user", "content": weights_prompt.render(
-        title=query["title"], abstract=query["abstract"])}], parse_weights, purpose="release.race_weights")
-    calls += judged.calls
-    if judged.value is None:
-        return Judged(None, f"dimension weights: {judged.unscored_reason}", calls)
-    weights, raw, renormalised = judged.value
+    drawn, calls = _weight_samples(client, weights_prompt, query, samples)
+    if all(s.weights is None for s in drawn):
+        reason = drawn[0].unscored_reason if samples == 1 else (
+            f"none of {samples} samples answered; the first: {drawn[0].unscored_reason}")
+        return Judged(None, f"dimension weights: {reason}", calls)
+    weights, raw, renormalised = mean_weights(drawn)
     criteria = {}
     for dim, description in DIMENSIONS.items():
         answer = client.ask([{"role": "user", "content": criteria_prompt.render(
@@ -131,7 +222,7 @@ def _llm_rubric(client, prompts, query: dict) -> Judged[Rubric]:
         if answer.value is None:
             return Judged(None, f"{dim} criteria: {answer.unscored_reason}", calls)
         criteria[dim] = answer.value
-    return Judged(Rubric(weights, raw, renormalised, criteria), None, calls)
+    return Judged(Rubric(weights, raw, renormalised, criteria, tuple(drawn)), None, calls)
 
 
 def local_rubric(title: str, important_titles: Sequence[str], vital_nuggets: Sequence[str]) -> Rubric:
@@ -164,29 +255,50 @@ def _is_local(ctx) -> bool:
     return ctx.spec.judge.strip() == "local"
 
 
+def _samples(ctx) -> int:
+    return ctx.settings.race_weight_samples
+
+
+def _version(ctx) -> str:
+    """What the rows' prompt_version says: the local heuristic's, or the weights' (with N) and criteria's."""
+    return LOCAL_VERSION if _is_local(ctx) else f"{weights_version(_samples(ctx))}+{CRITERIA_PROMPT}"
+
+
 def _judge_config(ctx) -> str:
     if _is_local(ctx):
         from deepscholar.llm.local_judge import MODEL_ID
 
-        return f"local:{MODEL_ID}:{LOCAL_VERSION}"
-    return f"llm:{ctx.spec.judge.strip()}:{WEIGHTS_PROMPT}+{CRITERIA_PROMPT}"
+        return f"local:{MODEL_ID}:{LOCAL_VERSION}"  # one fixed weight set: the sample count does not apply
+    return f"llm:{ctx.spec.judge.strip()}:{_version(ctx)}"
 
 
 def _prompt_versions(ctx) -> dict:
-    return {"local": LOCAL_VERSION} if _is_local(ctx) else {"weights": WEIGHTS_PROMPT, "criteria": CRITERIA_PROMPT}
+    if _is_local(ctx):
+        return {"local": LOCAL_VERSION}
+    return {"weights": weights_version(_samples(ctx)), "criteria": CRITERIA_PROMPT}
 
 
 # ------------------------------------------------------------------------------------------------ build
 
 def build_race_rubrics(ctx) -> dict:
-    """A rubric for every query of the release without a complete one from this judge; idempotent."""
+    """A rubric for every query of the release without a complete one from this judge; idempotent.
+
+    A query's rows from another judge config (another judge, another weight sample count, or made before
+    sampling under N > 1) are replaced by this build's, all four at once, and counted (`replaced`); when
+    this judge cannot make the query's rubric they stay, counted (`stale`) and logged, never relabelled."""
     judge_config = _judge_config(ctx)
-    counts = {"queries": 0, "built": 0, "kept": 0, "renormalised": 0, "unscored": 0, "calls": 0}
+    samples = 1 if _is_local(ctx) else _samples(ctx)
+    weights_version(samples)  # a bad sample count fails here, before any call
+    counts = {"queries": 0, "built": 0, "kept": 0, "renormalised": 0, "unscored": 0, "calls": 0,
+              "weight_samples": 0 if _is_local(ctx) else samples, "weight_samples_unscored": 0, "replaced": 0,
+              "stale": 0}
     with ctx.engine.connect() as conn:
         queries = [dict(r) for r in conn.execute(sa.text(f"""
             SELECT q.arxiv_id, q.title, q.abstract,
                    (SELECT count(*) FROM {SCHEMA}.race_rubrics r WHERE r.release_id = q.release_id
-                      AND r.arxiv_id = q.arxiv_id AND r.judge_config = :j) AS n_done
+                      AND r.arxiv_id = q.arxiv_id AND r.judge_config = :j) AS n_done,
+                   (SELECT count(*) FROM {SCHEMA}.race_rubrics r WHERE r.release_id = q.release_id
+                      AND r.arxiv_id = q.arxiv_id AND r.judge_config <> :j) AS n_other
             FROM {SCHEMA}.release_queries q WHERE q.release_id = :r ORDER BY q.arxiv_id"""),
             {"r": ctx.release_id, "j": judge_config}).mappings()]
     counts["queries"] = len(queries)
@@ -203,21 +315,28 @@ def build_race_rubrics(ctx) -> dict:
         client = LLMClient(ctx.engine, ctx.spec.judge.strip(), api_base=ctx.settings.judge_api_base,
                            concurrency=ctx.settings.release_judge_concurrency)
         prompts = (load_prompt(WEIGHTS_PROMPT), load_prompt(CRITERIA_PROMPT))
-        rubrics = client.map(lambda q: _llm_rubric(client, prompts, q), todo)
-    version = CRITERIA_PROMPT if not _is_local(ctx) else LOCAL_VERSION
+        rubrics = client.map(lambda q: _llm_rubric(client, prompts, q, samples), todo)
+    version = _version(ctx)
     for query, judged in zip(todo, rubrics, strict=True):
         counts["calls"] += judged.calls
         if judged.value is None:
             counts["unscored"] += 1
             log.warning("race rubric of %s unscored: %s", query["arxiv_id"], judged.unscored_reason)
+            if query["n_other"]:
+                counts["stale"] += 1
+                log.warning("race rubric of %s: the rows of another judge config stay, not %s", query["arxiv_id"],
+                            judge_config)
             continue
         rubric = judged.value
         counts["built"] += 1
+        counts["replaced"] += int(query["n_other"] > 0)
         counts["renormalised"] += int(rubric.renormalised)
+        counts["weight_samples_unscored"] += sum(1 for s in rubric.weight_samples if s.weights is None)
         rows = [{"release_id": ctx.release_id, "arxiv_id": query["arxiv_id"], "dimension": d,
                  "weight": rubric.weights[d], "raw_weight": rubric.raw_weights[d], "renormalised": rubric.renormalised,
                  "criteria": [{"criterion": c.criterion, "explanation": c.explanation, "weight": c.weight,
                                "raw_weight": c.raw_weight} for c in rubric.criteria[d]],
+                 "weight_samples": [s.stored(d) for s in rubric.weight_samples],  # []: not sampled (local)
                  "judge_config": judge_config, "prompt_version": version} for d in DIMENSIONS]
         with ctx.engine.begin() as conn:
             db.upsert(conn, "race_rubrics", rows, key=["release_id", "arxiv_id", "dimension"])

@@ -3,11 +3,21 @@ made for its query at release time (release/race_rubrics.py). Shared by the five
 
 One judge call per report: both articles (target = the report, always "article 1"; reference = the exemplar
 section, "article 2"; citation markers and reference lists stripped deterministically, no cleaning call)
-and every criterion of the query's rubric; the judge gives each article a score in [0, 10] per criterion.
+and every criterion of the query's rubric; per criterion the judge first writes a short comparative
+analysis of the two articles, then gives each a score in [0, 10] (prompt race_scoring_v2, after the
+analysis-then-scores answer of DeepResearch Bench's scoring prompt). The answer is one JSON object per
+criterion, {"analysis": ..., "article_1": s, "article_2": s}, parsed strictly: a missing or empty analysis
+is re-asked like a missing score, and the analysis is kept in the stored label beside the two scores.
 Then, with w_dk a criterion's weight within dimension d and W_d the dimension's weight:
 S_d(X) = sum_k w_dk * s_X,dk, S_int(X) = sum_d W_d * S_d(X),
 race_overall = S_int(R) / (S_int(R) + S_int(ref)) and race_d = S_d(R) / (S_d(R) + S_d(ref)): 0.5 means as
-good as the human section. A denominator of 0 (both articles scored 0) is unscored, not a score.
+good as the human section.
+
+A denominator of 0 (both articles scored 0 on every criterion counted) is unscored, not a score. The
+authors' code writes 0 there; we do not: 0 would say the report lost to the human section on a question
+where the judge found nothing in either, and 0.5 would claim a tie measured on nothing. Unscored keeps
+it out of the means and counted, with the reason, like any other judge failure. The other ratios of the
+same answer stand: one dimension at 0/0 leaves race_overall and the other dimensions scored.
 
 The five metrics ask the identical question (same prompt, item key and fields): the LLM client answers it
 once and the other four read the cache, so a report costs one call. The human exemplar's own report is
@@ -23,7 +33,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from deepscholar.evaluation.base import (
     AnnotationUnit,
@@ -39,7 +49,7 @@ from deepscholar.text.markers import strip_citation_markers
 from deepscholar.text.sentences import split_exemplar_sentences
 
 __all__ = ["RaceMetric", "race_scores", "article_text", "reference_text", "parse_criterion_scores", "MAX_SCORE",
-           "comparison_label", "TIE_MARGIN"]
+           "comparison_label", "TIE_MARGIN", "CriterionGrade"]
 
 MAX_SCORE = 10.0
 ITEM_KEY = "rubric"
@@ -80,15 +90,28 @@ def _criteria(report: ReportContext) -> list[dict]:
             for d in report.query.race_rubric for c in d.criteria]
 
 
-def parse_criterion_scores(text: str, count: int) -> list[tuple[float, float]]:
-    """Exactly `count` {"article_1": s, "article_2": s} objects with scores in [0, 10], strictly."""
+class CriterionGrade(NamedTuple):
+    """The judge's answer on one criterion: its comparative analysis, then both articles' scores."""
+
+    analysis: str
+    article_1: float
+    article_2: float
+
+
+def parse_criterion_scores(text: str, count: int) -> list[CriterionGrade]:
+    """Exactly `count` {"analysis": "...", "article_1": s, "article_2": s} objects, in the criteria's order,
+    strictly: a non-empty analysis and both scores in [0, 10] on each (other keys are ignored)."""
     answers = parse_json_array(text)
     if len(answers) != count:
         raise ParseError(f"expected exactly {count} objects, one per criterion, got {len(answers)}")
     out = []
     for n, answer in enumerate(answers, 1):
         if not isinstance(answer, dict):
-            raise ParseError(f"criterion {n}: expected an object with article_1 and article_2")
+            raise ParseError(f"criterion {n}: expected an object with analysis, article_1 and article_2")
+        analysis = answer.get("analysis")
+        if not isinstance(analysis, str) or not analysis.strip():
+            raise ParseError(f'criterion {n}: "analysis" must be a non-empty text comparing the two articles, '
+                             f"got {analysis!r}")
         pair = []
         for side in ("article_1", "article_2"):
             value = answer.get(side)
@@ -96,7 +119,7 @@ def parse_criterion_scores(text: str, count: int) -> list[tuple[float, float]]:
                     or not 0 <= value <= MAX_SCORE:
                 raise ParseError(f"criterion {n}: {side} must be a number from 0 to 10, got {value!r}")
             pair.append(float(value))
-        out.append((pair[0], pair[1]))
+        out.append(CriterionGrade(analysis.strip(), pair[0], pair[1]))
     return out
 
 
@@ -127,8 +150,8 @@ class RaceMetric(LLMJudgedMetric):
     dimension = "reference_relative_quality"
     headline = "score"
     variants = ("score",)
-    prompt_name = "race_scoring_v1"
-    definition = "d1"
+    prompt_name = "race_scoring_v2"  # v1 (scores without analysis) stays for the provenance of older scores
+    definition = "d1"  # the formula is unchanged; the metric version moves with the prompt (d1+race_scoring_v2)
     calls_per_report = 1.0  # one call per report, shared by the five RACE metrics (cache)
     race_dimension: str | None = None
 
@@ -182,12 +205,15 @@ class RaceMetric(LLMJudgedMetric):
                 "article_1": article_text(report.text), "article_2": reference_text(report.query.exemplar_text),
                 "criteria": listed, "count": len(item.payload)}
 
-    def parse(self, text: str, item: Item) -> list[tuple[float, float]]:
+    def parse(self, text: str, item: Item) -> list[CriterionGrade]:
         return parse_criterion_scores(text, len(item.payload))
 
-    def label_of(self, item: Item, answer: list[tuple[float, float]]) -> tuple[list[dict], str]:
-        graded = [{**c, "article_1": a, "article_2": b} for c, (a, b) in zip(item.payload, answer, strict=True)]
-        return graded, "article_1 = the report (target), article_2 = the human section (reference)"
+    def label_of(self, item: Item, answer: list[CriterionGrade]) -> tuple[list[dict], str]:
+        # The analysis is stored with each criterion's scores, so the drill-down shows why.
+        graded = [{**c, "analysis": g.analysis, "article_1": g.article_1, "article_2": g.article_2}
+                  for c, g in zip(item.payload, answer, strict=True)]
+        return graded, ("per criterion the judge's comparative analysis, then its scores; article_1 = the report "
+                        "(target), article_2 = the human section (reference)")
 
     def judge_local(self, report: ReportContext, items: Sequence[Item]) -> list[ItemJudgment]:
         from deepscholar.llm import local_judge
