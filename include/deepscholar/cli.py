@@ -477,7 +477,21 @@ def cmd_leaderboard(args) -> int:
 
         print(format_agreement(load_agreement(engine, rows[0]["release_id"], rows[0]["judge_config"]), args.format))
         return 0
+    if args.as_published:
+        return _print_as_published(engine, rows[0]["release_id"], rows[0]["judge_config"], args)
     print(format_leaderboard(rows, args.format))
+    return 0
+
+
+def _print_as_published(engine, release_id: str, judge_config: str, args) -> int:
+    """The track's figures as its authors' released scorer aggregates them (evaluation/published.py)."""
+    from deepscholar.evaluation.published import FIGURES, format_published, load_published
+
+    family = args.track or "core"
+    if family not in FIGURES:
+        raise UserError(f"--as-published: the {family} board already aggregates as its authors' released scorer "
+                        f"does (a mean over the queries scored); tracks with other figures: {', '.join(FIGURES)}")
+    print(format_published(load_published(engine, release_id, judge_config, family), family, args.format))
     return 0
 
 
@@ -841,6 +855,9 @@ def _add_evaluation_commands(sub) -> None:
                    help="an evaluation track's board (race, fact, reportbench, claims, ...; default: the core board)")
     p.add_argument("--agreement", action="store_true",
                    help="instead of a board: how the families' rankings of that month agree (Kendall's tau)")
+    p.add_argument("--as-published", dest="as_published", action="store_true",
+                   help="with --track: beside the board, the track's numbers as its authors' released scorer "
+                        "aggregates them (docs/METRICS.md, Conformance)")
     p.add_argument("--version", type=_positive_int, default=None, metavar="N",
                    help="that version of the board (default: the latest published one, else the latest draft)")
     p.add_argument("--versions", action="store_true",

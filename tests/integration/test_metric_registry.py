@@ -323,6 +323,25 @@ def test_a_tracks_board_is_rolled_up_apart_from_the_core_and_shown_by_cli_sql_an
     unknown = cli("--track", "vibes")
     assert unknown.returncode == 2 and "unknown evaluation track 'vibes'" in unknown.stderr
 
+    # Beside the board, ReportBench's own aggregation from the same stored scores (evaluation/published.py).
+    published = cli("--track", "reportbench", "--as-published", "--format", "json")
+    assert published.returncode == 0, published.stderr[-2000:]
+    figures = {e["system_id"]: e for e in json.loads(published.stdout)}
+    with engine.connect() as conn:
+        academic = dict(conn.execute(sa.text(
+            "SELECT r.system_id, avg(m.value) FROM reports r JOIN metric_scores m ON m.report_id = r.report_id "
+            "WHERE r.release_id = :r AND r.status = 'ok' AND m.judge_config = :j "
+            "AND m.metric = 'reference_precision' AND m.variant = 'academic' GROUP BY r.system_id"),
+            {"r": month, "j": judge_config}).all())
+    assert set(figures) == {r["system_id"] for r in board}
+    assert {s: figures[s]["reference_precision_academic"] for s in academic} == {
+        s: pytest.approx(v) if v is not None else None for s, v in academic.items()}
+    assert figures[human["system_id"]]["human_exemplar"] is True
+    assert all(0.0 <= (e["reference_recall_q1_pooled"] or 0.0) <= 1.0 for e in figures.values())
+    assert "not our board" in cli("--track", "reportbench", "--as-published").stdout
+    core_only = cli("--as-published")
+    assert core_only.returncode == 2 and "already aggregates as its authors'" in core_only.stderr
+
     # SQL: one view per track, generated from the registry, with the board's means.
     with engine.connect() as conn:
         wide = dict(conn.execute(sa.text(
