@@ -9,6 +9,7 @@ covers the embedded path.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -16,6 +17,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # The local replay servers need no pacing; tests of the rate limiter set their own intervals.
 os.environ.setdefault("DEEPSCHOLAR_OPENALEX_INTERVAL_SECONDS", "0")
+# The pool's rule, checked (db.py): a thread asking for a second pooled connection while it holds one, or
+# waiting for a guarded lock while it holds one, fails naming both places. Set here, before anything starts,
+# so the CLI, the demo and Airflow's processes the tests start inherit it.
+os.environ.setdefault("DEEPSCHOLAR_POOL_GUARD", "1")
 
 import pytest  # noqa: E402
 from support import shared_data  # noqa: E402
@@ -47,6 +52,18 @@ def engine(db_url):
     eng = db.get_engine(db_url)
     empty_warehouse(eng)
     return eng
+
+
+@pytest.fixture(autouse=True)
+def _pool_discipline():
+    """A pool-guard finding fails the test even when the code under test caught the error. (A test that
+    never imported the warehouse module has no pool: nothing to import for it.)"""
+    if "deepscholar.db" in sys.modules:
+        sys.modules["deepscholar.db"].take_pool_guard_violations()
+    yield
+    if "deepscholar.db" in sys.modules:
+        found = sys.modules["deepscholar.db"].take_pool_guard_violations()
+        assert not found, "\n".join(found)
 
 
 @pytest.fixture(autouse=True)

@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
+from types import FrameType
 from typing import TypeVar
 
 import sqlalchemy as sa
@@ -186,21 +187,153 @@ def _connect_with_retries(dialect, cargs, cparams):
         raise InfrastructureError(f"the warehouse at {where}", str(exc).strip().splitlines()[0]) from exc
 
 
+# --- bounded pools and the rule they need -----------------------------------------------------------------
+#
+# A process's pool is bounded (no overflow), so one rule keeps its threads from deadlocking: never hold a
+# pooled connection while waiting for a lock, a second connection or a provider. A thread that holds one
+# and asks for another waits for connections other threads hold, and they may be waiting for it (issue 32:
+# local search held its connection while asking for the index's lock, whose holder waited for a
+# connection). DEEPSCHOLAR_POOL_GUARD makes the rule checked: a thread asking its engine's pool for a second
+# connection while it holds one fails at once naming both places, and `check_holds_no_connection` does the
+# same before a lock whose holder takes a connection. The test suites run with it on.
+
+
+POOL_SETTINGS_HINT = ("DEEPSCHOLAR_DB_POOL_SIZE (DEEPSCHOLAR_JUDGE_DB_POOL_SIZE in a judge task), "
+                      "DEEPSCHOLAR_DB_POOL_TIMEOUT_SECONDS, or fewer threads sharing the pool "
+                      "(DEEPSCHOLAR_JUDGE_CONCURRENCY)")
+
+
+class PoolExhausted(sa.exc.TimeoutError):
+    """No connection of the process's pool came free within DEEPSCHOLAR_DB_POOL_TIMEOUT_SECONDS."""
+
+
+class PoolDisciplineError(RuntimeError):
+    """A thread broke the pool's rule (DEEPSCHOLAR_POOL_GUARD): it asked for a second connection, or waited
+    for a guarded lock, while it held a pooled connection."""
+
+
+_VIOLATIONS: list[str] = []  # every PoolDisciplineError of this process, even one a caller swallowed
+_OWN_FILES = (str(Path(__file__).resolve()),)
+_LIBRARY = str(Path(__file__).resolve().parent)
+
+
+def _call_site(limit: int = 3) -> str:
+    """Where the current thread is, innermost first: its frames in the library (this file and SQLAlchemy
+    left out), else the first frame outside SQLAlchemy (a test, a bench)."""
+    frame: FrameType | None = sys._getframe(1)
+    ours: list[str] = []
+    outside = ""
+    while frame is not None and len(ours) < limit:
+        path = frame.f_code.co_filename
+        if path not in _OWN_FILES and "sqlalchemy" not in path and "contextlib" not in path:
+            site = f"{Path(path).stem}.{frame.f_code.co_name}:{frame.f_lineno}"
+            if path.startswith(_LIBRARY):
+                ours.append(site)
+            elif not outside:
+                outside = site
+        frame = frame.f_back
+    return " < ".join(ours) or outside or "?"
+
+
+class _PoolGuard:
+    """Which thread holds which of a pool's connections, and from where (DEEPSCHOLAR_POOL_GUARD)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[int, tuple[int, str]] = {}  # id(connection record) -> (thread ident, call site)
+
+    def held_by_this_thread(self) -> list[str]:
+        me = threading.get_ident()
+        with self._lock:
+            return [site for thread, site in self._held.values() if thread == me]
+
+    def held_anywhere(self) -> list[str]:
+        with self._lock:
+            return [site for _thread, site in self._held.values()]
+
+    def on_checkout(self, _dbapi_conn, record, _proxy) -> None:
+        site = _call_site()
+        held = self.held_by_this_thread()
+        if held:
+            _violation(f"{site} asked for a second pooled connection while this thread holds one "
+                       f"(taken at {held[0]})")
+        with self._lock:
+            self._held[id(record)] = (threading.get_ident(), site)
+
+    def on_checkin(self, _dbapi_conn, record) -> None:
+        with self._lock:
+            self._held.pop(id(record), None)
+
+
+def _violation(what: str) -> None:
+    message = (f"pool discipline (DEEPSCHOLAR_POOL_GUARD): {what}; never hold a pooled connection while "
+               "waiting for a lock, a second connection or a provider")
+    _VIOLATIONS.append(message)
+    log.error("%s", message)
+    raise PoolDisciplineError(message)
+
+
+def take_pool_guard_violations() -> list[str]:
+    """The guard's findings in this process since the last call, even ones a caller swallowed (the tests
+    assert none after each test)."""
+    found = _VIOLATIONS[:]
+    del _VIOLATIONS[:len(found)]
+    return found
+
+
+def check_holds_no_connection(engine: Engine, before: str) -> None:
+    """With DEEPSCHOLAR_POOL_GUARD on: fail unless the current thread holds none of `engine`'s pooled
+    connections. Called before taking a lock whose holder takes a connection (`before` names the lock):
+    a thread waiting for it while holding a connection can deadlock the pool."""
+    guard = getattr(engine.pool, "_deepscholar_guard", None)
+    if guard is None:
+        return
+    held = guard.held_by_this_thread()
+    if held:
+        _violation(f"{_call_site()} waits for {before} while this thread holds a pooled connection "
+                   f"(taken at {held[0]})")
+
+
+class BoundedPool(sa.pool.QueuePool):
+    """A QueuePool whose timeout names the settings to change, in one line, instead of SQLAlchemy's
+    "QueuePool limit of size 4 overflow 0 reached"."""
+
+    def _do_get(self):
+        try:
+            return super()._do_get()
+        except sa.exc.TimeoutError as exc:
+            if isinstance(exc, PoolExhausted):
+                raise
+            guard = getattr(self, "_deepscholar_guard", None)
+            holders = f"; held at {', '.join(guard.held_anywhere())}" if guard is not None else ""
+            raise PoolExhausted(
+                f"no warehouse connection came free in {self._timeout:g} s: all {self.size()} of this "
+                f"process's pool are held{holders}; a wait that long is a leak or a deadlock, else change "
+                f"{POOL_SETTINGS_HINT}") from None
+
+
 @cache
-def _engine_for(url: str, pool_size: int) -> Engine:
+def _engine_for(url: str, pool_size: int, pool_timeout: float, guard: bool) -> Engine:
     """A bounded pool: at most `pool_size` connections, threads beyond it wait their turn (no overflow), so
     what a process can hold is known in advance and the deployment's total fits the server (see
-    connection_budget)."""
+    connection_budget); a wait past `pool_timeout` fails naming the settings (BoundedPool)."""
     engine = sa.create_engine(
         url,
+        poolclass=BoundedPool,
         pool_pre_ping=True,
         pool_size=pool_size,
         max_overflow=0,
-        pool_timeout=current_settings().db_pool_timeout_seconds,
+        pool_timeout=pool_timeout,
         connect_args={"options": f"-csearch_path={SCHEMA},public", "application_name": APPLICATION_NAME},
     )
     sa.event.listen(engine, "do_connect", lambda dialect, _rec, cargs, cparams:
                     _connect_with_retries(dialect, cargs, cparams))
+    if guard:
+        watch = _PoolGuard()
+        engine.pool._deepscholar_guard = watch  # type: ignore[attr-defined]
+        sa.event.listen(engine, "checkout", watch.on_checkout)
+        sa.event.listen(engine, "checkin", watch.on_checkin)
+        sa.event.listen(engine, "detach", watch.on_checkin)  # no longer the pool's
     return engine
 
 
@@ -209,7 +342,9 @@ def get_engine(url: str | None = None, *, pool_size: int | None = None) -> Engin
 
     `pool_size` defaults to DEEPSCHOLAR_DB_POOL_SIZE; judge tasks ask for DEEPSCHOLAR_JUDGE_DB_POOL_SIZE.
     """
-    return _engine_for(resolve_db_url(url), pool_size or current_settings().db_pool_size)
+    settings = current_settings()
+    return _engine_for(resolve_db_url(url), pool_size or settings.db_pool_size, settings.db_pool_timeout_seconds,
+                       settings.pool_guard)
 
 
 def judge_engine(url: str | None = None) -> Engine:

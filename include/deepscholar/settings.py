@@ -235,8 +235,15 @@ class Settings:
         "DEEPSCHOLAR_JUDGE_DB_POOL_SIZE", 6, POSITIVE_INT, "warehouse",
         "the same for a judge task, whose requests in flight each read and write the `llm_calls` cache")
     db_pool_timeout_seconds: float = _setting(
-        "DEEPSCHOLAR_DB_POOL_TIMEOUT_SECONDS", 300.0, POSITIVE_SECONDS, "warehouse",
-        "how long a thread waits for one of its process's connections before failing")
+        "DEEPSCHOLAR_DB_POOL_TIMEOUT_SECONDS", 10.0, POSITIVE_SECONDS, "warehouse",
+        "how long a thread waits for one of its process's connections before failing with an error naming the "
+        "pool's settings (connections are held for a statement or a transaction, so a longer wait is a leak or "
+        "a deadlock, not load)")
+    pool_guard: bool = _setting(
+        "DEEPSCHOLAR_POOL_GUARD", False, BOOL, "warehouse",
+        "a test and diagnostic switch: a thread that takes a second connection from its process's pool while "
+        "it holds one, or waits for a guarded lock while it holds one, fails at once naming both places "
+        "(the test suites turn it on)")
     db_connect_retries: int = _setting(
         "DEEPSCHOLAR_DB_CONNECT_RETRIES", 6, COUNT, "warehouse",
         "retries of a refused warehouse connection (too many clients, starting up, reset), with exponential "

@@ -245,3 +245,37 @@ def test_make_search_finds_local_and_the_old_ranking_by_name(corpus):
     assert {"local", "local_tsrank", "arxiv"} <= set(backend_names())
     with pytest.raises(ValueError, match="unknown search backend"):
         make_search("google", corpus, query)
+
+
+# --- many threads on a small pool ----------------------------------------------------------------------------
+
+def test_sixteen_threads_searching_on_a_pool_of_four_all_finish(corpus, db_url, monkeypatch):
+    """Issue 32 §4: a search that found fewer than k papers asks at once whether the corpus changed. It used
+    to ask while holding its pooled connection, and the index's lock-holder waited for a connection those
+    threads held: with 16 threads on a pool of 4, 13 of 16 searches waited out the pool's timeout."""
+    monkeypatch.setenv("DEEPSCHOLAR_DB_POOL_TIMEOUT_SECONDS", "5")
+    from deepscholar import db
+
+    small = db.get_engine(db_url, pool_size=4)
+    assert small.pool.size() == 4 and small.pool.timeout() == 5
+    threads = 16
+    start = threading.Barrier(threads)
+    outcomes: dict[int, object] = {}
+
+    def one(i: int) -> None:
+        search = LocalSearch(small, CUTOFF, check_seconds=60)  # the lag check runs only on a few hits
+        start.wait()
+        try:
+            outcomes[i] = _ids(search.search(f"graph neural networks message passing {i}", k=50))
+        except Exception as exc:  # noqa: BLE001 - the outcome is what the test asserts
+            outcomes[i] = exc
+
+    workers = [threading.Thread(target=one, args=(i,)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=120)
+    assert not any(w.is_alive() for w in workers)
+    failed = {i: repr(o) for i, o in outcomes.items() if isinstance(o, BaseException)}
+    assert not failed, f"{len(failed)} of {threads} searches failed: {sorted(failed.values())[:2]}"
+    assert all(set(o) == {"2401.00001", "2402.00002", "2506.00003", "2506.00007"} for o in outcomes.values())

@@ -47,6 +47,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.clock import assume_utc
+from deepscholar.db import check_holds_no_connection
 
 __all__ = ["Bm25Index", "build_index", "corpus_fingerprint", "current_index", "default_index_dir",
            "ensure_index", "forget_loaded", "query_lexemes"]
@@ -350,7 +351,12 @@ def _slot(root: Path, engine: Engine) -> tuple[_Slot, Path]:
 
 
 def current_index(engine: Engine, root: Path, check_seconds: float) -> Bm25Index:
-    """The index of the corpus as it is now (as of the last check, at most check_seconds ago)."""
+    """The index of the corpus as it is now (as of the last check, at most check_seconds ago).
+
+    The slot's lock is held while a connection is taken (the fingerprint, a build), so a caller must hold
+    none of the engine's connections: threads holding the pool's connections while waiting for this lock
+    would starve its holder (checked under DEEPSCHOLAR_POOL_GUARD)."""
+    check_holds_no_connection(engine, "the search index's lock (bm25_index.current_index)")
     slot, warehouse_dir = _slot(root, engine)
     with slot.lock:
         now = time.monotonic()

@@ -87,6 +87,9 @@ class LocalSearch:
         return bm25_index.current_index(self.engine, root, 0.0 if now else self._check_interval())
 
     def _search(self, text: str, k: int, entry: dict[str, Any]) -> list[SearchResult]:
+        # The index is asked for with no connection held: finding it may take its lock, whose holder takes a
+        # connection (bm25_index.current_index), and a pool's threads all holding one while waiting for that
+        # lock deadlocked it (issue 32).
         index = self._index()
         with self.engine.connect() as conn:
             lexemes = bm25_index.query_lexemes(conn, text)
@@ -94,12 +97,13 @@ class LocalSearch:
             if not lexemes:
                 return []
             hits, unconfirmed = self._ranked(conn, index, lexemes, k)
-            if (unconfirmed or len(hits) < k) and self._check_interval() > 0:
-                # The index proposed papers the corpus no longer has as they were, or found few: it may lag
-                # the corpus. Ask now (one fingerprint query) and search again if it did.
-                fresh = self._index(now=True)
-                if fresh is not index:
-                    index = fresh
+        if (unconfirmed or len(hits) < k) and self._check_interval() > 0:
+            # The index proposed papers the corpus no longer has as they were, or found few: it may lag the
+            # corpus. Ask now (one fingerprint query) and search again if it did.
+            fresh = self._index(now=True)
+            if fresh is not index:
+                index = fresh
+                with self.engine.connect() as conn:
                     hits, unconfirmed = self._ranked(conn, index, lexemes, k)
         entry.update(index=index.fingerprint, n_hits=len(hits), unconfirmed=unconfirmed)
         return hits
