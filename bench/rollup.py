@@ -175,7 +175,8 @@ def main() -> int:
                 rows, secs = _timed(lambda view=view: conn.execute(sa.text(f"SELECT * FROM {view}")).all(), 5)
                 figures.append((f"SELECT * FROM {view}", secs, f"{len(rows)} rows (median of 5)"))
             params = {"judge_config": JUDGE, "release_id": months[-1], "system_id": "bench_sys_00",
-                      "metric": "citation_precision"}
+                      "metric": "citation_precision", "window_from": f"{months[0]}-01",
+                      "window_to": f"{months[-1]}-28"}
             for name, query in analyst_queries().items():
                 bound = {p: params[p] for p in query.params}
                 rows, secs = _timed(lambda q=query, b=bound: conn.execute(sa.text(q.sql), b).all(), 5)

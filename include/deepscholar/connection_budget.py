@@ -5,13 +5,14 @@ a month's judging runs many task processes at once, each with its own connection
 bounded (db.py: no overflow, threads take turns), so what the deployment can hold at once is a sum known
 in advance:
 
-    warehouse = J x JUDGE_DB_POOL_SIZE + (P - J) x DB_POOL_SIZE + (A + 1) x DB_POOL_SIZE
+    warehouse = J x (JUDGE_DB_POOL_SIZE + 1) + (P - J) x DB_POOL_SIZE + (A + 1) x DB_POOL_SIZE + 1
     airflow   = C x (Airflow pool_size + max_overflow)   when Airflow's metadata is on the same server
     worst     = warehouse + airflow  <=  max_connections - superuser_reserved_connections
 
 P = Airflow's `[core] parallelism` (task processes running at once), J = min(P, judge tasks per run x
 runs of the benchmark DAG at once), A = API server workers (each serves the leaderboard page), + 1 for an
-operator's command beside the scheduler; C = Airflow's own components that hold metadata connections
+operator's command beside the scheduler; the + 1s are the one connection outside the pool a judge
+process and the CLI may hold (document importance's advisory lock, db.dedicated_connection); C = Airflow's own components that hold metadata connections
 (scheduler, dag-processor, triggerer, API server workers). `deepscholar settings` and `deepscholar db
 status` print it against the server's limit; the benchmark DAG's plan_judging task logs it and warns
 when the configuration can exceed the limit.
@@ -35,7 +36,7 @@ from sqlalchemy.engine import Engine
 from deepscholar.orchestration import BENCHMARK_MAX_ACTIVE_RUNS
 from deepscholar.settings import Settings, current_settings
 
-__all__ = ["Budget", "compute_budget", "server_limit", "describe_budget", "log_budget"]
+__all__ = ["LOCK_CONNECTIONS_PER_PROCESS", "Budget", "compute_budget", "server_limit", "describe_budget", "log_budget"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,9 @@ AIRFLOW_DEFAULTS = {
     "AIRFLOW__DATABASE__SQL_ALCHEMY_MAX_OVERFLOW": 10,
 }
 AIRFLOW_COMPONENTS = ("scheduler", "dag-processor", "triggerer")  # plus the API server's workers
+# Connections outside the pool a judging process may hold beside it: the advisory lock of document
+# importance's cited-by freeze (source_counts._session_lock on db.dedicated_connection).
+LOCK_CONNECTIONS_PER_PROCESS = 1
 
 
 def _airflow_int(environ: Mapping[str, str], name: str) -> int:
@@ -79,8 +83,9 @@ class Budget:
     @property
     def warehouse(self) -> int:
         other_tasks = self.parallelism - self.judge_processes
-        return (self.judge_processes * self.judge_pool + other_tasks * self.task_pool
-                + (self.api_workers + 1) * self.task_pool)
+        return (self.judge_processes * (self.judge_pool + LOCK_CONNECTIONS_PER_PROCESS)
+                + other_tasks * self.task_pool
+                + (self.api_workers + 1) * self.task_pool + LOCK_CONNECTIONS_PER_PROCESS)
 
     @property
     def airflow(self) -> int:
@@ -93,11 +98,12 @@ class Budget:
     def lines(self) -> list[str]:
         other = self.parallelism - self.judge_processes
         out = [
-            f"judge tasks:        {self.judge_processes} x {self.judge_pool} = "
-            f"{self.judge_processes * self.judge_pool}",
+            f"judge tasks:        {self.judge_processes} x ({self.judge_pool} + {LOCK_CONNECTIONS_PER_PROCESS} lock) = "
+            f"{self.judge_processes * (self.judge_pool + LOCK_CONNECTIONS_PER_PROCESS)}",
             f"other tasks:        {other} x {self.task_pool} = {other * self.task_pool} "
             f"(Airflow parallelism {self.parallelism})",
-            f"page and CLI:       {self.api_workers + 1} x {self.task_pool} = {(self.api_workers + 1) * self.task_pool}",
+            f"page and CLI:       {self.api_workers + 1} x {self.task_pool} + {LOCK_CONNECTIONS_PER_PROCESS} lock = "
+            f"{(self.api_workers + 1) * self.task_pool + LOCK_CONNECTIONS_PER_PROCESS}",
         ]
         if self.airflow_same_server is None:
             out.append("Airflow metadata:   not counted (AIRFLOW__DATABASE__SQL_ALCHEMY_CONN is not set here; "

@@ -8,12 +8,13 @@ in its own database, apart from Airflow's metadata.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from types import FrameType
@@ -335,6 +336,27 @@ def _engine_for(url: str, pool_size: int, pool_timeout: float, guard: bool) -> E
         sa.event.listen(engine, "checkin", watch.on_checkin)
         sa.event.listen(engine, "detach", watch.on_checkin)  # no longer the pool's
     return engine
+
+
+@cache
+def _unpooled_engine_for(url: str) -> Engine:
+    engine = sa.create_engine(
+        url, poolclass=sa.pool.NullPool,
+        connect_args={"options": f"-csearch_path={SCHEMA},public", "application_name": APPLICATION_NAME})
+    sa.event.listen(engine, "do_connect", lambda dialect, _rec, cargs, cparams:
+                    _connect_with_retries(dialect, cargs, cparams))
+    return engine
+
+
+@contextlib.contextmanager
+def dedicated_connection(engine: Engine) -> Iterator[sa.Connection]:
+    """One connection to `engine`'s database outside its pool, closed on exit: for a session-level advisory
+    lock held while the caller works on pooled connections (document importance's cited-by freeze). It
+    takes none of the pool's slots, so holding it while taking a pooled one can never starve the pool's
+    threads; it is the one legitimate "second connection" and counted as such in connection_budget
+    (LOCK_CONNECTIONS_PER_PROCESS)."""
+    with _unpooled_engine_for(engine.url.render_as_string(hide_password=False)).connect() as conn:
+        yield conn
 
 
 def get_engine(url: str | None = None, *, pool_size: int | None = None) -> Engine:

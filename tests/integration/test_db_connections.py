@@ -138,10 +138,10 @@ def test_a_connection_lost_mid_work_is_retried_then_an_outage(small_server, capl
 
 
 def test_the_budget_is_set_against_the_servers_limit(small_server, monkeypatch):
-    # The test defaults: 8 judge processes x 6 + 24 other tasks x 4 + 2 x 4 = 152, far over 12 - 3.
+    # The test defaults: 8 judge processes x (6 + 1 lock) + 24 other tasks x 4 + 2 x 4 + 1 lock = 161, far over 12 - 3.
     budget, limit, lines = describe_budget(small_server, environ={})
-    assert limit == SMALL - 3 and budget.worst_case == 152
-    assert lines[-1].startswith("WARNING: this configuration can open 152 connections, 143 more")
+    assert limit == SMALL - 3 and budget.worst_case == 161
+    assert lines[-1].startswith("WARNING: this configuration can open 161 connections, 152 more")
     # A deployment sized for this server: parallelism 1, one judge task of 2 connections, pools of 1.
     monkeypatch.setenv("DEEPSCHOLAR_DB_POOL_SIZE", "1")
     monkeypatch.setenv("DEEPSCHOLAR_JUDGE_DB_POOL_SIZE", "2")
@@ -155,11 +155,11 @@ def test_db_status_and_settings_print_the_budget_and_warn_when_it_cannot_fit(sma
     monkeypatch.setenv("DEEPSCHOLAR_DB_URL", _url(small_server))
     assert cli.main(["db", "status"]) == 0
     out, err = capsys.readouterr()
-    assert "worst case:         152" in out and f"server limit:       {SMALL - 3}" in out
-    assert "warning: this configuration can open 152 connections" in err
+    assert "worst case:         161" in out and f"server limit:       {SMALL - 3}" in out
+    assert "warning: this configuration can open 161 connections" in err
     assert cli.main(["settings"]) == 0
     out, err = capsys.readouterr()
-    assert "DEEPSCHOLAR_JUDGE_DB_POOL_SIZE" in out and "worst case:         152" in out and "warning:" in err
+    assert "DEEPSCHOLAR_JUDGE_DB_POOL_SIZE" in out and "worst case:         161" in out and "warning:" in err
 
 
 def test_db_stop_stops_the_embedded_server_and_the_next_command_starts_it(tmp_path, monkeypatch, capsys):

@@ -193,8 +193,12 @@ def freeze_source_counts(engine: Engine, release_id: str, settings: Settings | N
 
 @contextmanager
 def _session_lock(engine: Engine, key: str) -> Iterator[None]:
-    """A PostgreSQL advisory lock held on its own connection across the transactions made inside."""
-    with engine.connect() as lock_conn:
+    """A PostgreSQL advisory lock held across the transactions made inside, on a dedicated connection
+    outside the pool (db.dedicated_connection): held on a pooled one, the work inside took a second
+    connection of the same pool while holding the first, and waited for OpenAlex with it."""
+    from deepscholar.db import dedicated_connection
+
+    with dedicated_connection(engine) as lock_conn:
         lock_conn.execute(sa.text("SELECT pg_advisory_lock(hashtext(:k))"), {"k": key})
         lock_conn.commit()
         try:
