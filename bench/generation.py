@@ -1,6 +1,6 @@
 """Generation half of the demo: wall time per offline system, and deepscholar_base's LLM calls per report.
 
-Usage: .venv/bin/python bench/generation.py
+Usage: .venv/bin/python bench/generation.py [--max-queries N]   (default: all 8 of the demo month)
 Builds the demo release (library path, embedded Postgres in a throwaway DEEPSCHOLAR_HOME), times
 `generate_release` for the offline systems, then runs deepscholar_base against a local
 OpenAI-compatible server (the test suite's stub, real HTTP through litellm) with a cooperative scripted
@@ -42,13 +42,18 @@ def cooperative_model(body: dict) -> str:
 
 
 def main() -> int:
+    import argparse
+
     from support.warehouse import throwaway_warehouse
 
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--max-queries", type=int, default=None, help="cap the demo month's queries (tests)")
+    args = parser.parse_args()
     with throwaway_warehouse("deepscholar_bench_gen_") as (engine, home):
-        return _run(engine, home)
+        return _run(engine, home, args.max_queries)
 
 
-def _run(engine, home: Path) -> int:
+def _run(engine, home: Path, max_queries: int | None = None) -> int:
     from support.openai_stub import OpenAIStub
     from support.settings import replay_settings
 
@@ -64,8 +69,9 @@ def _run(engine, home: Path) -> int:
     write_demo_snapshot(snapshot, month=month)
     categories = json.loads((snapshot / "manifest.json").read_text())["categories"]
     with ReplayServer(snapshot) as server:
-        build_release(engine, month, ReleaseSpec(categories=categories), replay_settings(server))
-    print("offline systems (library path, 8 queries each):")
+        spec = ReleaseSpec(categories=categories, **({"max_queries": max_queries} if max_queries else {}))
+        build_release(engine, month, spec, replay_settings(server))
+    print(f"offline systems (library path, {max_queries or 8} queries each):")
     for kind in ("human_exemplar", "oracle", "extractive"):
         add_system(engine, kind, kind)
         t0 = time.monotonic()

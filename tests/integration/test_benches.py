@@ -1,0 +1,141 @@
+"""Every script in bench/ runs here at a tiny size, as a real subprocess (issue 32 §4: a bench no test runs
+rots; bench/evaluation.py --reports real broke when the tracks were added and nobody saw it).
+
+Each case runs the script with arguments that make it finish in seconds and checks what it prints: its
+JSON (where it prints one) has the fields its docstring promises, its own consistency checks passed. The
+figures themselves are not asserted: at these sizes they mean nothing. The two that need Airflow's
+processes are marked slow, and so is the demo-month evaluation (it builds and judges the demo month: about
+three minutes). A new bench/*.py without a case here fails test_every_bench_has_a_case.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
+
+
+def _run(script: str, *args: str, timeout: float = 600) -> str:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "include"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(BENCH / script), *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    assert done.returncode == 0, f"{script} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert "pool discipline" not in done.stderr, done.stderr[-3000:]
+    return done.stdout
+
+
+def _json_lines(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+CASES: dict[str, tuple] = {}
+
+
+def case(script: str, *marks):
+    def register(fn):
+        CASES[script] = (fn, marks)
+        return fn
+    return register
+
+
+@case("extraction_throughput.py")
+def _extraction(shared_fixtures):
+    out = _run("extraction_throughput.py", "--repeat", "1", "--fixtures", str(shared_fixtures / "latex_real"))
+    assert "throughput:" in out and "papers/s" in out
+
+
+@case("rollup.py")
+def _rollup(_):
+    out = _run("rollup.py", "--months", "2", "--systems", "2", "--queries", "3", "--n-boot", "10")
+    assert "identical after re-run: True" in out and "analyst query pooled-window" in out
+
+
+@case("host_down.py")
+def _host_down(_):
+    runs = _json_lines(_run("host_down.py", "--sources", "3", "--retries", "0", "--backoff", "0"))
+    assert [r["run"] for r in runs] == ["before", "after"]
+    assert all(r["requests"] >= 1 and r["stored_rows"] == 3 for r in runs), runs
+
+
+@case("llm_client_cpu.py")
+def _llm_client_cpu(_):
+    (out,) = _json_lines(_run("llm_client_cpu.py", "--calls", "4", "--concurrency", "2", "--rounds", "1"))
+    assert set(out["by_transport"]) == {"direct", "litellm"} and out["calls"] == 4
+    assert all(v["2"]["cpu_ms_per_call"] > 0 for v in out["by_transport"].values())
+
+
+@case("search.py")
+def _search(_):
+    (out,) = _json_lines(_run("search.py", "--sizes", "300", "--queries", "4", "--overlap-queries", "2",
+                              "--overlap-seconds", "5"))
+    assert out["corpus"] == 300 and out["queries"] == 4 and 0 < out["indexed_papers"] <= 300
+    assert out["overlap_queries"] >= 1 and out["p50_ms"] > 0
+
+
+@case("real_month.py")
+def _real_month(_):
+    (out,) = _json_lines(_run("real_month.py", "--candidates", "40", "--refs-per-paper", "3", "--time-scale",
+                              "0.002", "--latency-ms", "0", "--max-queries", "3", "--no-uncapped"))
+    assert out["run"] == "capped" and out["queries"] == 3 and out["throttled"] == 0
+    assert out["requests"]["arxiv_api"] > 0 and out["resolved"] > 0
+
+
+@case("generation.py")
+def _generation(_):
+    out = _run("generation.py", "--max-queries", "2")
+    assert "re-run added 0" in out and "HTTP requests:" in out
+
+
+@case("evaluation.py", pytest.mark.slow)  # minutes, not seconds: it builds the demo month and judges it locally
+def _evaluation_demo(_):
+    out = _run("evaluation.py", "--latency", "0.01", "--concurrency", "4", "--full-concurrency", "4")
+    summary = _json_lines(out)[-1]
+    assert summary["report_set"] == "demo" and summary["rerun_requests"] == 0
+    assert [r["concurrency"] for r in summary["runs"]] == [4] and summary["runs"][0]["requests"] > 0
+
+
+@case("evaluation.py --reports real")
+def _evaluation_real(shared_fixtures):
+    """The cold `deepscholar evaluate` of the published reports at concurrency 16 on the default pool of 4:
+    it waited 300 s on the pool and died while local search held connections across the index's lock."""
+    out = _run("evaluation.py", "--reports", "real", "--latency", "0.01", "--cold-trials", "1",
+               "--full-concurrency", "16")
+    summary = _json_lines(out)[-1]
+    assert summary["report_set"] == "real" and summary["reports"] == 6 and summary["rerun_requests"] == 0
+    assert summary["cold_cli"]["requests"] == summary["runs"][0]["requests"] > 0
+    # Every family judged, uncited claim support (which searches the corpus) among them.
+    assert summary["calls_per_report"]["uncited_claim_support"] > 0
+    assert set(summary["calls_per_report_per_family"]) == {"core", "race", "fact", "reportbench", "claims"}
+
+
+@case("demo_release.py", pytest.mark.slow)
+def _demo_release(_):
+    out = _run("demo_release.py", timeout=1500)
+    assert "airflow" in out.lower()
+
+
+@case("benchmark_scale.py", pytest.mark.slow)
+def _benchmark_scale(_):
+    (out,) = _json_lines(_run("benchmark_scale.py", "--systems", "1", "--queries", "2", "--latency", "0.01",
+                              "--judge-tasks", "1", "--parallelism", "4", "--timeout", "1200", timeout=1500))
+    assert out["run_state"] == "success" and out["systems"] == 1 and out["reports"] >= 1
+
+
+def test_every_bench_has_a_case():
+    scripts = {p.name for p in BENCH.glob("*.py")}
+    assert scripts == {name.split()[0] for name in CASES}, scripts ^ {name.split()[0] for name in CASES}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=marks, id=n.replace(" ", "")) for n, (_, marks) in
+                                  CASES.items()])
+def test_bench_runs_at_a_tiny_size(name, request):
+    fn, _ = CASES[name]
+    needs_data = name.startswith("extraction") or "--reports real" in name
+    fn(request.getfixturevalue("shared_fixtures") if needs_data else None)
