@@ -142,11 +142,12 @@ def test_the_budget_is_set_against_the_servers_limit(small_server, monkeypatch):
     budget, limit, lines = describe_budget(small_server, environ={})
     assert limit == SMALL - 3 and budget.worst_case == 161
     assert lines[-1].startswith("WARNING: this configuration can open 161 connections, 152 more")
-    # A deployment sized for this server: parallelism 1, one judge task of 2 connections, pools of 1.
+    # A deployment sized for this server: parallelism 1, one judge task of 2 connections + its lock's, pools
+    # of 1 for the page and the CLI + the CLI's lock connection.
     monkeypatch.setenv("DEEPSCHOLAR_DB_POOL_SIZE", "1")
     monkeypatch.setenv("DEEPSCHOLAR_JUDGE_DB_POOL_SIZE", "2")
     budget, limit, lines = describe_budget(small_server, environ={"AIRFLOW__CORE__PARALLELISM": "1"})
-    assert budget.worst_case == 2 + 2 and not lines[-1].startswith("WARNING")
+    assert budget.worst_case == (2 + 1) + (2 + 1) and not lines[-1].startswith("WARNING")
 
 
 def test_db_status_and_settings_print_the_budget_and_warn_when_it_cannot_fit(small_server, monkeypatch, capsys):
