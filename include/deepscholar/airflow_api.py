@@ -20,7 +20,12 @@ __all__ = ["AirflowAPI", "AirflowAPIError"]
 
 
 class AirflowAPIError(UserError):
-    """Airflow refused a request (wrong credentials, unknown DAG, a backfill already running, ...)."""
+    """Airflow refused a request (wrong credentials, unknown DAG, a backfill already running, ...);
+    `status` is Airflow's HTTP status when it answered one."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass
@@ -41,7 +46,7 @@ class AirflowAPI:
                 raise InfrastructureError(f"Airflow API at {self.url}", exc) from exc
             if not resp.ok:
                 raise AirflowAPIError(f"Airflow at {self.url} refused to sign in {self.username!r}: HTTP "
-                                      f"{resp.status_code} {resp.text[:200]}")
+                                      f"{resp.status_code} {resp.text[:200]}", resp.status_code)
             self._token = resp.json()["access_token"]
         return {"Authorization": f"Bearer {self._token}", "Accept": "application/json"}
 
@@ -57,8 +62,17 @@ class AirflowAPI:
         except requests.RequestException as exc:
             raise InfrastructureError(f"Airflow API at {self.url}", exc) from exc
         if not resp.ok:
-            raise AirflowAPIError(f"{method} {path}: HTTP {resp.status_code}: {resp.text[:500]}")
+            raise AirflowAPIError(f"{method} {path}: HTTP {resp.status_code}: {resp.text[:500]}", resp.status_code)
         return resp.json() if resp.content else {}
+
+    def may_backfill(self, dag_id: str, month: str) -> None:
+        """Whether this user may create backfills (DAG runs) of `dag_id`, asked of Airflow itself: a backfill
+        *dry run* (POST /api/v2/backfills/dry_run, which creates nothing) over `month` requires exactly the
+        permission creating the backfill does. AirflowAPIError (status 403) when Airflow refuses it; any answer
+        but success is a refusal too, so the check fails closed."""
+        self.request("POST", "/backfills/dry_run", json={
+            "dag_id": dag_id, "from_date": f"{month}-01T00:00:00Z", "to_date": f"{month}-01T00:00:00Z",
+            "reprocess_behavior": "completed"})
 
     @classmethod
     def from_settings(cls) -> AirflowAPI:

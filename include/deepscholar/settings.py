@@ -40,7 +40,7 @@ __all__ = ["GROUPS", "SETTINGS", "Kind", "Setting", "Settings", "current_setting
 log = logging.getLogger(__name__)
 
 GROUPS = ("warehouse", "release", "external services", "LLM calls", "judging", "generation", "orchestration",
-          "demo", "command line")
+          "demo", "command line", "web page")
 DEFAULT_CATEGORIES = ("cs.CL", "cs.LG", "cs.IR", "cs.AI")
 # Licences under which a paper's text may be published again (URL prefixes, scheme and "www." ignored): the
 # Creative Commons licences and CC0 / public domain. arXiv's own non-exclusive licence only lets arXiv
@@ -50,6 +50,11 @@ REDISTRIBUTABLE_LICENCES = tuple(
                                                                   "by-nc-nd")]
     + ["http://creativecommons.org/publicdomain/zero/", "http://creativecommons.org/licenses/publicdomain/",
        "http://creativecommons.org/publicdomain/mark/"])
+# The variables a system's `api_key_env` may name by default (DEEPSCHOLAR_SYSTEM_KEY_VARIABLES): LLM providers'
+# keys, never the warehouse URL, Airflow's secrets or anything else of the workers' environment.
+PROVIDER_KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
+                          "MISTRAL_API_KEY", "GROQ_API_KEY", "TOGETHER_API_KEY", "OPENROUTER_API_KEY",
+                          "DEEPSEEK_API_KEY")
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
 
@@ -138,6 +143,7 @@ PATH = Kind("a path", Path)
 BOOL = Kind("true or false (also 1/0, yes/no, on/off)", _bool)
 NAMES = Kind("a comma-separated list", _names)
 URL_PREFIXES = Kind("a comma-separated list of URL prefixes (none: no licence allows it)", _names)
+ENDPOINT_PREFIXES = Kind("a comma-separated list of URL prefixes, or none", _names)  # web page block
 CATEGORIES = Kind("a comma-separated list of arXiv categories", _categories)
 CAP = Kind("a positive number of queries, or none for no cap", _cap)
 MONTH = Kind("a month, YYYY-MM", _month)
@@ -493,6 +499,43 @@ class Settings:
         "DEEPSCHOLAR_PROGRESS", "auto", _choice("auto", "bar", "plain"), "command line",
         "how the CLI shows long steps: `bar` (live bars), `plain` (\"n of N\" log lines), `auto` (bars when "
         "stderr is a terminal)")
+
+    # --- web page: registration from the leaderboard page, and what a registered system may name -----------
+    # (issue 32: whatever a third party sends is bounded, and never reaches configuration that reads a secret)
+    system_key_variables: tuple[str, ...] = _setting(
+        "DEEPSCHOLAR_SYSTEM_KEY_VARIABLES", PROVIDER_KEY_VARIABLES, NAMES, "web page",
+        "the only environment variables a system's `api_key_env` may name (registration from the page or "
+        "`systems add`, and again when the system runs); any other name is refused, so no registered system "
+        "can read another secret of the workers' environment (`none`: no system may name a key)",
+        shown_default="the usual LLM providers' key variables (" + ", ".join(PROVIDER_KEY_VARIABLES) + ")",
+        blank_is_unset=False)
+    web_api_bases: tuple[str, ...] = _setting(
+        "DEEPSCHOLAR_WEB_API_BASES", (), ENDPOINT_PREFIXES, "web page",
+        "URL prefixes a system registered from the page may give as its `api_base` (a provider's key would be "
+        "sent there); `none`: the page refuses `api_base` (the CLI `systems add` is the operator's and is not "
+        "bound by it)", shown_default="none", blank_is_unset=False)
+    web_max_body_bytes: int = _setting(
+        "DEEPSCHOLAR_WEB_MAX_BODY_BYTES", 65536, POSITIVE_INT, "web page",
+        "largest request body the page reads (a form post); larger ones get 413 before any byte is parsed")
+    web_body_seconds: float = _setting(
+        "DEEPSCHOLAR_WEB_BODY_SECONDS", 10.0, POSITIVE_SECONDS, "web page",
+        "how long the page waits for a request body to arrive in full (408 after)")
+    web_signin_per_minute: int = _setting(
+        "DEEPSCHOLAR_WEB_SIGNIN_PER_MINUTE", 10, POSITIVE_INT, "web page",
+        "sign-in attempts (registration and queueing posts) the page passes to Airflow per minute from one "
+        "client address, and again per Airflow user name; more get 429")
+    web_signin_timeout_seconds: float = _setting(
+        "DEEPSCHOLAR_WEB_SIGNIN_TIMEOUT_SECONDS", 10.0, POSITIVE_SECONDS, "web page",
+        "deadline of each call the page makes to Airflow's API for a sign-in, permission check or backfill")
+    web_signin_workers: int = _setting(
+        "DEEPSCHOLAR_WEB_SIGNIN_WORKERS", 2, POSITIVE_INT, "web page",
+        "threads of the page's own that sign in and register (apart from the threads that serve the board); "
+        "a post finding them all busy, and as many waiting, gets 503")
+    web_allowed_origins: tuple[str, ...] = _setting(
+        "DEEPSCHOLAR_WEB_ALLOWED_ORIGINS", (), NAMES, "web page",
+        "origins (scheme://host:port) besides the page's own whose form posts are accepted (a proxy that "
+        "rewrites Host); a post whose Origin is another site's gets 403", shown_default="none",
+        blank_is_unset=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

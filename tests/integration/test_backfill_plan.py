@@ -137,6 +137,10 @@ def test_the_page_registers_behind_airflow_sign_in_shows_the_estimate_then_queue
                                    json={"username": "operator", "password": "s3cret"}).respond_with_json(
                 {"access_token": "user-tok"})
             airflow.expect_request("/auth/token", method="POST").respond_with_data("bad credentials", status=401)
+            # The permission check: a backfill dry run of the benchmark DAG (creates nothing).
+            airflow.expect_request("/api/v2/backfills/dry_run", method="POST",
+                                   headers={"Authorization": "Bearer user-tok"}).respond_with_json(
+                {"backfills": [], "total_entries": 0})
             airflow.expect_request("/api/v2/backfills", method="POST", headers={"Authorization": "Bearer user-tok"},
                                    json={"dag_id": "deepscholar_benchmark", "from_date": "2025-05-01T00:00:00Z",
                                          "to_date": "2025-06-01T00:00:00Z", "dag_run_conf": {"systems": ["webbie"]},
@@ -158,10 +162,10 @@ def test_the_page_registers_behind_airflow_sign_in_shows_the_estimate_then_queue
                     "SELECT knowledge_cutoff FROM systems WHERE system_id = 'webbie'")).scalar()) == "2025-04-30"
             plan = parse_html(shown.text).one("pre", {"data-plan": "webbie"})
             assert "Estimate: judging $" in plan.text() and "2025-05" in plan.text()
-            assert not any(r.path.startswith("/api/v2/") for r, _ in airflow.log)  # nothing queued yet
+            assert not any(r.path == "/api/v2/backfills" for r, _ in airflow.log)  # nothing queued yet
 
             queued = requests.post(f"{url}/systems/webbie/backfill",
                                    data={"username": "operator", "password": "s3cret"}, timeout=30)
             assert queued.status_code == 200, queued.text
             assert "queued backfill 9 of deepscholar_benchmark for 2025-05..2025-06" in queued.text
-            assert [r.path for r, _ in airflow.log if r.path.startswith("/api/v2/")] == ["/api/v2/backfills"]
+            assert [r.path for r, _ in airflow.log if r.path == "/api/v2/backfills"] == ["/api/v2/backfills"]

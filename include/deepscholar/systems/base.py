@@ -81,6 +81,9 @@ class System:
     version: ClassVar[str] = "1"
     # The values the kind uses for config keys the registered config leaves out (part of the build).
     defaults: ClassVar[Mapping[str, Any]] = {}
+    # Every config key the kind reads, and what its value must be (systems/config_schema.py); registration
+    # refuses any other key. None: not declared (only the checks every config gets).
+    config_schema: ClassVar[Mapping[str, Any] | None] = None
 
     def __init__(self, name: str, config: dict[str, Any], context: SystemContext):
         self.name = name

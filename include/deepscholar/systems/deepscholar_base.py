@@ -87,12 +87,21 @@ def llm_system_settings(kind: str, config: dict[str, Any], defaults: dict[str, i
     return settings
 
 
+def llm_config_schema(defaults: dict[str, Any]) -> dict[str, Any]:
+    """The config keys of a kind that calls a model: its integer settings, the model and where it runs."""
+    from deepscholar.systems import config_schema as cs
+
+    return {**dict.fromkeys(defaults, cs.positive_int), "model": cs.text, "api_base": cs.http_url,
+            "api_key_env": cs.key_variable, "search": cs.text}
+
+
 @register_system("deepscholar_base")
 class DeepScholarBase(System):
     """Query writing, search, relevance filter, top-K ranking, aggregation (see the module docstring)."""
 
     version = "2"  # bump rule: systems/base.py System.version; 2: `local` search ranks with BM25
     defaults = DEFAULTS
+    config_schema = llm_config_schema(DEFAULTS)
 
     def __init__(self, name: str, config: dict[str, Any], context: SystemContext):
         super().__init__(name, config, context)
@@ -256,6 +265,9 @@ def build_llm_client(config: dict[str, Any], context: SystemContext, *, concurre
     if config.get("api_base"):
         kwargs["api_base"] = config["api_base"]
     if env := config.get("api_key_env"):
+        from deepscholar.systems.config_schema import check_key_variable
+
+        check_key_variable(env)  # again when it runs: a row stored before the allow-list, or written by hand
         if not os.environ.get(env):  # the deployment's to fix, not the system's failure
             raise MissingCredentials(env, str(config.get("model")))
         kwargs["api_key"] = os.environ[env]

@@ -10,7 +10,7 @@ is dropped from its marker and counted in the trace.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 
@@ -33,6 +33,7 @@ class HumanExemplarSystem(System):
     uses_search = False
     uses_model_knowledge = False  # no model writes its text: no knowledge cutoff applies
     version = "1"  # bump rule: systems/base.py System.version
+    config_schema: ClassVar[Mapping[str, Any]] = {}  # the paper's own section: nothing to configure
 
     @classmethod
     def models(cls, config: Mapping[str, Any]) -> tuple[str, ...]:

@@ -22,6 +22,7 @@ import numpy as np
 from deepscholar.clock import assume_utc
 from deepscholar.errors import SystemFailure
 from deepscholar.search.base import SearchResult, SearchTool
+from deepscholar.systems import config_schema as cs
 from deepscholar.systems.base import (
     Query,
     Report,
@@ -239,6 +240,8 @@ class ExtractiveSystem(System):
     uses_model_knowledge = False  # no model writes its text: no knowledge cutoff applies
     version = "2"  # bump rule: systems/base.py System.version; 2: `local` search ranks with BM25
     defaults = DEFAULTS
+    config_schema = {**{k: cs.flag if isinstance(v, bool) else cs.fraction if isinstance(v, float) else cs.positive_int
+                        for k, v in DEFAULTS.items()}, "search": cs.text}
 
     @classmethod
     def models(cls, config: Mapping[str, Any]) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from deepscholar.errors import SystemFailure
 from deepscholar.search.base import SearchTool
+from deepscholar.systems import config_schema as cs
 from deepscholar.systems.base import Query, Report, Source, System, register_system
 
 __all__ = ["OracleSystem", "important_arxiv_references"]
@@ -58,6 +59,7 @@ class OracleSystem(System):
     uses_model_knowledge = False  # no model writes its text: no knowledge cutoff applies
     version = "1"  # bump rule: systems/base.py System.version
     defaults = {"respect_cutoff": True}
+    config_schema = {"respect_cutoff": cs.flag}
 
     @classmethod
     def models(cls, config: Mapping[str, Any]) -> tuple[str, ...]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import calendar
-import json
 import re
 from datetime import date
 
@@ -26,7 +25,17 @@ class SystemConflict(UserError):
     """Re-registering a name as a different system: its old reports would stay on the board under it."""
 
 
+class SystemExists(UserError):
+    """A registration that may only create (the page's) names a system that is already registered."""
+
+
 def validate_name(name: str) -> str:
+    """A system name as stored: NFKC-normalised first (full-width letters become ASCII), then the pattern
+    (ASCII only, so no mixed-script look-alike of another name can pass)."""
+    from deepscholar.systems.config_schema import normalised
+
+    if isinstance(name, str):
+        name = normalised(name)
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name) or len(name) > MAX_NAME_LENGTH:
         raise InvalidInput(f"invalid system name {name!r}: use letters, digits, '.', '_' and '-', starting with a "
                            f"letter or digit (pattern {NAME_PATTERN}), at most {MAX_NAME_LENGTH} characters")
@@ -40,10 +49,9 @@ def _identity(config: dict) -> dict:
 def parse_config(text: str | None, what: str = "--config") -> dict:
     """A system's config as the CLI and the page take it: a JSON object (empty text: {}); `what` names the
     field in the error."""
-    try:
-        config = json.loads(text) if text and text.strip() else {}
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{what} is not valid JSON ({exc})") from exc
+    from deepscholar.systems.config_schema import loads_config
+
+    config = loads_config(text, what) if text and text.strip() else {}
     if not isinstance(config, dict):
         raise UserError(f"{what} must be a JSON object, e.g. {{\"top_k\": 5}}")
     return config
@@ -72,7 +80,9 @@ def parse_cutoff(text: str | date | None) -> date | None:
 def set_knowledge_cutoff(engine: Engine, name: str, cutoff: str | date | None) -> date | None:
     """Record (or correct) a system's knowledge cutoff; boards pick it up at their next roll-up, as a new
     version of any published board it changes."""
-    value = parse_cutoff(cutoff)
+    from deepscholar.systems.config_schema import check_cutoff_range
+
+    value = check_cutoff_range(parse_cutoff(cutoff))
     with engine.begin() as conn:
         n = conn.execute(sa.text("UPDATE systems SET knowledge_cutoff = :c, updated_at = now() WHERE system_id = :s"),
                          {"c": value, "s": name}).rowcount
@@ -82,7 +92,7 @@ def set_knowledge_cutoff(engine: Engine, name: str, cutoff: str | date | None) -
 
 
 def add_system(engine: Engine, name: str, kind: str, config: dict | None = None, version: str = "1",
-               active: bool = True, knowledge_cutoff: str | date | None = None) -> str:
+               active: bool = True, knowledge_cutoff: str | date | None = None, *, create_only: bool = False) -> str:
     """Register a system; returns "registered", "unchanged" or "updated" (location keys only).
 
     A name is one system for good: its reports stay on the leaderboard under it, so registering it
@@ -90,13 +100,22 @@ def add_system(engine: Engine, name: str, kind: str, config: dict | None = None,
     version of a system is a new name (e.g. `my_system_v2`). Re-registering the same system is a no-op
     (its `active` flag is left alone); only LOCATION_KEYS may change in place. `knowledge_cutoff` (the
     model's, see parse_cutoff) is recorded when given; a different one given again corrects it.
+
+    Checked first (systems/config_schema.py): the name (NFKC-normalised), the version, the cutoff's range
+    and the config against the kind's schema, `api_key_env` against DEEPSCHOLAR_SYSTEM_KEY_VARIABLES.
+    `create_only` (the page): an already registered name is refused (SystemExists), so changing a system,
+    above all where it runs and with which key, stays the operator's (`deepscholar systems add`).
     """
+    from deepscholar.systems import config_schema as cs
     from deepscholar.systems.base import system_kind
 
-    validate_name(name)
+    name = validate_name(name)
     kind_class = system_kind(kind)  # NotFound naming the known kinds
-    cutoff = parse_cutoff(knowledge_cutoff)
-    config = dict(config or {})
+    version = cs.check_version(version)
+    cutoff = cs.check_cutoff_range(parse_cutoff(knowledge_cutoff))
+    if not isinstance(config, dict | None):
+        raise InvalidInput("config must be a JSON object, e.g. {\"top_k\": 5}")
+    config = cs.check_config(kind, kind_class.config_schema, dict(config or {}))
     with engine.begin() as conn:
         row = conn.execute(sa.text(
             "SELECT kind, version, config, knowledge_cutoff FROM systems WHERE system_id = :s FOR UPDATE"),
@@ -104,8 +123,14 @@ def add_system(engine: Engine, name: str, kind: str, config: dict | None = None,
         new = {"system_id": name, "kind": kind, "version": version, "config": config, "active": active,
                "model_knowledge": kind_class.uses_model_knowledge, "knowledge_cutoff": cutoff}
         if row is None:
-            db.upsert(conn, "systems", [new], key=["system_id"], update=[])  # a concurrent first write wins
+            # A concurrent first write wins; the loser is told when it may only create.
+            if not db.upsert(conn, "systems", [new], key=["system_id"], update=[]) and create_only:
+                raise SystemExists(f"system {name!r} is already registered")
             return "registered"
+        if create_only:
+            raise SystemExists(f"system {name!r} is already registered: the page only registers new systems. "
+                               f"Changing one (its endpoint, its key) is an operator's `deepscholar systems add "
+                               f"{name} --kind {row['kind']} --config ...`; a new system is a new name, e.g. {name}_v2")
         old = dict(row["config"] or {})
         differences = [f"{what} {theirs!r} -> {ours!r}" for what, theirs, ours in (
             ("kind", row["kind"], kind), ("version", row["version"], version),

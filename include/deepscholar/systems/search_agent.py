@@ -37,6 +37,7 @@ from deepscholar.systems.base import (
 from deepscholar.systems.deepscholar_base import (
     build_llm_client,
     cited_numbers,
+    llm_config_schema,
     llm_system_settings,
     load_system_prompt,
     make_snippet,
@@ -88,6 +89,7 @@ class SearchAgent(System):
 
     version = "2"  # bump rule: systems/base.py System.version; 2: `local` search ranks with BM25
     defaults = DEFAULTS
+    config_schema = llm_config_schema(DEFAULTS)
 
     def __init__(self, name: str, config: dict[str, Any], context: SystemContext):
         super().__init__(name, config, context)

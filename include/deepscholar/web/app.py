@@ -10,22 +10,34 @@ parsing the visible text.
 The app reads only what the roll-up stored (queries.py); it computes no metric itself, so a number on the
 page is always the number in Postgres. Its default board is the one `deepscholar leaderboard` prints
 (`deepscholar.evaluation.leaderboard.pick_board`).
+
+Whatever a client sends is bounded before it is read (_BoundedInput): a request body of at most
+DEEPSCHOLAR_WEB_MAX_BODY_BYTES arriving within DEEPSCHOLAR_WEB_BODY_SECONDS, else 413 / 408 before any of
+it is parsed. Registration posts sign in to Airflow on the page's own few threads
+(DEEPSCHOLAR_WEB_SIGNIN_WORKERS; busy: 503), never on the threads that serve the board, so a slow or
+flooded Airflow never slows a reader. Bad input is a 4xx with one line (a page, or JSON under /api/), with
+the security headers on every response; HEAD is answered wherever GET is.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import sqlalchemy as sa
 from fastapi import FastAPI, Form, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from sqlalchemy.engine import Engine
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from deepscholar import db
+from deepscholar.errors import UserError
 from deepscholar.web import queries as q
 from deepscholar.web.queries import NotFound, board_json, load_board
 from deepscholar.web.render import (
@@ -75,6 +87,110 @@ def _has_control_characters(request: Request) -> bool:
     return any(_CONTROL_RE.search(v) for v in (request.scope.get("path", ""), *request.query_params.values()))
 
 
+def _security_headers(headers: Any) -> None:
+    headers.setdefault("Content-Security-Policy", CSP)
+    headers.setdefault("X-Content-Type-Options", "nosniff")
+    headers.setdefault("Referrer-Policy", "same-origin")
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+class _BoundedInput:
+    """Pure ASGI, outside everything else of the app: a request body is read here, whole, only up to
+    DEEPSCHOLAR_WEB_MAX_BODY_BYTES and within DEEPSCHOLAR_WEB_BODY_SECONDS (413 / 408 otherwise, before the
+    app parses a byte), then handed on; HEAD is served as GET without the body."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def _refuse(self, scope: dict, send: Any, status: int, message: str) -> None:
+        path = scope.get("path", "")
+        response: Response = (JSONResponse({"error": message}, status_code=status) if "/api/" in path else
+                              _error_page("Request refused", message, (scope.get("root_path") or "").rstrip("/"),
+                                          status))
+        _security_headers(response.headers)
+        response.headers["Connection"] = "close"
+        await response({"type": "http"}, _nothing, send)
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        from deepscholar.settings import current_settings
+
+        settings = current_settings()
+        if scope["method"] == "HEAD":
+            scope, send = {**scope, "method": "GET"}, _without_body(send)
+
+        limit = settings.web_max_body_bytes
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        if declared is not None:
+            if not declared.isdigit() or int(declared) > limit:
+                await self._refuse(scope, send, 413, f"Request body too large: at most {limit} bytes "
+                                                     "(DEEPSCHOLAR_WEB_MAX_BODY_BYTES).")
+                return
+        if declared is None and b"chunked" not in headers.get(b"transfer-encoding", b""):
+            await self.app(scope, receive, send)  # no body
+            return
+        chunks: list[bytes] = []
+
+        async def read_all() -> None:
+            size = 0
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise ConnectionError
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    raise _BodyTooLarge
+                chunks.append(chunk)
+                if not message.get("more_body"):
+                    return
+
+        try:
+            await asyncio.wait_for(read_all(), settings.web_body_seconds)
+        except _BodyTooLarge:
+            await self._refuse(scope, send, 413, f"Request body too large: at most {limit} bytes "
+                                                 "(DEEPSCHOLAR_WEB_MAX_BODY_BYTES).")
+            return
+        except TimeoutError:
+            await self._refuse(scope, send, 408, "The request body did not arrive in time "
+                                                 "(DEEPSCHOLAR_WEB_BODY_SECONDS).")
+            return
+        except ConnectionError:
+            return
+        body = b"".join(chunks)
+        given = False
+
+        async def replay() -> dict:
+            nonlocal given
+            if given:
+                return await receive()  # only a disconnect can come now
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+async def _nothing() -> dict:
+    return {"type": "http.disconnect"}
+
+
+def _without_body(send: Any) -> Any:
+    """`send` dropping the body of the answer (HEAD: the headers of GET's answer, Content-Length included)."""
+
+    async def headers_only(message: dict) -> None:
+        if message["type"] == "http.response.body":
+            message = {**message, "body": b""}
+        await send(message)
+
+    return headers_only
+
+
 def _install_guards(app: FastAPI) -> None:
     """Security headers on every response; 400 for control characters; 404 and 503 as pages or JSON."""
 
@@ -86,9 +202,7 @@ def _install_guards(app: FastAPI) -> None:
                                   else _error_page("Bad request", message, _base_of(request), 400))
         else:
             response = await call_next(request)
-        response.headers.setdefault("Content-Security-Policy", CSP)
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        response.headers.setdefault("Referrer-Policy", "same-origin")
+        _security_headers(response.headers)
         return response
 
     @app.exception_handler(sa.exc.SQLAlchemyError)
@@ -106,6 +220,34 @@ def _install_guards(app: FastAPI) -> None:
         if _is_api(request):
             return JSONResponse({"error": str(exc)}, status_code=404)
         return _error_page("Not found", str(exc), _base_of(request), 404)
+
+    @app.exception_handler(UserError)
+    async def bad_input(request: Request, exc: UserError):
+        """A parameter the library refuses (a malformed or reversed ?from= / ?to=, ...): 404 for what does
+        not exist, else 400; one line."""
+        status, title = (404, "Not found") if isinstance(exc, LookupError) else (400, "Bad request")
+        message = " ".join(str(exc).split())
+        if _is_api(request):
+            return JSONResponse({"error": message}, status_code=status)
+        return _error_page(title, message, _base_of(request), status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        message = exc.detail if isinstance(exc.detail, str) else "Malformed request."
+        response: Response = (JSONResponse({"error": message}, status_code=exc.status_code) if _is_api(request)
+                              else _error_page("Request refused", message, _base_of(request), exc.status_code))
+        for k, v in (exc.headers or {}).items():
+            response.headers[k] = v
+        return response
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_parameter(request: Request, exc: RequestValidationError):
+        first: dict = next(iter(exc.errors()), {})
+        where = ".".join(str(x) for x in first.get("loc", ()) if x not in ("query", "path", "body"))
+        message = f"Malformed request: {where or 'a parameter'}: {first.get('msg', 'invalid')}."
+        if _is_api(request):
+            return JSONResponse({"error": message}, status_code=400)
+        return _error_page("Bad request", message, _base_of(request), 400)
 
 
 def _system_page_data(conn: sa.Connection, system_id: str, judge_config: str | None, release: str | None) -> dict:
@@ -196,11 +338,24 @@ def _install_pages(app: FastAPI, engine: Callable[[], Engine]) -> None:
 
 
 def _install_registration(app: FastAPI, engine: Callable[[], Engine]) -> None:
-    """Register a system and queue its backfill, signed in to Airflow (web/registration.py says why)."""
+    """Register a system and queue its backfill, signed in to Airflow (web/registration.py says why).
+
+    Each post is checked in the event loop first (Origin, the sign-in throttle), then signs in, checks the
+    user's permission and writes on the page's own threads (DEEPSCHOLAR_WEB_SIGNIN_WORKERS, each call to
+    Airflow bounded by DEEPSCHOLAR_WEB_SIGNIN_TIMEOUT_SECONDS); with all of them busy and as many posts
+    waiting, a post gets 503 at once. The threads that serve the board never wait on Airflow."""
     from deepscholar.airflow_api import AirflowAPIError
-    from deepscholar.errors import InfrastructureError, UserError
+    from deepscholar.errors import InfrastructureError, NotFound
+    from deepscholar.settings import current_settings
     from deepscholar.systems.base import system_kinds
+    from deepscholar.systems.registry import SystemExists
     from deepscholar.web import registration as reg
+
+    workers = current_settings().web_signin_workers
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="deepscholar-signin")
+    slots = threading.BoundedSemaphore(2 * workers)  # running + waiting
+    throttle = reg.SignInThrottle()
+    app.state.signin_throttle = throttle
 
     def form_page(request: Request, status_code: int = 200, **context: Any) -> HTMLResponse:
         shown = {"error": None, "form": None, "outcome": None, "plan": None, "queued": None, "username": "",
@@ -209,34 +364,72 @@ def _install_registration(app: FastAPI, engine: Callable[[], Engine]) -> None:
                      kinds=sorted(system_kinds()), disabled=reg.registration_enabled(), **shown)
 
     def refused(request: Request, exc: Exception, **context: Any) -> HTMLResponse:
-        status = 403 if isinstance(exc, AirflowAPIError) else 502 if isinstance(exc, InfrastructureError) else 400
-        return form_page(request, status, error=str(exc), **context)
+        status = (429 if isinstance(exc, reg.Throttled) else 403 if isinstance(exc, AirflowAPIError | reg.ForeignOrigin)
+                  else 409 if isinstance(exc, SystemExists) else 404 if isinstance(exc, NotFound)
+                  else 502 if isinstance(exc, InfrastructureError) else 400)
+        response = form_page(request, status, error=" ".join(str(exc).split()), **context)
+        if status == 429:
+            response.headers["Retry-After"] = "60"
+        return response
+
+    async def off_the_readers(request: Request, username: str, work: Callable[[], Any]) -> Any:
+        """Origin and throttle here; `work` (sign-in, writes) on the registration threads."""
+        settings = current_settings()
+        reg.check_origin(request.headers, settings.web_allowed_origins)
+        throttle.take(request.client.host if request.client else "unknown", username, settings.web_signin_per_minute)
+        if not slots.acquire(blocking=False):
+            raise _Busy
+        try:
+            return await asyncio.wrap_future(pool.submit(work))
+        finally:
+            slots.release()
+
+    def busy(request: Request) -> HTMLResponse:
+        response = form_page(request, 503, error="Registration is busy signing others in to Airflow; try again "
+                                                 "in a minute (DEEPSCHOLAR_WEB_SIGNIN_WORKERS).")
+        response.headers["Retry-After"] = "30"
+        return response
 
     @app.get("/systems/new", response_class=HTMLResponse)
     def register_form(request: Request):
         return form_page(request)
 
     @app.post("/systems/new", response_class=HTMLResponse)
-    def register_system(request: Request, username: str = Form(""), password: str = Form(""),
-                        name: str = Form(""), kind: str = Form(""), config: str = Form(""),
-                        version: str = Form("1"), knowledge_cutoff: str = Form("")):
+    async def register_system(request: Request, username: str = Form(""), password: str = Form(""),
+                              name: str = Form(""), kind: str = Form(""), config: str = Form(""),
+                              version: str = Form("1"), knowledge_cutoff: str = Form("")):
         form = reg.RegistrationForm(name, kind, config, version, knowledge_cutoff)
-        try:
+
+        def work() -> tuple[str, dict]:
             reg.sign_in(username, password)  # before anything is written
             outcome = reg.register(engine(), form)
-            plan = reg.plan_of(engine(), form.name.strip())
+            return outcome, reg.plan_of(engine(), form.system_name())
+
+        try:
+            outcome, plan = await off_the_readers(request, username, work)
+        except _Busy:
+            return busy(request)
         except (UserError, InfrastructureError) as exc:
             return refused(request, exc, form=form)
         return form_page(request, outcome=outcome, plan=plan, username=username.strip())
 
     @app.post("/systems/{system_id}/backfill", response_class=HTMLResponse)
-    def queue_backfill(request: Request, system_id: str, username: str = Form(""), password: str = Form("")):
-        try:
+    async def queue_backfill(request: Request, system_id: str, username: str = Form(""), password: str = Form("")):
+        def work() -> list[str]:
             api = reg.sign_in(username, password)
-            queued = reg.queue(engine(), system_id, api)
+            return reg.queue(engine(), system_id, api)
+
+        try:
+            queued = await off_the_readers(request, username, work)
+        except _Busy:
+            return busy(request)
         except (UserError, InfrastructureError) as exc:
-            return refused(request, exc, plan={"system_id": system_id})
+            return refused(request, exc)
         return form_page(request, queued=queued, system_id=system_id)
+
+
+class _Busy(Exception):
+    """Every registration thread busy and as many posts waiting."""
 
 
 def _install_api(app: FastAPI, engine: Callable[[], Engine]) -> None:
@@ -281,4 +474,5 @@ def create_app(engine_factory: Callable[[], Engine] = db.get_engine) -> FastAPI:
     _install_pages(app, engine)
     _install_registration(app, engine)
     _install_api(app, engine)
+    app.add_middleware(_BoundedInput)  # the outermost: no other layer touches a body before its limits
     return app

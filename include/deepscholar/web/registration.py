@@ -1,27 +1,62 @@
-"""Registering a system from the page, behind Airflow's own sign-in.
+"""Registering a system from the page, behind Airflow's own sign-in and permission.
 
 Everything else on the page is public and read-only. Registering a system writes to the warehouse and may
-queue a backfill, so the form asks for an Airflow user's name and password and signs in to Airflow's REST
-API with them (DEEPSCHOLAR_AIRFLOW_API_URL) before anything is written: Airflow's users decide who may
-register, and the backfill is queued with that user's token, so Airflow's roles decide who may queue it
-(a user who may not create backfills gets Airflow's refusal, shown as such). No session is kept: each
-write asks again. Without an Airflow API configured, registration from the page is off and says so; the
-CLI (`deepscholar systems add ... --backfill`) does the same work.
+queue a backfill, so each post (register, queue) asks for an Airflow user's name and password, signs in to
+Airflow's REST API with them (DEEPSCHOLAR_AIRFLOW_API_URL) and then asks Airflow whether that user may
+create backfills of the benchmark DAG: a backfill *dry run* of it (POST /api/v2/backfills/dry_run, which
+creates nothing and requires the same permission as creating one; AirflowAPI.may_backfill). A password
+alone proves nothing: only a user Airflow lets create runs of `deepscholar_benchmark` may register or
+queue (with Airflow's simple auth manager, the roles User, Op and Admin; with FAB, a role holding "can
+create on DAG Runs" for that DAG). The backfill itself is then queued with that user's token. No session is
+kept: each write asks again. Without an Airflow API configured, registration from the page is off and says
+so; the CLI (`deepscholar systems add ... --backfill`) does the same work.
 
-The flow is the CLI's: register (same checks as `systems add`), show the backfill plan with its cost
-estimate first, and queue only when the operator confirms on that page.
+What the page takes is bounded (web/app.py: body size and time, its own threads for sign-in) and checked
+like the CLI's (systems/config_schema.py), and narrower than the CLI's:
+- it only creates: a name already registered is refused (changing a system, above all its endpoint or key,
+  is the operator's `deepscholar systems add`);
+- `api_key_env` must name a variable of DEEPSCHOLAR_SYSTEM_KEY_VARIABLES (the CLI too), and `api_base` a
+  prefix of DEEPSCHOLAR_WEB_API_BASES (none by default): a key is only ever sent where the operator said;
+- sign-ins are throttled per client address and per Airflow user name (SignInThrottle): Airflow sees every
+  attempt come from the page's own address, so its own lockout would lock everyone out, not the guesser;
+- a form post whose Origin is another site's is refused (check_origin).
+
+The flow is the CLI's: register, show the backfill plan with its cost estimate first, and queue only when
+the operator confirms on that page.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy.engine import Engine
 
 from deepscholar.airflow_api import AirflowAPI, AirflowAPIError
+from deepscholar.errors import InvalidInput, UserError
 
-__all__ = ["RegistrationForm", "registration_enabled", "sign_in", "register", "plan_of", "queue"]
+__all__ = ["RegistrationForm", "registration_enabled", "sign_in", "register", "plan_of", "queue", "SignInThrottle",
+           "Throttled", "ForeignOrigin", "check_origin", "NotPermitted"]
+
+MAX_USERNAME_CHARS = 256
+MAX_PASSWORD_CHARS = 1024
+
+
+class Throttled(UserError):
+    """Too many sign-in attempts from one client or for one user name (HTTP 429)."""
+
+
+class ForeignOrigin(UserError):
+    """A form post sent by another site's page (HTTP 403)."""
+
+
+class NotPermitted(AirflowAPIError):
+    """Signed in, but Airflow does not let this user create runs of the benchmark DAG (HTTP 403)."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +72,11 @@ class RegistrationForm:
 
         return parse_config(self.config, "config")
 
+    def system_name(self) -> str:
+        from deepscholar.systems.config_schema import normalised
+
+        return normalised(self.name).strip()
+
 
 def registration_enabled() -> str | None:
     """None when the page may register systems; else why not (shown on the form)."""
@@ -48,27 +88,127 @@ def registration_enabled() -> str | None:
     return None
 
 
+def user_key(username: str) -> str:
+    """The user name as the throttle counts it: NFKC, case-folded, trimmed (look-alikes count as one)."""
+    from deepscholar.systems.config_schema import normalised
+
+    return normalised(username).strip().casefold()
+
+
+class SignInThrottle:
+    """At most `per_minute` sign-in attempts in any 60 s per client address, and per user name; in process.
+
+    Every attempt counts (right or wrong password), before Airflow is asked, so a guesser costs Airflow
+    nothing past the limit. The table holds at most `max_keys` keys; when full of live keys, attempts are
+    refused (fail closed) until some expire.
+    """
+
+    WINDOW = 60.0
+
+    def __init__(self, max_keys: int = 10_000, clock=time.monotonic) -> None:
+        self.max_keys = max_keys
+        self.clock = clock
+        self._seen: dict[tuple[str, str], deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def _prune(self, now: float) -> None:
+        for key in [k for k, q in self._seen.items() if not q or q[-1] <= now - self.WINDOW]:
+            del self._seen[key]
+
+    def take(self, client: str, username: str, per_minute: int) -> None:
+        """Count one attempt, or raise Throttled (nothing counted) when either key is at its limit."""
+        now = self.clock()
+        keys = [("client", client), ("user", user_key(username))]
+        with self._lock:
+            if len(self._seen) + len(keys) > self.max_keys:
+                self._prune(now)
+            for key in keys:
+                q = self._seen.get(key)
+                while q and q[0] <= now - self.WINDOW:
+                    q.popleft()
+                if q is not None and len(q) >= per_minute:
+                    who = "this address" if key[0] == "client" else "this user name"
+                    wait = max(1, round(q[0] + self.WINDOW - now))
+                    raise Throttled(f"Too many sign-in attempts from {who}: at most {per_minute} a minute "
+                                    f"(DEEPSCHOLAR_WEB_SIGNIN_PER_MINUTE); try again in {wait} s.")
+            if sum(k not in self._seen for k in keys) + len(self._seen) > self.max_keys:
+                raise Throttled("Too many sign-in attempts on this page right now; try again in a minute.")
+            for key in keys:
+                self._seen.setdefault(key, deque()).append(now)
+
+
+def check_origin(headers: Mapping[str, str], allowed: Sequence[str]) -> None:
+    """A browser's form post carries Origin (and Sec-Fetch-Site): refuse one another site's page sent.
+    A post without them (a script, curl) is not a cross-site browser request and passes."""
+    site = headers.get("sec-fetch-site", "").lower()
+    origin = headers.get("origin")
+    if site == "cross-site":
+        raise ForeignOrigin("Refused: this form was posted from another site's page.")
+    if origin is None:
+        return
+    host = headers.get("host", "").lower()
+    parts = urlsplit(origin.strip().lower())
+    if origin.strip().lower() in {o.strip().lower().rstrip("/") for o in allowed}:
+        return
+    if parts.scheme in ("http", "https") and parts.netloc and parts.netloc == host:
+        return
+    raise ForeignOrigin("Refused: this form was posted from another site's page (Origin "
+                        f"{origin[:100]!r} is not this page's; DEEPSCHOLAR_WEB_ALLOWED_ORIGINS).")
+
+
 def sign_in(username: str, password: str) -> AirflowAPI:
-    """An Airflow API client signed in as this user; AirflowAPIError (shown as 403) when Airflow refuses."""
+    """An Airflow API client signed in as this user, who Airflow lets create runs of the benchmark DAG;
+    AirflowAPIError (shown as 403) when Airflow refuses either."""
+    from deepscholar.orchestration import BENCHMARK_DAG_ID
     from deepscholar.settings import current_settings
 
-    url = current_settings().airflow_api_url
+    settings = current_settings()
+    url = settings.airflow_api_url
     if not url:
         raise AirflowAPIError(registration_enabled() or "no Airflow API")
     if not username.strip() or not password:
         raise AirflowAPIError("an Airflow username and password are required")
-    api = AirflowAPI(url, username.strip(), password)
+    if len(username) > MAX_USERNAME_CHARS or len(password) > MAX_PASSWORD_CHARS:
+        raise InvalidInput("the Airflow username or password is too long")
+    api = AirflowAPI(url, username.strip(), password, timeout=settings.web_signin_timeout_seconds)
     api.sign_in()
+    try:
+        api.may_backfill(BENCHMARK_DAG_ID, settings.schedule_start)
+    except AirflowAPIError as exc:
+        raise NotPermitted(f"Airflow user {username.strip()!r} may not create runs of {BENCHMARK_DAG_ID} "
+                           f"(Airflow answered the permission check with HTTP {exc.status}): registering and "
+                           "queueing from this page need that permission") from exc
+    except ValueError as exc:  # an answer that is not JSON
+        raise NotPermitted(f"Airflow's answer to the permission check was not JSON: {exc}") from exc
     return api
 
 
+def check_api_base(config: Mapping[str, Any]) -> None:
+    """The page's own rule: `api_base` only under a prefix of DEEPSCHOLAR_WEB_API_BASES (the provider's key
+    would be sent there)."""
+    from deepscholar.settings import current_settings
+
+    if "api_base" not in config:
+        return
+    allowed = current_settings().web_api_bases
+    value = config["api_base"]
+    if not isinstance(value, str) or not any(value.startswith(p) for p in allowed):
+        raise InvalidInput(f"config 'api_base' {repr(value)[:80]} is not allowed from this page: a model's key would "
+                           f"be sent there. Allowed prefixes: {', '.join(allowed) or '(none)'} "
+                           "(DEEPSCHOLAR_WEB_API_BASES); an operator can register it with `deepscholar systems add`")
+
+
 def register(engine: Engine, form: RegistrationForm) -> str:
-    """Register (or update) the system exactly as `deepscholar systems add` does; returns what happened."""
+    """Register a new system with `deepscholar systems add`'s checks (and the page's own); returns what
+    happened. An already registered name is refused (SystemExists)."""
     from deepscholar.systems.registry import add_system
 
-    outcome = add_system(engine, form.name.strip(), form.kind.strip(), form.config_object(),
-                         version=form.version.strip() or "1", knowledge_cutoff=form.knowledge_cutoff.strip() or None)
-    return f"system {form.name.strip()} ({form.kind.strip()}) {outcome}"
+    config = form.config_object()
+    check_api_base(config)
+    name = form.system_name()
+    outcome = add_system(engine, name, form.kind.strip(), config, version=form.version.strip() or "1",
+                         knowledge_cutoff=form.knowledge_cutoff.strip() or None, create_only=True)
+    return f"system {name} ({form.kind.strip()}) {outcome}"
 
 
 def plan_of(engine: Engine, name: str) -> dict[str, Any]:

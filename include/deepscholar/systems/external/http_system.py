@@ -36,6 +36,7 @@ from deepscholar.http_guard import (
 )
 from deepscholar.search.base import SearchTool
 from deepscholar.settings import current_settings
+from deepscholar.systems import config_schema as cs
 from deepscholar.systems.base import Query, Report, System, register_system
 from deepscholar.systems.external.formats.sources import report_from_json
 
@@ -58,6 +59,9 @@ class ExternalHTTPSystem(System):
 
     uses_search = False
     version = "1"  # bump rule: systems/base.py System.version (here: how the answer is read)
+    # `source` and `format`: where `deepscholar import-reports` read a file-imported system's reports from.
+    config_schema = {"endpoint": cs.http_url, "timeout": cs.number(0.001, 86_400), "attempts": cs.positive_int,
+                     "retry_wait": cs.number(0, 3_600), "source": cs.text, "format": cs.text}
 
     @classmethod
     def models(cls, config: Mapping[str, Any]) -> tuple[str, ...]:
