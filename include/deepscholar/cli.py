@@ -135,8 +135,7 @@ def cmd_release_enrich(args) -> int:
     engine = _engine()
     release_id = _release(engine, args.month)
     release_summary(engine, release_id)  # NotFound (a UserError) for an unknown release
-    tracks = [t for arg in args.tracks for t in arg.split(",") if t.strip()]
-    result = enrich_release(ReleaseContext.load(engine, release_id), [t.strip() for t in tracks])
+    result = enrich_release(ReleaseContext.load(engine, release_id), _comma_list(args.tracks) or [])
     if args.json:
         print(json.dumps(result, default=str, indent=2))
     else:
@@ -379,6 +378,13 @@ def _metric_models(pairs: list[str] | None) -> dict[str, str]:
     return out
 
 
+def _comma_list(values: list[str] | None) -> list[str] | None:
+    """`--tracks race fact` and `--tracks race,fact` alike (as `release enrich` reads them); None stays None."""
+    if values is None:
+        return None
+    return [v.strip() for arg in values for v in arg.split(",") if v.strip()]
+
+
 def cmd_evaluate(args) -> int:
     from deepscholar.evaluation.runner import evaluate_release
     from deepscholar.settings import current_settings
@@ -387,7 +393,7 @@ def cmd_evaluate(args) -> int:
     result = evaluate_release(engine, _release(engine, args.release), judge=args.judge or current_settings().judge,
                               metric_models=_metric_models(args.metric_model), metrics=args.metrics or None,
                               systems=args.system or None, api_base=args.api_base, concurrency=args.concurrency,
-                              tracks=args.tracks)
+                              tracks=_comma_list(args.tracks))
     published = _publish_board(args.release, result["judge_config"]) if args.publish else None
     if published is not None:
         result["publish"] = published

@@ -251,7 +251,7 @@ def test_the_reportbench_bibliography_metrics_judge_a_real_month_beside_an_uncha
         return subprocess.run([sys.executable, "-m", "deepscholar.cli", "evaluate", "--release", month,
                                "--judge", "local", *args], capture_output=True, text=True, env=env, timeout=300)
 
-    refused = cli("--tracks", "reportbench", "vibes")
+    refused = cli("--tracks", "reportbench,vibes")  # a comma list, as `release enrich --tracks` reads it
     assert refused.returncode == 2 and "unknown evaluation tracks: vibes; known: " in refused.stderr
     assert ", ".join(registry.tracks()) in refused.stderr
     done = cli("--tracks", "reportbench", "--json")
