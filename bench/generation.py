@@ -82,6 +82,8 @@ def _run(engine, home: Path, max_queries: int | None = None) -> int:
         stub.default = cooperative_model
         config = {"model": "openai/bench-model", "api_base": stub.url, "api_key_env": "BENCH_KEY"}
         os.environ["BENCH_KEY"] = "test"
+        # A key variable must be on the allow-list (systems/config_schema.py): this bench's own, for its stub.
+        os.environ["DEEPSCHOLAR_SYSTEM_KEY_VARIABLES"] = "BENCH_KEY"
         add_system(engine, "deepscholar_base", "deepscholar_base", config)
         t0 = time.monotonic()
         summary = generate_release(engine, month, ["deepscholar_base"])

@@ -129,6 +129,7 @@ def canary_run(db_url, request):
         mp.setenv("OPENAI_API_KEY", JUDGE_CANARY)
         mp.setenv("DEEPSCHOLAR_LLM_TRANSPORT", transport)
         mp.setenv("DEEPSCHOLAR_CANARY_SYSTEM_KEY", SYSTEM_CANARY)
+        mp.setenv("DEEPSCHOLAR_SYSTEM_KEY_VARIABLES", "DEEPSCHOLAR_CANARY_SYSTEM_KEY")  # the allow-list admits it
         mp.delenv("DEEPSCHOLAR_JUDGE_API_BASE", raising=False)
         add_system(engine, "llm_system", "deepscholar_base", {
             "model": "openai/stub-writer", "api_base": stub.url, "api_key_env": "DEEPSCHOLAR_CANARY_SYSTEM_KEY",

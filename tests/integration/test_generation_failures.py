@@ -70,6 +70,7 @@ class DeadSearch(System):
 @pytest.fixture
 def release(engine, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "test")
+    monkeypatch.setenv("DEEPSCHOLAR_SYSTEM_KEY_VARIABLES", KEY_ENV)  # the allow-list admits the test's variable
     monkeypatch.setenv("DEEPSCHOLAR_SEARCH_BACKEND", "local")
     with engine.begin() as conn:
         db.upsert(conn, "releases", [{"release_id": RELEASE, "status": "published"}], key=["release_id"])
