@@ -1,0 +1,179 @@
+"""Hostile imports: what a third party writes into the warehouse must cost bounded work, for the importer
+and for every reader after it.
+
+- Human labels (`annotate import`): the judge-vs-humans agreement the leaderboard page shows is computed
+  when labels change and stored (human_agreement_stats); the page only reads it, so a flood of labels
+  from thousands of annotators costs the page nothing, and the computation itself is bounded (at most
+  DEEPSCHOLAR_AGREEMENT_ANNOTATORS_PER_ITEM labels per item among the humans). Look-alike annotator names
+  are one person (NFKC) or refused (mixed scripts).
+- Reports (`import-reports`): caps on file size, report size and citations per report, refused in one
+  line before the file is read whole; an import that stores nothing registers nothing; a deeply nested
+  JSON file is one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from support.chromium import serve
+from support.warehouse import store_board
+
+from deepscholar import db
+from deepscholar.evaluation import registry
+
+METRIC_ORDER = registry.metric_names(registry.CORE)
+DIMENSIONS = registry.dimensions()
+MONTH = "2025-06"
+QUERY = "2506.00001"
+JUDGE = "llm:openai/gpt-4.1"
+SYSTEM = "alpha"
+
+
+def seed_month(engine, n_sources: int) -> int:
+    """A published month with a board under JUDGE and one report citing `n_sources` arXiv papers, each
+    judged for relevance_rate: `n_sources` annotatable units."""
+    with engine.begin() as conn:
+        db.upsert(conn, "releases", [{"release_id": MONTH, "status": "published",
+                                      "window_start": f"{MONTH}-01T00:00:00+00:00"}], key=["release_id"])
+        db.upsert(conn, "systems", [{"system_id": SYSTEM, "kind": "extractive"}], key=["system_id"])
+        db.upsert(conn, "release_queries", [{
+            "release_id": MONTH, "arxiv_id": QUERY, "title": "A query paper", "abstract": "Its abstract.",
+            "section_raw_latex": "x", "section_text": "x", "word_count": 1}], key=["release_id", "arxiv_id"])
+        text = " ".join(f"Claim {i} [{i}]." for i in range(1, n_sources + 1))
+        db.upsert(conn, "reports", [{"release_id": MONTH, "system_id": SYSTEM, "arxiv_id": QUERY, "status": "ok",
+                                     "text": text}], key=["release_id", "system_id", "arxiv_id"])
+        report_id = conn.execute(sa.text("SELECT report_id FROM deepscholar.reports")).scalar_one()
+        db.upsert(conn, "report_sources", [
+            {"report_id": report_id, "source_idx": i, "arxiv_id": f"2401.{i:05d}", "title": f"Source {i}",
+             "snippet": f"About topic {i}."} for i in range(1, n_sources + 1)], key=["report_id", "source_idx"])
+        conn.execute(sa.text(
+            "INSERT INTO deepscholar.judgments (report_id, metric, judge_config, item_key, metric_version, label, "
+            "explanation, n_calls) VALUES (:r, 'relevance_rate', :j, :k, 'd1+relevance_rate_v2', CAST(:l AS jsonb), "
+            "'why', 1)"),
+            [{"r": report_id, "j": JUDGE, "k": f"src:2401.{i:05d}", "l": json.dumps({"grade": i % 3})}
+             for i in range(1, n_sources + 1)])
+        board = [{"release_id": MONTH, "system_id": SYSTEM, "judge_config": JUDGE, "n_queries": 1, "n_reports": 1,
+                  "n_failed": 0, **dict.fromkeys(METRIC_ORDER, 0.5), "geometric_mean": 0.5, "rank": 1,
+                  "metric_versions": {m: "v1" for m in METRIC_ORDER}}]
+        cells = [{"release_id": MONTH, "system_id": SYSTEM, "judge_config": JUDGE, "metric": m,
+                  "dimension": next(d for d, ms in DIMENSIONS.items() if m in ms),
+                  "metric_position": METRIC_ORDER.index(m) + 1, "variant": registry.headline_variant(m),
+                  "mean": 0.5, "n": 1, "n_unscored": 0, "is_best": True, "significant": False} for m in METRIC_ORDER]
+        store_board(conn, board, cells, METRIC_ORDER)
+    return report_id
+
+
+def labelled_file(engine, tmp_path: Path, n_items: int, n_annotators: int, seed: int = 0) -> Path:
+    """Export a sample of every unit and fill it in as `n_annotators` annotators, each labelling every item
+    (labels drawn with a fixed seed): n_items x n_annotators rows."""
+    from deepscholar.evaluation.annotation import export_sample
+
+    export_sample(engine, MONTH, "relevance_rate", JUDGE, n_items, 1, tmp_path / "sample")
+    items = [json.loads(line)["item_id"] for line in (tmp_path / "sample.jsonl").read_text().splitlines()]
+    rng = random.Random(seed)
+    path = tmp_path / f"labels_{n_annotators}.csv"
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["item_id", "annotator", "label"])
+        for a in range(n_annotators):
+            for item in items:
+                writer.writerow([item, f"annotator-{a:05d}", rng.choice(["0", "1", "2"])])
+    return path
+
+
+# --- §2: a flood of human labels costs the page nothing ------------------------------------------------------
+
+def _page(url: str) -> tuple[float, str]:
+    start = time.perf_counter()
+    with urllib.request.urlopen(url + "/?judge_config=" + JUDGE.replace(":", "%3A"), timeout=120) as resp:
+        body = resp.read().decode()
+    return time.perf_counter() - start, body
+
+
+def _statements_during(engine, fn):
+    seen: list[str] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        seen.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        result = fn()
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)
+    return result, seen
+
+
+AGREEMENT_CASES = [pytest.param(300, id="labels-of-300-annotators-on-every-item")]
+
+
+@pytest.mark.parametrize("n_annotators", AGREEMENT_CASES)
+def test_the_page_reads_stored_agreement_and_never_the_labels(engine, tmp_path, monkeypatch, n_annotators):
+    """6,000 labels from 300 annotators on 20 items took the page's `/` 2.7 s before (pairwise agreement
+    over every annotator pair, per request). Now `annotate import` stores the agreement once, bounded by the
+    per-item cap, and the page's request reads human_agreement_stats only: no statement of the request
+    touches the labels, and it is as fast as with three annotators."""
+    from support.chromium import parse_html
+
+    from deepscholar.evaluation.annotation import import_labels
+    from deepscholar.web import create_app
+    from faults.conftest import unchanged
+
+    monkeypatch.setenv("DEEPSCHOLAR_AGREEMENT_RESAMPLES", "100")  # the import's intervals; the page computes none
+    seed_month(engine, 20)
+    small = labelled_file(engine, tmp_path, 20, 3, seed=1)
+    assert import_labels(engine, small, None).agreement_rows == 1
+    with serve(create_app(lambda: engine)) as url:
+        _page(url)  # warm: templates, imports
+        small_time, _ = _page(url)
+        summary = import_labels(engine, labelled_file(engine, tmp_path, 20, n_annotators, seed=2), None)
+        assert summary.stored == 20 * (n_annotators - 3)  # the first three relabel their 20 items
+        assert summary.stored + summary.replaced + summary.unchanged == 20 * n_annotators
+        with unchanged(engine):  # the page only reads
+            (big_time, body), statements = _statements_during(engine, lambda: _page(url))
+    touching = [s for s in statements if "human_labels" in s or "annotation_items" in s]
+    assert touching == [], touching
+    assert any("human_agreement_stats" in s for s in statements)
+    row = parse_html(body).one("section", {"data-trust": "true"}).one("tr", {"data-metric": "relevance_rate"})
+    assert row.one("td", {"data-metric": "n_annotators"}).text() == str(n_annotators)
+    assert big_time < max(1.0, 5 * small_time), (big_time, small_time)
+    with engine.connect() as conn:
+        (stored,) = conn.execute(sa.text("SELECT report FROM deepscholar.human_agreement_stats")).scalars()
+    inter = stored["inter_annotator"]
+    assert inter["n_annotators"] == n_annotators and inter["n_items"] == 20
+    assert inter["annotators_per_item_cap"] == 10 and inter["n_items_capped"] == 20
+    assert stored["n_labels"] == 20 * n_annotators
+
+
+CAP_CASES = [pytest.param(4, id="under-the-cap-same-numbers"), pytest.param(60, id="over-the-cap-bounded-and-stable")]
+
+
+@pytest.mark.parametrize("n_annotators", CAP_CASES)
+def test_the_humans_agreement_reads_at_most_the_cap_per_item(n_annotators):
+    """Alpha and pairwise agreement depend on each item's labels, not on who gave them: under the cap the
+    slots table gives the numbers the annotators table gives; over it, cap rows, the same labels whatever
+    order they came in."""
+    from deepscholar.evaluation import judge_agreement as stats
+    from deepscholar.evaluation.human_agreement import capped_labels
+
+    rng = random.Random(n_annotators)
+    humans = {f"item-{i}": {f"a{a}": rng.choice("012") for a in range(n_annotators) if rng.random() < 0.8}
+              for i in range(15)}
+    table, cut = capped_labels(humans, 10)
+    assert len(table) <= 10 and cut == sum(len(g) > 10 for g in humans.values())
+    if n_annotators <= 10:
+        annotators = sorted({a for g in humans.values() for a in g})
+        full = [[humans[i].get(a) for i in sorted(humans)] for a in annotators]
+        assert stats.krippendorff_alpha(table, ["0", "1", "2"]) == pytest.approx(
+            stats.krippendorff_alpha(full, ["0", "1", "2"]))
+        assert stats.pairwise_agreement(table) == pytest.approx(stats.pairwise_agreement(full))
+    else:
+        shuffled = {i: dict(sorted(g.items(), key=lambda kv: rng.random())) for i, g in reversed(humans.items())}
+        assert capped_labels(shuffled, 10) == (table, cut)
