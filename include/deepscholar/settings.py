@@ -500,12 +500,13 @@ class Settings:
         "refused before it is read")
     import_max_report_chars: int = _setting(
         "DEEPSCHOLAR_IMPORT_MAX_REPORT_CHARS", 200_000, POSITIVE_INT, "command line",
-        "longest report text `deepscholar import-reports` stores, in characters; a longer one refuses the file")
+        "longest report text `deepscholar import-reports` stores, in characters; a longer output is not imported "
+        "(one line, exit 2)")
     import_max_citations: int = _setting(
         "DEEPSCHOLAR_IMPORT_MAX_CITATIONS", 500, _number(int, "an integer from 1 to 999", 1, maximum=999),
         "command line",
-        "most sources (citation numbers) one imported report may have, and its highest citation number; more "
-        "refuses the file (citation numbers are read up to 999)")
+        "most sources one imported report may have, and its highest citation number; an output with more is not "
+        "imported (one line, exit 2; citation numbers are read up to 999)")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

@@ -177,3 +177,161 @@ def test_the_humans_agreement_reads_at_most_the_cap_per_item(n_annotators):
     else:
         shuffled = {i: dict(sorted(g.items(), key=lambda kv: rng.random())) for i, g in reversed(humans.items())}
         assert capped_labels(shuffled, 10) == (table, cut)
+
+
+# --- §5: reports from outside systems, bounded ---------------------------------------------------------------
+
+OUTSIDE = "outside_sys"
+
+
+def _release(engine) -> None:
+    with engine.begin() as conn:
+        db.upsert(conn, "releases", [{"release_id": MONTH, "status": "published",
+                                      "window_start": f"{MONTH}-01T00:00:00+00:00"}], key=["release_id"])
+        db.upsert(conn, "release_queries", [{
+            "release_id": MONTH, "arxiv_id": QUERY, "title": "A query paper", "abstract": "Its abstract.",
+            "section_raw_latex": "x", "section_text": "x", "word_count": 1}], key=["release_id", "arxiv_id"])
+
+
+def _report(n_refs: int, *, cite: int | None = None, filler: int = 0) -> str:
+    body = " ".join(f"Claim [{i}]." for i in range(1, n_refs + 1)) + (f" Also [{cite}]." if cite else "")
+    refs = "\n".join(f"[{i}] Paper number {i}. arXiv:2401.{i % 99999:05d}" for i in range(1, n_refs + 1))
+    last = f"\n[{cite}] Paper number {cite}. arXiv:2402.00001" if cite else ""
+    return f"# Related work\n\n{body} {'x' * filler}\n\n## References\n\n{refs}{last}\n"
+
+
+def _import(path: Path, capsys) -> tuple[int, list[str], float]:
+    from deepscholar import cli
+
+    capsys.readouterr()
+    start = time.perf_counter()
+    code = cli.main(["import-reports", OUTSIDE, str(path), "--release", MONTH, "--title-search", "corpus"])
+    return code, capsys.readouterr().err.splitlines(), time.perf_counter() - start
+
+
+def _sparse(path: Path, size: int) -> Path:
+    with path.open("wb") as f:  # a hole: no disk used, but stat() says `size` bytes
+        f.truncate(size)
+    return path
+
+
+REPORT_CASES = [
+    pytest.param("sparse-3GB-markdown", {}, lambda d: _sparse(d / f"{QUERY}.md", 3 * 1024 ** 3),
+                 "DEEPSCHOLAR_IMPORT_MAX_FILE_BYTES", id="a-3GB-file-refused-unread"),
+    pytest.param("file-over-a-set-cap", {"DEEPSCHOLAR_IMPORT_MAX_FILE_BYTES": "5000"},
+                 lambda d: _write(d / QUERY / "report.md", _report(3, filler=6000)),
+                 "DEEPSCHOLAR_IMPORT_MAX_FILE_BYTES", id="a-file-in-a-folder-over-the-cap"),
+    pytest.param("long-report", {"DEEPSCHOLAR_IMPORT_MAX_REPORT_CHARS": "2000"},
+                 lambda d: _write(d / f"{QUERY}.md", _report(3, filler=3000)),
+                 "DEEPSCHOLAR_IMPORT_MAX_REPORT_CHARS", id="a-report-over-the-length-cap"),
+    pytest.param("100k-citations", {}, lambda d: _write(d / f"{QUERY}.md", _report(100_000)),
+                 "more than DEEPSCHOLAR_IMPORT_MAX_REPORT_CHARS", id="100000-citations-refused-unparsed"),
+    pytest.param("600-citations", {}, lambda d: _write(d / f"{QUERY}.md", _report(600)),
+                 "600 sources, more than DEEPSCHOLAR_IMPORT_MAX_CITATIONS", id="600-citations-over-the-cap"),
+    pytest.param("citation-1000", {}, lambda d: _write(d / f"{QUERY}.md", _report(3, cite=1000)),
+                 "citation number 1000", id="a-citation-number-above-999-refused-not-cut"),
+    pytest.param("no-query", {}, lambda d: _write(d / "2301.99999.md", _report(3)),
+                 "is not a query of release", id="nothing-stored-nothing-registered"),
+    pytest.param("nested-json", {}, lambda d: _write(d / f"{QUERY}.json", "[" * 200_000 + "]" * 200_000),
+                 "nested too deeply", id="deeply-nested-json-one-line"),
+]
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(("name", "env", "make", "says"), REPORT_CASES)
+def test_a_hostile_report_import_is_refused_in_one_line_and_leaves_nothing(engine, tmp_path, monkeypatch, capsys,
+                                                                          name, env, make, says):
+    """Before: a 2 GB file was read whole (4.25 GB of memory), 100,000 citations took 233 s and were stored,
+    [1000] was silently not a citation, an import that stored nothing registered the system, and a deeply
+    nested JSON file printed a traceback with exit 1."""
+    from faults.conftest import unchanged
+
+    _release(engine)
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", engine.url.render_as_string(hide_password=False))
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    folder = tmp_path / "outputs"
+    folder.mkdir()
+    made = make(folder)
+    with unchanged(engine):  # no report, no source, no system registered
+        code, err, took = _import(made if name in ("sparse-3GB-markdown", "nested-json") else folder, capsys)
+    assert code == 2 and len(err) == 1 and err[0].startswith("deepscholar: error: "), err
+    assert says in err[0], err
+    assert took < 30, took  # refused before its references are parsed or resolved (before: 233 s)
+
+
+def test_a_report_within_the_caps_is_stored_and_registers_the_system(engine, tmp_path, monkeypatch, capsys):
+    """The caps' other side: 999 is a citation number like any other, and a stored report registers its system."""
+    _release(engine)
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", engine.url.render_as_string(hide_password=False))
+    monkeypatch.setenv("DEEPSCHOLAR_IMPORT_MAX_CITATIONS", "999")
+    _write(tmp_path / f"{QUERY}.md", _report(3, cite=999))
+    code, err, _ = _import(tmp_path / f"{QUERY}.md", capsys)
+    assert code == 0, err
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT kind FROM deepscholar.systems WHERE system_id = :s"),
+                            {"s": OUTSIDE}).scalar_one() == "external"
+        idx = conn.execute(sa.text("SELECT max(source_idx) FROM deepscholar.report_sources")).scalar_one()
+    assert idx == 999
+
+
+# --- §5: annotators are people, not spellings ------------------------------------------------------------------
+
+NAME_CASES = [pytest.param("\uff41\uff4c\uff49\uff43\uff45", "alice", id="full-width-is-the-same-person"),
+              pytest.param("al\ufb01e", "alfie", id="a-ligature-is-the-same-person"),
+              pytest.param("\u0430lice", None, id="a-cyrillic-a-in-a-latin-name-is-refused"),
+              pytest.param("\u5c71\u7530\u305f\u308d\u3046", "\u5c71\u7530\u305f\u308d\u3046",
+                           id="kanji-and-kana-are-one-script-family")]
+
+
+@pytest.mark.parametrize(("typed", "stored_as"), NAME_CASES)
+def test_a_look_alike_annotator_name_is_one_person_or_refused(engine, tmp_path, monkeypatch, capsys, typed,
+                                                              stored_as):
+    from deepscholar import cli
+    from faults.conftest import unchanged
+
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", engine.url.render_as_string(hide_password=False))
+    monkeypatch.setenv("DEEPSCHOLAR_AGREEMENT_RESAMPLES", "50")
+    seed_month(engine, 3)
+    plain = labelled_file(engine, tmp_path, 3, 1)
+    rows = list(csv.DictReader(plain.open(encoding="utf-8")))
+    typed_file = tmp_path / "typed.csv"
+    with typed_file.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["item_id", "annotator", "label"])
+        writer.writerows([[r["item_id"], typed, r["label"]] for r in rows])
+    capsys.readouterr()
+    if stored_as is None:
+        with unchanged(engine):
+            assert cli.main(["annotate", "import", str(typed_file)]) == 2
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and "mixes letters of several scripts (CYRILLIC, LATIN)" in err[0], err
+        return
+    assert cli.main(["annotate", "import", str(typed_file)]) == 0
+    with engine.connect() as conn:
+        assert set(conn.execute(sa.text("SELECT annotator FROM deepscholar.human_labels")).scalars()) == {stored_as}
+    plain_file = tmp_path / "plain.csv"  # the same person typing their name plainly: nothing new
+    with plain_file.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["item_id", "annotator", "label"])
+        writer.writerows([[r["item_id"], stored_as, r["label"]] for r in rows])
+    with unchanged(engine):
+        assert cli.main(["annotate", "import", str(plain_file)]) == 0
+
+
+def test_one_long_paragraph_splits_in_linear_time():
+    """A report of one 200,000-character paragraph (the report cap) took minutes to split into sentences:
+    every stop re-read the paragraph before it. Now each stop reads a bounded window."""
+    from deepscholar.text.sentences import split_report_sentences
+
+    text = " ".join(f"Claim {i} holds (see Fig. {i % 9}) for J. Smith et al. [{i % 500 + 1}]." for i in range(4000))
+    assert len(text) > 200_000
+    start = time.perf_counter()
+    sentences = split_report_sentences(text)
+    assert time.perf_counter() - start < 5
+    assert len(sentences) == 4000
