@@ -427,13 +427,22 @@ def cmd_annotate_export(args) -> int:
     return 0
 
 
+def _listed(names: list[str], most: int = 20) -> str:
+    """Names for one line: the first `most`, then how many more."""
+    if not names:
+        return "none"
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
 def cmd_annotate_import(args) -> int:
     from deepscholar.evaluation.annotation import import_labels
 
     s = import_labels(_engine(), args.file, args.annotator)
     print(f"imported {s.path}: {s.stored} labels stored, {s.replaced} replaced (the old ones kept in the history), "
           f"{s.unchanged} unchanged, {s.skipped_empty} rows without a label skipped; annotators: "
-          f"{', '.join(s.annotators) or 'none'}")
+          f"{_listed(s.annotators)}; judge-vs-humans agreement stored anew: {s.agreement_rows} "
+          f"(metric, judge) entries")
     return 0
 
 
@@ -576,12 +585,21 @@ def _print_board_versions(engine, release_id: str | None, judge_config: str | No
 
 
 def cmd_agreement(args) -> int:
-    from deepscholar.evaluation.human_agreement import agreement_report, format_agreement_report
+    from deepscholar.evaluation.human_agreement import (
+        agreement_report,
+        format_agreement_report,
+        lock_labels,
+        save_agreement,
+    )
     from deepscholar.evaluation.judges import judge_config_of
 
     engine = _engine()
     release = _release(engine, args.release)
-    report = agreement_report(engine, release, args.metric, judge_config_of(args.judge))
+    judge = judge_config_of(args.judge)
+    with engine.begin() as conn:  # computed under the labels' lock and stored: what the page then shows
+        lock_labels(conn)
+        report = agreement_report(engine, release, args.metric, judge, conn=conn)
+        save_agreement(conn, release, judge, report)
     print(format_agreement_report(report, args.format))
     return 0
 

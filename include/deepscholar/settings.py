@@ -537,6 +537,27 @@ class Settings:
         "rewrites Host); a post whose Origin is another site's gets 403", shown_default="none",
         blank_is_unset=False)
 
+    # --- bounds on what a third party writes (annotation and report imports) -------------------------------
+    # Each is checked before the input is read whole or stored, and refused in one line naming the setting.
+    agreement_annotators_per_item: int = _setting(
+        "DEEPSCHOLAR_AGREEMENT_ANNOTATORS_PER_ITEM", 10, _number(int, "an integer >= 2", 2), "judging",
+        "judge validation's humans-among-themselves statistics (alpha, pairwise agreement) read at most this many "
+        "labels per item, the same ones every time (a seeded hash of item and annotator picks them); the "
+        "judge-vs-humans majority uses every label. Bounds the work of `annotate import` and `agreement`")
+    import_max_file_bytes: int = _setting(
+        "DEEPSCHOLAR_IMPORT_MAX_FILE_BYTES", 100_000_000, POSITIVE_INT, "command line",
+        "largest file `deepscholar import-reports` (and `annotate import`) reads, in bytes; a larger one is "
+        "refused before it is read")
+    import_max_report_chars: int = _setting(
+        "DEEPSCHOLAR_IMPORT_MAX_REPORT_CHARS", 200_000, POSITIVE_INT, "command line",
+        "longest report text `deepscholar import-reports` stores, in characters; a longer output is not imported "
+        "(one line, exit 2)")
+    import_max_citations: int = _setting(
+        "DEEPSCHOLAR_IMPORT_MAX_CITATIONS", 500, _number(int, "an integer from 1 to 999", 1, maximum=999),
+        "command line",
+        "most sources one imported report may have, and its highest citation number; an output with more is not "
+        "imported (one line, exit 2; citation numbers are read up to 999)")
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Every setting from `environ` (default: this process's environment); InvalidInput lists every

@@ -1,5 +1,6 @@
 """Human labels for tests, written straight into annotation_items / human_labels (migration 0021), as an
-`annotate import` would leave them, for the judged units a test picked (annotation_units.judged_units)."""
+`annotate import` would leave them, for the judged units a test picked (annotation_units.judged_units),
+with the months' judge-vs-humans agreement stored as the import stores it (human_agreement_stats)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.evaluation.annotation_units import JudgedUnit, annotatable_metric
+from deepscholar.evaluation.human_agreement import store_agreement
 
 __all__ = ["store_human_labels"]
 
@@ -35,4 +37,6 @@ def store_human_labels(engine: Engine, units: Iterable[JudgedUnit], labels: Mapp
             conn.execute(sa.text("""
                 INSERT INTO human_labels (item_id, annotator, label) VALUES (:i, :a, :l)
                 ON CONFLICT (item_id, annotator) DO UPDATE SET label = excluded.label"""), rows)
+        for month in sorted({u.release_id for u in units}):
+            store_agreement(engine, conn, month)
     return len(rows)

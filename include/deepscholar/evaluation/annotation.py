@@ -9,12 +9,23 @@ annotation_samples / annotation_sample_items: which units, drawn from which seed
 at the time), so agreement can be computed later without the file. The same seed on the same judgments
 draws the same units in the same order.
 
+The CSV is RFC 4180 with CRLF line ends (a line break inside a cell is quoted), and a cell that would start
+with a spreadsheet formula lead (`=`, `+`, `-`, `@`, tab, CR) gets a leading `'` (text/spreadsheet.py);
+the JSONL keeps the exact text.
+
 `import_labels` reads such a file back once annotators filled the `label` column (JSONL or CSV, extra
 columns allowed): all or nothing, in one transaction. A bad row (unknown item, a label the item does not
 allow, a second row for the same item and annotator, no annotator, missing columns) refuses the whole file
 with one error naming its line; an empty label is "not labelled yet" and skipped. Each annotator keeps one
 current label per item (human_labels); relabelling replaces one's own and keeps the old one in
 human_label_history, and importing the same file again changes nothing.
+
+An annotator's name is one person however it is typed: it is NFKC-normalised (full-width letters, ligatures
+and compatibility forms fold to their plain form), and a name that mixes letters of several scripts (a Latin
+name with one Cyrillic "а" in it) is refused, so a look-alike cannot pass for a new person. A file larger
+than DEEPSCHOLAR_IMPORT_MAX_FILE_BYTES is refused before it is read. An import that changed labels
+recomputes the judge-vs-humans agreement of their months in the same transaction and stores it
+(human_agreement.store_agreement), so what the page reads always matches the labels.
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ import json
 import os
 import random
 import tempfile
+import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,12 +167,15 @@ def _write_files(rows: Sequence[dict[str, Any]], jsonl: Path, csv_path: Path) ->
     if not rows:
         columns = [*FILE_COLUMNS, LABEL_COLUMN]
     _write_atomically(jsonl, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    from deepscholar.text.spreadsheet import csv_cell
+
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    # CRLF (RFC 4180): a CR or LF inside a report's sentence is quoted; formula leads get a `'` (csv_cell).
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\r\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({c: json.dumps(row[c], ensure_ascii=False) if isinstance(row.get(c), list) else row.get(c, "")
-                         for c in columns})
+        writer.writerow({c: json.dumps(row[c], ensure_ascii=False) if isinstance(row.get(c), list)
+                         else csv_cell(row.get(c, "")) for c in columns})
     _write_atomically(csv_path, buf.getvalue())
 
 
@@ -253,10 +268,12 @@ class ImportSummary:
     unchanged: int = 0  # the same label as the annotator's current one (nothing written)
     skipped_empty: int = 0  # rows without a label yet
     annotators: list[str] = field(default_factory=list)
+    agreement_rows: int = 0  # stored judge-vs-humans entries (human_agreement_stats) this import changed
 
     def as_dict(self) -> dict:
         return {"path": self.path, "rows": self.rows, "stored": self.stored, "replaced": self.replaced,
-                "unchanged": self.unchanged, "skipped_empty": self.skipped_empty, "annotators": self.annotators}
+                "unchanged": self.unchanged, "skipped_empty": self.skipped_empty, "annotators": self.annotators,
+                "agreement_rows": self.agreement_rows}
 
 
 @dataclass(frozen=True)
@@ -332,7 +349,39 @@ def _read_csv(path: Path, text: str) -> Iterator[tuple[str, dict]]:
             yield where, row
 
 
+# Scripts that are written together in one name: Japanese mixes kanji and kana, Korean hangul and hanja.
+_SCRIPTS_WRITTEN_TOGETHER = ({"CJK", "HIRAGANA", "KATAKANA"}, {"CJK", "HANGUL"})
+
+
+def _script(ch: str) -> str:
+    """The script of a letter, as the first word of its Unicode name (LATIN, CYRILLIC, GREEK, CJK, ...)."""
+    return unicodedata.name(ch, "UNKNOWN").split(" ", 1)[0]
+
+
+def annotator_name(raw: str) -> str:
+    """The annotator's name as stored: NFKC, trimmed. ValueError (saying why) for a name whose letters come
+    from several scripts, except the ones written together (Japanese, Korean)."""
+    name = unicodedata.normalize("NFKC", raw).strip()
+    scripts = {_script(ch) for ch in name if unicodedata.category(ch).startswith("L")}
+    if len(scripts) > 1 and not any(scripts <= together for together in _SCRIPTS_WRITTEN_TOGETHER):
+        raise ValueError(f"annotator {name[:40]!r} mixes letters of several scripts ({', '.join(sorted(scripts))}); "
+                         "a look-alike name would count as another person: write it in one script")
+    return name
+
+
 def _read_rows(path: Path, annotator: str | None) -> list[_Row]:
+    from deepscholar.settings import current_settings
+
+    cap = current_settings().import_max_file_bytes
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise NotFound(f"no annotation file {str(path)!r}") from None
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {path}: {exc}") from None
+    if size > cap:
+        raise InvalidInput(f"{path}: {size} bytes, more than DEEPSCHOLAR_IMPORT_MAX_FILE_BYTES ({cap}); "
+                           "nothing was imported (split the file)")
     try:
         text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
@@ -346,6 +395,10 @@ def _read_rows(path: Path, annotator: str | None) -> list[_Row]:
     for line, obj in (_read_jsonl if as_json else _read_csv)(path, text):
         item_id, label = _cell(obj.get("item_id")), _cell(obj.get(LABEL_COLUMN))
         who = _cell(obj.get(ANNOTATOR_COLUMN)) or default
+        try:
+            who = annotator_name(who)
+        except ValueError as exc:
+            raise _refuse(path, line, str(exc)) from None
         if not item_id:
             raise _refuse(path, line, "empty item_id")
         if label and not who:
@@ -405,17 +458,35 @@ def import_labels(engine: Engine, path: str | os.PathLike, annotator: str | None
                 (new if before is None else changed).append(
                     {"item": row.item_id, "who": row.annotator, "label": row.label, "file": str(path)})
         summary.stored, summary.replaced = len(new), len(changed)
+        # One statement per table whatever the number of rows (arrays unnested server-side).
         if changed:
             conn.execute(sa.text("""
-                UPDATE human_label_history SET replaced_at = now()
-                WHERE item_id = :item AND annotator = :who AND replaced_at IS NULL"""), changed)
+                UPDATE human_label_history h SET replaced_at = now()
+                FROM unnest(CAST(:items AS text[]), CAST(:whos AS text[])) AS c(item_id, annotator)
+                WHERE h.item_id = c.item_id AND h.annotator = c.annotator AND h.replaced_at IS NULL"""),
+                {"items": [r["item"] for r in changed], "whos": [r["who"] for r in changed]})
         if new or changed:
+            written = [*new, *changed]
+            arrays = {"items": [r["item"] for r in written], "whos": [r["who"] for r in written],
+                      "labels": [r["label"] for r in written], "file": str(path)}
             conn.execute(sa.text("""
-                INSERT INTO human_labels (item_id, annotator, label, source_file) VALUES (:item, :who, :label, :file)
+                INSERT INTO human_labels (item_id, annotator, label, source_file)
+                SELECT item_id, annotator, label, :file
+                FROM unnest(CAST(:items AS text[]), CAST(:whos AS text[]), CAST(:labels AS text[]))
+                     AS x(item_id, annotator, label)
                 ON CONFLICT (item_id, annotator) DO UPDATE SET label = excluded.label,
-                    source_file = excluded.source_file, labelled_at = now()"""), [*new, *changed])
+                    source_file = excluded.source_file, labelled_at = now()"""), arrays)
             conn.execute(sa.text("""
                 INSERT INTO human_label_history (item_id, annotator, label, source_file)
-                VALUES (:item, :who, :label, :file)"""), [*new, *changed])
+                SELECT item_id, annotator, label, :file
+                FROM unnest(CAST(:items AS text[]), CAST(:whos AS text[]), CAST(:labels AS text[]))
+                     AS x(item_id, annotator, label)"""), arrays)
+            from deepscholar.evaluation.human_agreement import store_agreement
+
+            months = conn.execute(sa.text(
+                "SELECT DISTINCT release_id FROM annotation_items WHERE item_id = ANY(:ids) ORDER BY 1"),
+                {"ids": sorted({r["item"] for r in [*new, *changed]})}).scalars().all()
+            for month in months:
+                summary.agreement_rows += store_agreement(engine, conn, month)
     return summary
 

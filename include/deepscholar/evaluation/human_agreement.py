@@ -8,12 +8,23 @@ humans, when several labelled, Krippendorff's alpha and pairwise agreement. Besi
 the DeepScholar paper reported for the metric (`paper_human_agreement`, when the metric declares one).
 `deepscholar agreement` prints it; the leaderboard page shows it beside the board. The statistics
 themselves live in judge_agreement.py.
+
+Stored, not computed by readers: `store_agreement` computes the entries of a month under every judge config
+that judged its labelled metrics and upserts them into human_agreement_stats (release, judge config, metric),
+changed rows only. `annotate import` calls it in the transaction that stores the labels, `deepscholar
+agreement` after it prints; the page reads `stored_agreement` (one indexed query), so labels someone
+imported cost it nothing. Bounded work: the humans' agreement among themselves reads at most
+DEEPSCHOLAR_AGREEMENT_ANNOTATORS_PER_ITEM labels per item (`capped_labels`: the same ones every time, by a
+seeded hash of item and annotator), as a slots × items table, never annotators × items; the entry says the
+cap and how many items it cut (`annotators_per_item_cap`, `n_items_capped`). Every other number is linear
+in the labels.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -29,9 +40,13 @@ from deepscholar.evaluation.annotation_units import (
 )
 from deepscholar.evaluation.judges import judge_config_of
 
-__all__ = ["FORMATS", "labelled_metrics", "agreement_report", "format_agreement_report"]
+__all__ = ["FORMATS", "labelled_metrics", "capped_labels", "agreement_report", "store_agreement",
+           "save_agreement", "lock_labels",
+           "stored_agreement", "format_agreement_report"]
 
 FORMATS = ("table", "json", "markdown")
+CAP_SEED = "deepscholar-agreement-cap-v1"  # the hash that picks which labels of an over-full item are read
+_STORE_LOCK = "deepscholar_human_labels"  # annotation.import_labels' lock: one writer of labels and stats
 
 
 def labelled_metrics(conn: sa.Connection, release_id: str) -> list[str]:
@@ -61,16 +76,45 @@ def _interval(ci: tuple[float, float] | None) -> list[float] | None:
     return None if ci is None else [ci[0], ci[1]]
 
 
+def _cap_key(item: str, annotator: str) -> bytes:
+    return hashlib.sha256(f"{CAP_SEED}\x1f{item}\x1f{annotator}".encode()).digest()
+
+
+def capped_labels(humans: Mapping[str, Mapping[str, str]], cap: int) -> tuple[list[list[str | None]], int]:
+    """(slots × items table, items cut): each item's labels of at most `cap` annotators, in `cap` rows.
+
+    Alpha (nominal) and pairwise agreement depend only on the labels each item got, not on who gave them,
+    so row k holds each item's k-th kept label (None past its last). Which annotators are kept on an item
+    with more than `cap` is fixed: the `cap` smallest sha256(CAP_SEED, item, annotator), whatever order or
+    number of rows the labels were imported in. Work and memory: cap × items."""
+    items = sorted(humans)
+    slots: list[list[str | None]] = [[None] * len(items) for _ in range(min(cap, max((len(g) for g in humans.values()),
+                                                                                    default=0)))]
+    cut = 0
+    for j, item in enumerate(items):
+        given = humans[item]
+        names = list(given)
+        if len(names) > cap:
+            cut += 1
+            names = sorted(names, key=lambda a: _cap_key(item, a))[:cap]
+        for k, name in enumerate(sorted(names)):
+            slots[k][j] = given[name]
+    return slots, cut
+
+
 def _inter_annotator(humans: dict[str, dict[str, str]], annotators: Sequence[str], labels: Sequence[str], *,
-                     seed: int, n_resamples: int, intervals: bool, kappa_intervals: bool) -> dict | None:
-    """Among the humans (several annotators only): Krippendorff's alpha and pairwise agreement, with CIs."""
+                     seed: int, n_resamples: int, intervals: bool, kappa_intervals: bool, cap: int) -> dict | None:
+    """Among the humans (several annotators only): Krippendorff's alpha and pairwise agreement, with CIs, on
+    at most `cap` labels per item (capped_labels)."""
     if len(annotators) < 2:
         return None
     items = sorted(humans)
-    table = [[humans[i].get(a) for i in items] for a in annotators]
+    table, cut = capped_labels(humans, cap)
     return {
         "n_annotators": len(annotators),
         "n_items": sum(1 for i in items if len(humans[i]) >= 2),  # items labelled by two or more
+        "annotators_per_item_cap": cap,
+        "n_items_capped": cut,  # items with more labels than the cap: these statistics read `cap` of them
         "krippendorff_alpha": stats.krippendorff_alpha(table, labels),
         "alpha_ci": _interval(stats.alpha_ci(table, labels, seed=seed, n_resamples=n_resamples)
                               if intervals and kappa_intervals else None),
@@ -80,9 +124,13 @@ def _inter_annotator(humans: dict[str, dict[str, str]], annotators: Sequence[str
 
 
 def _metric_report(engine: Engine, release_id: str, name: str, judge_config: str, *, seed: int,
-                   n_resamples: int, intervals: bool, kappa_intervals: bool) -> dict:
+                   n_resamples: int, intervals: bool, kappa_intervals: bool, cap: int,
+                   conn: sa.Connection | None = None) -> dict:
     metric = annotatable_metric(name)
-    with engine.connect() as conn:
+    if conn is None:
+        with engine.connect() as own:
+            humans, reports = _human_labels(own, release_id, name)
+    else:  # the importer's transaction: it sees the labels it is storing
         humans, reports = _human_labels(conn, release_id, name)
     judge = {u.item_id: u.judge_label for u in judged_units(engine, release_id, name, judge_config, reports)
              if u.judge_label is not None}  # unscored judgments answer nothing
@@ -111,15 +159,16 @@ def _metric_report(engine: Engine, release_id: str, name: str, judge_config: str
         "kappa_ci": _interval(stats.kappa_ci(judge_side, human_side, labels, seed=seed, n_resamples=n_resamples)
                               if intervals and kappa_intervals else None),
         "confusion": stats.confusion(judge_side, human_side, labels),  # judge label -> human label -> count
+        "n_labels": sum(len(given) for given in humans.values()),
         "inter_annotator": _inter_annotator(humans, annotators, labels, seed=seed, n_resamples=n_resamples,
-                                            intervals=intervals, kappa_intervals=kappa_intervals),
+                                            intervals=intervals, kappa_intervals=kappa_intervals, cap=cap),
         "paper_agreement": getattr(metric, "paper_human_agreement", None),
     }
 
 
 def agreement_report(engine: Engine, release_id: str, metric: str | None = None, judge_config: str | None = None,
                      *, seed: int = 0, n_resamples: int | None = None, intervals: bool = True,
-                     kappa_intervals: bool = True) -> list[dict]:
+                     kappa_intervals: bool = True, conn: sa.Connection | None = None) -> list[dict]:
     """One entry per annotatable metric with human labels on the release (only `metric` when given), in
     registry order: the judge's agreement with the humans' majority and the humans' agreement among
     themselves (keys in the module docstring and docs/ARCHITECTURE.md, "Judge validation").
@@ -127,16 +176,17 @@ def agreement_report(engine: Engine, release_id: str, metric: str | None = None,
     `judge_config` (default: DEEPSCHOLAR_JUDGE's) is the judge whose labels are compared. `intervals=False`
     skips the bootstrap; `kappa_intervals=False` only the slow part of it (kappa's and alpha's intervals
     resample in a Python loop, about a second per metric; percent agreement's are vectorised): the page. Refused, with how to fix it: an unknown or unannotatable
-    metric, no human labels for the release (or metric), a judge config with no judgments on the release."""
+    metric, no human labels for the release (or metric), a judge config with no judgments on the release.
+    `conn`: read the labels on this connection (a transaction that holds the labels' lock, to store them)."""
     from deepscholar.settings import current_settings
 
     judge_config = judge_config_of(judge_config)
     if metric is not None:
         annotatable_metric(metric)  # InvalidInput for an unknown metric or one no human can validate
-    with engine.connect() as conn:
-        labelled = labelled_metrics(conn, release_id)
-        judged = judged_metric_names(conn, release_id, judge_config)
-        configs = sorted(conn.execute(sa.text("""
+    with engine.connect() as own:
+        labelled = labelled_metrics(conn or own, release_id)
+        judged = judged_metric_names(own, release_id, judge_config)
+        configs = sorted(own.execute(sa.text("""
             SELECT DISTINCT j.judge_config FROM judgments j JOIN reports r USING (report_id)
             WHERE r.release_id = :r"""), {"r": release_id}).scalars())
     wanted = [m for m in ([metric] if metric else annotatable_metric_names()) if m in labelled]
@@ -149,9 +199,71 @@ def agreement_report(engine: Engine, release_id: str, metric: str | None = None,
         raise NotFound(f"judge config {judge_config!r} has no judgments of {', '.join(wanted)} on release "
                        f"{release_id}; judge configs with judgments there: {', '.join(configs) or 'none'} "
                        f"(judge the month with `deepscholar evaluate --release {release_id} --judge ...`)")
-    resamples = n_resamples or current_settings().agreement_resamples
+    settings = current_settings()
+    resamples = n_resamples or settings.agreement_resamples
     return [_metric_report(engine, release_id, m, judge_config, seed=seed, n_resamples=resamples,
-                           intervals=intervals, kappa_intervals=kappa_intervals) for m in wanted]
+                           intervals=intervals, kappa_intervals=kappa_intervals,
+                           cap=settings.agreement_annotators_per_item, conn=conn)
+            for m in wanted]
+
+
+def save_agreement(conn: sa.Connection, release_id: str, judge_config: str, entries: Sequence[dict]) -> int:
+    """Upsert entries of agreement_report (full intervals, seed 0) into human_agreement_stats; an entry equal
+    to the stored one is left alone. Returns the rows written."""
+    written = 0
+    for entry in entries:
+        written += conn.execute(sa.text("""
+            INSERT INTO human_agreement_stats (release_id, judge_config, metric, report, n_labels)
+            VALUES (:r, :j, :m, CAST(:report AS jsonb), :n)
+            ON CONFLICT (release_id, judge_config, metric) DO UPDATE
+                SET report = excluded.report, n_labels = excluded.n_labels, computed_at = now()
+            WHERE human_agreement_stats.report IS DISTINCT FROM excluded.report"""),
+            {"r": release_id, "j": judge_config, "m": entry["metric"], "report": json.dumps(entry),
+             "n": entry["n_labels"]}).rowcount
+    return written
+
+
+def lock_labels(conn: sa.Connection) -> None:
+    """Wait for, then hold until `conn`'s transaction ends, the one lock every writer of labels and stored
+    agreement takes."""
+    conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": _STORE_LOCK})
+
+
+def store_agreement(engine: Engine, conn: sa.Connection, release_id: str, judge_config: str | None = None) -> int:
+    """Compute the month's judge-vs-humans entries (every judge config with judgments of a labelled metric,
+    or only `judge_config`) with full intervals, and upsert them into human_agreement_stats on `conn` (the
+    caller's transaction; it takes the labels' lock). Rows whose entry did not change are left alone, so
+    running it twice changes nothing. Returns the rows written."""
+    from deepscholar.settings import current_settings
+
+    settings = current_settings()
+    lock_labels(conn)
+    labelled = labelled_metrics(conn, release_id)
+    if not labelled:
+        return 0
+    configs = [judge_config] if judge_config else sorted(conn.execute(sa.text("""
+        SELECT DISTINCT j.judge_config FROM judgments j JOIN reports r USING (report_id)
+        WHERE r.release_id = :r AND j.metric = ANY(:m)"""), {"r": release_id, "m": labelled}).scalars())
+    written = 0
+    for config in configs:
+        judged = judged_metric_names(conn, release_id, config)
+        for name in labelled:
+            if name not in judged:
+                continue
+            entry = _metric_report(engine, release_id, name, config, seed=0,
+                                   n_resamples=settings.agreement_resamples, intervals=True, kappa_intervals=True,
+                                   cap=settings.agreement_annotators_per_item, conn=conn)
+            written += save_agreement(conn, release_id, config, [entry])
+    return written
+
+
+def stored_agreement(conn: sa.Connection, release_id: str, judge_config: str) -> list[dict]:
+    """The stored entries of a month under one judge config, in registry order ([] when none): what the
+    page shows. One indexed read; nothing is computed."""
+    rows = {r.metric: r.report for r in conn.execute(sa.text("""
+        SELECT metric, report FROM human_agreement_stats WHERE release_id = :r AND judge_config = :j"""),
+        {"r": release_id, "j": judge_config})}
+    return [rows[m] for m in annotatable_metric_names() if m in rows]
 
 
 # ------------------------------------------------------------------------------------------- formatting
@@ -194,6 +306,10 @@ def format_agreement_report(report: Sequence[dict], fmt: str = "table") -> str:
     parts = [f"**{title}**" if fmt == "markdown" else title, "", tabulate(body, headers=head, tablefmt=tablefmt, disable_numparse=True)]
     for r in report:
         extra = []
+        inter = r.get("inter_annotator") or {}
+        if inter.get("n_items_capped"):
+            extra.append(f"humans' alpha and agreement read {inter['annotators_per_item_cap']} labels on each of "
+                         f"the {inter['n_items_capped']} items with more (DEEPSCHOLAR_AGREEMENT_ANNOTATORS_PER_ITEM)")
         if r["n_ties"]:
             extra.append(f"{r['n_ties']} items without a human majority left out")
         if r["n_unjudged"]:

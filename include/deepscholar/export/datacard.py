@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from deepscholar.export.tables import TABLES, TEXT_COLUMNS
+from deepscholar.export.tables import TABLES, TEXT_COLUMNS, UNTRUSTED_COLUMNS
 from deepscholar.release.licences import PaperLicence
 from deepscholar.settings import Settings
 
@@ -65,6 +65,17 @@ def write_datacard(path: Path, *, release: dict, frames: dict[str, pd.DataFrame]
         "TEXT = {" + ", ".join(f'"{c}": str' for c in TEXT_COLUMNS) + "}",
         'queries = pd.read_csv("queries.csv", dtype=TEXT)',
         'queries = pd.read_parquet("queries.parquet")  # the same columns, typed (needs pyarrow)', "```", "",
+        "## Untrusted text", "",
+        "These columns hold text third parties wrote, as they wrote it: systems (their reports and sources, "
+        "reports imported from outside systems too), the papers' authors, OpenAlex and LLM judges. Treat them "
+        "as data: never run them as markup, code or formulas.", "",
+        *(f"- `{table}.csv`: " + ", ".join(f"`{c}`" for c in columns) for table, columns in UNTRUSTED_COLUMNS.items()),
+        "",
+        "The CSV files are RFC 4180 with CRLF line ends: a field holding a line break (CR or LF), a comma or a "
+        "quote is quoted, so every CSV reader sees one row per record. In the CSV files only, a text cell that "
+        "begins with `=`, `+`, `-`, `@`, a tab or a carriage return starts with an added `'`, so a spreadsheet "
+        "shows it instead of running it as a formula; strip that one leading `'` from such cells to get the "
+        "text back. The Parquet files hold the exact text.", "",
         "## Judges", "",
     ]
     judges = frames["judge_configs"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Column", "Table", "TABLES", "TEXT_COLUMNS", "WITHHELD_QUERY_COLUMNS"]
+__all__ = ["Column", "Table", "TABLES", "TEXT_COLUMNS", "UNTRUSTED_COLUMNS", "WITHHELD_QUERY_COLUMNS"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,19 @@ def _cols(*pairs: tuple[str, str]) -> tuple[Column, ...]:
 # be told they are text, or 2506.01010 becomes the float 2506.0101 (the datacard says how).
 TEXT_COLUMNS = ("arxiv_id", "resolved_arxiv_id", "cite_key", "bib_year", "item_key", "openalex_id",
                 "metric_version", "runner_up", "system_id")
+# Columns holding text a third party wrote, as it wrote it: systems (their reports, errors and what they say
+# of their sources, imported from outside systems too), the papers' authors (titles, abstracts, sections,
+# bibliographies), OpenAlex, and LLM judges (whose answers read all of that). Read them as data, never as
+# markup or formulas: the CSVs neutralise formula leads (export/writer.py), the Parquet files keep them exact.
+UNTRUSTED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "queries": ("title", "abstract", "authors", "venue", "section_title", "section_text", "section_raw_latex"),
+    "exemplar_references": ("cite_key", "bib_title", "bib_authors", "bib_year", "bib_doi", "resolved_title",
+                            "resolved_doi"),
+    "nuggets": ("text",),
+    "reports": ("error", "text"),
+    "report_sources": ("url", "title", "snippet"),
+    "judgments": ("label", "unscored_reason", "explanation"),
+}
 # The exemplar's texts, left empty when the paper's licence does not allow redistribution.
 WITHHELD_QUERY_COLUMNS = ("section_text", "section_raw_latex")
 _LICENCE = (("license", "the paper's licence URL from arXiv's OAI-PMH record (empty: unknown or never fetched)"),

@@ -8,11 +8,24 @@ which release manifest, judges, code and board version the numbers come from.
 Texts of papers whose licence does not allow redistribution (the exemplar section, its LaTeX, and the
 human exemplar's report, which is that section) are left empty with a `text_withheld` reason; titles and
 abstracts are arXiv metadata (CC0) and stay.
+
+Much of the text is written by third parties (systems' reports, their sources' titles, papers' authors;
+tables.UNTRUSTED_COLUMNS), so the CSVs are written to be read safely (`csv_cell`): RFC 4180 with CRLF line
+ends, so every field holding a CR or LF is quoted and no reader splits a row on a bare CR; a text cell that
+starts with `=`, `+`, `-`, `@`, a tab or a CR gets a leading `'`, so a spreadsheet shows it instead of running
+it as a formula. The Parquet files keep the exact text.
+
+`--out` names a folder that is the export: an existing export there is replaced whole (written beside it,
+then swapped in: no file of an earlier export survives); a folder holding anything but an export, or a
+file, is refused in one line.
 """
 
 from __future__ import annotations
 
+import csv
 import logging
+import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,12 +41,58 @@ from deepscholar.export.tables import TABLES, WITHHELD_QUERY_COLUMNS, Table
 from deepscholar.release.context import code_version
 from deepscholar.release.licences import PaperLicence, query_licences
 from deepscholar.settings import Settings, current_settings
+from deepscholar.text.spreadsheet import FORMULA_LEADS, csv_cell
 
-__all__ = ["ExportResult", "export_release", "metrics_frame"]
+__all__ = ["ExportResult", "export_release", "metrics_frame", "csv_cell", "FORMULA_LEADS"]
 
 log = logging.getLogger(__name__)
 
 HUMAN_EXEMPLAR_KIND = "human_exemplar"  # its report is the exemplar section itself
+DATACARD_TITLE = "# DeepScholar live benchmark: release "  # the first line of every export's README.md
+
+
+def _csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    out = frame.copy()
+    for column in out.columns:
+        if out[column].dtype == object or str(out[column].dtype) in ("str", "string"):
+            out[column] = out[column].map(csv_cell, na_action="ignore")
+    return out
+
+
+def write_csv(frame: pd.DataFrame, path: Path) -> None:
+    """RFC 4180 (CRLF line ends: every CR and LF inside a field is quoted), formula leads neutralised."""
+    _csv_safe(frame).to_csv(path, index=False, quoting=csv.QUOTE_MINIMAL, lineterminator="\r\n")
+
+
+def _is_export(folder: Path) -> bool:
+    """An earlier export's folder (its datacard says so), or an empty one: the only folders replaced."""
+    if not any(folder.iterdir()):
+        return True
+    card = folder / "README.md"
+    try:
+        with card.open(encoding="utf-8") as f:
+            return f.readline().startswith(DATACARD_TITLE)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _check_out(out: Path) -> None:
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise InvalidInput(f"--out {out} exists and is not a folder: name a new folder or an earlier export's")
+    if out.is_dir() and not _is_export(out):
+        raise InvalidInput(f"--out {out} is a folder holding something other than an export (no datacard "
+                           "README.md): name a new folder or an earlier export's, which is replaced whole")
+
+
+def _swap_in(staged: Path, out: Path) -> None:
+    """Put the staged export at `out`, replacing an earlier one whole; the old folder is removed last."""
+    old = None
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        out.rename(old / out.name)
+    staged.rename(out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 @dataclass
@@ -121,8 +180,9 @@ def _parquet_available() -> bool:
 
 def export_release(engine: Engine, release_id: str, out: Path, *, judge: str | None = None,
                    settings: Settings | None = None) -> ExportResult:
-    """Write release `release_id`'s data, reports, judgments, scores and boards into `out` (created; files
-    of the same names are replaced) as CSV and Parquet, with README.md. Withholds what the licences forbid."""
+    """Write release `release_id`'s data, reports, judgments, scores and boards into the folder `out` as CSV
+    and Parquet, with README.md; an earlier export there is replaced whole (InvalidInput for a file, or a
+    folder holding anything else). Withholds what the licences forbid."""
     settings = settings or current_settings()
     with engine.connect() as conn:
         release = conn.execute(sa.text("""
@@ -149,16 +209,33 @@ def export_release(engine: Engine, release_id: str, out: Path, *, judge: str | N
             raise AssertionError(f"{table.name}: columns {list(frames[table.name].columns)} != {table.names}")
 
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    _check_out(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:
+        result = _write(release, frames, licences, current, judges, staged, out, settings)
+        _check_out(out)  # still ours to replace
+        _swap_in(staged, out)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    for line in result.warnings:
+        log.warning("%s", line)
+    return result
+
+
+def _write(release, frames: dict[str, pd.DataFrame], licences: dict[str, PaperLicence], current, judges: list[str],
+           folder: Path, out: Path, settings: Settings) -> ExportResult:
+    release_id = release["release_id"]
     parquet = _parquet_available()
     warnings = []
     if not parquet:
         warnings.append("pyarrow is not installed: wrote CSV only, no Parquet files (pip install pyarrow)")
     for table in TABLES:
         frame = frames[table.name]
-        frame.to_csv(out / f"{table.name}.csv", index=False)
+        write_csv(frame, folder / f"{table.name}.csv")
         if parquet:
-            frame.to_parquet(out / f"{table.name}.parquet", index=False)
+            frame.to_parquet(folder / f"{table.name}.parquet", index=False)
     never = sum(not p.fetched for p in licences.values())
     if never:
         warnings.append(f"the licences of {never} of {len(licences)} query papers of {release_id} were never "
@@ -171,11 +248,9 @@ def export_release(engine: Engine, release_id: str, out: Path, *, judge: str | N
                           withheld_papers=int(frames["queries"]["text_withheld"].notna().sum()),
                           withheld_reports=int(frames["reports"]["text_withheld"].notna().sum()),
                           warnings=warnings)
-    write_datacard(out / "README.md", release=dict(release), frames=frames, licences=licences,
+    write_datacard(folder / "README.md", release=dict(release), frames=frames, licences=licences,
                    boards=[dict(b) for b in current], result=result, settings=settings,
                    exported_by=code_version())
-    for line in warnings:
-        log.warning("%s", line)
     return result
 
 

@@ -1,6 +1,7 @@
 """What the leaderboard page reads from the warehouse, and the JSON the API serves of it.
 
-Only reads of what the roll-up stored (leaderboard, leaderboard_metrics, reports, judgments; schema in
+Only reads of what the roll-up and the label import stored (leaderboard, leaderboard_metrics, reports,
+judgments, human_agreement_stats; schema in
 deepscholar/migrations/versions/); no metric is computed here. Which board is "the latest" is decided by
 `deepscholar.evaluation.leaderboard.pick_board`, the function `deepscholar leaderboard` uses too.
 """
@@ -358,19 +359,12 @@ def category_page_boards(engine, selection, judge_config: str, min_queries: int)
 
 
 def trust_rows(engine, release_id: str | None, judge_config: str | None) -> list[dict]:
-    """How far can you trust each column: the board's judge against the month's human labels, per metric
-    (evaluation/human_agreement.py); [] when the month has no human labels, or none this judge judged.
-
-    The one thing on the page not stored by the roll-up: it follows the human labels as they are imported,
-    and costs a few queries and a vectorised bootstrap (kappa's slower interval is left to the CLI)."""
-    from deepscholar.evaluation.human_agreement import agreement_report, labelled_metrics
+    """How far can you trust each column: the board's judge against the month's human labels, per metric,
+    as `annotate import` (or `deepscholar agreement`) stored it (human_agreement_stats); [] when nothing is
+    stored for this month and judge. One indexed read: labels someone imported cost the page nothing."""
+    from deepscholar.evaluation.human_agreement import stored_agreement
 
     if release_id is None or judge_config is None:
         return []
     with engine.connect() as conn:
-        if not labelled_metrics(conn, release_id):
-            return []
-    try:
-        return agreement_report(engine, release_id, judge_config=judge_config, kappa_intervals=False)
-    except errors.NotFound:  # labels exist, but not for a metric this judge config judged
-        return []
+        return stored_agreement(conn, release_id, judge_config)

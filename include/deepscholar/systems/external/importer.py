@@ -9,11 +9,20 @@ importing again changes no row count.
 Nothing passes silently: title-only reference entries are resolved against the corpus (and arXiv title
 search) or listed as unresolved (systems.external.resolve), a report with no sources or too many
 unresolved citations is stored with `quality_flags`, and the summary counts all of it per format.
+
+Bounded input (the settings' "bounds on what a third party writes"): a file under PATH larger than
+DEEPSCHOLAR_IMPORT_MAX_FILE_BYTES refuses the import before any file is read; an output whose text is longer
+than DEEPSCHOLAR_IMPORT_MAX_REPORT_CHARS, or that has more sources or cites a number higher than
+DEEPSCHOLAR_IMPORT_MAX_CITATIONS (at most 999: citation markers are read up to three digits, so a larger
+number is refused, never cut), is not imported, before its citations are resolved. The system is registered
+with the first report stored: an import that stores nothing leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -158,6 +167,48 @@ def _check_arguments(system_id: str, release_id: str, fmt: str, title_search: st
         raise NotFound(f"{path} does not exist")
 
 
+def _check_sizes(path: Path, max_bytes: int) -> None:
+    """Refuse, before anything is read, an import holding a file larger than the cap (one line)."""
+    from deepscholar.systems.external.formats.discovery import MAX_DEPTH
+
+    if path.is_file():
+        files = [path]
+    else:
+        files = []
+        base = len(path.parts)
+        for folder, dirs, names in os.walk(path):
+            dirs[:] = [d for d in dirs if not d.startswith(".") and len(Path(folder, d).parts) - base <= MAX_DEPTH + 1]
+            files += [Path(folder, n) for n in names if not n.startswith(".")]
+    for f in files:
+        try:
+            size = f.stat().st_size
+        except OSError:
+            continue  # unreadable: the reader reports it
+        if size > max_bytes:
+            raise InvalidInput(f"{f}: {size} bytes, more than DEEPSCHOLAR_IMPORT_MAX_FILE_BYTES ({max_bytes}); "
+                               "nothing was imported")
+
+
+# Every number inside a citation bracket, however many digits: [1], [2, 1000], [3-12], \[4\].
+_BRACKET = re.compile(r"\[([\d\s,;\u2010-\u2014\u2212-]*\d[\d\s,;\u2010-\u2014\u2212-]*)\]")
+
+
+def _too_big(report: Any, max_chars: int, max_citations: int) -> str | None:
+    """Why an output's report is over a cap, or None."""
+    if len(report.text) > max_chars:
+        return (f"report text of {len(report.text)} characters, more than DEEPSCHOLAR_IMPORT_MAX_REPORT_CHARS "
+                f"({max_chars})")
+    if len(report.sources) > max_citations:
+        return (f"{len(report.sources)} sources, more than DEEPSCHOLAR_IMPORT_MAX_CITATIONS ({max_citations})")
+    highest = max((s.idx for s in report.sources), default=0)
+    for match in _BRACKET.finditer(report.text):
+        highest = max(highest, *(int(n) for n in re.findall(r"\d+", match.group(1))))
+    if highest > max_citations:
+        return (f"citation number {highest}, higher than DEEPSCHOLAR_IMPORT_MAX_CITATIONS ({max_citations}; "
+                "numbers above 999 are never read)")
+    return None
+
+
 def _read(path: Path, fmt: str) -> tuple[list[ExternalOutput], str]:
     """The outputs under PATH and the format(s) they were read as; refused when nothing is recognised."""
     try:
@@ -181,11 +232,14 @@ class _Target:
     system_id: str
     release_id: str
     path: Path
-    system: dict
+    system: dict  # {} until the first report is stored (_ensure_system)
+    format: str
     ids: set[str]
     rows: dict[int, str]
     resolver: TitleResolver
     max_unresolved_share: float
+    max_chars: int
+    max_citations: int
 
 
 def _stored_counts(engine: Engine, report_id: Any) -> dict[str, Any]:
@@ -240,7 +294,13 @@ def _import_output(target: _Target, output: ExternalOutput, claimed: dict[str, s
     if arxiv_id in claimed:
         summary.error(output, f"a second output for {arxiv_id} (first: {claimed[arxiv_id]}); not stored")
         return
+    why = _too_big(output.report, target.max_chars, target.max_citations)
+    if why:
+        summary.error(output, f"{why}; not stored")
+        return
     claimed[arxiv_id] = output.path
+    if not target.system:  # registered with the first report stored, never by an import that stores nothing
+        target.system = _ensure_system(target.engine, target.system_id, target.path, target.format)
     summary.stored(output.format, _store(target, output, arxiv_id))
 
 
@@ -261,13 +321,16 @@ def import_reports(engine: Engine, system_id: str, path: Path | str, release_id:
     from deepscholar import rate_limit
 
     rate_limit.use_warehouse(engine)  # title searches share arXiv's pace with whatever else runs
+    from deepscholar.settings import current_settings
+
+    settings = current_settings()
+    _check_sizes(path, settings.import_max_file_bytes)
     outputs, resolved = _read(path, fmt)
-    # Registered only when something can be stored: a run of unreadable files leaves no system behind.
-    system = _ensure_system(engine, system_id, path, resolved) if any(o.report for o in outputs) else {}
     summary = ImportSummary(system_id=system_id, release_id=release_id, path=str(path), format=resolved,
                             title_search=title_search, max_unresolved_share=max_unresolved_share)
-    target = _Target(engine, system_id, release_id, path, system, ids, rows, TitleResolver(engine, title_search),
-                     max_unresolved_share)
+    target = _Target(engine, system_id, release_id, path, {}, resolved, ids, rows,
+                     TitleResolver(engine, title_search), max_unresolved_share, settings.import_max_report_chars,
+                     settings.import_max_citations)
     summary.skipped = [{"path": o.path, "why": o.skipped} for o in outputs if o.skipped]
     outputs = [o for o in outputs if not o.skipped]
     summary.n_outputs = len(outputs)

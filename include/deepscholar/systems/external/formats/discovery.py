@@ -57,6 +57,8 @@ def file_unit(p: Path, explicit: bool) -> Unit | None:
                 contents[fmt.reader] = fmt.reader.load(p)
             except (OSError, ValueError) as exc:
                 return Unit(UNREADABLE, p, key, why=f"not readable as {fmt.reader.what}: {exc}")
+            except RecursionError:  # JSON nested deeper than the parser follows: hostile or broken, never ours
+                return Unit(UNREADABLE, p, key, why=f"not readable as {fmt.reader.what}: nested too deeply")
         if fmt.recognise is None or fmt.recognise(contents[fmt.reader]):
             return Unit(fmt.name, p, key, contents[fmt.reader])
     last = candidates[-1]
@@ -142,6 +144,13 @@ def _read_unit(unit: Unit, forced: ImportFormat | None) -> list[ExternalOutput]:
         return [ExternalOutput(key=unit.key, report=None, path=str(unit.path), format=unit.fmt,
                                error=f"a {unit.fmt} output, not {forced.name} (--format auto reads it)")]
     use = forced or fmt
+    from deepscholar.settings import current_settings
+
+    cap = current_settings().import_max_report_chars
+    if isinstance(unit.data, str) and len(unit.data) > cap:  # refused before parsing: parsing is the cost
+        return [ExternalOutput(key=unit.key, report=None, path=str(unit.path), format=use.name,
+                               error=f"a text of {len(unit.data)} characters, more than "
+                                     f"DEEPSCHOLAR_IMPORT_MAX_REPORT_CHARS ({cap}); not read")]
     try:
         return use.parse(unit)
     except Exception as exc:  # a broken output is reported with its path, the others still import
