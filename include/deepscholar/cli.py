@@ -596,9 +596,11 @@ def cmd_agreement(args) -> int:
     engine = _engine()
     release = _release(engine, args.release)
     judge = judge_config_of(args.judge)
-    with engine.begin() as conn:  # computed under the labels' lock and stored: what the page then shows
+    # Computed on connections of its own (none held meanwhile: the pool rule), then stored under the labels'
+    # lock in one short transaction: what the page then shows.
+    report = agreement_report(engine, release, args.metric, judge)
+    with engine.begin() as conn:
         lock_labels(conn)
-        report = agreement_report(engine, release, args.metric, judge, conn=conn)
         save_agreement(conn, release, judge, report)
     print(format_agreement_report(report, args.format))
     return 0

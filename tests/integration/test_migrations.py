@@ -175,7 +175,7 @@ def test_baseline_warehouse_upgrades_to_head_keeping_every_row(new_database):
              "race_rubrics", "gt_claims", "release_changelog", "paper_licences", "annotation_items",
              "annotation_samples", "annotation_sample_items", "human_labels", "human_label_history",
              "judge_comparison_metrics", "judge_comparisons",
-             "calibration_items", "judge_drift_checks")
+             "calibration_items", "judge_drift_checks", "human_agreement_stats")
     assert all(after.pop(table) == [] for table in added)
     # The board that existed became version 1 of its board, published, with every row kept (as version 1).
     versions = after.pop("board_versions")  # (the snapshot leaves out board_version: checked below)

@@ -37,6 +37,6 @@ def store_human_labels(engine: Engine, units: Iterable[JudgedUnit], labels: Mapp
             conn.execute(sa.text("""
                 INSERT INTO human_labels (item_id, annotator, label) VALUES (:i, :a, :l)
                 ON CONFLICT (item_id, annotator) DO UPDATE SET label = excluded.label"""), rows)
-        for month in sorted({u.release_id for u in units}):
-            store_agreement(engine, conn, month)
+    for month in sorted({u.release_id for u in units}):  # after the labels commit, as an import does
+        store_agreement(engine, month)
     return len(rows)

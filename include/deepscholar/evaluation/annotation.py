@@ -24,8 +24,8 @@ An annotator's name is one person however it is typed: it is NFKC-normalised (fu
 and compatibility forms fold to their plain form), and a name that mixes letters of several scripts (a Latin
 name with one Cyrillic "а" in it) is refused, so a look-alike cannot pass for a new person. A file larger
 than DEEPSCHOLAR_IMPORT_MAX_FILE_BYTES is refused before it is read. An import that changed labels
-recomputes the judge-vs-humans agreement of their months in the same transaction and stores it
-(human_agreement.store_agreement), so what the page reads always matches the labels.
+recomputes the judge-vs-humans agreement of their months right after its transaction and stores it
+(human_agreement.store_agreement), so what the page reads matches the labels once the import returns.
 """
 
 from __future__ import annotations
@@ -481,12 +481,16 @@ def import_labels(engine: Engine, path: str | os.PathLike, annotator: str | None
                 SELECT item_id, annotator, label, :file
                 FROM unnest(CAST(:items AS text[]), CAST(:whos AS text[]), CAST(:labels AS text[]))
                      AS x(item_id, annotator, label)"""), arrays)
-            from deepscholar.evaluation.human_agreement import store_agreement
-
             months = conn.execute(sa.text(
                 "SELECT DISTINCT release_id FROM annotation_items WHERE item_id = ANY(:ids) ORDER BY 1"),
                 {"ids": sorted({r["item"] for r in [*new, *changed]})}).scalars().all()
-            for month in months:
-                summary.agreement_rows += store_agreement(engine, conn, month)
+    if new or changed:
+        from deepscholar.evaluation.human_agreement import store_agreement
+
+        # After the labels' transaction, never inside it: computing reads judgments and reports on connections
+        # of its own, and the pool rule forbids taking those while this one is held. Until it has run, the
+        # stored agreement is the previous labels' (`deepscholar agreement` recomputes it).
+        for month in months:
+            summary.agreement_rows += store_agreement(engine, month)
     return summary
 

@@ -229,31 +229,33 @@ def lock_labels(conn: sa.Connection) -> None:
     conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": _STORE_LOCK})
 
 
-def store_agreement(engine: Engine, conn: sa.Connection, release_id: str, judge_config: str | None = None) -> int:
+def store_agreement(engine: Engine, release_id: str, judge_config: str | None = None) -> int:
     """Compute the month's judge-vs-humans entries (every judge config with judgments of a labelled metric,
-    or only `judge_config`) with full intervals, and upsert them into human_agreement_stats on `conn` (the
-    caller's transaction; it takes the labels' lock). Rows whose entry did not change are left alone, so
-    running it twice changes nothing. Returns the rows written."""
+    or only `judge_config`) with full intervals, then upsert them into human_agreement_stats in one short
+    transaction that takes the labels' lock. The computing holds no connection while it takes another (the
+    pool rule): each read is its own short connection, and the write comes after. Rows whose entry did not
+    change are left alone, so running it twice changes nothing. Returns the rows written."""
     from deepscholar.settings import current_settings
 
     settings = current_settings()
-    lock_labels(conn)
-    labelled = labelled_metrics(conn, release_id)
+    with engine.connect() as conn:
+        labelled = labelled_metrics(conn, release_id)
+        configs = [judge_config] if judge_config else sorted(conn.execute(sa.text("""
+            SELECT DISTINCT j.judge_config FROM judgments j JOIN reports r USING (report_id)
+            WHERE r.release_id = :r AND j.metric = ANY(:m)"""), {"r": release_id, "m": labelled}).scalars())
+        judged = {config: judged_metric_names(conn, release_id, config) for config in configs}
     if not labelled:
         return 0
-    configs = [judge_config] if judge_config else sorted(conn.execute(sa.text("""
-        SELECT DISTINCT j.judge_config FROM judgments j JOIN reports r USING (report_id)
-        WHERE r.release_id = :r AND j.metric = ANY(:m)"""), {"r": release_id, "m": labelled}).scalars())
+    entries = {config: [_metric_report(engine, release_id, name, config, seed=0,
+                                       n_resamples=settings.agreement_resamples, intervals=True,
+                                       kappa_intervals=True, cap=settings.agreement_annotators_per_item)
+                        for name in labelled if name in judged[config]]
+               for config in configs}
     written = 0
-    for config in configs:
-        judged = judged_metric_names(conn, release_id, config)
-        for name in labelled:
-            if name not in judged:
-                continue
-            entry = _metric_report(engine, release_id, name, config, seed=0,
-                                   n_resamples=settings.agreement_resamples, intervals=True, kappa_intervals=True,
-                                   cap=settings.agreement_annotators_per_item, conn=conn)
-            written += save_agreement(conn, release_id, config, [entry])
+    with engine.begin() as conn:
+        lock_labels(conn)
+        for config, found in entries.items():
+            written += save_agreement(conn, release_id, config, found)
     return written
 
 

@@ -30,12 +30,14 @@ class SystemExists(UserError):
 
 
 def validate_name(name: str) -> str:
-    """A system name as stored: NFKC-normalised first (full-width letters become ASCII), then the pattern
-    (ASCII only, so no mixed-script look-alike of another name can pass)."""
+    """A system name as stored: ASCII letters, digits, '.', '_' and '-' (the pattern), so no mixed-script
+    look-alike of another name can pass. A name whose NFKC form differs (full-width letters or digits, which
+    read like another, ASCII name) is refused too, naming that form, rather than silently registered as it."""
     from deepscholar.systems.config_schema import normalised
 
-    if isinstance(name, str):
-        name = normalised(name)
+    if isinstance(name, str) and (plain := normalised(name)) != name:
+        raise InvalidInput(f"invalid system name {name!r}: it looks like {plain!r} but is written with other "
+                           f"characters (Unicode NFKC); use the plain form (pattern {NAME_PATTERN})")
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name) or len(name) > MAX_NAME_LENGTH:
         raise InvalidInput(f"invalid system name {name!r}: use letters, digits, '.', '_' and '-', starting with a "
                            f"letter or digit (pattern {NAME_PATTERN}), at most {MAX_NAME_LENGTH} characters")
