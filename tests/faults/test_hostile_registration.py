@@ -116,8 +116,10 @@ def test_a_password_is_not_enough_airflow_must_let_the_user_create_benchmark_run
     assert systems(engine)["newcomer"]["config"] == {"top_k": 6}
 
 
-def test_the_page_only_creates_a_registered_system_stays_as_the_operator_left_it(site, engine, monkeypatch):
-    """The issue's reproduction: re-registering a system with an api_base and a key variable of one's own."""
+def test_the_page_only_creates_a_registered_system_stays_as_the_operator_left_it(site, engine, monkeypatch,
+                                                                                 capsys, db_url):
+    """The issue's reproduction: re-registering a system with an api_base and a key variable of one's own.
+    Moving it is the operator's, on the command line, and makes its next reports a new build."""
     add_system(engine, "external_http_demo", "external", {"endpoint": "http://systems.example/report"})
     monkeypatch.setenv("DEEPSCHOLAR_WEB_API_BASES", "http://127.0.0.1")
     hijack = {**OPERATOR, "name": "external_http_demo", "kind": "external", "version": "1",
@@ -127,6 +129,13 @@ def test_the_page_only_creates_a_registered_system_stays_as_the_operator_left_it
         resp = post(site, hijack)
     assert resp.status_code == 409 and "already registered" in error_line(resp)
     assert systems(engine)["external_http_demo"]["config"] == {"endpoint": "http://systems.example/report"}
+
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
+    code = cli.main(["systems", "add", "external_http_demo", "--kind", "external",
+                     "--config", json.dumps({"endpoint": "http://systems.example/v2/report"})])
+    out = capsys.readouterr().out
+    assert code == 0 and "moved to a new endpoint" in out and "+endpoint1+" in out, out
+    assert systems(engine)["external_http_demo"]["endpoint_revision"] == 1
 
 
 KEY_VARIABLE_CASES = [

@@ -152,8 +152,8 @@ def test_a_provider_answering_503_raises_and_keeps_the_previous_row(release):
 
     with OpenAIStub() as down:
         down.default = lambda body: 503
-        # Only the endpoint moved: the same system, updated in place.
-        assert add_system(release, "base", "deepscholar_base", base_config(down, 4)) == "updated"
+        # Only the endpoint moved: the same system, moved in place (its next reports are a new build).
+        assert add_system(release, "base", "deepscholar_base", base_config(down, 4)) == "moved"
         with pytest.raises(InfrastructureError, match=f"LLM provider {MODEL} at {down.url} unavailable"):
             generate_pair(release, RELEASE, "base", QUERIES[0])
         assert down.requests == 5  # the first call, 1 + 4 retries; then nothing else was tried

@@ -131,6 +131,35 @@ def test_two_builds_of_one_system_in_a_month_fail_the_check_naming_both(month, p
     assert run_reports_check(month, RELEASE).success
 
 
+def test_an_operator_moving_a_system_to_another_endpoint_or_key_makes_a_new_build(month, prompted):
+    """Issue 32 §1: where a system runs and with whose key is part of what wrote its reports. A timeout is not."""
+    add_system(month, "mine", KIND, {"api_base": "http://where.it.runs:4000"})
+    generate_release(month, RELEASE)
+    first = current_build(get_system(month, "mine"))
+    assert "endpoint" not in first  # a system never moved keeps the string it always had
+    assert add_system(month, "mine", KIND, {"api_base": "http://where.it.runs:4000", "timeout": 90}) == "updated"
+    assert current_build(get_system(month, "mine")) == first
+
+    assert add_system(month, "mine", KIND, {"api_base": "http://elsewhere:4000", "timeout": 90}) == "moved"
+    moved = current_build(get_system(month, "mine"))
+    assert moved == first.replace("+cfg", "+endpoint1+cfg")
+    with month.begin() as conn:
+        conn.execute(sa.text("DELETE FROM reports WHERE system_id = 'mine' AND arxiv_id = :a"), {"a": QUERIES[2]})
+    generate_release(month, RELEASE)
+    assert sorted(b for b, _ in builds(month, "mine").values()) == sorted([first, first, moved])
+    assert builds(month, "mine")[QUERIES[2]][1]["endpoint_revision"] == 1
+    result = run_reports_check(month, RELEASE)
+    assert result.failed_checks == ["one_build_per_system"], result.summary
+    assert first in result.summary and moved in result.summary
+
+    # The key it sends is part of it too; giving the same endpoint again changes nothing.
+    keyed = {"api_base": "http://elsewhere:4000", "timeout": 90, "api_key_env": "OPENAI_API_KEY"}
+    assert add_system(month, "mine", KIND, keyed) == "moved"
+    assert add_system(month, "mine", KIND, keyed) == "unchanged"
+    assert get_system(month, "mine")["endpoint_revision"] == 2
+    assert current_build(get_system(month, "mine")) == first.replace("+cfg", "+endpoint2+cfg")
+
+
 def test_reports_from_before_builds_are_one_unknown_build(month, prompted):
     add_system(month, "mine", KIND)
     generate_release(month, RELEASE)

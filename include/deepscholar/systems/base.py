@@ -110,12 +110,15 @@ class System:
         return {k: v for k, v in {**cls.defaults, **config}.items() if k not in RUN_KEYS}
 
     @classmethod
-    def effective_version(cls, registered_version: str, config: Mapping[str, Any]) -> SystemBuild:
-        """The build of a system of this kind registered with `registered_version` and `config`."""
+    def effective_version(cls, registered_version: str, config: Mapping[str, Any],
+                          endpoint_revision: int = 0) -> SystemBuild:
+        """The build of a system of this kind registered with `registered_version` and `config`, moved
+        `endpoint_revision` times since (systems.endpoint_revision)."""
         return SystemBuild(kind=cls.kind, version=str(registered_version), code=cls.version,
                            prompts={role: p.version for role, p in cls.load_prompts().items()},
                            models=cls.models(config), config=cls.output_config(config),
-                           search=search_backend(config) if cls.uses_search else None)
+                           search=search_backend(config) if cls.uses_search else None,
+                           endpoint_revision=int(endpoint_revision or 0))
 
 
 # ------------------------------------------------------------------------------ the kind registry

@@ -5,7 +5,7 @@ defaults can change under the same name. The build names all of it, so two versi
 can never mix silently in a month (systems/quality.py fails the month's reports check when they do):
 
 - a system we run (`System.effective_version`, systems/base.py):
-  `<kind>:<registered version>+code<code version>[+prompts(<prompt>,...)][+model(<model>,...)][+search(<backend>)]+cfg<hash>`,
+  `<kind>:<registered version>+code<code version>[+prompts(<prompt>,...)][+model(<model>,...)][+search(<backend>)][+endpoint<N>]+cfg<hash>`,
   e.g. `deepscholar_base:1+code2+prompts(aggregate_v1,filter_v1,queries_v1,rank_v1)+model(openai/gpt-4o)+cfg6f07e6ed`.
   `code` is the kind's `System.version` (its bump rule is there); prompts are the versions (`version:`
   lines) of the prompt files the kind uses, ordered by role, without the `<kind>_` prefix (kept when only
@@ -14,6 +14,9 @@ can never mix silently in a month (systems/quality.py fails the month's reports 
   `search` key is already in the hash) nor the registry's default (`local`) implies it, i.e. when this
   process's DEEPSCHOLAR_SEARCH_BACKEND chose another one (so a system's builds of before the backend was
   part of them keep their string, and a month mixing backends for one system fails the check);
+  `endpoint<N>` counts the operator's changes of where the system runs or with whose key since it was
+  registered (`systems.endpoint_revision`, systems/registry.py ENDPOINT_KEYS), named from the first change on
+  (so builds of systems never moved keep their string) because a changed server may write something else;
   `cfg` is a short sha256 of the output-defining config as sorted JSON (the kind's defaults overlaid with
   the registered config, less RUN_KEYS), so a changed default changes the build too;
 - a report imported from a file (systems/external/importer.py):
@@ -71,6 +74,7 @@ class SystemBuild:
     import_format: str | None = None
     import_format_version: str | None = None
     search: str | None = None  # the search backend, for a kind that searches (search_backend)
+    endpoint_revision: int = 0  # how often an operator moved the system since registration
 
     @property
     def config_hash(self) -> str:
@@ -87,6 +91,8 @@ class SystemBuild:
             parts.append(f"model({','.join(self.models)})")
         if self.search is not None and self.search != search_registry.DEFAULT and "search" not in self.config:
             parts.append(f"search({self.search})")
+        if self.endpoint_revision:
+            parts.append(f"endpoint{self.endpoint_revision}")
         parts.append(f"cfg{self.config_hash}")
         return "+".join(parts)
 
@@ -99,11 +105,13 @@ class SystemBuild:
         if self.import_format is not None:
             return {"kind": self.kind, "registered_version": self.version,
                     "import": {"format": self.import_format, "format_version": self.import_format_version}}
-        detail = {"kind": self.kind, "registered_version": self.version, "code_version": self.code,
+        detail: dict[str, Any] = {"kind": self.kind, "registered_version": self.version, "code_version": self.code,
                   "prompts": dict(sorted(self.prompts.items())), "models": list(self.models),
                   "config": self.config, "config_hash": self.config_hash}
         if self.search is not None:
             detail["search_backend"] = self.search
+        if self.endpoint_revision:
+            detail["endpoint_revision"] = self.endpoint_revision
         return detail
 
 

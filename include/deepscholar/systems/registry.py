@@ -19,6 +19,10 @@ MAX_NAME_LENGTH = 100
 # Where and how to reach a system, not what it is: they may change under the same name (a service moved,
 # a key renamed, a longer timeout). Every other config key defines the system's output.
 LOCATION_KEYS = frozenset({"endpoint", "api_base", "api_key_env", "timeout", "attempts", "retry_wait"})
+# The location keys that say which server answers, and with whose key. Changing one is the operator's
+# (`deepscholar systems add`, never the page) and counts as a new build: `systems.endpoint_revision` goes up
+# by one, and reports written from then on name it (`+endpoint<N>`, systems/build.py).
+ENDPOINT_KEYS = frozenset({"endpoint", "api_base", "api_key_env"})
 
 
 class SystemConflict(UserError):
@@ -42,6 +46,11 @@ def validate_name(name: str) -> str:
         raise InvalidInput(f"invalid system name {name!r}: use letters, digits, '.', '_' and '-', starting with a "
                            f"letter or digit (pattern {NAME_PATTERN}), at most {MAX_NAME_LENGTH} characters")
     return name
+
+
+def endpoint_of(config: dict) -> dict:
+    """The config's ENDPOINT_KEYS: which server a system's reports come from, and with whose key."""
+    return {k: v for k, v in config.items() if k in ENDPOINT_KEYS}
 
 
 def _identity(config: dict) -> dict:
@@ -95,12 +104,14 @@ def set_knowledge_cutoff(engine: Engine, name: str, cutoff: str | date | None) -
 
 def add_system(engine: Engine, name: str, kind: str, config: dict | None = None, version: str = "1",
                active: bool = True, knowledge_cutoff: str | date | None = None, *, create_only: bool = False) -> str:
-    """Register a system; returns "registered", "unchanged" or "updated" (location keys only).
+    """Register a system; returns "registered", "unchanged", "updated" (location keys other than the
+    endpoint's only) or "moved" (an endpoint key changed: a new build from now on).
 
     A name is one system for good: its reports stay on the leaderboard under it, so registering it
     again with another kind, version or output-defining config is refused (SystemConflict). A new
     version of a system is a new name (e.g. `my_system_v2`). Re-registering the same system is a no-op
-    (its `active` flag is left alone); only LOCATION_KEYS may change in place. `knowledge_cutoff` (the
+    (its `active` flag is left alone); only LOCATION_KEYS may change in place, and a change of ENDPOINT_KEYS
+    raises `endpoint_revision`, so the reports written from then on are a new build. `knowledge_cutoff` (the
     model's, see parse_cutoff) is recorded when given; a different one given again corrects it.
 
     Checked first (systems/config_schema.py): the name (NFKC-normalised), the version, the cutoff's range
@@ -147,7 +158,11 @@ def add_system(engine: Engine, name: str, kind: str, config: dict | None = None,
             return "unchanged"
         db.upsert(conn, "systems", [new], key=["system_id"],
                   update=["config", *(["knowledge_cutoff"] if changed_cutoff else [])])
-        return "updated"
+        if endpoint_of(old) == endpoint_of(config):
+            return "updated"
+        conn.execute(sa.text("UPDATE systems SET endpoint_revision = endpoint_revision + 1 WHERE system_id = :s"),
+                     {"s": name})
+        return "moved"
 
 
 def set_active(engine: Engine, name: str, active: bool) -> None:
@@ -162,7 +177,7 @@ def list_systems(engine: Engine) -> list[dict]:
     with engine.connect() as conn:
         return [dict(r) for r in conn.execute(sa.text(
             "SELECT s.system_id, s.kind, s.version, s.active, s.config, s.registered_at, s.knowledge_cutoff, "
-            "s.model_knowledge, "
+            "s.model_knowledge, s.endpoint_revision, "
             "(SELECT count(*) FROM reports r WHERE r.system_id = s.system_id AND r.status = 'ok') AS ok_reports "
             "FROM systems s ORDER BY s.system_id")).mappings()]
 
