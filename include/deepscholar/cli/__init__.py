@@ -3,7 +3,8 @@ DEEPSCHOLAR_DB_URL / DEEPSCHOLAR_HOME.
 
 One module per command group, each with its parser and its handlers: db, release, systems, reports, boards,
 judges, tools; common holds what several share. Handlers import the library inside, so `deepscholar --help`
-stays fast."""
+stays fast. Commands are named noun first (`release list`, `reports import`, `judges agreement`); the older
+spellings stay as aliases (ALIASES): the same handler, arguments, output and exit status."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import sys
 import traceback
 
 from deepscholar.cli import boards, db, judges, release, reports, systems, tools
+from deepscholar.cli.common import CommandParser
 from deepscholar.errors import InfrastructureError, UserError, is_warehouse_outage
 from deepscholar.progress import terminal_bars
 
@@ -22,11 +24,26 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 DESCRIPTION = ("The `deepscholar` command line. Every command honours the settings (`deepscholar settings`), e.g. "
                "DEEPSCHOLAR_DB_URL / DEEPSCHOLAR_HOME.")
 
-__all__ = ["build_parser", "main"]
+# Older spelling -> canonical form. Both parse to the same handler and arguments; `reports` is the group's
+# form without a sub-command (`deepscholar reports --release M` is `deepscholar reports list --release M`).
+ALIASES = {
+    "releases": "release list",
+    "import-official": "release import-official",
+    "import-reports": "reports import",
+    "generate": "reports generate",
+    "reports": "reports list",
+    "agreement": "judges agreement",
+}
+
+EPILOG = ("Older spellings are aliases, with the same arguments, output and exit status: "
+          + "; ".join(f"{old}{' (no sub-command)' if new.startswith(old + ' ') else ''} = {new}"
+                      for old, new in ALIASES.items()) + ".")
+
+__all__ = ["ALIASES", "build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="deepscholar", description=DESCRIPTION)
+    parser = CommandParser(prog="deepscholar", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO level")
     sub = parser.add_subparsers(dest="command", required=True)
     for group in (db, release, systems, reports, boards, judges, tools):  # the order `--help` lists them in

@@ -1,10 +1,12 @@
-"""What several command groups share: the warehouse engine, the release a `--release` names, argument types.
+"""What several command groups share: the warehouse engine, the release a `--release` names, argument types,
+and the parser class that lets a group keep its form without a sub-command (`deepscholar reports --release M`).
 
 Nothing heavy is imported here at module level: `deepscholar --help` imports every group module."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import overload
 
 
@@ -64,3 +66,23 @@ def non_negative_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be 0 (no cap) or a positive integer, got {text!r}")
     return value
 
+
+
+class CommandParser(argparse.ArgumentParser):
+    """argparse's parser (every sub-parser is one too) with one addition: a group given a `bare` parser
+    keeps the form it had before it had sub-commands. `deepscholar reports --release M` is parsed by
+    `bare`, exactly as the command was (same arguments, usage, help and errors); a first argument naming
+    one of the group's sub-commands (`reports list|import|generate ...`) goes to that sub-command."""
+
+    bare: argparse.ArgumentParser | None = None
+
+    def parse_known_args(self, args=None, namespace=None):
+        if self.bare is not None:
+            args = sys.argv[1:] if args is None else list(args)
+            if not args or args[0] not in self._subcommand_names():
+                return self.bare.parse_known_args(args, namespace)
+        return super().parse_known_args(args, namespace)
+
+    def _subcommand_names(self) -> set[str]:
+        return {name for action in self._actions if isinstance(action, argparse._SubParsersAction)
+                for name in action.choices}

@@ -1,5 +1,6 @@
-"""`deepscholar annotate export | import`, `agreement`, `judges compare | drift`: validating the judge, against
-human labels and against other judge configs."""
+"""`deepscholar annotate export | import`, `judges agreement | compare | drift`: validating the judge, against
+human labels and against other judge configs. `agreement` is the older spelling of `judges agreement` (an
+alias: same arguments and output)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,14 @@ import sys
 
 from deepscholar.cli.common import named_release, positive_int, ready_engine
 
+AGREEMENT_HELP = ("how far the judge agrees with human labels, per metric (percent agreement, Cohen's kappa, "
+                  "confusion, humans' Krippendorff alpha)")
+
 
 def add_commands(sub) -> None:
-    """annotate export | import, agreement (judge vs human labels), judges compare | drift (judge vs judge)."""
+    """annotate export | import, agreement (alias), judges compare | drift | agreement."""
     _add_annotate(sub)
-    p = sub.add_parser("agreement", help="how far the judge agrees with human labels, per metric (percent "
-                                          "agreement, Cohen's kappa, confusion, humans' Krippendorff alpha)")
-    p.add_argument("--release", required=True)
-    p.add_argument("--metric", default=None, help="one annotatable metric (default: every one with human labels)")
-    p.add_argument("--judge", default=None, help="judge config, or a judge spec as `evaluate --judge` takes it "
-                                                 "(default: DEEPSCHOLAR_JUDGE)")
-    p.add_argument("--format", choices=["table", "json", "markdown"], default="table")
-    p.set_defaults(func=cmd_agreement)
+    _add_agreement_args(sub.add_parser("agreement", help=AGREEMENT_HELP))
 
     judges = sub.add_parser("judges", help="judge validation across judge configs").add_subparsers(
         dest="judges_command", required=True)
@@ -32,6 +29,17 @@ def add_commands(sub) -> None:
     p.add_argument("--format", choices=["table", "json", "markdown"], default="table")
     p.set_defaults(func=cmd_judges_compare)
     _add_judges_drift(judges)
+    _add_agreement_args(judges.add_parser("agreement", help=AGREEMENT_HELP))
+
+
+def _add_agreement_args(p) -> None:
+    """`judges agreement` (judge vs human labels) and its alias `agreement`."""
+    p.add_argument("--release", required=True)
+    p.add_argument("--metric", default=None, help="one annotatable metric (default: every one with human labels)")
+    p.add_argument("--judge", default=None, help="judge config, or a judge spec as `evaluate --judge` takes it "
+                                                 "(default: DEEPSCHOLAR_JUDGE)")
+    p.add_argument("--format", choices=["table", "json", "markdown"], default="table")
+    p.set_defaults(func=cmd_judges_agreement)
 
 
 def _add_annotate(sub) -> None:
@@ -107,7 +115,7 @@ def cmd_annotate_import(args) -> int:
     return 0
 
 
-def cmd_agreement(args) -> int:
+def cmd_judges_agreement(args) -> int:
     from deepscholar.evaluation.human_agreement import (
         agreement_report,
         format_agreement_report,

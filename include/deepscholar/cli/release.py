@@ -1,5 +1,6 @@
-"""`deepscholar release build | enrich | licences | summary`, `releases`, `export`, `import-official`: the
-monthly releases, built, listed, inspected, exported and imported."""
+"""`deepscholar release list | build | enrich | licences | summary | import-official`, `export`: the monthly
+releases, listed, built, inspected, imported and exported. `releases` and `import-official` are the older
+spellings of `release list` and `release import-official` (aliases: same arguments and output)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from pathlib import Path
 
 from deepscholar.cli.common import comma_list, named_release, non_negative_int, ready_engine
 
+LIST_HELP = "list releases with status, window and counts"
+IMPORT_OFFICIAL_HELP = "load the published DeepScholar-bench dataset as a release"
+
 
 def add_commands(sub) -> None:
-    """releases, release build | enrich | licences | summary, export, import-official."""
-    p = sub.add_parser("releases", help="list releases with status, window and counts")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_releases)
+    """releases (alias), release build | enrich | licences | summary | list | import-official, export,
+    import-official (alias)."""
+    _add_list_args(sub.add_parser("releases", help=LIST_HELP))
 
     rel = sub.add_parser("release", help="build or inspect one release").add_subparsers(
         dest="release_command", required=True)
@@ -23,6 +26,8 @@ def add_commands(sub) -> None:
     p.add_argument("release")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_release_summary)
+    _add_list_args(rel.add_parser("list", help=LIST_HELP))
+    _add_import_official_args(rel.add_parser("import-official", help=IMPORT_OFFICIAL_HELP))
 
     p = sub.add_parser("export", help="write a month's dataset, reports, judgments, scores and boards as CSV and "
                                       "Parquet files with a datacard (README.md)")
@@ -32,10 +37,20 @@ def add_commands(sub) -> None:
                                                   "judge with a board")
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("import-official", help="load the published DeepScholar-bench dataset as a release")
+    _add_import_official_args(sub.add_parser("import-official", help=IMPORT_OFFICIAL_HELP))
+
+
+def _add_list_args(p) -> None:
+    """`release list` and its alias `releases`."""
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_release_list)
+
+
+def _add_import_official_args(p) -> None:
+    """`release import-official` and its alias `import-official`."""
     p.add_argument("directory", help="folder holding dataset/ and nuggets/")
     p.add_argument("--release", required=True, help="release id to store it under")
-    p.set_defaults(func=cmd_import_official)
+    p.set_defaults(func=cmd_release_import_official)
 
 
 def _add_build_and_enrich(rel) -> None:
@@ -64,7 +79,7 @@ def _add_build_and_enrich(rel) -> None:
     p.set_defaults(func=cmd_release_licences)
 
 
-def cmd_releases(args) -> int:
+def cmd_release_list(args) -> int:
     from deepscholar.reporting import format_releases, list_releases
 
     print(format_releases(list_releases(ready_engine()), as_json=args.json))
@@ -146,7 +161,7 @@ def cmd_export(args) -> int:
     return 0
 
 
-def cmd_import_official(args) -> int:
+def cmd_release_import_official(args) -> int:
     from deepscholar.release.official_import import import_official
 
     summary = import_official(ready_engine(), Path(args.directory), args.release)

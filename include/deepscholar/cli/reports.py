@@ -1,5 +1,6 @@
-"""`deepscholar import-reports`, `generate`, `reports`: the systems' reports of a release, imported from
-files, generated, listed."""
+"""`deepscholar reports list | import | generate`: the systems' reports of a release, listed, imported from
+files, generated. The older spellings are aliases (same arguments and output): `reports --release M` (no
+sub-command) is `reports list`, `import-reports` is `reports import`, `generate` is `reports generate`."""
 
 from __future__ import annotations
 
@@ -7,12 +8,37 @@ import json
 import sys
 from pathlib import Path
 
-from deepscholar.cli.common import named_release, ready_engine
+from deepscholar.cli.common import CommandParser, named_release, ready_engine
+
+LIST_HELP = "reports of a release with citation and leakage counts"
+IMPORT_HELP = "import reports produced elsewhere as an external system"
+GENERATE_HELP = "write the missing reports of a release (same code as the DAG)"
+BARE_EPILOG = ("This is `deepscholar reports list`. The group's commands: reports list --release ID [--json]; "
+               "reports import SYSTEM PATH --release ID ... (also `import-reports`); reports generate --release ID "
+               "... (also `generate`). `deepscholar reports COMMAND --help` shows each.")
 
 
 def add_commands(sub) -> None:
-    """import-reports, generate, reports."""
-    p = sub.add_parser("import-reports", help="import reports produced elsewhere as an external system")
+    """import-reports (alias), generate (alias), reports [list | import | generate]."""
+    _add_import_args(sub.add_parser("import-reports", help=IMPORT_HELP))
+    _add_generate_args(sub.add_parser("generate", help=GENERATE_HELP))
+
+    group = sub.add_parser("reports", help=LIST_HELP)
+    group.bare = CommandParser(prog=group.prog, epilog=BARE_EPILOG)  # `reports --release M`, as it always was
+    _add_list_args(group.bare)
+    commands = group.add_subparsers(dest="reports_command", required=True)
+    _add_list_args(commands.add_parser("list", help=LIST_HELP))
+    _add_import_args(commands.add_parser("import", help=IMPORT_HELP))
+    _add_generate_args(commands.add_parser("generate", help=GENERATE_HELP))
+
+
+def _add_list_args(p) -> None:
+    p.add_argument("--release", required=True)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_reports_list)
+
+
+def _add_import_args(p) -> None:
     p.add_argument("system")
     p.add_argument("path")
     p.add_argument("--release", required=True)
@@ -27,23 +53,19 @@ def add_commands(sub) -> None:
     p.add_argument("--max-unresolved", type=float, default=0.2, metavar="SHARE",
                    help="flag a report when more than this share of its cited [n] is unresolved (default 0.2)")
     p.add_argument("--json", action="store_true", help="the whole summary as JSON")
-    p.set_defaults(func=cmd_import_reports)
+    p.set_defaults(func=cmd_reports_import)
 
-    p = sub.add_parser("generate", help="write the missing reports of a release (same code as the DAG)")
+
+def _add_generate_args(p) -> None:
     p.add_argument("--release", required=True)
     p.add_argument("--system", action="append", help="only this system (repeatable)")
     p.add_argument("--regenerate-outdated", action="store_true",
                    help="with --system: first delete the system's reports of the release (and their scores) that "
                         "its current build did not write, so they are written again; costs those reports again")
-    p.set_defaults(func=cmd_generate)
-
-    p = sub.add_parser("reports", help="reports of a release with citation and leakage counts")
-    p.add_argument("--release", required=True)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_reports)
+    p.set_defaults(func=cmd_reports_generate)
 
 
-def cmd_import_reports(args) -> int:
+def cmd_reports_import(args) -> int:
     """Exit 2 when any output could not be read or placed (one line each on stderr); the rest is stored."""
     from deepscholar.systems.external.importer import format_import_summary, import_reports
 
@@ -57,7 +79,7 @@ def cmd_import_reports(args) -> int:
     return 2 if summary.n_errors else 0
 
 
-def cmd_generate(args) -> int:
+def cmd_reports_generate(args) -> int:
     from deepscholar.systems.generation import generate_release, regenerate_outdated
 
     engine = ready_engine()
@@ -70,7 +92,7 @@ def cmd_generate(args) -> int:
     return 0
 
 
-def cmd_reports(args) -> int:
+def cmd_reports_list(args) -> int:
     from tabulate import tabulate
 
     from deepscholar.systems.generation import list_reports
