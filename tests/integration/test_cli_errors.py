@@ -118,7 +118,7 @@ def _command_raising(monkeypatch, exc: BaseException) -> None:
     def cmd_releases(args):
         raise exc
 
-    monkeypatch.setattr(cli, "cmd_releases", cmd_releases)
+    monkeypatch.setattr(cli.release, "cmd_release_list", cmd_releases)  # `releases` is `release list`
 
 
 def test_an_unexpected_exception_is_a_traceback_and_exit_1(monkeypatch, capsys):
