@@ -91,6 +91,9 @@ def standalone(tmp_path, db_url, airflow_metadata_url, openalex_replay):
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": airflow_metadata_url,
         "DEEPSCHOLAR_DB_URL": db_url,
         "DEEPSCHOLAR_TASK_RETRIES": "0",
+        # The drift check re-judges its calibration slice with the local judge's model: a small slice keeps
+        # the step (tests/integration/test_judge_drift.py tests it) from doubling the month's judging time.
+        "DEEPSCHOLAR_CALIBRATION_ITEMS": "5",
         # Only the two past months exist: no automatic run for the current month may start on unpause.
         "DEEPSCHOLAR_SCHEDULE_START": MONTHS[0], "DEEPSCHOLAR_SCHEDULE_END": MONTHS[-1],
         "AIRFLOW__CORE__PARALLELISM": "4",

@@ -112,6 +112,8 @@ def test_benchmark_month_runs_on_two_celery_workers(engine, db_url, metadata_url
     server, manifest = published_month
     # The scheduler itself starts the month's run once the DAG is unpaused (as the monthly cron tick does).
     env = replay_endpoints(server, manifest, db_url) | demo_schedule_env(MONTH)
+    # A small drift slice: re-judging 40 items per metric with the local judge's model would double the month.
+    env["DEEPSCHOLAR_CALIBRATION_ITEMS"] = "5"
     airflow = LocalAirflow(tmp_path / "home", metadata_url, env, executor="celery", broker_url=broker_url,
                            workers=2, worker_concurrency=2, parallelism=8)
     with airflow:

@@ -52,7 +52,16 @@ def cmd_systems_add(args) -> int:
     engine = ready_engine()
     outcome = add_system(engine, args.name, args.kind, config, version=args.version,
                          knowledge_cutoff=args.knowledge_cutoff)
-    print(f"system {args.name} ({args.kind}) {outcome}")
+    if outcome == "moved":
+        from deepscholar.systems.generation import current_build
+        from deepscholar.systems.registry import get_system
+
+        print(f"system {args.name} ({args.kind}) moved to a new endpoint: its reports from now on are build "
+              f"{current_build(get_system(engine, args.name))}; a month that already has reports of its earlier "
+              f"build fails its reports check until `deepscholar reports generate --release MONTH --system "
+              f"{args.name} --regenerate-outdated` writes them again")
+    else:
+        print(f"system {args.name} ({args.kind}) {outcome}")
     if args.backfill or args.backfill_plan:
         return _backfill(engine, args.name, queue=args.backfill)
     return 0
