@@ -57,8 +57,11 @@ def _airflow(tmp_path, metadata_url, server, snapshot, db_url, extra: dict | Non
     manifest = json.loads((snapshot / "manifest.json").read_text())
     # Two extraction/resolution shards: still mapped tasks, half the task processes of the default four
     # (each one a process start on this 2-core machine; the demo month is small).
+    # A 5-item drift slice: the drift check re-judges it with the judge's model (the local one: seconds per
+    # metric at 40 items on 2 cores); tests/integration/test_judge_drift.py tests the check itself.
     env = replay_endpoints(server, manifest, db_url) | demo_schedule_env(MONTH) | {
-        "DEEPSCHOLAR_TASK_RETRIES": "0", "DEEPSCHOLAR_RELEASE_SHARDS": "2"} | (extra or {})
+        "DEEPSCHOLAR_TASK_RETRIES": "0", "DEEPSCHOLAR_RELEASE_SHARDS": "2",
+        "DEEPSCHOLAR_CALIBRATION_ITEMS": "5"} | (extra or {})
     return LocalAirflow(tmp_path / "home", metadata_url, env)
 
 
