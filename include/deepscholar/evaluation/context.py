@@ -7,7 +7,8 @@ query per report per metric.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -123,23 +124,7 @@ def load_reports(engine: Engine, report_ids: Sequence[int],
         counts = {(row.release_id, row.arxiv_id): row.cited_by_count for row in conn.execute(sa.text(
             "SELECT release_id, arxiv_id, cited_by_count FROM source_cited_by "
             "WHERE release_id = ANY(:r) AND arxiv_id = ANY(:a)"), {"r": releases, "a": cited})} if cited else {}
-    kind_of = {r["report_id"]: r["kind"] for r in reports}
-    release_of = {r["report_id"]: r["release_id"] for r in reports}
-    sources_of: dict[int, dict[int, SourceDoc]] = {}
-    for s in sources:
-        if s["report_id"] not in kind_of:  # a failed report's sources
-            continue
-        paper = papers.get(s["arxiv_id"])
-        # The corpus title first: the same paper then reads the same in every system's report, so a
-        # question about it (its relevance to the query) is one cached call per query, not per report.
-        title = paper.title if paper is not None and paper.title is not None else s["title"]
-        abstract = paper.abstract if paper is not None else None
-        prefer_abstract = kind_of[s["report_id"]] == "human_exemplar"
-        sources_of.setdefault(s["report_id"], {})[s["source_idx"]] = SourceDoc(
-            idx=s["source_idx"], arxiv_id=s["arxiv_id"], title=title,
-            text=source_text(title, s["snippet"], abstract, prefer_abstract=prefer_abstract),
-            abstract=abstract, cited_by_count=counts.get((release_of[s["report_id"]], s["arxiv_id"])),
-            doi=paper.doi if paper is not None else None)
+    sources_of = _source_docs(reports, sources, papers, counts)
     queries: dict[tuple[str, str], QueryInfo] = {} if queries_seen is None else queries_seen
     for release_id in {r["release_id"] for r in reports}:
         wanted = {r["arxiv_id"] for r in reports if r["release_id"] == release_id
@@ -158,3 +143,28 @@ def load_reports(engine: Engine, report_ids: Sequence[int],
             arxiv_id=r["arxiv_id"], text=r["text"] or "", query=queries[(r["release_id"], r["arxiv_id"])],
             sources=sources_of.get(r["report_id"], {}), sentences=_sentences(r["text"] or "")))
     return out
+
+
+def _source_docs(reports: Sequence[sa.RowMapping], sources: Sequence[sa.RowMapping], papers: Mapping[str, Any],
+                 counts: Mapping[tuple[str, str], int | None]) -> dict[int, dict[int, SourceDoc]]:
+    """{report id: {source idx: SourceDoc}} of the ok `reports`' cited sources, each read against the corpus
+    (`papers`: its title, abstract and DOI) and the release's cited-by counts: what the metrics judge a
+    source by, the same for every report that cites the paper."""
+    kind_of = {r["report_id"]: r["kind"] for r in reports}
+    release_of = {r["report_id"]: r["release_id"] for r in reports}
+    sources_of: dict[int, dict[int, SourceDoc]] = {}
+    for s in sources:
+        if s["report_id"] not in kind_of:  # a failed report's sources
+            continue
+        paper = papers.get(s["arxiv_id"])
+        # The corpus title first: the same paper then reads the same in every system's report, so a
+        # question about it (its relevance to the query) is one cached call per query, not per report.
+        title = paper.title if paper is not None and paper.title is not None else s["title"]
+        abstract = paper.abstract if paper is not None else None
+        prefer_abstract = kind_of[s["report_id"]] == "human_exemplar"
+        sources_of.setdefault(s["report_id"], {})[s["source_idx"]] = SourceDoc(
+            idx=s["source_idx"], arxiv_id=s["arxiv_id"], title=title,
+            text=source_text(title, s["snippet"], abstract, prefer_abstract=prefer_abstract),
+            abstract=abstract, cited_by_count=counts.get((release_of[s["report_id"]], s["arxiv_id"])),
+            doi=paper.doi if paper is not None else None)
+    return sources_of

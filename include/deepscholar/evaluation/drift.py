@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -342,28 +342,8 @@ def check_drift(engine: Engine, release_id: str, judge: str | JudgeSpec = "local
     spec = judge_spec(judge)
     _require_release(engine, release_id)
 
-    def new(name: str, status: str, message: str, **values) -> MetricDrift:
-        return MetricDrift(name, status, message, settings.drift_min_agreement, settings.drift_max_drop, **values)
-
-    slices: dict[str, list[SliceItem]] = {}
-    results: list[MetricDrift] = []
-    for name in _metric_names(metrics):
-        items = calibration_slice(engine, name, spec.config_id, size=settings.calibration_items,
-                                  source_release=settings.calibration_release)
-        if items:
-            slices[name] = items
-        else:
-            results.append(new(name, "skipped", f"{name}: no calibration slice: no human labels and no judgments "
-                               f"by {spec.config_id} on a published release"))
-    from deepscholar.evaluation.costs import predicted_call_cost
-
-    predicted: dict[str, float | None] = {}
-    with engine.connect() as conn:
-        for name, items in slices.items():
-            per_call = predicted_call_cost(conn, spec, name)
-            predicted[name] = None if per_call is None else per_call * _questions(items)
-    known = [p for p in predicted.values() if p is not None]
-    total = None if len(known) < len(predicted) else sum(known)
+    slices, results = _calibration_slices(engine, _metric_names(metrics), spec, settings)
+    predicted, total = _predicted_costs(engine, spec, slices)
     say(f"judge drift check of {release_id} under {spec.config_id}: {sum(map(len, slices.values()))} calibration "
         f"items of {', '.join(slices) or 'no metric'}, {sum(_questions(i) for i in slices.values())} judge calls, "
         f"predicted cost {_usd(total)}")
@@ -374,13 +354,11 @@ def check_drift(engine: Engine, release_id: str, judge: str | JudgeSpec = "local
                    f"DEEPSCHOLAR_CALIBRATION_MAX_COST_USD={bound:g}; nothing was sent (raise the bound, or set it to "
                    "none, to run it)")
         say(refused)
-        results += [new(name, "refused", refused, reference_kind=items[0].reference_kind, n_items=len(items),
-                        predicted_cost_usd=predicted[name])
+        results += [_new_drift(settings, name, "refused", refused, reference_kind=items[0].reference_kind,
+                               n_items=len(items), predicted_cost_usd=predicted[name])
                     for name, items in slices.items()]
         _store(engine, release_id, spec.config_id, results)
         return DriftCheck(release_id, spec.config_id, results, total, refused)
-
-    from deepscholar.llm.client import track_usage
 
     clients: dict[str, object] = {}
     for name, items in slices.items():
@@ -393,19 +371,7 @@ def check_drift(engine: Engine, release_id: str, judge: str | JudgeSpec = "local
                     engine, name, api_base=api_base or settings.judge_api_base, api_key=api_key,
                     concurrency=concurrency or settings.judge_concurrency, cache_salt=f"drift:{release_id}")
             client = clients[model]
-        with track_usage() as usage:
-            fresh, hashes = _rejudge(engine, metric, spec, client, items)
-        asked = [s for s in items if s.item_id in fresh]
-        pairs = [(s.reference_label, fresh[s.item_id]) for s in asked]
-        previous_release, previous = _previous(engine, release_id, spec.config_id, name)
-        requests, cost = _audited_cost(engine, hashes)
-        d = new(name, "checked", "", reference_kind=items[0].reference_kind, n_items=len(asked),
-                n_agree=sum(1 for ref, got in pairs if got is not None and ref == got),
-                n_unscored=sum(1 for _, got in pairs if got is None), n_missing=len(items) - len(asked),
-                agreement=percent_agreement(pairs), previous_release_id=previous_release,
-                previous_agreement=previous, calls=usage.calls, requests=requests,
-                predicted_cost_usd=predicted[name], cost_usd=cost, request_hashes=hashes)
-        _verdict(d)
+        d = _check_metric(engine, release_id, spec, name, metric, items, client, predicted[name], settings)
         (log.warning if d.tripped else log.info)("%s (%s, %s)", d.message, release_id, spec.config_id)
         results.append(d)
     _store(engine, release_id, spec.config_id, results)
@@ -413,6 +379,65 @@ def check_drift(engine: Engine, release_id: str, judge: str | JudgeSpec = "local
     say(f"judge drift check of {release_id} under {spec.config_id}: {sum(d.requests for d in results)} requests, "
         f"actual cost {_usd(check.cost_usd)} (predicted {_usd(total)}); {check.summary}")
     return check
+
+
+def _new_drift(settings: Settings, name: str, status: str, message: str, **values) -> MetricDrift:
+    """A metric's drift result under this environment's bounds (the agreement floor, the allowed drop)."""
+    return MetricDrift(name, status, message, settings.drift_min_agreement, settings.drift_max_drop, **values)
+
+
+def _calibration_slices(engine: Engine, names: Sequence[str], spec: JudgeSpec,
+                        settings: Settings) -> tuple[dict[str, list[SliceItem]], list[MetricDrift]]:
+    """Each metric's calibration slice, and a `skipped` result for each metric that has none (no human
+    labels and no judgments by this judge on a published release): those are reported, never checked."""
+    slices: dict[str, list[SliceItem]] = {}
+    skipped: list[MetricDrift] = []
+    for name in names:
+        items = calibration_slice(engine, name, spec.config_id, size=settings.calibration_items,
+                                  source_release=settings.calibration_release)
+        if items:
+            slices[name] = items
+        else:
+            skipped.append(_new_drift(settings, name, "skipped", f"{name}: no calibration slice: no human labels "
+                                      f"and no judgments by {spec.config_id} on a published release"))
+    return slices, skipped
+
+
+def _predicted_costs(engine: Engine, spec: JudgeSpec,
+                     slices: Mapping[str, list[SliceItem]]) -> tuple[dict[str, float | None], float | None]:
+    """The predicted cost per metric's slice (None: the judge's price is unknown) and their total (None when
+    any is unknown): said, and held against the cost bound, before anything is sent."""
+    from deepscholar.evaluation.costs import predicted_call_cost
+
+    predicted: dict[str, float | None] = {}
+    with engine.connect() as conn:
+        for name, items in slices.items():
+            per_call = predicted_call_cost(conn, spec, name)
+            predicted[name] = None if per_call is None else per_call * _questions(items)
+    known = [p for p in predicted.values() if p is not None]
+    return predicted, None if len(known) < len(predicted) else sum(known)
+
+
+def _check_metric(engine: Engine, release_id: str, spec: JudgeSpec, name: str, metric, items: list[SliceItem],
+                  client, predicted: float | None, settings: Settings) -> MetricDrift:
+    """Re-judge one metric's slice (`client`: None for the local judge) and compare with the reference labels
+    and with the last checked month: the metric's `checked` result, its verdict set."""
+    from deepscholar.llm.client import track_usage
+
+    with track_usage() as usage:
+        fresh, hashes = _rejudge(engine, metric, spec, client, items)
+    asked = [s for s in items if s.item_id in fresh]
+    pairs = [(s.reference_label, fresh[s.item_id]) for s in asked]
+    previous_release, previous = _previous(engine, release_id, spec.config_id, name)
+    requests, cost = _audited_cost(engine, hashes)
+    d = _new_drift(settings, name, "checked", "", reference_kind=items[0].reference_kind, n_items=len(asked),
+                   n_agree=sum(1 for ref, got in pairs if got is not None and ref == got),
+                   n_unscored=sum(1 for _, got in pairs if got is None), n_missing=len(items) - len(asked),
+                   agreement=percent_agreement(pairs), previous_release_id=previous_release,
+                   previous_agreement=previous, calls=usage.calls, requests=requests,
+                   predicted_cost_usd=predicted, cost_usd=cost, request_hashes=hashes)
+    _verdict(d)
+    return d
 
 
 _COLUMNS = ("status", "reference_kind", "n_items", "n_agree", "n_unscored", "n_missing", "agreement",

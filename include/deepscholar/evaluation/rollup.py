@@ -230,20 +230,38 @@ def compute_leaderboard(
     if scores.empty:
         return [], []
     scores = scores.assign(value=pd.to_numeric(scores["value"], errors="coerce").astype(float))
+    rows, details, wide = _system_entries(scores, names, family, {"release_id": release_id, "judge_config": judge_config},
+                                          seed=seed, n_boot=n_boot, n_queries=n_queries, report_counts=report_counts,
+                                          contamination=contamination, cutoffs=cutoffs)
+    systems = sorted(rows)
+
+    contenders = [s for s in systems if s not in reference_systems and s not in unranked]
+    for m in names:
+        _mark_best(m, contenders, details, wide)
+    order = _rank_rows(rows, systems, unranked, ranking)
+    return [rows[s] for s in order], [details[(s, m)] for s in order for m in names]
+
+
+def _system_entries(scores: pd.DataFrame, names: Sequence[str], family: str, key: dict, *, seed: int, n_boot: int,
+                    n_queries: int, report_counts: Mapping[str, tuple[int, int]],
+                    contamination: Mapping[str, str | None], cutoffs: Mapping[str, object],
+                    ) -> tuple[dict[str, dict], dict[tuple[str, str], dict], pd.DataFrame]:
+    """Per system of one family's (non-empty, numeric) scores: its board row (counts, means, versions, what it
+    is ranked by) and its per-metric rows with bootstrap intervals, before best marks and ranks; and the
+    (system, query) x metric matrix that the best marks' paired tests read. Kept apart from the marking and
+    ranking, which compare systems, because everything here looks at one system at a time."""
     systems = sorted(scores["system_id"].unique())
     bounded = [registry.is_bounded(m) for m in names]
 
     mean, n, n_unscored = _per_system_metric(scores)
     versions = _versions(scores)
-    for (system, metric), found in versions.items():
-        if "," in found:  # a prompt changed mid-month and not every report was re-judged
-            log.warning("%s %s under %s mixes metric versions %s", system, metric, judge_config, found)
+    _warn_mixed_versions(versions, key["judge_config"])
     wide = _query_matrix(scores, names)
 
     rows: dict[str, dict] = {}
     details: dict[tuple[str, str], dict] = {}
-    key = {"release_id": release_id, "judge_config": judge_config}
     detail_key = key if family == registry.CORE else {**key, "family": family}
+    ranking = registry.ranking_metric(family)
     for system in systems:
         metric_ci, gm_ci = bootstrap_intervals(wide.loc[system].to_numpy(), seed=seed, n_boot=n_boot,
                                                bounded=bounded)
@@ -254,23 +272,36 @@ def compute_leaderboard(
             "n_failed": int(failed), **means,
             "metric_versions": {m: versions[(system, m)] for m in names if (system, m) in versions},
             "contamination": contamination.get(system), "knowledge_cutoff": cutoffs.get(system),
-        }
-        if ranking is None:
-            gm = geometric_mean([means[m] for m in names])
-            rows[system] |= {"geometric_mean": gm,
-                             "geometric_mean_ci_low": _clean(gm_ci[0]) if gm is not None else None,
-                             "geometric_mean_ci_high": _clean(gm_ci[1]) if gm is not None else None}
-        else:
-            rows[system] |= {"family": family, "ranking_metric": ranking}
+        } | _ranking_fields(family, ranking, [means[m] for m in names], gm_ci)
         for i, m in enumerate(names):
             details[(system, m)] = _metric_detail(detail_key, system, m, i, means[m], metric_ci[i],
                                                   versions.get((system, m)), int(n.get((system, m), 0)),
                                                   int(n_unscored.get((system, m), 0)))
+    return rows, details, wide
 
-    contenders = [s for s in systems if s not in reference_systems and s not in unranked]
-    for m in names:
-        _mark_best(m, contenders, details, wide)
 
+def _warn_mixed_versions(versions: Mapping[tuple[str, str], str], judge_config: str) -> None:
+    """Log each (system, metric) whose scores mix metric versions: a prompt changed mid-month and not every
+    report was re-judged, so its mean blends two questions."""
+    for (system, metric), found in versions.items():
+        if "," in found:
+            log.warning("%s %s under %s mixes metric versions %s", system, metric, judge_config, found)
+
+
+def _ranking_fields(family: str, ranking: str | None, means: Sequence[float | None], gm_ci) -> dict:
+    """What a row is ranked by: on the core board (no ranking metric) the geometric mean of its means and
+    its bootstrap interval; on a track's board, the family and the name of its ranking metric."""
+    if ranking is not None:
+        return {"family": family, "ranking_metric": ranking}
+    gm = geometric_mean(means)
+    return {"geometric_mean": gm,
+            "geometric_mean_ci_low": _clean(gm_ci[0]) if gm is not None else None,
+            "geometric_mean_ci_high": _clean(gm_ci[1]) if gm is not None else None}
+
+
+def _rank_rows(rows: dict[str, dict], systems: Sequence[str], unranked: set[str], ranking: str | None) -> list[str]:
+    """Set each row's rank (None for the unranked: shown, not competing) and return the systems in board
+    order: by rank, the unranked last, ties by name."""
     ranked = [s for s in systems if s not in unranked]
     ranks = rank_by_geometric_mean([rows[s]["geometric_mean"] if ranking is None else rows[s][ranking]
                                     for s in ranked])
@@ -278,8 +309,7 @@ def compute_leaderboard(
         rows[s]["rank"] = None
     for s, r in zip(ranked, ranks, strict=True):
         rows[s]["rank"] = r
-    order = sorted(systems, key=lambda s: (rows[s]["rank"] is None, rows[s]["rank"] or 0, s))
-    return [rows[s] for s in order], [details[(s, m)] for s in order for m in names]
+    return sorted(systems, key=lambda s: (rows[s]["rank"] is None, rows[s]["rank"] or 0, s))
 
 
 def headline_values(family: str, rows: Sequence[dict]) -> dict[str, float | None]:
@@ -405,28 +435,10 @@ def roll_up(engine: Engine, release_id: str, judge_config: str, *, seed: int = 0
     with engine.begin() as conn:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:k))"),
                      {"k": f"deepscholar_rollup:{release_id}:{judge_config}"})
-        n_queries = conn.execute(sa.text("""
-            SELECT (SELECT count(*) FROM release_queries q WHERE q.release_id = r.release_id)
-            FROM releases r WHERE r.release_id = :r"""), {"r": release_id}).scalar()
-        if n_queries is None:
-            raise NotFound(f"release {release_id!r} does not exist")
-        counts = {s: (int(ok), int(failed)) for s, ok, failed in conn.execute(sa.text("""
-            SELECT system_id, count(*) FILTER (WHERE status = 'ok'), count(*) FILTER (WHERE status = 'system_error')
-            FROM reports WHERE release_id = :r GROUP BY system_id"""), {"r": release_id})}
+        common = _board_inputs(conn, release_id)
         scores = load_scores(conn, release_id, judge_config)
-        references = set(conn.execute(sa.text(
-            "SELECT system_id FROM systems WHERE kind = 'human_exemplar'")).scalars())
-        first_published = conn.execute(sa.text("""
-            SELECT coalesce(min(q.published), r.window_start)::date FROM releases r
-            LEFT JOIN release_queries q ON q.release_id = r.release_id
-            WHERE r.release_id = :r GROUP BY r.window_start"""), {"r": release_id}).scalar()
-        systems = conn.execute(sa.text(
-            "SELECT system_id, knowledge_cutoff, model_knowledge FROM systems WHERE system_id = ANY(:s)"),
-            {"s": sorted(counts)}).all()
-        marks = {s: contamination_of(cutoff, knows, first_published) for s, cutoff, knows in systems}
-        common = {"release_id": release_id, "judge_config": judge_config, "n_queries": n_queries,
-                  "report_counts": counts, "seed": seed, "n_boot": n_boot, "reference_systems": references,
-                  "contamination": marks, "cutoffs": {s: cutoff for s, cutoff, _ in systems}}
+        references, marks = common["reference_systems"], common["contamination"]
+        common |= {"release_id": release_id, "judge_config": judge_config, "seed": seed, "n_boot": n_boot}
         boards = {registry.CORE: compute_leaderboard(scores, **common)}
         for family in registry.tracks():
             boards[family] = compute_leaderboard(scores, family=family, **common)
@@ -446,30 +458,69 @@ def roll_up(engine: Engine, release_id: str, judge_config: str, *, seed: int = 0
         target = board_versions.board_target(conn, release_id, judge_config, computed, provenance)
         if not target.unchanged:
             board_versions.record_version(conn, release_id, judge_config, target, provenance, len(rows))
-            version = target.version
-            for family, (family_rows, family_metric_rows) in boards.items():
-                _write_board(conn, family, release_id, judge_config, version, family_rows, family_metric_rows)
-            # A track that left the registry leaves the boards too.
-            conn.execute(sa.text("""
-                DELETE FROM track_boards WHERE release_id = :r AND judge_config = :j AND board_version = :v
-                  AND NOT (family = ANY(:f))"""),
-                {"r": release_id, "j": judge_config, "v": version, "f": list(registry.tracks())})
-            conn.execute(sa.text("""
-                DELETE FROM board_agreement WHERE release_id = :r AND judge_config = :j AND board_version = :v
-                  AND NOT ((family_a || ' ' || family_b) = ANY(:pairs))"""),
-                {"r": release_id, "j": judge_config, "v": version,
-                 "pairs": [f"{a['family_a']} {a['family_b']}" for a in agreement]})
-            _write_changed(conn, "board_agreement", [a | {"board_version": version} for a in agreement],
-                           AGREEMENT_KEY, touch="computed_at")
-        sync_wide_views(conn, registry.metric_names(registry.CORE))
-        sync_track_views(conn, {f: registry.metric_names(f) for f in registry.tracks() if registry.metric_names(f)})
-        sync_query_views(conn, [(m, registry.family_of(m), registry.headline_variant(m))
-                                for m in registry.metric_names()])
+            _write_boards(conn, release_id, judge_config, target.version, boards, agreement)
+        _sync_views(conn)
     state = ("unchanged (published)" if target.unchanged else "new draft" if target.new else "draft")
     log.info("leaderboard %s (%s) version %d %s: %d systems, %d scores, tracks %s, %.2f s", release_id,
              judge_config, target.version, state, len(rows), len(scores),
              ", ".join(f for f in headlines if f != registry.CORE) or "none", time.perf_counter() - started)
     return [r | {"board_version": target.version} for r in rows]
+
+
+def _board_inputs(conn: sa.Connection, release_id: str) -> dict:
+    """What every family's board of the release needs besides the scores, as compute_leaderboard's keyword
+    arguments: the number of queries, each system's report counts, the reference systems (human exemplars),
+    each system's contamination mark (its knowledge cutoff against the month's first paper) and cutoff.
+    NotFound when the release does not exist."""
+    n_queries = conn.execute(sa.text("""
+        SELECT (SELECT count(*) FROM release_queries q WHERE q.release_id = r.release_id)
+        FROM releases r WHERE r.release_id = :r"""), {"r": release_id}).scalar()
+    if n_queries is None:
+        raise NotFound(f"release {release_id!r} does not exist")
+    counts = {s: (int(ok), int(failed)) for s, ok, failed in conn.execute(sa.text("""
+        SELECT system_id, count(*) FILTER (WHERE status = 'ok'), count(*) FILTER (WHERE status = 'system_error')
+        FROM reports WHERE release_id = :r GROUP BY system_id"""), {"r": release_id})}
+    references = set(conn.execute(sa.text(
+        "SELECT system_id FROM systems WHERE kind = 'human_exemplar'")).scalars())
+    first_published = conn.execute(sa.text("""
+        SELECT coalesce(min(q.published), r.window_start)::date FROM releases r
+        LEFT JOIN release_queries q ON q.release_id = r.release_id
+        WHERE r.release_id = :r GROUP BY r.window_start"""), {"r": release_id}).scalar()
+    systems = conn.execute(sa.text(
+        "SELECT system_id, knowledge_cutoff, model_knowledge FROM systems WHERE system_id = ANY(:s)"),
+        {"s": sorted(counts)}).all()
+    marks = {s: contamination_of(cutoff, knows, first_published) for s, cutoff, knows in systems}
+    return {"n_queries": n_queries, "report_counts": counts, "reference_systems": references,
+            "contamination": marks, "cutoffs": {s: cutoff for s, cutoff, _ in systems}}
+
+
+def _write_boards(conn: sa.Connection, release_id: str, judge_config: str, version: int,
+                  boards: Mapping[str, tuple[list[dict], list[dict]]], agreement: Sequence[dict]) -> None:
+    """Store board version `version`: every family's board, then the agreement between their rankings;
+    what left the registry since (a track, a pair of families) leaves the version too."""
+    for family, (family_rows, family_metric_rows) in boards.items():
+        _write_board(conn, family, release_id, judge_config, version, family_rows, family_metric_rows)
+    # A track that left the registry leaves the boards too.
+    conn.execute(sa.text("""
+        DELETE FROM track_boards WHERE release_id = :r AND judge_config = :j AND board_version = :v
+          AND NOT (family = ANY(:f))"""),
+        {"r": release_id, "j": judge_config, "v": version, "f": list(registry.tracks())})
+    conn.execute(sa.text("""
+        DELETE FROM board_agreement WHERE release_id = :r AND judge_config = :j AND board_version = :v
+          AND NOT ((family_a || ' ' || family_b) = ANY(:pairs))"""),
+        {"r": release_id, "j": judge_config, "v": version,
+         "pairs": [f"{a['family_a']} {a['family_b']}" for a in agreement]})
+    _write_changed(conn, "board_agreement", [a | {"board_version": version} for a in agreement],
+                   AGREEMENT_KEY, touch="computed_at")
+
+
+def _sync_views(conn: sa.Connection) -> None:
+    """The wide views over the boards and the per-query scores follow the registry's metrics (a metric
+    added or removed since the last roll-up adds or drops a column)."""
+    sync_wide_views(conn, registry.metric_names(registry.CORE))
+    sync_track_views(conn, {f: registry.metric_names(f) for f in registry.tracks() if registry.metric_names(f)})
+    sync_query_views(conn, [(m, registry.family_of(m), registry.headline_variant(m))
+                            for m in registry.metric_names()])
 
 
 def _write_board(conn: sa.Connection, family: str, release_id: str, judge_config: str, version: int,

@@ -44,8 +44,27 @@ def write_datacard(path: Path, *, release: dict, frames: dict[str, pd.DataFrame]
         lines += [f"> **WARNING: the licences of {never} of {len(licences)} query papers were never fetched.** "
                   "Their related-work texts are withheld below as if their licence forbade it. Run "
                   f"`deepscholar release licences {rid}` and export again.", ""]
-    manifest = release["manifest_hash"]
+    lines += _provenance(release, boards, result, exported_by)
+    lines += _reading()
+    lines += _judges(frames["judge_configs"])
+    lines += _licences(frames["queries"], licences, result, settings)
+    lines += _files(frames)
     lines += [
+        "## Recomputing the boards", "",
+        "Core board, per judge and system: for each metric of family `core` in `metrics.csv`, the mean of "
+        "`metric_scores.value` of its `headline_variant` over the system's reports with `report_status` ok "
+        "(empty values are unscored and left out); the geometric mean of those means; the rank by it. A track's "
+        "board ranks by the mean of the metric whose `ranks_track` names it.", "",
+    ]
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def _provenance(release: dict, boards: list[dict], result: Any, exported_by: str) -> list[str]:
+    """Where the data comes from: the release and its seal, the code that built and exported it, the board
+    version per judge, the formats written. A reader checks these before comparing with another export."""
+    rid = release["release_id"]
+    manifest = release["manifest_hash"]
+    return [
         "## Provenance", "",
         f"- release: `{rid}` (version {release['version']} of `{release['base_id']}`), status "
         f"`{release['status']}`, window {release['window_start']} to {release['window_end']}",
@@ -59,6 +78,13 @@ def write_datacard(path: Path, *, release: dict, frames: dict[str, pd.DataFrame]
             or "no board yet"),
         f"- formats: {', '.join(result.formats)}; every file holds the same columns in both "
         "(`pandas.read_csv` is enough; `pandas.read_parquet` keeps the types and needs pyarrow)", "",
+    ]
+
+
+def _reading() -> list[str]:
+    """How to load the files, and which columns hold third parties' text with how the CSV files protect
+    spreadsheets from it: the same for every release."""
+    return [
         "## Loading", "",
         "```python", "import pandas as pd", "",
         "# CSV: ids such as 2506.01010 are text; read as numbers they would lose digits.",
@@ -76,18 +102,28 @@ def write_datacard(path: Path, *, release: dict, frames: dict[str, pd.DataFrame]
         "begins with `=`, `+`, `-`, `@`, a tab or a carriage return starts with an added `'`, so a spreadsheet "
         "shows it instead of running it as a formula; strip that one leading `'` from such cells to get the "
         "text back. The Parquet files hold the exact text.", "",
-        "## Judges", "",
     ]
-    judges = frames["judge_configs"]
+
+
+def _judges(judges: pd.DataFrame) -> list[str]:
+    """The judge configs exported, as a table (model and parameters: what a score was judged with)."""
+    lines = ["## Judges", ""]
     if judges.empty:
         lines.append("No judge config exported.")
     else:
         lines += ["| judge_config | kind | model | params |", "|---|---|---|---|"]
         lines += [f"| `{_cell(j.judge_config)}` | {_cell(j.kind)} | {_cell(j.model)} | `{_cell(j.params)}` |"
                   for j in judges.itertuples()]
-    withheld = frames["queries"]["text_withheld"].notna()
-    reasons = frames["queries"].loc[withheld, "text_withheld"].value_counts()
-    lines += [
+    return lines
+
+
+def _licences(queries: pd.DataFrame, licences: dict[str, PaperLicence], result: Any,
+              settings: Settings) -> list[str]:
+    """Which papers' texts were withheld and why, with every query paper's licence: the rule is stated so a
+    reader knows what is missing from the files and cannot be asked of us."""
+    withheld = queries["text_withheld"].notna()
+    reasons = queries.loc[withheld, "text_withheld"].value_counts()
+    lines = [
         "", "## Licences", "",
         "Titles and abstracts are arXiv metadata (CC0) and always published. A paper's related-work section "
         "(`section_text`, `section_raw_latex`, and the human exemplar's report) is published only when its "
@@ -100,18 +136,17 @@ def write_datacard(path: Path, *, release: dict, frames: dict[str, pd.DataFrame]
     lines += ["", "| arxiv_id | licence | texts |", "|---|---|---|"]
     lines += [f"| {p.arxiv_id} | {_cell(p.license) or ('unknown' if p.fetched else 'never fetched')} | "
               f"{'published' if p.redistributable else 'withheld'} |" for p in licences.values()]
-    lines += ["", "## Files", ""]
+    return lines
+
+
+def _files(frames: dict[str, pd.DataFrame]) -> list[str]:
+    """Every exported table: what a row is, how many there are, and each column's type and meaning (the
+    exporter checks that the frames hold exactly these columns, so this cannot drift from the files)."""
+    lines = ["", "## Files", ""]
     for table in TABLES:
         frame = frames[table.name]
         lines += [f"### {table.name}.csv / {table.name}.parquet", "", f"{table.meaning[0].upper()}{table.meaning[1:]}; "
                   f"{len(frame)} rows.", "", "| column | type | meaning |", "|---|---|---|"]
         lines += [f"| `{c.name}` | {_type(frame[c.name])} | {c.meaning} |" for c in table.columns]
         lines.append("")
-    lines += [
-        "## Recomputing the boards", "",
-        "Core board, per judge and system: for each metric of family `core` in `metrics.csv`, the mean of "
-        "`metric_scores.value` of its `headline_variant` over the system's reports with `report_status` ok "
-        "(empty values are unscored and left out); the geometric mean of those means; the rank by it. A track's "
-        "board ranks by the mean of the metric whose `ranks_track` names it.", "",
-    ]
-    path.write_text("\n".join(lines), encoding="utf-8")
+    return lines

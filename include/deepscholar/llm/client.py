@@ -23,9 +23,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -35,6 +34,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 from deepscholar.errors import InfrastructureError, JudgeError, MissingCredentials
 from deepscholar.http_guard import BREAKER, host_of
 from deepscholar.llm import cache, prices
+from deepscholar.llm.usage import Usage, _record_attempt, _record_usage, track_requests, track_usage
 from deepscholar.settings import current_settings
 
 __all__ = [
@@ -45,6 +45,10 @@ __all__ = [
     "parse_json_object",
     "parse_json_array",
     "is_transient_error",
+    # usage tracking lives in llm/usage.py; its names stay importable from here, where callers look
+    "Usage",
+    "track_usage",
+    "track_requests",
 ]
 
 log = logging.getLogger(__name__)
@@ -485,112 +489,6 @@ class LLMClient:
             for f in futures:
                 f.cancel()
             raise
-
-
-@dataclass
-class Usage:
-    """LLM calls made inside a `track_usage()` block (e.g. while one system writes one report).
-
-    `calls` counts every answer the caller got, `cached_calls` those replayed from `llm_calls` (no
-    request made); tokens and cost are summed over all calls (a replayed call carries its original
-    request's numbers) and, in the `request_*` fields, over provider requests only: what this block
-    cost. `attempts` counts HTTP requests sent to providers, retried failures included.
-    """
-
-    calls: int = 0
-    cached_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float | None = None
-    request_prompt_tokens: int = 0
-    request_completion_tokens: int = 0
-    request_cost_usd: float | None = None
-    attempts: int = 0
-    latency_ms: float = 0.0
-    # time.monotonic() of the first request sent and of the last answer received (None: none yet), so a
-    # task can say how much of its life went to starting up and how much to the provider.
-    first_attempt_at: float | None = None
-    last_answer_at: float | None = None
-
-    def __post_init__(self):
-        self._lock = threading.Lock()
-
-    @property
-    def requests(self) -> int:
-        """Calls that reached a provider and were answered (each once, however many attempts it took)."""
-        return self.calls - self.cached_calls
-
-    def add(self, result: LLMResult) -> None:
-        with self._lock:
-            self.calls += 1
-            self.cached_calls += result.cached
-            self.prompt_tokens += result.prompt_tokens or 0
-            self.completion_tokens += result.completion_tokens or 0
-            if result.cost_usd is not None:
-                self.cost_usd = (self.cost_usd or 0.0) + result.cost_usd
-            if not result.cached:
-                self.request_prompt_tokens += result.prompt_tokens or 0
-                self.request_completion_tokens += result.completion_tokens or 0
-                if result.cost_usd is not None:
-                    self.request_cost_usd = (self.request_cost_usd or 0.0) + result.cost_usd
-                self.latency_ms += result.latency_ms or 0.0
-                self.last_answer_at = time.monotonic()
-
-    def add_attempt(self) -> None:
-        with self._lock:
-            self.attempts += 1
-            if self.first_attempt_at is None:
-                self.first_attempt_at = time.monotonic()
-
-    def as_dict(self) -> dict:
-        return {"calls": self.calls, "cached_calls": self.cached_calls, "requests": self.requests,
-                "attempts": self.attempts, "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens, "cost_usd": self.cost_usd,
-                "request_prompt_tokens": self.request_prompt_tokens,
-                "request_completion_tokens": self.request_completion_tokens,
-                "request_cost_usd": self.request_cost_usd}
-
-
-_ACTIVE_USAGE: contextvars.ContextVar[tuple[Usage, ...]] = contextvars.ContextVar("llm_usage", default=())
-
-
-@contextmanager
-def track_usage() -> Iterator[Usage]:
-    """Collect the usage of every LLM call made in this block (nested blocks each see their calls)."""
-    usage = Usage()
-    token = _ACTIVE_USAGE.set(_ACTIVE_USAGE.get() + (usage,))
-    try:
-        yield usage
-    finally:
-        _ACTIVE_USAGE.reset(token)
-
-
-_ACTIVE_REQUESTS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("llm_requests", default=None)
-
-
-@contextmanager
-def track_requests() -> Iterator[list[str]]:
-    """The request hashes (llm_calls keys) of every LLM call made in this block, cached ones included: what
-    links a judgment to its rows of the audit trail, so costs can be attributed (the innermost block only)."""
-    found: list[str] = []
-    token = _ACTIVE_REQUESTS.set(found)
-    try:
-        yield found
-    finally:
-        _ACTIVE_REQUESTS.reset(token)
-
-
-def _record_usage(result: LLMResult) -> LLMResult:
-    for usage in _ACTIVE_USAGE.get():
-        usage.add(result)
-    if (found := _ACTIVE_REQUESTS.get()) is not None:
-        found.append(result.request_hash)
-    return result
-
-
-def _record_attempt() -> None:
-    for usage in _ACTIVE_USAGE.get():
-        usage.add_attempt()
 
 
 @functools.lru_cache(maxsize=256)

@@ -244,6 +244,18 @@ def _build_into(conn: sa.Connection, tmp: Path) -> str:
     term_ptr = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(np.bincount(term, minlength=n_terms), out=term_ptr[1:])
     _write(tmp, "term_ptr", term_ptr)
+    _write_documents(tmp, ids, published)
+    _write_vocab(tmp, vocab)
+    meta = {"format": FORMAT, "fingerprint": fingerprint, "n_docs": n_docs, "n_terms": n_terms, "avgdl": avgdl,
+            "k1": K1, "b": B, "title_weight": TITLE_WEIGHT, "built_at": datetime.now(UTC).isoformat()}
+    (tmp / "meta.json").write_text(json.dumps(meta), encoding="utf-8")  # last: marks the folder complete
+    return fingerprint
+
+
+def _write_documents(tmp: Path, ids: list[str], published: list[int]) -> None:
+    """The per-document files: arXiv ids and publication times in document order, and the ids sorted with
+    their documents (and each document's place in that order), so `doc_of` finds ids by binary search."""
+    n_docs = len(ids)
     id_array = np.array([i.encode() for i in ids], dtype=f"S{max((len(i) for i in ids), default=1)}")
     by_id = np.argsort(id_array, kind="stable").astype(np.int32)
     id_rank = np.empty(n_docs, dtype=np.int32)
@@ -253,14 +265,14 @@ def _build_into(conn: sa.Connection, tmp: Path) -> str:
     _write(tmp, "id_rank", id_rank)
     _write(tmp, "sorted_ids", id_array[by_id])
     _write(tmp, "sorted_doc", by_id)
-    vocab_list = [""] * n_terms
+
+
+def _write_vocab(tmp: Path, vocab: dict[str, int]) -> None:
+    """vocab.json: the lexemes in term-number order, so a query's lexemes map to the posting lists' terms."""
+    vocab_list = [""] * len(vocab)
     for lexeme, i in vocab.items():
         vocab_list[i] = lexeme
     (tmp / "vocab.json").write_text(json.dumps(vocab_list, ensure_ascii=False), encoding="utf-8")
-    meta = {"format": FORMAT, "fingerprint": fingerprint, "n_docs": n_docs, "n_terms": n_terms, "avgdl": avgdl,
-            "k1": K1, "b": B, "title_weight": TITLE_WEIGHT, "built_at": datetime.now(UTC).isoformat()}
-    (tmp / "meta.json").write_text(json.dumps(meta), encoding="utf-8")  # last: marks the folder complete
-    return fingerprint
 
 
 def build_index(engine: Engine, warehouse_dir: Path) -> Path:

@@ -268,36 +268,44 @@ def _system_page_data(conn: sa.Connection, system_id: str, judge_config: str | N
             "release_id": release_id, "reports": reports}
 
 
+def _leaderboard_page(request: Request, engine: Callable[[], Engine], judge_config: str | None, release: str | None,
+                      version: int | None, window_from: str | None, window_to: str | None) -> HTMLResponse:
+    """The board page: a month's board (a release, a board version) with its tracks, agreement and trust
+    rows, or a window's pooled board (from/to) that has none of those; with the category boards and the
+    months to choose a window from. Apart from the route so the page's assembly reads on its own."""
+    from deepscholar.evaluation.pooled import Selection
+    from deepscholar.settings import current_settings
+
+    minimum = current_settings().category_min_queries
+    if window_from or window_to:
+        if release is not None or version is not None:
+            raise NotFound("a window (from/to) is a board of its own: no release or version with it")
+        board, tracks, selection = q.pooled_page_board(engine(), judge_config, window_from, window_to)
+        agreement, trust = [], []
+    else:
+        with engine().connect() as conn:
+            board = load_board(conn, judge_config, release, version)
+            tracks = q.load_track_boards(conn, board.release_id, board.judge_config, board.board_version)
+            agreement = q.load_agreement_rows(conn, board.release_id, board.judge_config, board.board_version)
+        selection = None if board.release_id is None else Selection((board.release_id,), board.release_id)
+        trust = q.trust_rows(engine(), board.release_id, board.judge_config)
+    categories = [] if selection is None or version is not None or board.judge_config is None else (
+        q.category_page_boards(engine(), selection, board.judge_config, minimum))
+    with engine().connect() as conn:
+        months = q.board_months(conn, board.judge_config)
+    base = _base_of(request)
+    return _page("board.html", f"Leaderboard {board.release_id or ''}".strip(), base,
+                 **board_context(board, base, tracks, agreement, trust),
+                 **window_context(months, window_from, window_to, board.judge_config, base, categories, minimum,
+                                  pooled=bool(window_from or window_to)))
+
+
 def _install_pages(app: FastAPI, engine: Callable[[], Engine]) -> None:
     @app.get("/", response_class=HTMLResponse)
     def leaderboard(request: Request, judge_config: str | None = None, release: str | None = None,
                     version: int | None = None, window_from: str | None = Query(None, alias="from"),
                     window_to: str | None = Query(None, alias="to")):
-        from deepscholar.evaluation.pooled import Selection
-        from deepscholar.settings import current_settings
-
-        minimum = current_settings().category_min_queries
-        if window_from or window_to:
-            if release is not None or version is not None:
-                raise NotFound("a window (from/to) is a board of its own: no release or version with it")
-            board, tracks, selection = q.pooled_page_board(engine(), judge_config, window_from, window_to)
-            agreement, trust = [], []
-        else:
-            with engine().connect() as conn:
-                board = load_board(conn, judge_config, release, version)
-                tracks = q.load_track_boards(conn, board.release_id, board.judge_config, board.board_version)
-                agreement = q.load_agreement_rows(conn, board.release_id, board.judge_config, board.board_version)
-            selection = None if board.release_id is None else Selection((board.release_id,), board.release_id)
-            trust = q.trust_rows(engine(), board.release_id, board.judge_config)
-        categories = [] if selection is None or version is not None or board.judge_config is None else (
-            q.category_page_boards(engine(), selection, board.judge_config, minimum))
-        with engine().connect() as conn:
-            months = q.board_months(conn, board.judge_config)
-        base = _base_of(request)
-        return _page("board.html", f"Leaderboard {board.release_id or ''}".strip(), base,
-                     **board_context(board, base, tracks, agreement, trust),
-                     **window_context(months, window_from, window_to, board.judge_config, base, categories, minimum,
-                                      pooled=bool(window_from or window_to)))
+        return _leaderboard_page(request, engine, judge_config, release, version, window_from, window_to)
 
     @app.get("/history", response_class=HTMLResponse)
     def history(request: Request, judge_config: str | None = None):
@@ -344,11 +352,7 @@ def _install_registration(app: FastAPI, engine: Callable[[], Engine]) -> None:
     user's permission and writes on the page's own threads (DEEPSCHOLAR_WEB_SIGNIN_WORKERS, each call to
     Airflow bounded by DEEPSCHOLAR_WEB_SIGNIN_TIMEOUT_SECONDS); with all of them busy and as many posts
     waiting, a post gets 503 at once. The threads that serve the board never wait on Airflow."""
-    from deepscholar.airflow_api import AirflowAPIError
-    from deepscholar.errors import InfrastructureError, NotFound
     from deepscholar.settings import current_settings
-    from deepscholar.systems.base import system_kinds
-    from deepscholar.systems.registry import SystemExists
     from deepscholar.web import registration as reg
 
     workers = current_settings().web_signin_workers
@@ -356,21 +360,6 @@ def _install_registration(app: FastAPI, engine: Callable[[], Engine]) -> None:
     slots = threading.BoundedSemaphore(2 * workers)  # running + waiting
     throttle = reg.SignInThrottle()
     app.state.signin_throttle = throttle
-
-    def form_page(request: Request, status_code: int = 200, **context: Any) -> HTMLResponse:
-        shown = {"error": None, "form": None, "outcome": None, "plan": None, "queued": None, "username": "",
-                 "system_id": None, **context}
-        return _page("register.html", "Register a system", _base_of(request), status_code,
-                     kinds=sorted(system_kinds()), disabled=reg.registration_enabled(), **shown)
-
-    def refused(request: Request, exc: Exception, **context: Any) -> HTMLResponse:
-        status = (429 if isinstance(exc, reg.Throttled) else 403 if isinstance(exc, AirflowAPIError | reg.ForeignOrigin)
-                  else 409 if isinstance(exc, SystemExists) else 404 if isinstance(exc, NotFound)
-                  else 502 if isinstance(exc, InfrastructureError) else 400)
-        response = form_page(request, status, error=" ".join(str(exc).split()), **context)
-        if status == 429:
-            response.headers["Retry-After"] = "60"
-        return response
 
     async def off_the_readers(request: Request, username: str, work: Callable[[], Any]) -> Any:
         """Origin and throttle here; `work` (sign-in, writes) on the registration threads."""
@@ -384,15 +373,19 @@ def _install_registration(app: FastAPI, engine: Callable[[], Engine]) -> None:
         finally:
             slots.release()
 
-    def busy(request: Request) -> HTMLResponse:
-        response = form_page(request, 503, error="Registration is busy signing others in to Airflow; try again "
-                                                 "in a minute (DEEPSCHOLAR_WEB_SIGNIN_WORKERS).")
-        response.headers["Retry-After"] = "30"
-        return response
+    _install_registration_routes(app, engine, off_the_readers)
+
+
+def _install_registration_routes(app: FastAPI, engine: Callable[[], Engine],
+                                 off_the_readers: Callable[[Request, str, Callable[[], Any]], Any]) -> None:
+    """The registration form and its two posts (register, queue a backfill). Each post's sign-in and writes
+    go through `off_the_readers` (_install_registration: Origin, throttle, the registration threads)."""
+    from deepscholar.errors import InfrastructureError
+    from deepscholar.web import registration as reg
 
     @app.get("/systems/new", response_class=HTMLResponse)
     def register_form(request: Request):
-        return form_page(request)
+        return _register_page(request)
 
     @app.post("/systems/new", response_class=HTMLResponse)
     async def register_system(request: Request, username: str = Form(""), password: str = Form(""),
@@ -408,10 +401,10 @@ def _install_registration(app: FastAPI, engine: Callable[[], Engine]) -> None:
         try:
             outcome, plan = await off_the_readers(request, username, work)
         except _Busy:
-            return busy(request)
+            return _registration_busy(request)
         except (UserError, InfrastructureError) as exc:
-            return refused(request, exc, form=form)
-        return form_page(request, outcome=outcome, plan=plan, username=username.strip())
+            return _registration_refused(request, exc, form=form)
+        return _register_page(request, outcome=outcome, plan=plan, username=username.strip())
 
     @app.post("/systems/{system_id}/backfill", response_class=HTMLResponse)
     async def queue_backfill(request: Request, system_id: str, username: str = Form(""), password: str = Form("")):
@@ -422,10 +415,46 @@ def _install_registration(app: FastAPI, engine: Callable[[], Engine]) -> None:
         try:
             queued = await off_the_readers(request, username, work)
         except _Busy:
-            return busy(request)
+            return _registration_busy(request)
         except (UserError, InfrastructureError) as exc:
-            return refused(request, exc)
-        return form_page(request, queued=queued, system_id=system_id)
+            return _registration_refused(request, exc)
+        return _register_page(request, queued=queued, system_id=system_id)
+
+
+def _register_page(request: Request, status_code: int = 200, **context: Any) -> HTMLResponse:
+    """The registration form page, with what the last post gave (`context`: error, outcome, plan, ...)."""
+    from deepscholar.systems.base import system_kinds
+    from deepscholar.web import registration as reg
+
+    shown = {"error": None, "form": None, "outcome": None, "plan": None, "queued": None, "username": "",
+             "system_id": None, **context}
+    return _page("register.html", "Register a system", _base_of(request), status_code,
+                 kinds=sorted(system_kinds()), disabled=reg.registration_enabled(), **shown)
+
+
+def _registration_refused(request: Request, exc: Exception, **context: Any) -> HTMLResponse:
+    """The form again with why a post was refused, under the status that says whose the fault is (throttled,
+    not allowed, already registered, unknown, Airflow failing, a bad form)."""
+    from deepscholar.airflow_api import AirflowAPIError
+    from deepscholar.errors import InfrastructureError, NotFound
+    from deepscholar.systems.registry import SystemExists
+    from deepscholar.web import registration as reg
+
+    status = (429 if isinstance(exc, reg.Throttled) else 403 if isinstance(exc, AirflowAPIError | reg.ForeignOrigin)
+              else 409 if isinstance(exc, SystemExists) else 404 if isinstance(exc, NotFound)
+              else 502 if isinstance(exc, InfrastructureError) else 400)
+    response = _register_page(request, status, error=" ".join(str(exc).split()), **context)
+    if status == 429:
+        response.headers["Retry-After"] = "60"
+    return response
+
+
+def _registration_busy(request: Request) -> HTMLResponse:
+    """503 with Retry-After when every registration thread is busy and as many posts wait."""
+    response = _register_page(request, 503, error="Registration is busy signing others in to Airflow; try again "
+                                                  "in a minute (DEEPSCHOLAR_WEB_SIGNIN_WORKERS).")
+    response.headers["Retry-After"] = "30"
+    return response
 
 
 class _Busy(Exception):
