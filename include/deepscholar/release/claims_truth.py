@@ -42,7 +42,7 @@ from deepscholar import db
 from deepscholar.db import SCHEMA
 from deepscholar.gx import Check
 from deepscholar.llm.client import Judged, ParseError, parse_json_array
-from deepscholar.release.track_artefacts import TrackArtefacts
+from deepscholar.release.track_declaration import TrackArtefacts
 from deepscholar.text.markers import cited_keys, strip_citation_markers
 from deepscholar.text.sentences import split_exemplar_sentences
 
