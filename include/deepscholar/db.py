@@ -24,6 +24,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Engine
 
+from deepscholar import migrations
+from deepscholar.migrations import SCHEMA  # declared with the migrations that build it; db.SCHEMA is the same
 from deepscholar.settings import current_settings
 
 log = logging.getLogger(__name__)
@@ -31,7 +33,6 @@ T = TypeVar("T")
 # pgserver logs every handle at INFO, including from atexit after pytest closed its streams.
 logging.getLogger("pgserver").setLevel(logging.WARNING)
 
-SCHEMA = "deepscholar"
 EMBEDDED_DATABASE = "deepscholar"
 APPLICATION_NAME = "deepscholar"  # pg_stat_activity.application_name of every warehouse connection
 AIRFLOW_CONN_ID = "deepscholar_db"
@@ -401,8 +402,6 @@ def init_db(engine: Engine) -> list[str]:
     Returns the revision ids applied, empty when already at head (then it costs one SELECT). An
     advisory lock serialises concurrent callers (mapped tasks may all call it at start-up).
     """
-    from deepscholar import migrations
-
     applied = migrations.upgrade(engine)
     _forget_tables()
     return applied

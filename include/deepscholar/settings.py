@@ -32,16 +32,23 @@ from pathlib import Path
 from typing import Any
 
 from deepscholar.errors import InvalidInput
-from deepscholar.sources.endpoints import ARXIV_API_URL, ARXIV_EPRINT_URL, ARXIV_OAI_URL
 
 __all__ = ["GROUPS", "SETTINGS", "Kind", "Setting", "Settings", "current_settings", "effective_rows",
-           "markdown_table", "shown", "DEFAULT_CATEGORIES"]
+           "markdown_table", "shown", "DEFAULT_CATEGORIES", "ARXIV_API_URL", "ARXIV_EPRINT_URL",
+           "ARXIV_OAI_URL", "OPENALEX_URL"]
 
 log = logging.getLogger(__name__)
 
 GROUPS = ("warehouse", "release", "external services", "LLM calls", "judging", "generation", "orchestration",
           "demo", "command line", "web page")
 DEFAULT_CATEGORIES = ("cs.CL", "cs.LG", "cs.IR", "cs.AI")
+# Where the outside services live by default: the defaults of the settings that point a run elsewhere
+# (a replay server, a mirror). Here rather than in sources/ because the sources' clients read the settings.
+ARXIV_API_URL = "https://export.arxiv.org/api/query"
+ARXIV_EPRINT_URL = "https://arxiv.org/e-print"
+# OAI-PMH: the only arXiv interface that says under which licence a paper is distributed.
+ARXIV_OAI_URL = "https://export.arxiv.org/oai2"
+OPENALEX_URL = "https://api.openalex.org"  # what the OpenAlex client calls without DEEPSCHOLAR_OPENALEX_URL
 # Licences under which a paper's text may be published again (URL prefixes, scheme and "www." ignored): the
 # Creative Commons licences and CC0 / public domain. arXiv's own non-exclusive licence only lets arXiv
 # distribute the paper, and an unknown licence allows nothing.

@@ -5,17 +5,14 @@ Three layers, each importing only its own layer and those below:
 - the domain: release, systems, search, evaluation (and replay, the offline stand-in for the services);
 - the edges: web, cli, the demo, reporting, Airflow helpers (and dags/, plugins/, outside the package).
 Across packages only public names are imported: a leading underscore means "this package's business".
-docs/ARCHITECTURE.md ("Layers") says where each concern lives.
+docs/ARCHITECTURE.md ("Layers") says where each concern lives. tests/unit/test_import_cycles.py checks the
+same graph has no cycle.
 """
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import pytest
-
-PACKAGE = Path(__file__).resolve().parents[2] / "include" / "deepscholar"
+from support.source_imports import PACKAGE, SOURCES, imports, module_name, package_of
 
 LAYERS: dict[str, int] = {
     **dict.fromkeys(("errors", "clock", "text", "prompts", "progress", "http_guard", "rate_limit", "settings", "db", "connection_budget",
@@ -26,48 +23,18 @@ LAYERS: dict[str, int] = {
 }
 
 
-def _package_of(module: str) -> str:
-    """deepscholar.systems.external.importer -> systems; deepscholar.errors -> errors."""
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "__init__"
-
-
-def _imports(path: Path) -> list[tuple[str, str, int]]:
-    """(imported module, imported name or '', line) for every deepscholar import in a file."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and (
-                node.module == "deepscholar" or node.module.startswith("deepscholar.")):
-            for alias in node.names:
-                if node.module == "deepscholar":  # `from deepscholar import db`: a module
-                    found.append((f"deepscholar.{alias.name}", "", node.lineno))
-                else:
-                    found.append((node.module, alias.name, node.lineno))
-        elif isinstance(node, ast.Import):
-            found += [(a.name, "", node.lineno) for a in node.names if a.name.startswith("deepscholar.")]
-    return found
-
-
-def _module_name(path: Path) -> str:
-    rel = path.relative_to(PACKAGE.parent).with_suffix("")
-    return ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
-
-
-SOURCES = sorted(PACKAGE.rglob("*.py"))
-
-
 def test_every_package_has_a_layer():
-    unplaced = sorted({_package_of(_module_name(p)) for p in SOURCES} - set(LAYERS))
+    unplaced = sorted({package_of(module_name(p)) for p in SOURCES} - set(LAYERS))
     assert not unplaced, f"place these in LAYERS (and in docs/ARCHITECTURE.md): {unplaced}"
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_no_module_imports_a_higher_layer_or_another_packages_private_name(path):
-    module = _module_name(path)
-    here = _package_of(module)
+    module = module_name(path)
+    here = package_of(module)
     problems = []
-    for target, name, line in _imports(path):
-        there = _package_of(target)
+    for target, name, line in imports(path):
+        there = package_of(target)
         if LAYERS.get(there, 0) > LAYERS.get(here, 0):
             problems.append(f"line {line}: {here} (layer {LAYERS[here]}) imports {target} (layer {LAYERS[there]})")
         private = name.startswith("_") or any(p.startswith("_") and p not in ("__init__",)

@@ -35,7 +35,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.evaluation.base import Metric
-from deepscholar.evaluation.runner import PENDING_CONDITION, pending_params
+from deepscholar.evaluation.pending import PENDING_CONDITION, pending_params
 from deepscholar.settings import current_settings
 
 __all__ = ["Claims", "HEARTBEAT", "claim", "holders_of", "process_holder", "release", "renew", "wait_for_turn"]

@@ -50,6 +50,7 @@ from sqlalchemy.engine import Engine
 from deepscholar.errors import InvalidInput
 from deepscholar.evaluation import registry
 from deepscholar.evaluation.judges import JudgeSpec
+from deepscholar.evaluation.pending import PENDING_CONDITION, SHARD_OF_QUERY, pending_params
 
 __all__ = ["DEFAULT_JOB_REPORTS", "SHARDS_PER_JOB", "SHARD_OF_QUERY", "JUDGED_TABLES", "job_count", "plan_units", "unit_cost",
            "pack_jobs", "plan_judging", "refresh_judging_statistics"]
@@ -59,8 +60,6 @@ log = logging.getLogger("deepscholar.evaluation")
 DEFAULT_JOB_REPORTS = 8000
 SHARDS_PER_JOB = 2  # query shards per job when a month is split (module docstring)
 REPORT_WEIGHT, REQUEST_WEIGHT = 1.0, 5.0  # a unit's cost per pending report and per expected request
-# The shard of report `r`'s query among :shards: from md5, so it never changes between servers or versions.
-SHARD_OF_QUERY = "mod(('x' || substr(md5(r.arxiv_id), 1, 7))::bit(28)::int, :shards)"
 
 
 # What judging reads and what is written before it, not during it: their planner statistics are refreshed
@@ -105,7 +104,6 @@ def plan_units(engine: Engine, release_id: str, systems: Sequence[str] | None = 
     pending reports, in system order (`distinct`); with `shards` > 1, every (metric, query shard, system)
     in that order, each unit naming its `shard`: [k, shards] (module docstring)."""
     from deepscholar.evaluation.metrics import get_metric
-    from deepscholar.evaluation.runner import PENDING_CONDITION, pending_params
 
     chosen = _checked_metrics(metrics, tracks)
     spec = judge if isinstance(judge, JudgeSpec) else JudgeSpec.parse(judge)
@@ -146,7 +144,6 @@ def _sampled_calls_per_report(engine: Engine, release_id: str, metric, judge_con
     8.8 questions per distinct report and citation precision 3.2, where `calls_per_report` says 12 and 9);
     the metric's `calls_per_report` when nothing is pending, and 0 for a judge-free metric."""
     from deepscholar.evaluation.context import load_reports
-    from deepscholar.evaluation.runner import PENDING_CONDITION, pending_params
 
     static = float(getattr(metric, "calls_per_report", 1.0))
     if static == 0:

@@ -31,6 +31,7 @@ from deepscholar import db
 from deepscholar.errors import UserError
 from deepscholar.evaluation.base import ItemJudgment, Metric, ReportContext, Score
 from deepscholar.evaluation.judges import JudgeSpec, record_judge_config
+from deepscholar.evaluation.pending import PENDING_CONDITION, SHARD_OF_QUERY, pending_params
 from deepscholar.settings import current_settings
 
 __all__ = ["pending_reports", "judge_metric", "judge_units", "judge_job", "evaluate_release", "JudgeRun"]
@@ -71,25 +72,10 @@ def _api_base() -> str | None:
     return current_settings().judge_api_base
 
 
-# What "pending" means, for report `r` (of table reports): no headline score of metric :m at its current
-# version :ver under judge_config :j. pending_reports lists them; evaluation.jobs counts them per system.
-PENDING_CONDITION = """NOT EXISTS (
-    SELECT 1 FROM metric_scores m
-    WHERE m.report_id = r.report_id AND m.metric = :m AND m.judge_config = :j
-      AND m.variant = :v AND m.metric_version = :ver)"""
-
-
-def pending_params(metric: Metric, judge_config: str) -> dict:
-    """The bind parameters of PENDING_CONDITION."""
-    return {"m": metric.name, "j": judge_config, "v": metric.headline, "ver": metric.version}
-
-
 def pending_reports(engine: Engine, release_id: str, metric: Metric, judge_config: str,
                     system_id: str | None = None, shard: Sequence[int] | None = None) -> list[int]:
     """Ok reports of the release without a headline score at the current metric_version (of one system,
     of the queries in one shard [k, n] of evaluation.jobs, when given)."""
-    from deepscholar.evaluation.jobs import SHARD_OF_QUERY
-
     k, n = shard if shard else (0, 1)
     with engine.connect() as conn:
         return list(conn.execute(sa.text(f"""
@@ -106,7 +92,6 @@ def pending_of_units(engine: Engine, release_id: str, units: Sequence[dict], jud
     evaluation.jobs plans them), in the units' order, read with one statement per metric instead of one per
     unit: a month's judge task has hundreds of (metric, query shard, system) units, and each statement
     scans the release's reports."""
-    from deepscholar.evaluation.jobs import SHARD_OF_QUERY
     from deepscholar.evaluation.metrics import get_metric
 
     found: dict[tuple, list[int]] = {}

@@ -44,11 +44,13 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from deepscholar.db import SCHEMA
 from deepscholar.errors import UserError
 
 log = logging.getLogger(__name__)
 
+# The one schema of the warehouse. Declared here, where it is built, so that `db` (which runs `upgrade`) and
+# the migrations do not import each other; `db.SCHEMA` is the same name.
+SCHEMA = "deepscholar"
 VERSION_TABLE = "alembic_version"
 LEGACY_TABLE = "schema_files"  # the pre-Alembic record of applied sql/NNN files; kept, never written
 BASELINE = "0001_baseline"

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import sqlalchemy as sa
 
-from deepscholar.db import SCHEMA
+from deepscholar.migrations import SCHEMA
 
 __all__ = ["WIDE_VIEWS", "current_releases_sql", "CORE_SEVEN", "run_sql_around_views",
            "wide_view_sql", "wide_view_columns", "sync_wide_views", "TRACK_VIEW_PREFIX",

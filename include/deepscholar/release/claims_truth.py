@@ -42,7 +42,7 @@ from deepscholar import db
 from deepscholar.db import SCHEMA
 from deepscholar.gx import Check
 from deepscholar.llm.client import Judged, ParseError, parse_json_array
-from deepscholar.release.track_artefacts import TrackArtefacts
+from deepscholar.release.track_declaration import TrackArtefacts
 from deepscholar.text.markers import cited_keys, strip_citation_markers
 from deepscholar.text.sentences import split_exemplar_sentences
 
@@ -164,12 +164,11 @@ def _important_references(ctx) -> dict[str, list[GroundTruthReference]]:
     return out
 
 
-def build_gt_claims(ctx) -> dict:
-    """Ground-truth claims for every query of the release not complete from this judge; idempotent."""
-    judge_config = _judge_config(ctx)
-    counts = {"queries": 0, "no_important": 0, "built": 0, "kept": 0, "unscored": 0, "claims": 0, "calls": 0}
+def _query_states(ctx, judge_config: str) -> list[dict]:
+    """Every query of the release with its important references, its claims from `judge_config` on them
+    and all its stored claims, counted: what build_gt_claims decides to keep or (re)build from."""
     with ctx.engine.connect() as conn:
-        queries = [dict(r) for r in conn.execute(sa.text(f"""
+        return [dict(r) for r in conn.execute(sa.text(f"""
             SELECT q.arxiv_id, q.title, q.abstract,
                    (SELECT count(*) FROM {SCHEMA}.exemplar_references e WHERE e.release_id = q.release_id
                       AND e.arxiv_id = q.arxiv_id AND e.is_important) AS n_important,
@@ -181,6 +180,29 @@ def build_gt_claims(ctx) -> dict:
                       AND c.arxiv_id = q.arxiv_id) AS n_stored
             FROM {SCHEMA}.release_queries q WHERE q.release_id = :r ORDER BY q.arxiv_id"""),
             {"r": ctx.release_id, "j": judge_config}).mappings()]
+
+
+def _connections(ctx, todo: list[dict],
+                 refs_of: dict[str, list[GroundTruthReference]]) -> tuple[list[Judged[list[str]]], str]:
+    """Each query's connections, one per important reference, from the local rule or the LLM judge, and
+    the prompt version that made them."""
+    if _is_local(ctx):
+        local = [Judged([local_connection(r) for r in refs_of[q["arxiv_id"]]], None, 0) for q in todo]
+        return local, LOCAL_VERSION
+    from deepscholar.llm.client import LLMClient
+    from deepscholar.release.judging import load_prompt
+
+    client = LLMClient(ctx.engine, ctx.spec.judge.strip(), api_base=ctx.settings.judge_api_base,
+                       concurrency=ctx.settings.release_judge_concurrency)
+    prompt = load_prompt(PROMPT)
+    return client.map(lambda q: _llm_connections(client, prompt, q, refs_of[q["arxiv_id"]]), todo), PROMPT
+
+
+def build_gt_claims(ctx) -> dict:
+    """Ground-truth claims for every query of the release not complete from this judge; idempotent."""
+    judge_config = _judge_config(ctx)
+    counts = {"queries": 0, "no_important": 0, "built": 0, "kept": 0, "unscored": 0, "claims": 0, "calls": 0}
+    queries = _query_states(ctx, judge_config)
     counts["queries"] = len(queries)
     counts["no_important"] = sum(q["n_important"] == 0 for q in queries)
     todo = [q for q in queries if not (q["n_done"] == q["n_important"] == q["n_stored"])]
@@ -197,18 +219,7 @@ def build_gt_claims(ctx) -> dict:
     if not todo:
         return counts
     refs_of = _important_references(ctx)
-    if _is_local(ctx):
-        answers = [Judged([local_connection(r) for r in refs_of[q["arxiv_id"]]], None, 0) for q in todo]
-        version = LOCAL_VERSION
-    else:
-        from deepscholar.llm.client import LLMClient
-        from deepscholar.release.judging import load_prompt
-
-        client = LLMClient(ctx.engine, ctx.spec.judge.strip(), api_base=ctx.settings.judge_api_base,
-                           concurrency=ctx.settings.release_judge_concurrency)
-        prompt = load_prompt(PROMPT)
-        answers = client.map(lambda q: _llm_connections(client, prompt, q, refs_of[q["arxiv_id"]]), todo)
-        version = PROMPT
+    answers, version = _connections(ctx, todo, refs_of)
     for query, judged in zip(todo, answers, strict=True):
         counts["calls"] += judged.calls
         if judged.value is None:

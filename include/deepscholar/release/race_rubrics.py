@@ -53,7 +53,7 @@ from deepscholar import db
 from deepscholar.db import SCHEMA
 from deepscholar.gx import Check
 from deepscholar.llm.client import Judged, ParseError, parse_json_array, parse_json_object
-from deepscholar.release.track_artefacts import TrackArtefacts
+from deepscholar.release.track_declaration import TrackArtefacts
 
 __all__ = ["DIMENSIONS", "ARTEFACTS", "Criterion", "Rubric", "WeightSample", "parse_weights", "parse_criteria",
            "mean_weights", "sample_params", "weights_version", "build_race_rubrics", "local_rubric",

@@ -3,7 +3,8 @@ month later with `deepscholar release enrich`.
 
 Two tracks need more than the core's labels before any report can be judged: RACE needs per query its
 four dimension weights and its criteria (release/race_rubrics.py), the claims track a ground-truth claim
-per important exemplar reference (release/claims_truth.py). Each declares here, once, what it builds
+per important exemplar reference (release/claims_truth.py). Each declares once, in its module's
+`ARTEFACTS` (a TrackArtefacts, release/track_declaration.py), what it builds
 (an idempotent step over the release's queries that skips queries already done by the same judge), the
 SQL frames its GX checks read and the checks. The release DAG runs one task per track after the nuggets
 for the tracks the month is built with (ReleaseSpec.tracks, default DEEPSCHOLAR_TRACKS), the release gate
@@ -17,10 +18,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 import pandas as pd
 import sqlalchemy as sa
@@ -29,6 +28,7 @@ from sqlalchemy.engine import Engine
 from deepscholar.db import SCHEMA
 from deepscholar.errors import InvalidInput, NotFound
 from deepscholar.gx import Check, GateResult, import_gx, jsonable, run_checks
+from deepscholar.release.track_declaration import TrackArtefacts
 
 __all__ = ["TrackArtefacts", "artefacts", "artefact_tracks", "build_track_artefacts", "check_track_artefacts",
            "enrich_release", "track_frames", "track_checks"]
@@ -36,22 +36,14 @@ __all__ = ["TrackArtefacts", "artefacts", "artefact_tracks", "build_track_artefa
 log = logging.getLogger("deepscholar.release")
 
 
-@dataclass(frozen=True)
-class TrackArtefacts:
-    track: str  # a family of the metric registry
-    build: Callable[[Any], dict]  # (ReleaseContext) -> counts; idempotent, only what is missing
-    judge_config: Callable[[Any], str]  # (ReleaseContext) -> the judge config the build uses
-    prompt_versions: Callable[[Any], dict]  # (ReleaseContext) -> {prompt: version} the build uses
-    frames: dict[str, str]  # frame name -> SQL over :r (the release id)
-    checks: Callable[[Any], list[Check]]  # (gx.expectations) -> checks over those frames
-
-
 def artefacts() -> dict[str, TrackArtefacts]:
-    """Every track with release-time artefacts, by track name."""
-    from deepscholar.release.claims_truth import ARTEFACTS as CLAIMS
-    from deepscholar.release.race_rubrics import ARTEFACTS as RACE
+    """Every track with release-time artefacts, by track name: the `ARTEFACTS` of each track module.
 
-    return {a.track: a for a in (RACE, CLAIMS)}
+    Adding a track is adding its module here. The modules are imported on first use, as they always were;
+    they import only the declaration's type (release/track_declaration.py), never this module."""
+    from deepscholar.release import claims_truth, race_rubrics
+
+    return {a.track: a for a in (race_rubrics.ARTEFACTS, claims_truth.ARTEFACTS)}
 
 
 def artefact_tracks(tracks: Sequence[str]) -> list[str]:

@@ -18,8 +18,8 @@ from sqlalchemy.engine import Engine
 from deepscholar.clock import as_utc
 from deepscholar.errors import InfrastructureError
 from deepscholar.search.base import Backend, SearchResult
+from deepscholar.settings import ARXIV_API_URL
 from deepscholar.sources.arxiv import QUERY_STOP_WORDS, ArxivPaper, ArxivSource, is_transient
-from deepscholar.sources.endpoints import ARXIV_API_URL
 from deepscholar.text import strip_arxiv_version
 
 __all__ = ["BACKEND", "ArxivSearch", "arxiv_terms"]

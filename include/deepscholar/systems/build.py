@@ -15,7 +15,7 @@ can never mix silently in a month (systems/quality.py fails the month's reports 
   process's DEEPSCHOLAR_SEARCH_BACKEND chose another one (so a system's builds of before the backend was
   part of them keep their string, and a month mixing backends for one system fails the check);
   `endpoint<N>` counts the operator's changes of where the system runs or with whose key since it was
-  registered (`systems.endpoint_revision`, systems/registry.py ENDPOINT_KEYS), named from the first change on
+  registered (`systems.endpoint_revision`, ENDPOINT_KEYS below), named from the first change on
   (so builds of systems never moved keep their string) because a changed server may write something else;
   `cfg` is a short sha256 of the output-defining config as sorted JSON (the kind's defaults overlaid with
   the registered config, less RUN_KEYS), so a changed default changes the build too;
@@ -39,9 +39,19 @@ from typing import Any
 
 from deepscholar.search import registry as search_registry
 from deepscholar.settings import current_settings
-from deepscholar.systems.registry import LOCATION_KEYS
 
-__all__ = ["RUN_KEYS", "SystemBuild", "config_hash", "import_build", "search_backend"]
+__all__ = ["ENDPOINT_KEYS", "LOCATION_KEYS", "RUN_KEYS", "SystemBuild", "config_hash", "import_build",
+           "search_backend"]
+
+# Where and how to reach a system, not what it is: they may change under the same name (a service moved,
+# a key renamed, a longer timeout). Every other config key defines the system's output.
+LOCATION_KEYS = frozenset({"endpoint", "api_base", "api_key_env", "timeout", "attempts", "retry_wait"})
+# The location keys that say which server answers, and with whose key. Changing one is the operator's
+# (`deepscholar systems add`, never the page) and counts as a new build: `systems.endpoint_revision` goes up
+# by one (systems/registry.py add_system), and reports written from then on name it (`+endpoint<N>`).
+ENDPOINT_KEYS = frozenset({"endpoint", "api_base", "api_key_env"})
+# Both declared here rather than in systems/registry.py, which applies them on registration: the registry
+# needs the system kinds (systems/base.py), which need this module.
 
 # Config keys that change how a system runs, never what it writes: not part of its build.
 RUN_KEYS = LOCATION_KEYS | {"concurrency"}

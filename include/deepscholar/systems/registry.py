@@ -11,18 +11,12 @@ from sqlalchemy.engine import Engine
 
 from deepscholar import db
 from deepscholar.errors import InvalidInput, NotFound, UserError
+from deepscholar.systems.build import ENDPOINT_KEYS, LOCATION_KEYS  # declared with the build they leave out
 
 # The systems table's CHECK constraint, checked here first so a bad name gets a sentence, not a traceback.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 _NAME_RE = re.compile(NAME_PATTERN)
 MAX_NAME_LENGTH = 100
-# Where and how to reach a system, not what it is: they may change under the same name (a service moved,
-# a key renamed, a longer timeout). Every other config key defines the system's output.
-LOCATION_KEYS = frozenset({"endpoint", "api_base", "api_key_env", "timeout", "attempts", "retry_wait"})
-# The location keys that say which server answers, and with whose key. Changing one is the operator's
-# (`deepscholar systems add`, never the page) and counts as a new build: `systems.endpoint_revision` goes up
-# by one, and reports written from then on name it (`+endpoint<N>`, systems/build.py).
-ENDPOINT_KEYS = frozenset({"endpoint", "api_base", "api_key_env"})
 
 
 class SystemConflict(UserError):

@@ -11,13 +11,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from deepscholar.text.citations import (
+from deepscholar.text.markers import LOOSE_CITATION_MARKER_RE
+from deepscholar.text.report_markup import (
     CITATION_GROUP_RE,
     MARKDOWN_HEADING_RE,
     citation_numbers,
     reference_spans,
 )
-from deepscholar.text.markers import LOOSE_CITATION_MARKER_RE
 
 __all__ = ["Sentence", "split_exemplar_sentences", "split_report_sentences"]
 
