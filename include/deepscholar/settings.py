@@ -26,12 +26,36 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from deepscholar.errors import InvalidInput
+from deepscholar.setting_kinds import (
+    BOOL,
+    CAP,
+    CATEGORIES,
+    COUNT,
+    DATABASE_URL,
+    ENDPOINT_PREFIXES,
+    FRACTION,
+    HOURS,
+    MONTH,
+    NAMES,
+    PATH,
+    PORT,
+    POSITIVE_INT,
+    POSITIVE_SECONDS,
+    SECONDS,
+    TEXT,
+    URL,
+    URL_PREFIXES,
+    Kind,
+    choice,
+    number,
+    or_none,
+)
 
 __all__ = ["GROUPS", "SETTINGS", "Kind", "Setting", "Settings", "current_settings", "effective_rows",
            "markdown_table", "shown", "DEFAULT_CATEGORIES", "ARXIV_API_URL", "ARXIV_EPRINT_URL",
@@ -62,115 +86,6 @@ REDISTRIBUTABLE_LICENCES = tuple(
 PROVIDER_KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
                           "MISTRAL_API_KEY", "GROQ_API_KEY", "TOGETHER_API_KEY", "OPENROUTER_API_KEY",
                           "DEEPSEEK_API_KEY")
-_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
-
-
-# --- kinds of value ----------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Kind:
-    """How a variable's text becomes a value: `parse` raises ValueError on anything but `expected`."""
-
-    expected: str
-    parse: Callable[[str], Any]
-
-
-def _number(cast: Callable[[str], Any], expected: str, minimum: float, *, above: bool = False,
-            maximum: float | None = None) -> Kind:
-    def parse(raw: str) -> Any:
-        value = cast(raw)
-        if not math.isfinite(value) or value < minimum or (above and value == minimum) or (
-                maximum is not None and value > maximum):
-            raise ValueError(raw)
-        return value
-
-    return Kind(expected, parse)
-
-
-def _choice(*choices: str) -> Kind:
-    def parse(raw: str) -> str:
-        if raw.lower() not in choices:
-            raise ValueError(raw)
-        return raw.lower()
-
-    return Kind("one of " + ", ".join(choices), parse)
-
-
-def _bool(raw: str) -> bool:
-    if raw.lower() in _TRUE | _FALSE:
-        return raw.lower() in _TRUE
-    raise ValueError(raw)
-
-
-def _names(raw: str) -> tuple[str, ...]:
-    """A comma-separated list; `none` is no entry (so `none` alone is the empty list)."""
-    return tuple(x.strip() for x in raw.split(",") if x.strip() and x.strip().lower() != "none")
-
-
-def _categories(raw: str) -> tuple[str, ...]:
-    names = _names(raw)
-    if not names:
-        raise ValueError(raw)
-    return names
-
-
-def _cap(raw: str) -> int | None:
-    """A positive number of queries; empty, none, all or 0: no cap."""
-    if raw.lower() in {"", "none", "all", "0"}:
-        return None
-    value = int(raw)
-    if value < 1:
-        raise ValueError(raw)
-    return value
-
-
-def _url(raw: str) -> str:
-    if not re.match(r"^https?://[^/\s]+", raw):
-        raise ValueError(raw)
-    return raw
-
-
-def _database_url(raw: str) -> str:
-    if "://" not in raw:
-        raise ValueError(raw)
-    return raw
-
-
-def _month(raw: str) -> str:
-    match = re.fullmatch(r"(\d{4})-(\d{1,2})", raw)
-    if not match or not 1 <= int(match.group(2)) <= 12:
-        raise ValueError(raw)
-    return raw
-
-
-TEXT = Kind("text", str)
-URL = Kind("an http(s) URL", _url)
-DATABASE_URL = Kind("a database URL (postgresql://user:password@host:port/database)", _database_url)
-PATH = Kind("a path", Path)
-BOOL = Kind("true or false (also 1/0, yes/no, on/off)", _bool)
-NAMES = Kind("a comma-separated list", _names)
-URL_PREFIXES = Kind("a comma-separated list of URL prefixes (none: no licence allows it)", _names)
-ENDPOINT_PREFIXES = Kind("a comma-separated list of URL prefixes, or none", _names)  # web page block
-CATEGORIES = Kind("a comma-separated list of arXiv categories", _categories)
-CAP = Kind("a positive number of queries, or none for no cap", _cap)
-MONTH = Kind("a month, YYYY-MM", _month)
-COUNT = _number(int, "an integer >= 0", 0)
-POSITIVE_INT = _number(int, "a positive integer", 0, above=True)
-SECONDS = _number(float, "a number of seconds >= 0", 0)
-HOURS = _number(float, "a number of hours >= 0", 0)
-POSITIVE_SECONDS = _number(float, "a positive number of seconds", 0, above=True)
-PORT = _number(int, "a port number (0: any free one)", 0, maximum=65535)
-FRACTION = _number(float, "a number from 0 to 1", 0, maximum=1)
-
-
-def _or_none(kind: Kind) -> Kind:
-    """`kind`, or `none` for no value (no bound)."""
-    def parse(raw: str) -> Any:
-        return None if raw.lower() == "none" else kind.parse(raw)
-
-    return Kind(f"{kind.expected}, or none", parse)
-
-
 # --- the declarations ---------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -265,7 +180,7 @@ class Settings:
         "DEEPSCHOLAR_DB_CONNECT_BACKOFF_SECONDS", 1.0, SECONDS, "warehouse",
         "base of those retries' backoff (doubling, capped at 30 s, with jitter)", tolerant=True)
     embedded_max_connections: int = _setting(
-        "DEEPSCHOLAR_EMBEDDED_MAX_CONNECTIONS", 300, _number(int, "an integer >= 10", 10), "warehouse",
+        "DEEPSCHOLAR_EMBEDDED_MAX_CONNECTIONS", 300, number(int, "an integer >= 10", 10), "warehouse",
         "`max_connections` of the embedded PostgreSQL (applied when it starts; `deepscholar db stop` first to "
         "change it): the connection budget of `deepscholar settings` must fit under it")
     # release: the defaults of a new month's spec, stored with the release
@@ -281,7 +196,7 @@ class Settings:
         "at most this many queries, a seeded sample stratified by primary category (`none`: every paper that "
         "passes; DAG param `max_queries`, `release build --max-queries`)", blank_is_unset=False)
     sample_seed: int = _setting(
-        "DEEPSCHOLAR_SAMPLE_SEED", 0, _number(int, "an integer", -math.inf), "release",
+        "DEEPSCHOLAR_SAMPLE_SEED", 0, number(int, "an integer", -math.inf), "release",
         "seed of the sample (DAG param `sample_seed`, `release build --seed`)")
     # external services
     arxiv_api_url: str = _setting("DEEPSCHOLAR_ARXIV_API_URL", ARXIV_API_URL, URL, "external services",
@@ -326,7 +241,7 @@ class Settings:
         "through again after as long", tolerant=True)
     # LLM calls
     llm_transport: str = _setting(
-        "DEEPSCHOLAR_LLM_TRANSPORT", "direct", _choice("direct", "litellm"), "LLM calls",
+        "DEEPSCHOLAR_LLM_TRANSPORT", "direct", choice("direct", "litellm"), "LLM calls",
         "how requests to an `openai/<model>` at an explicit `api_base` (vLLM, a proxy, an OpenAI-compatible "
         "server) are sent: `direct` (the OpenAI wire format over one pooled httpx client, without litellm's or "
         "the OpenAI SDK's per-call work: about a fifth of litellm's client CPU per call) or `litellm` (every "
@@ -389,11 +304,11 @@ class Settings:
         "bootstrap resamples behind the 95% intervals of judge validation (`deepscholar agreement`, "
         "`deepscholar judges compare`): more is steadier and slower")
     claim_coverage_w_max: int = _setting(
-        "DEEPSCHOLAR_CLAIM_COVERAGE_W_MAX", 1, _number(int, "an integer from 1 to 5", 1, maximum=5), "judging",
+        "DEEPSCHOLAR_CLAIM_COVERAGE_W_MAX", 1, number(int, "an integer from 1 to 5", 1, maximum=5), "judging",
         "claim coverage's window cap: `1` asks only what the headline (w = 1) needs; `5` runs the w = 0..5 "
         "sweep as its own metric version", tolerant=True)
     race_weight_samples: int = _setting(
-        "DEEPSCHOLAR_RACE_WEIGHT_SAMPLES", 5, _number(int, "an integer >= 1", 1), "judging",
+        "DEEPSCHOLAR_RACE_WEIGHT_SAMPLES", 5, number(int, "an integer >= 1", 1), "judging",
         "how many times an LLM release judge is asked a query's four RACE dimension weights, each its own cached "
         "request (temperature 1, seed = the sample's index), the rubric's weights their mean; `1`: one "
         "deterministic call. Named in the rubric's judge config (`race_weights_v1.x<N>`); the local judge's one "
@@ -411,7 +326,7 @@ class Settings:
         "DEEPSCHOLAR_CALIBRATION_ITEMS", 40, POSITIVE_INT, "judging",
         "questions per metric in a judge's calibration slice, drawn once and re-judged every month")
     calibration_max_cost_usd: float | None = _setting(
-        "DEEPSCHOLAR_CALIBRATION_MAX_COST_USD", 5.0, _or_none(_number(float, "a number of USD >= 0", 0)),
+        "DEEPSCHOLAR_CALIBRATION_MAX_COST_USD", 5.0, or_none(number(float, "a number of USD >= 0", 0)),
         "judging",
         "the most a month's drift check may cost (predicted before it sends anything): above it, or with the "
         "judge's price unknown, the check refuses that month and says so; `none`: no bound")
@@ -419,7 +334,7 @@ class Settings:
         "DEEPSCHOLAR_DRIFT_MIN_AGREEMENT", 0.8, FRACTION, "judging",
         "the drift alarm trips when a metric's agreement with its calibration labels falls below this")
     drift_max_drop: float | None = _setting(
-        "DEEPSCHOLAR_DRIFT_MAX_DROP", 0.1, _or_none(FRACTION), "judging",
+        "DEEPSCHOLAR_DRIFT_MAX_DROP", 0.1, or_none(FRACTION), "judging",
         "... or drops by more than this since the judge's previous month checked; `none`: only the minimum")
     # generation
     search_backend: str = _setting("DEEPSCHOLAR_SEARCH_BACKEND", "local", TEXT, "generation",
@@ -503,7 +418,7 @@ class Settings:
         shown_default="the Creative Commons licences (by, by-sa, by-nc, by-nc-sa, by-nd, by-nc-nd), CC0 and "
                       "public domain", blank_is_unset=False)
     progress: str = _setting(
-        "DEEPSCHOLAR_PROGRESS", "auto", _choice("auto", "bar", "plain"), "command line",
+        "DEEPSCHOLAR_PROGRESS", "auto", choice("auto", "bar", "plain"), "command line",
         "how the CLI shows long steps: `bar` (live bars), `plain` (\"n of N\" log lines), `auto` (bars when "
         "stderr is a terminal)")
 
@@ -547,7 +462,7 @@ class Settings:
     # --- bounds on what a third party writes (annotation and report imports) -------------------------------
     # Each is checked before the input is read whole or stored, and refused in one line naming the setting.
     agreement_annotators_per_item: int = _setting(
-        "DEEPSCHOLAR_AGREEMENT_ANNOTATORS_PER_ITEM", 10, _number(int, "an integer >= 2", 2), "judging",
+        "DEEPSCHOLAR_AGREEMENT_ANNOTATORS_PER_ITEM", 10, number(int, "an integer >= 2", 2), "judging",
         "judge validation's humans-among-themselves statistics (alpha, pairwise agreement) read at most this many "
         "labels per item, the same ones every time (a seeded hash of item and annotator picks them); the "
         "judge-vs-humans majority uses every label. Bounds the work of `annotate import` and `agreement`")
@@ -560,7 +475,7 @@ class Settings:
         "longest report text `deepscholar import-reports` stores, in characters; a longer output is not imported "
         "(one line, exit 2)")
     import_max_citations: int = _setting(
-        "DEEPSCHOLAR_IMPORT_MAX_CITATIONS", 500, _number(int, "an integer from 1 to 999", 1, maximum=999),
+        "DEEPSCHOLAR_IMPORT_MAX_CITATIONS", 500, number(int, "an integer from 1 to 999", 1, maximum=999),
         "command line",
         "most sources one imported report may have, and its highest citation number; an output with more is not "
         "imported (one line, exit 2; citation numbers are read up to 999)")

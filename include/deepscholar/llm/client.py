@@ -34,7 +34,14 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 from deepscholar.errors import InfrastructureError, JudgeError, MissingCredentials
 from deepscholar.http_guard import BREAKER, host_of
 from deepscholar.llm import cache, prices
-from deepscholar.llm.usage import Usage, _record_attempt, _record_usage, track_requests, track_usage
+from deepscholar.llm.usage import (
+    LLMResult,
+    Usage,
+    _record_attempt,
+    _record_usage,
+    track_requests,
+    track_usage,
+)
 from deepscholar.settings import current_settings
 
 __all__ = [
@@ -67,19 +74,6 @@ _TOOLS_WORKAROUND = {"_skip_mcp_handler": True}
 
 class ParseError(JudgeError, ValueError):
     """A judge answer that does not have the required shape; triggers a re-ask, then *unscored*."""
-
-
-@dataclass(frozen=True)
-class LLMResult:
-    text: str
-    message: dict
-    cached: bool
-    provider_model: str | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    cost_usd: float | None
-    latency_ms: float | None  # of the original call, also when served from the cache
-    request_hash: str
 
 
 @dataclass(frozen=True)

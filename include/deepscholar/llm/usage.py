@@ -1,5 +1,6 @@
 """What LLM calls cost, collected per block of work: `track_usage()` sums calls, tokens, cost and attempts,
-`track_requests()` lists the request hashes (llm_calls keys) that a judgment used.
+`track_requests()` lists the request hashes (llm_calls keys) that a judgment used. `LLMResult`, one
+answer, lives here because usage is summed from it.
 
 The client (deepscholar.llm.client) records every answer and every attempt here through context variables,
 so a caller measures its own calls without passing anything down, also across the threads of
@@ -14,10 +15,21 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from deepscholar.llm.client import LLMResult
+
+@dataclass(frozen=True)
+class LLMResult:
+    """One answer of the client (deepscholar.llm.client, which re-exports it): what usage is summed from."""
+
+    text: str
+    message: dict
+    cached: bool
+    provider_model: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost_usd: float | None
+    latency_ms: float | None  # of the original call, also when served from the cache
+    request_hash: str
 
 
 @dataclass

@@ -292,15 +292,7 @@ def build_race_rubrics(ctx) -> dict:
     counts = {"queries": 0, "built": 0, "kept": 0, "renormalised": 0, "unscored": 0, "calls": 0,
               "weight_samples": 0 if _is_local(ctx) else samples, "weight_samples_unscored": 0, "replaced": 0,
               "stale": 0}
-    with ctx.engine.connect() as conn:
-        queries = [dict(r) for r in conn.execute(sa.text(f"""
-            SELECT q.arxiv_id, q.title, q.abstract,
-                   (SELECT count(*) FROM {SCHEMA}.race_rubrics r WHERE r.release_id = q.release_id
-                      AND r.arxiv_id = q.arxiv_id AND r.judge_config = :j) AS n_done,
-                   (SELECT count(*) FROM {SCHEMA}.race_rubrics r WHERE r.release_id = q.release_id
-                      AND r.arxiv_id = q.arxiv_id AND r.judge_config <> :j) AS n_other
-            FROM {SCHEMA}.release_queries q WHERE q.release_id = :r ORDER BY q.arxiv_id"""),
-            {"r": ctx.release_id, "j": judge_config}).mappings()]
+    queries = _rubric_states(ctx, judge_config)
     counts["queries"] = len(queries)
     todo = [q for q in queries if q["n_done"] < len(DIMENSIONS)]
     counts["kept"] = len(queries) - len(todo)
@@ -332,16 +324,35 @@ def build_race_rubrics(ctx) -> dict:
         counts["replaced"] += int(query["n_other"] > 0)
         counts["renormalised"] += int(rubric.renormalised)
         counts["weight_samples_unscored"] += sum(1 for s in rubric.weight_samples if s.weights is None)
-        rows = [{"release_id": ctx.release_id, "arxiv_id": query["arxiv_id"], "dimension": d,
-                 "weight": rubric.weights[d], "raw_weight": rubric.raw_weights[d], "renormalised": rubric.renormalised,
-                 "criteria": [{"criterion": c.criterion, "explanation": c.explanation, "weight": c.weight,
-                               "raw_weight": c.raw_weight} for c in rubric.criteria[d]],
-                 "weight_samples": [s.stored(d) for s in rubric.weight_samples],  # []: not sampled (local)
-                 "judge_config": judge_config, "prompt_version": version} for d in DIMENSIONS]
         with ctx.engine.begin() as conn:
-            db.upsert(conn, "race_rubrics", rows, key=["release_id", "arxiv_id", "dimension"])
+            db.upsert(conn, "race_rubrics", _rubric_rows(ctx.release_id, query["arxiv_id"], rubric, judge_config,
+                                                         version), key=["release_id", "arxiv_id", "dimension"])
     log.info("race rubrics of %s: %s", ctx.release_id, counts)
     return counts
+
+
+def _rubric_states(ctx, judge_config: str) -> list[dict]:
+    """The release's queries with how many rubric rows this judge config (`n_done`) and others (`n_other`)
+    already stored for each."""
+    with ctx.engine.connect() as conn:
+        return [dict(r) for r in conn.execute(sa.text(f"""
+            SELECT q.arxiv_id, q.title, q.abstract,
+                   (SELECT count(*) FROM {SCHEMA}.race_rubrics r WHERE r.release_id = q.release_id
+                      AND r.arxiv_id = q.arxiv_id AND r.judge_config = :j) AS n_done,
+                   (SELECT count(*) FROM {SCHEMA}.race_rubrics r WHERE r.release_id = q.release_id
+                      AND r.arxiv_id = q.arxiv_id AND r.judge_config <> :j) AS n_other
+            FROM {SCHEMA}.release_queries q WHERE q.release_id = :r ORDER BY q.arxiv_id"""),
+            {"r": ctx.release_id, "j": judge_config}).mappings()]
+
+
+def _rubric_rows(release_id: str, arxiv_id: str, rubric: Rubric, judge_config: str, version: str) -> list[dict]:
+    """A query's four race_rubrics rows, one per dimension."""
+    return [{"release_id": release_id, "arxiv_id": arxiv_id, "dimension": d,
+             "weight": rubric.weights[d], "raw_weight": rubric.raw_weights[d], "renormalised": rubric.renormalised,
+             "criteria": [{"criterion": c.criterion, "explanation": c.explanation, "weight": c.weight,
+                           "raw_weight": c.raw_weight} for c in rubric.criteria[d]],
+             "weight_samples": [s.stored(d) for s in rubric.weight_samples],  # []: not sampled (local)
+             "judge_config": judge_config, "prompt_version": version} for d in DIMENSIONS]
 
 
 def _local_rubrics(ctx, queries: Sequence[dict]) -> list[Judged[Rubric]]:

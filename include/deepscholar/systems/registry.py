@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Mapping
 from datetime import date
 
 import sqlalchemy as sa
@@ -139,14 +140,7 @@ def add_system(engine: Engine, name: str, kind: str, config: dict | None = None,
                                f"Changing one (its endpoint, its key) is an operator's `deepscholar systems add "
                                f"{name} --kind {row['kind']} --config ...`; a new system is a new name, e.g. {name}_v2")
         old = dict(row["config"] or {})
-        differences = [f"{what} {theirs!r} -> {ours!r}" for what, theirs, ours in (
-            ("kind", row["kind"], kind), ("version", row["version"], version),
-            ("config", _identity(old), _identity(config))) if theirs != ours]
-        if differences:
-            raise SystemConflict(
-                f"system {name!r} is already registered as another system ({'; '.join(differences)}); its "
-                f"reports would stay on the leaderboard under the new definition. Register the new one under a "
-                f"new name, e.g. {name}_v2 (and `deepscholar systems deactivate {name}` to stop running the old)")
+        _refuse_another_system(name, row, kind, version, config)
         changed_cutoff = cutoff is not None and cutoff != row["knowledge_cutoff"]
         if old == config and not changed_cutoff:
             return "unchanged"
@@ -157,6 +151,18 @@ def add_system(engine: Engine, name: str, kind: str, config: dict | None = None,
         conn.execute(sa.text("UPDATE systems SET endpoint_revision = endpoint_revision + 1 WHERE system_id = :s"),
                      {"s": name})
         return "moved"
+
+
+def _refuse_another_system(name: str, row: Mapping, kind: str, version: str, config: dict) -> None:
+    """SystemConflict when `name` is registered with another kind, version or output-defining config."""
+    differences = [f"{what} {theirs!r} -> {ours!r}" for what, theirs, ours in (
+        ("kind", row["kind"], kind), ("version", row["version"], version),
+        ("config", _identity(dict(row["config"] or {})), _identity(config))) if theirs != ours]
+    if differences:
+        raise SystemConflict(
+            f"system {name!r} is already registered as another system ({'; '.join(differences)}); its "
+            f"reports would stay on the leaderboard under the new definition. Register the new one under a "
+            f"new name, e.g. {name}_v2 (and `deepscholar systems deactivate {name}` to stop running the old)")
 
 
 def set_active(engine: Engine, name: str, active: bool) -> None:

@@ -1,0 +1,118 @@
+"""Kinds of value a setting takes (deepscholar.settings): how a variable's text becomes a value, and what
+a valid one looks like for the error message. Kept apart from the declarations so settings.py stays one
+list of settings."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How a variable's text becomes a value: `parse` raises ValueError on anything but `expected`."""
+
+    expected: str
+    parse: Callable[[str], Any]
+
+
+def number(cast: Callable[[str], Any], expected: str, minimum: float, *, above: bool = False,
+            maximum: float | None = None) -> Kind:
+    def parse(raw: str) -> Any:
+        value = cast(raw)
+        if not math.isfinite(value) or value < minimum or (above and value == minimum) or (
+                maximum is not None and value > maximum):
+            raise ValueError(raw)
+        return value
+
+    return Kind(expected, parse)
+
+
+def choice(*choices: str) -> Kind:
+    def parse(raw: str) -> str:
+        if raw.lower() not in choices:
+            raise ValueError(raw)
+        return raw.lower()
+
+    return Kind("one of " + ", ".join(choices), parse)
+
+
+def _bool(raw: str) -> bool:
+    if raw.lower() in _TRUE | _FALSE:
+        return raw.lower() in _TRUE
+    raise ValueError(raw)
+
+
+def _names(raw: str) -> tuple[str, ...]:
+    """A comma-separated list; `none` is no entry (so `none` alone is the empty list)."""
+    return tuple(x.strip() for x in raw.split(",") if x.strip() and x.strip().lower() != "none")
+
+
+def _categories(raw: str) -> tuple[str, ...]:
+    names = _names(raw)
+    if not names:
+        raise ValueError(raw)
+    return names
+
+
+def _cap(raw: str) -> int | None:
+    """A positive number of queries; empty, none, all or 0: no cap."""
+    if raw.lower() in {"", "none", "all", "0"}:
+        return None
+    value = int(raw)
+    if value < 1:
+        raise ValueError(raw)
+    return value
+
+
+def _url(raw: str) -> str:
+    if not re.match(r"^https?://[^/\s]+", raw):
+        raise ValueError(raw)
+    return raw
+
+
+def _database_url(raw: str) -> str:
+    if "://" not in raw:
+        raise ValueError(raw)
+    return raw
+
+
+def _month(raw: str) -> str:
+    match = re.fullmatch(r"(\d{4})-(\d{1,2})", raw)
+    if not match or not 1 <= int(match.group(2)) <= 12:
+        raise ValueError(raw)
+    return raw
+
+
+TEXT = Kind("text", str)
+URL = Kind("an http(s) URL", _url)
+DATABASE_URL = Kind("a database URL (postgresql://user:password@host:port/database)", _database_url)
+PATH = Kind("a path", Path)
+BOOL = Kind("true or false (also 1/0, yes/no, on/off)", _bool)
+NAMES = Kind("a comma-separated list", _names)
+URL_PREFIXES = Kind("a comma-separated list of URL prefixes (none: no licence allows it)", _names)
+ENDPOINT_PREFIXES = Kind("a comma-separated list of URL prefixes, or none", _names)  # web page block
+CATEGORIES = Kind("a comma-separated list of arXiv categories", _categories)
+CAP = Kind("a positive number of queries, or none for no cap", _cap)
+MONTH = Kind("a month, YYYY-MM", _month)
+COUNT = number(int, "an integer >= 0", 0)
+POSITIVE_INT = number(int, "a positive integer", 0, above=True)
+SECONDS = number(float, "a number of seconds >= 0", 0)
+HOURS = number(float, "a number of hours >= 0", 0)
+POSITIVE_SECONDS = number(float, "a positive number of seconds", 0, above=True)
+PORT = number(int, "a port number (0: any free one)", 0, maximum=65535)
+FRACTION = number(float, "a number from 0 to 1", 0, maximum=1)
+
+
+def or_none(kind: Kind) -> Kind:
+    """`kind`, or `none` for no value (no bound)."""
+    def parse(raw: str) -> Any:
+        return None if raw.lower() == "none" else kind.parse(raw)
+
+    return Kind(f"{kind.expected}, or none", parse)
