@@ -35,8 +35,8 @@ from deepscholar.evaluation import registry
 from deepscholar.evaluation.annotation_units import (
     annotatable_metric,
     annotatable_metric_names,
-    judged_metric_names,
     judged_units,
+    metrics_judged_on,
 )
 from deepscholar.evaluation.judges import judge_config_of
 
@@ -185,7 +185,7 @@ def agreement_report(engine: Engine, release_id: str, metric: str | None = None,
         annotatable_metric(metric)  # InvalidInput for an unknown metric or one no human can validate
     with engine.connect() as own:
         labelled = labelled_metrics(conn or own, release_id)
-        judged = judged_metric_names(own, release_id, judge_config)
+        judged = metrics_judged_on(own, release_id, judge_config)
         configs = sorted(own.execute(sa.text("""
             SELECT DISTINCT j.judge_config FROM judgments j JOIN reports r USING (report_id)
             WHERE r.release_id = :r"""), {"r": release_id}).scalars())
@@ -243,7 +243,7 @@ def store_agreement(engine: Engine, release_id: str, judge_config: str | None = 
         configs = [judge_config] if judge_config else sorted(conn.execute(sa.text("""
             SELECT DISTINCT j.judge_config FROM judgments j JOIN reports r USING (report_id)
             WHERE r.release_id = :r AND j.metric = ANY(:m)"""), {"r": release_id, "m": labelled}).scalars())
-        judged = {config: judged_metric_names(conn, release_id, config) for config in configs}
+        judged = {config: metrics_judged_on(conn, release_id, config) for config in configs}
     if not labelled:
         return 0
     entries = {config: [_metric_report(engine, release_id, name, config, seed=0,
