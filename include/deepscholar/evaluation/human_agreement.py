@@ -72,7 +72,8 @@ def _human_labels(conn: sa.Connection, release_id: str, metric: str) -> tuple[di
     return by_item, reports
 
 
-def _interval(ci: tuple[float, float] | None) -> list[float] | None:
+def _ci_list(ci: tuple[float, float] | None) -> list[float] | None:
+    """A (low, high) interval as the JSON list a report stores; None stays None."""
     return None if ci is None else [ci[0], ci[1]]
 
 
@@ -116,10 +117,10 @@ def _inter_annotator(humans: dict[str, dict[str, str]], annotators: Sequence[str
         "annotators_per_item_cap": cap,
         "n_items_capped": cut,  # items with more labels than the cap: these statistics read `cap` of them
         "krippendorff_alpha": stats.krippendorff_alpha(table, labels),
-        "alpha_ci": _interval(stats.alpha_ci(table, labels, seed=seed, n_resamples=n_resamples)
+        "alpha_ci": _ci_list(stats.alpha_ci(table, labels, seed=seed, n_resamples=n_resamples)
                               if intervals and kappa_intervals else None),
         "percent_agreement": stats.pairwise_agreement(table),
-        "ci": _interval(stats.pairwise_ci(table, seed=seed, n_resamples=n_resamples) if intervals else None),
+        "ci": _ci_list(stats.pairwise_ci(table, seed=seed, n_resamples=n_resamples) if intervals else None),
     }
 
 
@@ -153,10 +154,10 @@ def _metric_report(engine: Engine, release_id: str, name: str, judge_config: str
         "n_unjudged": len(majority.labels) - len(compared),  # no (scored) judgment under this judge config
         "labels": labels,
         "percent_agreement": stats.percent_agreement(judge_side, human_side),
-        "ci": _interval(stats.percent_ci(judge_side, human_side, seed=seed, n_resamples=n_resamples)
+        "ci": _ci_list(stats.percent_ci(judge_side, human_side, seed=seed, n_resamples=n_resamples)
                         if intervals else None),
         "cohen_kappa": stats.cohen_kappa(judge_side, human_side, labels),
-        "kappa_ci": _interval(stats.kappa_ci(judge_side, human_side, labels, seed=seed, n_resamples=n_resamples)
+        "kappa_ci": _ci_list(stats.kappa_ci(judge_side, human_side, labels, seed=seed, n_resamples=n_resamples)
                               if intervals and kappa_intervals else None),
         "confusion": stats.confusion(judge_side, human_side, labels),  # judge label -> human label -> count
         "n_labels": sum(len(given) for given in humans.values()),
