@@ -100,9 +100,16 @@ def _judge() -> str:
     return get_current_context()["params"].get("judge") or "local"
 
 
+def _judge_config() -> str:
+    """The judge config id this run's judgments, boards and checks are keyed by: derived from the run's
+    judge here only, so every task names the same board."""
+    from deepscholar.evaluation.judges import JudgeSpec
+
+    return JudgeSpec.parse(_judge()).config_id
+
+
 def _run():
     """This Airflow run as the warehouse records it in benchmark_runs."""
-    from deepscholar.evaluation.judges import JudgeSpec
     from deepscholar.scheduling import BenchmarkRun, run_type_name
 
     dag_run = get_current_context()["dag_run"]
@@ -110,7 +117,7 @@ def _run():
     triggered_by = getattr(dag_run, "triggered_by", None)
     return BenchmarkRun(release_id=_month(), run_id=dag_run.run_id, run_type=run_type_name(dag_run.run_type),
                         triggered_by=run_type_name(triggered_by) if triggered_by else None,
-                        judge_config=JudgeSpec.parse(_judge()).config_id)
+                        judge_config=_judge_config())
 
 
 @dag(
@@ -253,11 +260,10 @@ def deepscholar_benchmark():
         from airflow.sdk.exceptions import AirflowFailException
 
         from deepscholar.db import get_engine
-        from deepscholar.evaluation.judges import JudgeSpec
         from deepscholar.evaluation.rollup import roll_up as roll
 
         release_id = _month()
-        rows = roll(get_engine(), release_id, JudgeSpec.parse(_judge()).config_id)
+        rows = roll(get_engine(), release_id, _judge_config())
         if not rows:
             raise AirflowFailException(f"no system has judged reports for {release_id}: nothing to put on a "
                                        "leaderboard (are any systems registered and active?)")
@@ -271,9 +277,8 @@ def deepscholar_benchmark():
 
         from deepscholar.db import get_engine
         from deepscholar.evaluation.judge_comparison import compare_with_other_judges, summary_line
-        from deepscholar.evaluation.judges import JudgeSpec
 
-        release_id, judge_config = _month(), JudgeSpec.parse(_judge()).config_id
+        release_id, judge_config = _month(), _judge_config()
         results = compare_with_other_judges(get_engine(), release_id, judge_config)
         if not results:
             raise AirflowSkipException(f"{release_id} has boards under {judge_config} only: no other judge to compare")
@@ -307,11 +312,10 @@ def deepscholar_benchmark():
         from airflow.sdk.exceptions import AirflowFailException
 
         from deepscholar.db import get_engine
-        from deepscholar.evaluation.judges import JudgeSpec
         from deepscholar.evaluation.leaderboard_quality import check_leaderboard as check
 
         release_id = _month()
-        result = check(get_engine(), release_id, JudgeSpec.parse(_judge()).config_id)
+        result = check(get_engine(), release_id, _judge_config())
         if not result.success:
             raise AirflowFailException(f"leaderboard of {release_id} failed its check: {result.summary}")
         return {"summary": result.summary}
@@ -320,10 +324,9 @@ def deepscholar_benchmark():
     def publish_leaderboard():
         from deepscholar.db import get_engine
         from deepscholar.evaluation.board_versions import publish_board
-        from deepscholar.evaluation.judges import JudgeSpec
         from deepscholar.evaluation.leaderboard import format_leaderboard, load_leaderboard
 
-        release_id, judge_config = _month(), JudgeSpec.parse(_judge()).config_id
+        release_id, judge_config = _month(), _judge_config()
         version = publish_board(get_engine(), release_id, judge_config)  # the version check_leaderboard passed
         rows = load_leaderboard(get_engine(), release_id, judge_config)
         print(format_leaderboard(rows, "table"))

@@ -22,7 +22,7 @@ from deepscholar.evaluation import registry
 from deepscholar.evaluation.base import AnnotationUnit, ReportContext, annotatable
 from deepscholar.evaluation.context import load_reports
 
-__all__ = ["JudgedUnit", "item_id", "annotatable_metric", "annotatable_metric_names", "judged_metric_names",
+__all__ = ["JudgedUnit", "item_id", "annotatable_metric", "annotatable_metric_names", "metrics_judged_on",
            "judged_units"]
 
 CHUNK_REPORTS = 200  # report contexts loaded per round trip pair (context.load_reports)
@@ -69,9 +69,10 @@ def annotatable_metric_names() -> list[str]:
     return [m.name for m in registry.metrics() if annotatable(m)]
 
 
-def judged_metric_names(conn: sa.Connection, release_id: str, judge_config: str, *,
-                        scored_only: bool = False) -> set[str]:
-    """The metrics with judgments on the release under the judge config (scored ones only, when asked)."""
+def metrics_judged_on(conn: sa.Connection, release_id: str, judge_config: str, *,
+                      scored_only: bool = False) -> set[str]:
+    """The metrics that HAVE judgments on the release under the judge config (scored ones only, when asked),
+    read from the warehouse; not registry.judged_metric_names, the metrics a configuration would judge."""
     return set(conn.execute(sa.text(f"""
         SELECT DISTINCT j.metric FROM judgments j JOIN reports r USING (report_id)
         WHERE r.release_id = :r AND j.judge_config = :j{" AND j.label IS NOT NULL" if scored_only else ""}"""),

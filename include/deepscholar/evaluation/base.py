@@ -19,6 +19,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from deepscholar.evaluation.papers import resolve_papers
+from deepscholar.release.race_criterion import RaceCriterion
 from deepscholar.text.sentences import Sentence
 
 if TYPE_CHECKING:
@@ -67,13 +68,6 @@ class NuggetInfo:
     idx: int
     text: str
     importance: str  # vital | okay
-
-
-@dataclass(frozen=True)
-class RaceCriterion:
-    criterion: str
-    explanation: str
-    weight: float  # within its dimension; a dimension's weights sum to 1
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ defaults).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import sqlalchemy as sa
@@ -21,7 +22,7 @@ from deepscholar.evaluation.judges import JudgeSpec
 from deepscholar.llm.prices import price_of
 from deepscholar.settings import current_settings
 
-__all__ = ["judge_cost_summary", "format_cost_summary", "predicted_judge_cost", "predicted_call_cost"]
+__all__ = ["judge_cost_summary", "format_cost_summary", "predicted_judge_cost", "predicted_call_cost", "usd_text"]
 
 
 def _tokens_per_call(conn: sa.Connection, purpose: str, model: str) -> tuple[float, float, int]:
@@ -144,32 +145,40 @@ def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: 
             "per_system": systems_rows}
 
 
-def _usd(x: float | None) -> str:
-    return "unknown price" if x is None else f"${x:,.4f}"
+def usd_text(x: float | None, *, decimals: int = 4, unknown: str = "unknown", grouped: bool = True) -> str:
+    """A USD amount as the cost tables and messages print it ("$1,234.5678"), `unknown` where the price is
+    not known (None). One function so money is written alike everywhere; the callers differ only in the
+    precision they need (a backfill estimate to the cent, a month's judge calls to 1/100 cent), the word for
+    an unknown price and, for the drift check's messages, no thousands separator."""
+    if x is None:
+        return unknown
+    return f"${x:,.{decimals}f}" if grouped else f"${x:.{decimals}f}"
 
 
 def format_cost_summary(summary: dict) -> str:
     from tabulate import tabulate
+
+    usd = functools.partial(usd_text, unknown="unknown price")
 
     lines = [f"Judge cost of {summary['release_id']} under {summary['judge_config']}: {summary['n_queries']} queries "
              f"x {len(summary['systems'])} systems"]
     lines.append(tabulate([[r["metric"], r["model"], r["predicted_calls"],
                             f"{r['tokens_per_call'][0]}/{r['tokens_per_call'][1]}"
                             + ("" if r["tokens_basis_calls"] else " (default)"),
-                            _usd(r["predicted_cost_usd"]), r["actual_requests"], _usd(r["actual_cost_usd"])]
+                            usd(r["predicted_cost_usd"]), r["actual_requests"], usd(r["actual_cost_usd"])]
                            for r in summary["metrics"]],
                           headers=["metric", "model", "predicted calls", "tokens/call in/out", "predicted",
                                    "actual requests", "actual"]))
-    lines.append(f"\nPredicted: {summary['predicted_calls']:g} calls, {_usd(summary['predicted_cost_usd'])}. "
+    lines.append(f"\nPredicted: {summary['predicted_calls']:g} calls, {usd(summary['predicted_cost_usd'])}. "
                  f"Actual (distinct requests of the month): {summary['actual_requests']}, "
-                 f"{_usd(summary['actual_cost_usd'])}.")
+                 f"{usd(summary['actual_cost_usd'])}.")
     if summary["per_system"]:
         lines.append("")
         lines.append(tabulate([[s["system_id"], s["gen_prompt_tokens"], s["gen_completion_tokens"],
-                                _usd(s["gen_cost_usd"]) if s["gen_calls"] else "-",
+                                usd(s["gen_cost_usd"]) if s["gen_calls"] else "-",
                                 None if s["mean_latency_ms"] is None else round(s["mean_latency_ms"] / 1000, 2),
                                 s["judge_requests"], s["judge_prompt_tokens"], s["judge_completion_tokens"],
-                                _usd(s["judge_cost_usd"]) if s["judge_requests"] else "-"]
+                                usd(s["judge_cost_usd"]) if s["judge_requests"] else "-"]
                                for s in summary["per_system"]],
                               headers=["system", "gen tokens in", "gen tokens out", "gen cost", "s/report",
                                        "judge requests", "judge tokens in", "judge tokens out", "judge cost"]))

@@ -17,9 +17,10 @@ sent and bounded by DEEPSCHOLAR_CALIBRATION_MAX_COST_USD: over it, the month's c
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -30,15 +31,20 @@ from deepscholar import db
 from deepscholar.errors import NotFound
 from deepscholar.evaluation import judge_agreement
 from deepscholar.evaluation.annotation_units import annotatable_metric, annotatable_metric_names, judged_units
+from deepscholar.evaluation.costs import predicted_call_cost, usd_text
 from deepscholar.evaluation.judges import JudgeSpec
 from deepscholar.settings import Settings, current_settings
 
-__all__ = ["SliceItem", "MetricDrift", "DriftCheck", "percent_agreement", "calibration_slice", "check_drift",
-           "check_month", "judge_spec", "tripped_messages", "format_drift"]
+__all__ = ["SliceItem", "MetricDrift", "DriftCheck", "calibration_slice", "check_drift",
+           "check_month", "tripped_messages", "format_drift"]
 
 log = logging.getLogger("deepscholar.evaluation")
+_money = functools.partial(usd_text, grouped=False)  # the check's messages and table: "$0.0123", "unknown"
 
 HUMAN, FIRST_JUDGMENT = "human", "first_judgment"
+# What an unscored answer (None) is compared as: no label of any metric, so it agrees with no reference. An
+# answer the judge could not give counts as a disagreement, never as left out.
+_UNSCORED = "\x00unscored"
 
 
 @dataclass(frozen=True)
@@ -112,14 +118,6 @@ class DriftCheck:
         checked = [m for m in self.metrics if m.status == "checked"]
         return (f"no judge drift under {self.judge_config} for {self.release_id}: {len(checked)} metrics checked"
                 + (f" ({', '.join(m.metric for m in checked)})" if checked else ""))
-
-
-def percent_agreement(pairs: Iterable[tuple[str | None, str | None]]) -> float | None:
-    """Share of (reference, answer) pairs that agree (judge_agreement's statistic); an answer the judge
-    could not give (None, unscored) counts as a disagreement, never as left out. None: no pairs."""
-    pairs = list(pairs)
-    unanswered = "\x00unscored"  # no label of any metric: it agrees with no reference
-    return judge_agreement.percent_agreement([ref or "" for ref, _ in pairs], [unanswered if got is None else got for _, got in pairs])
 
 
 # --- the slice ----------------------------------------------------------------------------------------------
@@ -310,24 +308,6 @@ def _metric_names(metrics: Sequence[str] | None) -> list[str]:
     return [annotatable_metric(m).name for m in dict.fromkeys(metrics)]  # InvalidInput for one without a judge
 
 
-def judge_spec(judge: str | JudgeSpec) -> JudgeSpec:
-    """A judge given as `local`, a model string, or a stored judge_config id (`llm:openai/gpt-4o;m=model`,
-    `local:...`), as the boards and judge_drift_checks name it."""
-    if isinstance(judge, JudgeSpec):
-        return judge
-    text = (judge or "").strip()
-    if text.startswith("local:"):
-        return JudgeSpec.parse("local")
-    if text.startswith("llm:"):
-        model, *overrides = text[len("llm:"):].split(";")
-        return JudgeSpec.parse(model, dict(o.split("=", 1) for o in overrides if "=" in o))
-    return JudgeSpec.parse(text)
-
-
-def _usd(x: float | None) -> str:
-    return "unknown" if x is None else f"${x:.4f}"
-
-
 def check_drift(engine: Engine, release_id: str, judge: str | JudgeSpec = "local", *,
                 metrics: Sequence[str] | None = None, api_base: str | None = None, api_key: str | None = None,
                 concurrency: int | None = None, settings: Settings | None = None,
@@ -339,17 +319,17 @@ def check_drift(engine: Engine, release_id: str, judge: str | JudgeSpec = "local
     bound is refused: stored as refused (a checked row of the month is kept), nothing sent. The local judge
     is checked too: offline and free, it still shows a change of its model or code."""
     settings = settings or current_settings()
-    spec = judge_spec(judge)
+    spec = JudgeSpec.of(judge)
     _require_release(engine, release_id)
 
     slices, results = _calibration_slices(engine, _metric_names(metrics), spec, settings)
     predicted, total = _predicted_costs(engine, spec, slices)
     say(f"judge drift check of {release_id} under {spec.config_id}: {sum(map(len, slices.values()))} calibration "
         f"items of {', '.join(slices) or 'no metric'}, {sum(_questions(i) for i in slices.values())} judge calls, "
-        f"predicted cost {_usd(total)}")
+        f"predicted cost {_money(total)}")
     bound = settings.calibration_max_cost_usd
     if slices and bound is not None and (total is None or total > bound):
-        why = ("the judge's price is unknown" if total is None else f"the predicted cost {_usd(total)} is over")
+        why = ("the judge's price is unknown" if total is None else f"the predicted cost {_money(total)} is over")
         refused = (f"judge drift check of {release_id} under {spec.config_id} refused: {why} the bound "
                    f"DEEPSCHOLAR_CALIBRATION_MAX_COST_USD={bound:g}; nothing was sent (raise the bound, or set it to "
                    "none, to run it)")
@@ -360,24 +340,18 @@ def check_drift(engine: Engine, release_id: str, judge: str | JudgeSpec = "local
         _store(engine, release_id, spec.config_id, results)
         return DriftCheck(release_id, spec.config_id, results, total, refused)
 
-    clients: dict[str, object] = {}
+    clients = spec.clients_for(engine, slices, api_base=api_base or settings.judge_api_base, api_key=api_key,
+                               concurrency=concurrency or settings.judge_concurrency, cache_salt=f"drift:{release_id}")
     for name, items in slices.items():
-        metric = annotatable_metric(name)
-        client = None
-        if not spec.is_local:
-            model = spec.model_for(name)
-            if model not in clients:
-                clients[model] = spec.client_for(
-                    engine, name, api_base=api_base or settings.judge_api_base, api_key=api_key,
-                    concurrency=concurrency or settings.judge_concurrency, cache_salt=f"drift:{release_id}")
-            client = clients[model]
-        d = _check_metric(engine, release_id, spec, name, metric, items, client, predicted[name], settings)
+        client = clients.get(spec.model_for(name))  # None for the local judge
+        d = _check_metric(engine, release_id, spec, name, annotatable_metric(name), items, client, predicted[name],
+                          settings)
         (log.warning if d.tripped else log.info)("%s (%s, %s)", d.message, release_id, spec.config_id)
         results.append(d)
     _store(engine, release_id, spec.config_id, results)
     check = DriftCheck(release_id, spec.config_id, results, total)
     say(f"judge drift check of {release_id} under {spec.config_id}: {sum(d.requests for d in results)} requests, "
-        f"actual cost {_usd(check.cost_usd)} (predicted {_usd(total)}); {check.summary}")
+        f"actual cost {_money(check.cost_usd)} (predicted {_money(total)}); {check.summary}")
     return check
 
 
@@ -407,8 +381,6 @@ def _predicted_costs(engine: Engine, spec: JudgeSpec,
                      slices: Mapping[str, list[SliceItem]]) -> tuple[dict[str, float | None], float | None]:
     """The predicted cost per metric's slice (None: the judge's price is unknown) and their total (None when
     any is unknown): said, and held against the cost bound, before anything is sent."""
-    from deepscholar.evaluation.costs import predicted_call_cost
-
     predicted: dict[str, float | None] = {}
     with engine.connect() as conn:
         for name, items in slices.items():
@@ -428,12 +400,14 @@ def _check_metric(engine: Engine, release_id: str, spec: JudgeSpec, name: str, m
         fresh, hashes = _rejudge(engine, metric, spec, client, items)
     asked = [s for s in items if s.item_id in fresh]
     pairs = [(s.reference_label, fresh[s.item_id]) for s in asked]
+    agreement = judge_agreement.percent_agreement([ref or "" for ref, _ in pairs],
+                                                  [_UNSCORED if got is None else got for _, got in pairs])
     previous_release, previous = _previous(engine, release_id, spec.config_id, name)
     requests, cost = _audited_cost(engine, hashes)
     d = _new_drift(settings, name, "checked", "", reference_kind=items[0].reference_kind, n_items=len(asked),
                    n_agree=sum(1 for ref, got in pairs if got is not None and ref == got),
                    n_unscored=sum(1 for _, got in pairs if got is None), n_missing=len(items) - len(asked),
-                   agreement=percent_agreement(pairs), previous_release_id=previous_release,
+                   agreement=agreement, previous_release_id=previous_release,
                    previous_agreement=previous, calls=usage.calls, requests=requests,
                    predicted_cost_usd=predicted, cost_usd=cost, request_hashes=hashes)
     _verdict(d)
@@ -477,8 +451,8 @@ def format_drift(check: DriftCheck) -> str:
 
     rows = [[d.metric, d.status, d.reference_kind or "", d.n_items, num(d.agreement), num(d.previous_agreement),
              "" if d.drop is None else f"{-d.drop:+.2f}", "TRIPPED" if d.tripped else "", d.requests,
-             _usd(d.predicted_cost_usd) if d.status != "skipped" else "",
-             _usd(d.cost_usd) if d.status == "checked" else ""] for d in check.metrics]
+             _money(d.predicted_cost_usd) if d.status != "skipped" else "",
+             _money(d.cost_usd) if d.status == "checked" else ""] for d in check.metrics]
     table = tabulate(rows, headers=["metric", "status", "reference", "items", "agreement", "previous", "change",
                                     "alarm", "requests", "predicted", "cost"], disable_numparse=True)
     return f"{table}\n\n{check.summary}"

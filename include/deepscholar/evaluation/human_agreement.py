@@ -35,8 +35,8 @@ from deepscholar.evaluation import registry
 from deepscholar.evaluation.annotation_units import (
     annotatable_metric,
     annotatable_metric_names,
-    judged_metric_names,
     judged_units,
+    metrics_judged_on,
 )
 from deepscholar.evaluation.judges import judge_config_of
 
@@ -72,7 +72,8 @@ def _human_labels(conn: sa.Connection, release_id: str, metric: str) -> tuple[di
     return by_item, reports
 
 
-def _interval(ci: tuple[float, float] | None) -> list[float] | None:
+def _ci_list(ci: tuple[float, float] | None) -> list[float] | None:
+    """A (low, high) interval as the JSON list a report stores; None stays None."""
     return None if ci is None else [ci[0], ci[1]]
 
 
@@ -116,10 +117,10 @@ def _inter_annotator(humans: dict[str, dict[str, str]], annotators: Sequence[str
         "annotators_per_item_cap": cap,
         "n_items_capped": cut,  # items with more labels than the cap: these statistics read `cap` of them
         "krippendorff_alpha": stats.krippendorff_alpha(table, labels),
-        "alpha_ci": _interval(stats.alpha_ci(table, labels, seed=seed, n_resamples=n_resamples)
+        "alpha_ci": _ci_list(stats.alpha_ci(table, labels, seed=seed, n_resamples=n_resamples)
                               if intervals and kappa_intervals else None),
         "percent_agreement": stats.pairwise_agreement(table),
-        "ci": _interval(stats.pairwise_ci(table, seed=seed, n_resamples=n_resamples) if intervals else None),
+        "ci": _ci_list(stats.pairwise_ci(table, seed=seed, n_resamples=n_resamples) if intervals else None),
     }
 
 
@@ -153,10 +154,10 @@ def _metric_report(engine: Engine, release_id: str, name: str, judge_config: str
         "n_unjudged": len(majority.labels) - len(compared),  # no (scored) judgment under this judge config
         "labels": labels,
         "percent_agreement": stats.percent_agreement(judge_side, human_side),
-        "ci": _interval(stats.percent_ci(judge_side, human_side, seed=seed, n_resamples=n_resamples)
+        "ci": _ci_list(stats.percent_ci(judge_side, human_side, seed=seed, n_resamples=n_resamples)
                         if intervals else None),
         "cohen_kappa": stats.cohen_kappa(judge_side, human_side, labels),
-        "kappa_ci": _interval(stats.kappa_ci(judge_side, human_side, labels, seed=seed, n_resamples=n_resamples)
+        "kappa_ci": _ci_list(stats.kappa_ci(judge_side, human_side, labels, seed=seed, n_resamples=n_resamples)
                               if intervals and kappa_intervals else None),
         "confusion": stats.confusion(judge_side, human_side, labels),  # judge label -> human label -> count
         "n_labels": sum(len(given) for given in humans.values()),
@@ -185,7 +186,7 @@ def agreement_report(engine: Engine, release_id: str, metric: str | None = None,
         annotatable_metric(metric)  # InvalidInput for an unknown metric or one no human can validate
     with engine.connect() as own:
         labelled = labelled_metrics(conn or own, release_id)
-        judged = judged_metric_names(own, release_id, judge_config)
+        judged = metrics_judged_on(own, release_id, judge_config)
         configs = sorted(own.execute(sa.text("""
             SELECT DISTINCT j.judge_config FROM judgments j JOIN reports r USING (report_id)
             WHERE r.release_id = :r"""), {"r": release_id}).scalars())
@@ -243,7 +244,7 @@ def store_agreement(engine: Engine, release_id: str, judge_config: str | None = 
         configs = [judge_config] if judge_config else sorted(conn.execute(sa.text("""
             SELECT DISTINCT j.judge_config FROM judgments j JOIN reports r USING (report_id)
             WHERE r.release_id = :r AND j.metric = ANY(:m)"""), {"r": release_id, "m": labelled}).scalars())
-        judged = {config: judged_metric_names(conn, release_id, config) for config in configs}
+        judged = {config: metrics_judged_on(conn, release_id, config) for config in configs}
     if not labelled:
         return 0
     entries = {config: [_metric_report(engine, release_id, name, config, seed=0,

@@ -125,7 +125,8 @@ def pairwise_agreement(table: Sequence[Sequence[str | None]]) -> float | None:
 # ------------------------------------------------------------------------------------ bootstrap intervals
 
 
-def _interval(result) -> tuple[float, float] | None:
+def _scipy_interval(result) -> tuple[float, float] | None:
+    """(low, high) of a scipy.stats.bootstrap result; None where SciPy gave NaN (undefined)."""
     low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
     return None if np.isnan(low) or np.isnan(high) else (low, high)
 
@@ -146,7 +147,7 @@ def percent_ci(a: Sequence[str], b: Sequence[str], *, seed: int = 0,
         warnings.simplefilter("ignore")
         result = stats.bootstrap((same,), np.mean, n_resamples=n_resamples, confidence_level=CI_LEVEL,
                                  method="percentile", vectorized=True, rng=np.random.default_rng(seed))
-    return _interval(result)
+    return _scipy_interval(result)
 
 
 def _percentile_resample(n_items: int, statistic: Callable[[np.ndarray], float | None], *, seed: int,
@@ -208,7 +209,7 @@ def pairwise_ci(table: Sequence[Sequence[str | None]], *, seed: int = 0,
         warnings.simplefilter("ignore")
         result = stats.bootstrap((agree, total), ratio, paired=True, vectorized=True, n_resamples=n_resamples,
                                  confidence_level=CI_LEVEL, method="percentile", rng=np.random.default_rng(seed))
-    return _interval(result)
+    return _scipy_interval(result)
 
 
 # ----------------------------------------------------------------------------------------- majority vote

@@ -34,8 +34,8 @@ from deepscholar.evaluation import registry
 from deepscholar.evaluation.annotation_units import (
     annotatable_metric,
     annotatable_metric_names,
-    judged_metric_names,
     judged_units,
+    metrics_judged_on,
 )
 from deepscholar.evaluation.judges import judge_config_of
 
@@ -186,7 +186,7 @@ def other_judge_configs(engine: Engine, release_id: str, judge_config: str) -> l
 
 def _compute(engine: Engine, release_id: str, a: str, b: str, *, seed: int, n_resamples: int) -> dict:
     with engine.connect() as conn:
-        judged = {c: judged_metric_names(conn, release_id, c, scored_only=True) for c in (a, b)}
+        judged = {c: metrics_judged_on(conn, release_id, c, scored_only=True) for c in (a, b)}
     boards = {c: _boards(engine, release_id, c) for c in (a, b)}
     for c in (a, b):
         if not judged[c] and not boards[c]:

@@ -8,7 +8,7 @@ gpt-4o for the rest): `JudgeSpec.parse("openai/gpt-4o", {"nugget_coverage": "ope
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine
@@ -39,6 +39,28 @@ class JudgeSpec:
             raise InvalidInput("the local judge takes no per-metric models")
         return cls(spec, overrides)
 
+    @classmethod
+    def from_config_id(cls, config_id: str) -> JudgeSpec:
+        """The inverse of `config_id`: the judge a stored judge_config id (boards, judgments,
+        judge_drift_checks) names. "local:..." is the local judge whatever model and version it names;
+        "llm:<model>;<metric>=<model>..." the LLM judge with its per-metric models."""
+        text = (config_id or "").strip()
+        if text.startswith("local:"):
+            return cls.parse("local")
+        if text.startswith("llm:"):
+            model, *overrides = text[len("llm:"):].split(";")
+            return cls.parse(model, dict(o.split("=", 1) for o in overrides if "=" in o))
+        raise InvalidInput(f"not a judge config id (local:... or llm:...): {config_id!r}")
+
+    @classmethod
+    def of(cls, judge: str | JudgeSpec) -> JudgeSpec:
+        """A judge given any way a caller names one: a JudgeSpec, a stored judge config id (`from_config_id`)
+        or a judge spec as `evaluate --judge` takes it ('local', a litellm model string)."""
+        if isinstance(judge, JudgeSpec):
+            return judge
+        text = (judge or "").strip()
+        return cls.from_config_id(text) if text.startswith(("local:", "llm:")) else cls.parse(text)
+
     @property
     def is_local(self) -> bool:
         return self.model == "local"
@@ -64,6 +86,21 @@ class JudgeSpec:
             raise ValueError("the local judge has no LLM client")
         return LLMClient(engine, self.model_for(metric), api_base=api_base, api_key=api_key, concurrency=concurrency,
                          cache_salt=cache_salt)
+
+    def clients_for(self, engine: Engine, metrics: Iterable[str], *, api_base: str | None = None,
+                    api_key: str | None = None, concurrency: int = 16, cache_salt: str | None = None) -> dict:
+        """{model: LLMClient}, one per model these metrics are judged with (none for the local judge), so the
+        metrics sharing a model share one client and its concurrency bound: the runner's clients and the
+        drift check's are made here alike."""
+        clients: dict = {}
+        if self.is_local:
+            return clients
+        for metric in metrics:
+            model = self.model_for(metric)
+            if model not in clients:
+                clients[model] = self.client_for(engine, metric, api_base=api_base, api_key=api_key,
+                                                 concurrency=concurrency, cache_salt=cache_salt)
+        return clients
 
 
 def record_judge_config(engine: Engine, spec: JudgeSpec, metric, client=None) -> None:

@@ -104,7 +104,7 @@ def geometric_means(matrix: np.ndarray) -> np.ndarray:
     return out
 
 
-def _interval(samples: np.ndarray) -> np.ndarray:
+def _percentile_interval(samples: np.ndarray) -> np.ndarray:
     """Percentile interval per column; NaN replicates (a metric left with no scored query) are dropped."""
     tail = (1 - CI_LEVEL) / 2 * 100
     with warnings.catch_warnings():
@@ -140,7 +140,7 @@ def bootstrap_intervals(values: np.ndarray, *, seed: int = 0, n_boot: int = DEFA
     # The replicate's mean of a [0, 1] metric can exceed 1 by a rounding ulp; the interval must not.
     unit = np.ones(n_m, dtype=bool) if bounded is None else np.asarray(bounded, dtype=bool)
     means[:, unit] = np.clip(means[:, unit], 0.0, 1.0)
-    return _interval(means), _interval(geometric_means(means)[:, None])[0]
+    return _percentile_interval(means), _percentile_interval(geometric_means(means)[:, None])[0]
 
 
 @dataclass(frozen=True)

@@ -394,12 +394,9 @@ def judge_units(engine: Engine, release_id: str, units: Sequence[dict], spec: Ju
 
     clients: dict[str, object] = {}
     if not spec.is_local:
-        base = api_base or _api_base()
         concurrency = concurrency or _concurrency()
-        for u in units:
-            model = spec.model_for(u["metric"])
-            if model not in clients:
-                clients[model] = spec.client_for(engine, u["metric"], api_base=base, concurrency=concurrency)
+        clients = spec.clients_for(engine, [u["metric"] for u in units], api_base=api_base or _api_base(),
+                                   concurrency=concurrency)
     pending = pending_of_units(engine, release_id, units, spec.config_id)
     if clients:
         _check_judge_credentials(spec, units, pending, clients)

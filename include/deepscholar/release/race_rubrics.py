@@ -53,9 +53,10 @@ from deepscholar import db
 from deepscholar.db import SCHEMA
 from deepscholar.gx import Check
 from deepscholar.llm.client import Judged, ParseError, parse_json_array, parse_json_object
+from deepscholar.release.race_criterion import RaceCriterion
 from deepscholar.release.track_declaration import TrackArtefacts
 
-__all__ = ["DIMENSIONS", "ARTEFACTS", "Criterion", "Rubric", "WeightSample", "parse_weights", "parse_criteria",
+__all__ = ["DIMENSIONS", "ARTEFACTS", "Rubric", "WeightSample", "parse_weights", "parse_criteria",
            "mean_weights", "sample_params", "weights_version", "build_race_rubrics", "local_rubric",
            "WEIGHT_TOLERANCE"]
 
@@ -73,14 +74,6 @@ LOCAL_WEIGHTS = {"comprehensiveness": 0.3, "insight": 0.3, "instruction_followin
 LOCAL_VERSION = "race_local_v1"
 WEIGHTS_PROMPT, CRITERIA_PROMPT = "race_weights_v1", "race_criteria_v1"
 SAMPLE_TEMPERATURE = 1.0  # the weight samples' (N > 1): the providers' default, as the authors sampled
-
-
-@dataclass(frozen=True)
-class Criterion:
-    criterion: str
-    explanation: str
-    weight: float
-    raw_weight: float
 
 
 @dataclass(frozen=True)
@@ -109,7 +102,7 @@ class Rubric:
     weights: dict[str, float]
     raw_weights: dict[str, float]
     renormalised: bool
-    criteria: dict[str, list[Criterion]]
+    criteria: dict[str, list[RaceCriterion]]
     weight_samples: tuple[WeightSample, ...] = ()
 
 
@@ -154,7 +147,7 @@ def mean_weights(samples: Sequence[WeightSample]) -> tuple[dict[str, float], dic
     return weights, raw, any(renormalised for _, _, renormalised in used)
 
 
-def parse_criteria(text: str) -> list[Criterion]:
+def parse_criteria(text: str) -> list[RaceCriterion]:
     """3-8 criteria with weights summing to 1 (re-normalised when they do not) from a criteria answer."""
     items = parse_json_array(text)
     if not MIN_CRITERIA <= len(items) <= MAX_CRITERIA:
@@ -169,7 +162,7 @@ def parse_criteria(text: str) -> list[Criterion]:
         parsed.append((" ".join(name.split()), " ".join(explanation.split()), _weight(item.get("weight"),
                                                                                      f"criterion {i}'s weight")))
     weights, _ = _normalised([w for _, _, w in parsed], "the criteria weights")
-    return [Criterion(n, e, w, raw) for (n, e, raw), w in zip(parsed, weights, strict=True)]
+    return [RaceCriterion(n, e, w, raw) for (n, e, raw), w in zip(parsed, weights, strict=True)]
 
 
 # ----------------------------------------------------------------------------------------------- judges
@@ -247,7 +240,7 @@ def local_rubric(title: str, important_titles: Sequence[str], vital_nuggets: Seq
                         ("precise", "clear, specific sentences without filler")],
     }
     rows = {"comprehensiveness": covers[:MAX_CRITERIA], **fixed}
-    criteria = {d: [Criterion(n, e, 1 / len(rows[d]), 1 / len(rows[d])) for n, e in rows[d]] for d in DIMENSIONS}
+    criteria = {d: [RaceCriterion(n, e, 1 / len(rows[d]), 1 / len(rows[d])) for n, e in rows[d]] for d in DIMENSIONS}
     return Rubric(dict(LOCAL_WEIGHTS), dict(LOCAL_WEIGHTS), False, criteria)
 
 

@@ -16,6 +16,7 @@ the system's missing work (plan, judging, roll-up) and adds a version of the mon
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
@@ -127,24 +128,24 @@ def plan_backfill(engine: Engine, system_id: str, *, judge: str | None = None,
     return plan
 
 
-def _usd(x: float | None) -> str:
-    return "unknown" if x is None else f"${x:,.2f}"
-
-
 def format_plan(plan: BackfillPlan) -> str:
     from tabulate import tabulate
+
+    from deepscholar.evaluation.costs import usd_text
+
+    usd = functools.partial(usd_text, decimals=2)
 
     cutoff = (plan.knowledge_cutoff.isoformat() if plan.knowledge_cutoff else
               "unknown" if plan.model_knowledge else "n/a (no model)")
     lines = [f"Backfill of {plan.system_id} (knowledge cutoff {cutoff}), judged by {plan.judge_config}:"]
     if plan.targets:
         lines.append(tabulate([[t.release_id, t.reason, f"{t.missing}/{t.n_queries}", round(t.judge_calls),
-                                _usd(t.judge_cost_usd), _usd(t.generation_cost_usd)] for t in plan.targets],
+                                usd(t.judge_cost_usd), usd(t.generation_cost_usd)] for t in plan.targets],
                               headers=["release", "why", "missing reports", "judge calls", "judge cost",
                                        "generation cost"]))
     for release_id, why in plan.skipped:
         lines.append(f"  not {release_id}: {why}")
-    lines.append(f"Estimate: judging {_usd(plan.judge_cost_usd)}, generation {_usd(plan.generation_cost_usd)} "
+    lines.append(f"Estimate: judging {usd(plan.judge_cost_usd)}, generation {usd(plan.generation_cost_usd)} "
                  "(generation: the system's mean cost per report so far; unknown before its first priced report)")
     return "\n".join(lines)
 
