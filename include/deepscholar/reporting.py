@@ -51,7 +51,7 @@ def release_summary(engine: Engine, release_id: str) -> dict:
             "FROM releases r JOIN release_versions v USING (release_id) WHERE r.release_id = :r"),
             {"r": release_id}).mappings().first()
         if row is None:
-            raise NotFound(f"no release {release_id}; `deepscholar releases` lists the releases there are")
+            raise NotFound(f"no release {release_id}; `deepscholar release list` lists the releases there are")
         stages = conn.execute(sa.text(
             "SELECT stage, status, coalesce(reason, '') AS reason, count(*) AS n FROM release_candidates "
             "WHERE release_id = :r GROUP BY 1, 2, 3"), {"r": release_id}).mappings().all()

@@ -301,7 +301,7 @@ class Settings:
         "this long after their holder died")
     agreement_resamples: int = _setting(
         "DEEPSCHOLAR_AGREEMENT_RESAMPLES", 1000, POSITIVE_INT, "judging",
-        "bootstrap resamples behind the 95% intervals of judge validation (`deepscholar agreement`, "
+        "bootstrap resamples behind the 95% intervals of judge validation (`deepscholar judges agreement`, "
         "`deepscholar judges compare`): more is steadier and slower")
     claim_coverage_w_max: int = _setting(
         "DEEPSCHOLAR_CLAIM_COVERAGE_W_MAX", 1, number(int, "an integer from 1 to 5", 1, maximum=5), "judging",
@@ -468,11 +468,11 @@ class Settings:
         "judge-vs-humans majority uses every label. Bounds the work of `annotate import` and `agreement`")
     import_max_file_bytes: int = _setting(
         "DEEPSCHOLAR_IMPORT_MAX_FILE_BYTES", 100_000_000, POSITIVE_INT, "command line",
-        "largest file `deepscholar import-reports` (and `annotate import`) reads, in bytes; a larger one is "
+        "largest file `deepscholar reports import` (and `annotate import`) reads, in bytes; a larger one is "
         "refused before it is read")
     import_max_report_chars: int = _setting(
         "DEEPSCHOLAR_IMPORT_MAX_REPORT_CHARS", 200_000, POSITIVE_INT, "command line",
-        "longest report text `deepscholar import-reports` stores, in characters; a longer output is not imported "
+        "longest report text `deepscholar reports import` stores, in characters; a longer output is not imported "
         "(one line, exit 2)")
     import_max_citations: int = _setting(
         "DEEPSCHOLAR_IMPORT_MAX_CITATIONS", 500, number(int, "an integer from 1 to 999", 1, maximum=999),

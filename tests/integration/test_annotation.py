@@ -314,7 +314,7 @@ def test_a_bad_row_of_the_exported_csv_is_named_by_its_spreadsheet_row(month, tm
 
 def test_export_a_simulated_annotator_import_then_agreement_round_trips_from_the_cli(month, tmp_path, capsys):
     """The maintainer's loop from the CLI: export a blind sample, an annotator (simulated: the judge's own
-    labels with 10% flipped, seeded) fills it in, import it, and `deepscholar agreement` reports exactly the
+    labels with 10% flipped, seeded) fills it in, import it, and `deepscholar judges agreement` reports exactly the
     agreement the flips leave, with the flipped items off the confusion matrix's diagonal."""
     import random
 

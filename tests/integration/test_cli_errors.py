@@ -49,7 +49,7 @@ def test_evaluate_names_an_empty_release_and_a_missing_api_key_in_one_line(engin
 
     import_official(engine, shared_fixtures / "deepscholar_official", "official")
     line = one_line_error(run("evaluate", "--release", "official", db_url=db_url))
-    assert "release official has no ok reports to judge" in line and "deepscholar generate --release official" in line
+    assert "release official has no ok reports to judge" in line and "deepscholar reports generate --release official" in line
 
     add_system(engine, "human_exemplar", "human_exemplar")
     assert generate_release(engine, "official", ["human_exemplar"])["ok"] == 5
@@ -101,7 +101,7 @@ def test_commands_on_an_unknown_release_say_what_to_do(engine, db_url):
     for args in (["reports", "--release", "1999-01"], ["release", "summary", "1999-01"],
                  ["leaderboard", "--release", "1999-01"], ["generate", "--release", "1999-01"]):
         line = one_line_error(run(*args, db_url=db_url))
-        assert "1999-01" in line and ("deepscholar releases" in line or "release DAG" in line), (args, line)
+        assert "1999-01" in line and ("deepscholar release list" in line or "release DAG" in line), (args, line)
     line = one_line_error(run("release", "build", "2025-13", db_url=db_url))
     assert "has no month 13" in line
     line = one_line_error(run("generate", "--release", "1999-01", "--system", "a b", db_url=db_url))

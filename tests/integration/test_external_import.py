@@ -419,7 +419,7 @@ def test_http_system_retries_timeouts(httpserver):
 def test_file_imported_external_system_cannot_generate():
     system = make_system("imported_x", "external", {"source": "x.jsonl", "format": "jsonl"}, SystemContext(None))
     with pytest.raises(SystemFailure, match="external system imported_x has no endpoint; its reports are imported "
-                                            "with `deepscholar import-reports`"):
+                                            "with `deepscholar reports import`"):
         system.generate(query(), None)
 
 

@@ -113,7 +113,7 @@ def test_two_builds_of_one_system_in_a_month_fail_the_check_naming_both(month, p
     assert check["details"]["unexpected_rows"] == [{"system_id": "mine", "n_builds": 2}]
     assert f"system mine's 3 ok reports of {RELEASE} mix builds: {old} (2 reports); {new} (1 reports)" in (
         result.summary)
-    assert f"deepscholar generate --release {RELEASE} --system mine --regenerate-outdated" in result.summary
+    assert f"deepscholar reports generate --release {RELEASE} --system mine --regenerate-outdated" in result.summary
     assert "steady" not in result.summary
 
     # Only on request: the two outdated reports (and their scores) go, and are written again.
@@ -218,7 +218,7 @@ def test_imported_reports_record_the_format_and_its_version(month, monkeypatch, 
     assert not result.success
     assert ("external:1+import(jsonl@1) (1 reports); external:1+import(jsonl@2) (1 reports); "
             "external:1+import(markdown@1) (1 reports)") in result.summary
-    assert f"deepscholar import-reports elsewhere PATH --release {RELEASE}" in result.summary
+    assert f"deepscholar reports import elsewhere PATH --release {RELEASE}" in result.summary
 
 
 def _score_counts(engine) -> dict[str, int]:

@@ -236,7 +236,7 @@ def export_sample(engine: Engine, release_id: str, metric: str, judge_config: st
     m = annotatable_metric(metric)
     judge_config = judge_config_of(judge_config)
     if not _release_exists(engine, release_id):
-        raise NotFound(f"no release {release_id!r}: `deepscholar releases` lists them")
+        raise NotFound(f"no release {release_id!r}: `deepscholar release list` lists them")
     jsonl, csv_path = output_paths(out_path)
     configs = _judge_configs_with_judgments(engine, release_id, m.name)
     if judge_config not in {c for c, _ in configs}:
@@ -489,7 +489,7 @@ def import_labels(engine: Engine, path: str | os.PathLike, annotator: str | None
 
         # After the labels' transaction, never inside it: computing reads judgments and reports on connections
         # of its own, and the pool rule forbids taking those while this one is held. Until it has run, the
-        # stored agreement is the previous labels' (`deepscholar agreement` recomputes it).
+        # stored agreement is the previous labels' (`deepscholar judges agreement` recomputes it).
         for month in months:
             summary.agreement_rows += store_agreement(engine, month)
     return summary

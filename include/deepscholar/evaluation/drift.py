@@ -299,7 +299,7 @@ def _audited_cost(engine: Engine, hashes: Sequence[str]) -> tuple[int, float | N
 def _require_release(engine: Engine, release_id: str) -> None:
     with engine.connect() as conn:
         if conn.execute(sa.text("SELECT 1 FROM releases WHERE release_id = :r"), {"r": release_id}).first() is None:
-            raise NotFound(f"release {release_id} does not exist (`deepscholar releases` lists them)")
+            raise NotFound(f"release {release_id} does not exist (`deepscholar release list` lists them)")
 
 
 def _metric_names(metrics: Sequence[str] | None) -> list[str]:

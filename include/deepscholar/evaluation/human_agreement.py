@@ -6,7 +6,7 @@ against the majority of the humans' labels (human_labels), as percent agreement 
 bootstrap 95% intervals and a confusion matrix (rows: the judge's label, columns: the humans'); among the
 humans, when several labelled, Krippendorff's alpha and pairwise agreement. Beside them, the agreement
 the DeepScholar paper reported for the metric (`paper_human_agreement`, when the metric declares one).
-`deepscholar agreement` prints it; the leaderboard page shows it beside the board. The statistics
+`deepscholar judges agreement` prints it; the leaderboard page shows it beside the board. The statistics
 themselves live in judge_agreement.py.
 
 Stored, not computed by readers: `store_agreement` computes the entries of a month under every judge config

@@ -93,7 +93,7 @@ def current_releases(engine: Engine, from_month: str | None = None, to_month: st
                   if r.month is not None and low <= r.month <= high]
     if not months:
         raise NotFound(f"no published month between {from_month or 'the first'} and {to_month or 'the last'}; "
-                       "`deepscholar releases` lists them")
+                       "`deepscholar release list` lists them")
     months.sort(key=lambda m: m[1])
     first, last = months[0][1].strftime("%Y-%m"), months[-1][1].strftime("%Y-%m")
     label = first if first == last else f"{first}..{last}"

@@ -500,8 +500,8 @@ def evaluate_release(
     if not units:
         which = f" of {', '.join(systems)}" if systems else ""
         raise UserError(f"release {release_id} has no ok reports{which} to judge: write them first with "
-                        f"`deepscholar generate --release {release_id}` (or the benchmark DAG), or import them "
-                        "with `deepscholar import-reports`")
+                        f"`deepscholar reports generate --release {release_id}` (or the benchmark DAG), or import them "
+                        "with `deepscholar reports import`")
     # The roll-up's imports (scipy.stats, pandas: about 1 s) load while the judge waits for its provider,
     # instead of after the last answer; the import below then finds them loaded (or raises their error).
     loading = _import_in_background("deepscholar.evaluation.rollup") if roll_up and not spec.is_local else None

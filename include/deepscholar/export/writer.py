@@ -189,7 +189,7 @@ def export_release(engine: Engine, release_id: str, out: Path, *, judge: str | N
             SELECT release_id, status, version, base_id, manifest_hash, code_version, window_start, window_end,
                    published_at FROM releases WHERE release_id = :r"""), {"r": release_id}).mappings().first()
         if release is None:
-            raise NotFound(f"release {release_id} does not exist (`deepscholar releases` lists them)")
+            raise NotFound(f"release {release_id} does not exist (`deepscholar release list` lists them)")
         judges = _judges(conn, release_id, judge)
         licences = query_licences(conn, release_id, settings.redistributable_licences)
         params = {"r": release_id, "judges": judges}

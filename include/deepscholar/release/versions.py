@@ -67,7 +67,7 @@ def parse_version(release_id: str) -> tuple[str, int | None]:
         return release_id, None
     n = int(match[2])
     if n < 1:
-        raise InvalidInput(f"release {release_id!r}: versions start at 1 (`deepscholar releases` lists them)")
+        raise InvalidInput(f"release {release_id!r}: versions start at 1 (`deepscholar release list` lists them)")
     return match[1], n
 
 

@@ -26,7 +26,7 @@ def validate_release_id(release_id: object) -> str:
     """A release id the warehouse could hold, checked before any query (NUL bytes, 10k characters, quotes)."""
     if not isinstance(release_id, str) or len(release_id) > MAX_RELEASE_ID or not RELEASE_ID_RE.fullmatch(release_id):
         raise InvalidInput(f"invalid release id {_shown(release_id)}: a month YYYY-MM or lower-case letters, digits, "
-                           f"'.', '_' and '-' (at most {MAX_RELEASE_ID}); `deepscholar releases` lists the releases")
+                           f"'.', '_' and '-' (at most {MAX_RELEASE_ID}); `deepscholar release list` lists the releases")
     return release_id
 
 

@@ -161,7 +161,7 @@ def queue_backfill(plan: BackfillPlan, api, dag_id: str | None = None) -> list[d
     not_months = [t.release_id for t in todo if t.month is None]
     if not_months:
         raise UserError(f"{', '.join(not_months)} is not a month, so no benchmark DAG run can take it: run "
-                        f"`deepscholar generate --release {not_months[0]} --system {plan.system_id}` and "
+                        f"`deepscholar reports generate --release {not_months[0]} --system {plan.system_id}` and "
                         f"`deepscholar evaluate --release {not_months[0]} --system {plan.system_id} --publish`")
     conf = {"systems": [plan.system_id]}
     in_range = [t for t in todo if not t.reason.startswith("frozen comparison slice") or "after" in t.reason]

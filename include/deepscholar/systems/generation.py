@@ -221,7 +221,7 @@ def regenerate_outdated(engine: Engine, release_id: str, systems: list[str]) -> 
         row = get_system(engine, system_id)
         if not _runnable(row):
             raise InvalidInput(f"system {system_id} is file-imported: re-import its outputs with "
-                               f"`deepscholar import-reports {system_id} PATH --release {release_id}`")
+                               f"`deepscholar reports import {system_id} PATH --release {release_id}`")
         build = current_build(row)
         with engine.begin() as conn:
             n = conn.execute(sa.text(
@@ -236,7 +236,7 @@ def list_reports(engine: Engine, release_id: str) -> list[dict]:
     """A release's reports; an unknown release is the caller's mistake, not an empty list."""
     with engine.connect() as conn:
         if conn.execute(sa.text("SELECT 1 FROM releases WHERE release_id = :r"), {"r": release_id}).first() is None:
-            raise NotFound(f"no release {release_id}; `deepscholar releases` lists the releases there are")
+            raise NotFound(f"no release {release_id}; `deepscholar release list` lists the releases there are")
         return [dict(r) for r in conn.execute(sa.text("""
             SELECT r.system_id, r.arxiv_id, r.status, r.error,
                    (SELECT count(*) FROM report_sources s WHERE s.report_id = r.report_id AND s.cited) AS n_sources,

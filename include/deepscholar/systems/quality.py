@@ -73,9 +73,9 @@ def mixed_builds_message(builds: pd.DataFrame, release_id: str) -> str:
     mixed = builds[builds["n_builds"] > 1]
     lines = []
     for row in mixed.itertuples():
-        fix = (f"re-import all of its outputs for {release_id} with `deepscholar import-reports {row.system_id} "
+        fix = (f"re-import all of its outputs for {release_id} with `deepscholar reports import {row.system_id} "
                f"PATH --release {release_id}`" if row.imported else
-               f"`deepscholar generate --release {release_id} --system {row.system_id} --regenerate-outdated` "
+               f"`deepscholar reports generate --release {release_id} --system {row.system_id} --regenerate-outdated` "
                f"rewrites the reports not of its current build (their scores go with them), then "
                f"`deepscholar evaluate --release {release_id} --system {row.system_id}` judges them again")
         lines.append(f"system {row.system_id}'s {row.n_reports} ok reports of {release_id} mix builds: "

@@ -360,7 +360,7 @@ def category_page_boards(engine, selection, judge_config: str, min_queries: int)
 
 def trust_rows(engine, release_id: str | None, judge_config: str | None) -> list[dict]:
     """How far can you trust each column: the board's judge against the month's human labels, per metric,
-    as `annotate import` (or `deepscholar agreement`) stored it (human_agreement_stats); [] when nothing is
+    as `annotate import` (or `deepscholar judges agreement`) stored it (human_agreement_stats); [] when nothing is
     stored for this month and judge. One indexed read: labels someone imported cost the page nothing."""
     from deepscholar.evaluation.human_agreement import stored_agreement
 

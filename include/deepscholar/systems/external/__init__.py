@@ -2,7 +2,7 @@
 
 The `external` kind (the HTTP client) is found by the system-kind discovery like every kind; file
 outputs are read by the `formats` package (one module per format, found by its registry) and stored
-by `importer` (`deepscholar import-reports`).
+by `importer` (`deepscholar reports import`).
 """
 
 from deepscholar.systems.external.formats import (

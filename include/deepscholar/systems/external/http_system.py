@@ -59,7 +59,7 @@ class ExternalHTTPSystem(System):
 
     uses_search = False
     version = "1"  # bump rule: systems/base.py System.version (here: how the answer is read)
-    # `source` and `format`: where `deepscholar import-reports` read a file-imported system's reports from.
+    # `source` and `format`: where `deepscholar reports import` read a file-imported system's reports from.
     config_schema = {"endpoint": cs.http_url, "timeout": cs.number(0.001, 86_400), "attempts": cs.positive_int,
                      "retry_wait": cs.number(0, 3_600), "source": cs.text, "format": cs.text}
 
@@ -71,7 +71,7 @@ class ExternalHTTPSystem(System):
         endpoint = self.config.get("endpoint")
         if not endpoint:
             raise SystemFailure(f"external system {self.name} has no endpoint; its reports are imported with "
-                                "`deepscholar import-reports`")
+                                "`deepscholar reports import`")
         payload = {"arxiv_id": query.arxiv_id, "title": query.title, "abstract": query.abstract,
                    "cutoff": query.cutoff.isoformat()}
         body, attempts = self._post(str(endpoint), payload)

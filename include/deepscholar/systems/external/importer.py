@@ -1,4 +1,4 @@
-"""`deepscholar import-reports`: store reports produced elsewhere as an external system's reports.
+"""`deepscholar reports import`: store reports produced elsewhere as an external system's reports.
 
 An output reaches a query only by its arXiv id or by the dataset row its folder is named after (through
 release_queries.row_index, kept by the official import); an output that maps to no query is reported,
@@ -125,7 +125,7 @@ def _release_keys(engine: Engine, release_id: str) -> tuple[set[str], dict[int, 
     with engine.connect() as conn:
         if conn.execute(sa.text(f"SELECT 1 FROM {db.SCHEMA}.releases WHERE release_id = :r"),
                         {"r": release_id}).first() is None:
-            raise NotFound(f"release {release_id!r} does not exist; `deepscholar releases` lists the releases")
+            raise NotFound(f"release {release_id!r} does not exist; `deepscholar release list` lists the releases")
         rows = conn.execute(sa.text(f"SELECT arxiv_id, row_index FROM {db.SCHEMA}.release_queries "
                                     "WHERE release_id = :r"), {"r": release_id}).all()
     return {r.arxiv_id for r in rows}, {r.row_index: r.arxiv_id for r in rows if r.row_index is not None}
@@ -345,7 +345,7 @@ def import_reports(engine: Engine, system_id: str, path: Path | str, release_id:
 
 
 def format_import_summary(summary: ImportSummary) -> str:
-    """What `deepscholar import-reports` prints: counts per format, then every flagged report and why."""
+    """What `deepscholar reports import` prints: counts per format, then every flagged report and why."""
     from tabulate import tabulate
 
     head = (f"import-reports {summary.system_id} into {summary.release_id} from {summary.path}: "
