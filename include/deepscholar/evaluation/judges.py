@@ -59,7 +59,7 @@ class JudgeSpec:
         if isinstance(judge, JudgeSpec):
             return judge
         text = (judge or "").strip()
-        return cls.from_config_id(text) if text.startswith(("local:", "llm:")) else cls.parse(text)
+        return cls.from_config_id(text) if is_config_id(text) else cls.parse(text)
 
     @property
     def is_local(self) -> bool:
@@ -138,6 +138,12 @@ def is_local_config(judge_config: str) -> bool:
     return judge_config == "local" or judge_config.startswith("local:")
 
 
+def is_config_id(text: str) -> bool:
+    """Whether `text` is a stored judge config id ("local:...", "llm:...", as `JudgeSpec.config_id` writes
+    them) rather than a judge spec as `evaluate --judge` takes it ('local', a litellm model string)."""
+    return text.startswith(("local:", "llm:"))
+
+
 def judge_config_of(text: str | None) -> str:
     """The judge_config a reader means: a stored judge_config string as given ("local:...", "llm:..."), else
     a judge spec as `evaluate --judge` takes it ('local', a litellm model string) turned into its config id;
@@ -145,6 +151,6 @@ def judge_config_of(text: str | None) -> str:
     from deepscholar.settings import current_settings
 
     text = (text or "").strip() or current_settings().judge
-    if text.startswith(("local:", "llm:")):
+    if is_config_id(text):
         return text
     return JudgeSpec.parse(text).config_id

@@ -120,6 +120,13 @@ class System:
                            search=search_backend(config) if cls.uses_search else None,
                            endpoint_revision=int(endpoint_revision or 0))
 
+    @classmethod
+    def build_of(cls, system_row: Mapping[str, Any]) -> SystemBuild:
+        """The build a registered system (its `systems` row) writes with now: the one place that reads the
+        row's version, config and endpoint revision for it."""
+        return cls.effective_version(system_row["version"], system_row["config"] or {},
+                                     system_row.get("endpoint_revision", 0))
+
 
 # ------------------------------------------------------------------------------ the kind registry
 #

@@ -140,8 +140,7 @@ def generate_pair(engine: Engine, release_id: str, system_id: str, arxiv_id: str
     with track_usage() as usage:
         try:
             kind = system_kind(system_row["kind"])
-            record.system_build = kind.effective_version(system_row["version"], config,
-                                                         system_row.get("endpoint_revision", 0))
+            record.system_build = kind.build_of(system_row)
             system = kind(system_id, config, SystemContext(engine=engine, llm=llm_factory(engine)))
             search = make_search(backend, engine, query) if system.uses_search else None
             # None only for a system with uses_search False, whose generate takes none.
@@ -200,9 +199,7 @@ def current_build(system_row: Mapping[str, Any]) -> str:
         from deepscholar.systems.external.importer import format_build
 
         return format_build(system_row["version"], str((system_row["config"] or {}).get("format", "?"))).label()
-    kind = system_kind(system_row["kind"])
-    return kind.effective_version(system_row["version"], system_row["config"] or {},
-                                  system_row.get("endpoint_revision", 0)).label()
+    return system_kind(system_row["kind"]).build_of(system_row).label()
 
 
 def regenerate_outdated(engine: Engine, release_id: str, systems: list[str]) -> dict:
