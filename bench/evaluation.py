@@ -171,8 +171,8 @@ def build_real_month(engine, home: Path) -> str:
 
 
 def _llm_metric_names() -> list[str]:
-    from deepscholar.evaluation import registry
-    from deepscholar.evaluation.base import JudgeFreeMetric
+    from deepscholar.evaluation.metrics import registry
+    from deepscholar.evaluation.metrics.base import JudgeFreeMetric
 
     return [m.name for m in registry.metrics() if not isinstance(m, JudgeFreeMetric)]
 
@@ -201,11 +201,11 @@ def _run(args, engine, home: Path) -> int:
 
     from support.demo_month import build_demo_month
 
-    from deepscholar.evaluation import registry
-    from deepscholar.evaluation.context import load_reports
-    from deepscholar.evaluation.judges import JudgeSpec
-    from deepscholar.evaluation.rollup import roll_up
-    from deepscholar.evaluation.runner import evaluate_release, judge_metric
+    from deepscholar.evaluation.boards.rollup import roll_up
+    from deepscholar.evaluation.judging.judges import JudgeSpec
+    from deepscholar.evaluation.judging.report_contexts import load_reports
+    from deepscholar.evaluation.judging.runner import evaluate_release, judge_metric
+    from deepscholar.evaluation.metrics import registry
     from deepscholar.replay.server import ReplayServer
 
     t0 = time.monotonic()
@@ -349,7 +349,7 @@ def _run(args, engine, home: Path) -> int:
                   f"{again['reports_judged']} reports re-judged, {time.monotonic() - t0:.2f} s")
         finally:
             stub.close()
-    from deepscholar.evaluation.leaderboard import format_leaderboard, load_leaderboard
+    from deepscholar.evaluation.boards.leaderboard import format_leaderboard, load_leaderboard
 
     print()
     print(format_leaderboard(load_leaderboard(engine, month, full["judge_config"]), "table"))

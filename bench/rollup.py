@@ -67,7 +67,7 @@ def _copy(conn, table: str, columns: list[str], rows) -> None:
 
 def load_synthetic(engine, months: list[str], n_systems: int, n_queries: int, seed: int = 0) -> dict:
     """Insert releases, queries, systems, reports and every variant's scores; returns row counts."""
-    from deepscholar.evaluation import registry
+    from deepscholar.evaluation.metrics import registry
 
     rng = np.random.default_rng(seed)
     variants_by_metric = {m.name: list(m.variants) for m in registry.metrics()}  # every stored variant
@@ -136,9 +136,13 @@ def main() -> int:
         parser.error("--months must be at least 1")
 
     from deepscholar import db
-    from deepscholar.evaluation.leaderboard import analyst_queries, format_leaderboard, load_leaderboard
-    from deepscholar.evaluation.leaderboard_quality import check_leaderboard
-    from deepscholar.evaluation.rollup import roll_up
+    from deepscholar.evaluation.boards.leaderboard import (
+        analyst_queries,
+        format_leaderboard,
+        load_leaderboard,
+    )
+    from deepscholar.evaluation.boards.leaderboard_quality import check_leaderboard
+    from deepscholar.evaluation.boards.rollup import roll_up
 
     months = [f"{YEAR}-{m:02d}" for m in range(1, args.months + 1)]
     figures: list[tuple[str, float, str]] = []

@@ -32,10 +32,10 @@ Generation maps one task per (system, query) pair still missing an ok report, in
 provider so each provider's Airflow pool bounds its requests. Judging maps one task per job: the
 (metric, system) units with reports lacking a current score, spread over tasks of equal work (about
 DEEPSCHOLAR_JUDGE_JOB_REPORTS report-metric judgments each, a multiple of DEEPSCHOLAR_JUDGE_TASKS of them;
-evaluation/jobs.py), each judging only what is missing. So a scheduled run, a retry and a
+evaluation/judging/jobs.py), each judging only what is missing. So a scheduled run, a retry and a
 backfill for a newly registered system (params.systems = ["name"]) all do only the missing work.
 **Judge drift.** After the roll-up, `check_judge_drift` has the run's judge answer its fixed calibration
-slice again with the cache bypassed (evaluation/drift.py); a tripped alarm fails `check_leaderboard`'s
+slice again with the cache bypassed (evaluation/judge_validation/drift.py); a tripped alarm fails `check_leaderboard`'s
 `no_judge_drift` (naming the metric and the drop), so the board is not published and the run's final
 state says why. DEEPSCHOLAR_DRIFT_CHECK=false skips the task, saying so.
 
@@ -103,7 +103,7 @@ def _judge() -> str:
 def _judge_config() -> str:
     """The judge config id this run's judgments, boards and checks are keyed by: derived from the run's
     judge here only, so every task names the same board."""
-    from deepscholar.evaluation.judges import JudgeSpec
+    from deepscholar.evaluation.judging.judges import JudgeSpec
 
     return JudgeSpec.parse(_judge()).config_id
 
@@ -231,7 +231,7 @@ def deepscholar_benchmark():
     def plan_judging() -> list[dict]:
         from deepscholar.connection_budget import log_budget
         from deepscholar.db import get_engine
-        from deepscholar.evaluation.jobs import plan_judging as plan_jobs
+        from deepscholar.evaluation.judging.jobs import plan_judging as plan_jobs
 
         params = get_current_context()["params"]
         log_budget(get_engine())  # the deployment's worst case against the server's max_connections
@@ -248,7 +248,7 @@ def deepscholar_benchmark():
 
         from deepscholar.db import judge_engine
         from deepscholar.errors import UserError
-        from deepscholar.evaluation.runner import judge_job
+        from deepscholar.evaluation.judging.runner import judge_job
 
         try:
             return judge_job(judge_engine(), job, _judge())
@@ -260,7 +260,7 @@ def deepscholar_benchmark():
         from airflow.sdk.exceptions import AirflowFailException
 
         from deepscholar.db import get_engine
-        from deepscholar.evaluation.rollup import roll_up as roll
+        from deepscholar.evaluation.boards.rollup import roll_up as roll
 
         release_id = _month()
         rows = roll(get_engine(), release_id, _judge_config())
@@ -276,7 +276,10 @@ def deepscholar_benchmark():
         from airflow.sdk.exceptions import AirflowSkipException
 
         from deepscholar.db import get_engine
-        from deepscholar.evaluation.judge_comparison import compare_with_other_judges, summary_line
+        from deepscholar.evaluation.judge_validation.judge_comparison import (
+            compare_with_other_judges,
+            summary_line,
+        )
 
         release_id, judge_config = _month(), _judge_config()
         results = compare_with_other_judges(get_engine(), release_id, judge_config)
@@ -288,13 +291,13 @@ def deepscholar_benchmark():
 
     @task
     def check_judge_drift() -> dict:
-        """The judge's calibration slice re-judged for this month (evaluation/drift.py); a tripped alarm is
+        """The judge's calibration slice re-judged for this month (evaluation/judge_validation/drift.py); a tripped alarm is
         stored, and check_leaderboard's `no_judge_drift` then refuses the board."""
         from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
         from deepscholar.db import get_engine
         from deepscholar.errors import UserError
-        from deepscholar.evaluation.drift import check_month
+        from deepscholar.evaluation.judge_validation.drift import check_month
 
         if not current_settings().drift_check:
             raise AirflowSkipException("the judge drift check is off (DEEPSCHOLAR_DRIFT_CHECK=false)")
@@ -312,7 +315,7 @@ def deepscholar_benchmark():
         from airflow.sdk.exceptions import AirflowFailException
 
         from deepscholar.db import get_engine
-        from deepscholar.evaluation.leaderboard_quality import check_leaderboard as check
+        from deepscholar.evaluation.boards.leaderboard_quality import check_leaderboard as check
 
         release_id = _month()
         result = check(get_engine(), release_id, _judge_config())
@@ -323,8 +326,8 @@ def deepscholar_benchmark():
     @task(outlets=[LEADERBOARD_PUBLISHED])
     def publish_leaderboard():
         from deepscholar.db import get_engine
-        from deepscholar.evaluation.board_versions import publish_board
-        from deepscholar.evaluation.leaderboard import format_leaderboard, load_leaderboard
+        from deepscholar.evaluation.boards.board_versions import publish_board
+        from deepscholar.evaluation.boards.leaderboard import format_leaderboard, load_leaderboard
 
         release_id, judge_config = _month(), _judge_config()
         version = publish_board(get_engine(), release_id, judge_config)  # the version check_leaderboard passed

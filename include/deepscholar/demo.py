@@ -143,7 +143,7 @@ def demo_schedule_env(month: str) -> dict[str, str]:
 def demo_tracks_env() -> dict[str, str]:
     """Every evaluation track on (unless DEEPSCHOLAR_TRACKS says otherwise): the demo builds their release
     artefacts and boards offline with the local judge, so a newcomer sees every board of the month."""
-    from deepscholar.evaluation import registry
+    from deepscholar.evaluation.metrics import registry
 
     return {"DEEPSCHOLAR_TRACKS": ",".join(current_settings().tracks or registry.tracks())}
 
@@ -278,14 +278,14 @@ def _serve_until_interrupted(airflow) -> None:
 
 
 def print_leaderboard(engine, release_id: str) -> None:
-    from deepscholar.evaluation.judges import JudgeSpec
-    from deepscholar.evaluation.leaderboard import format_leaderboard, load_leaderboard
+    from deepscholar.evaluation.boards.leaderboard import format_leaderboard, load_leaderboard
+    from deepscholar.evaluation.judging.judges import JudgeSpec
 
     judge_config = JudgeSpec.parse("local").config_id
     print(f"\nLeaderboard of {release_id} (judge {judge_config}: the offline embedding judge, for demos and CI)")
     print(format_leaderboard(load_leaderboard(engine, release_id, judge_config), "table"))
-    from deepscholar.evaluation import registry
-    from deepscholar.evaluation.agreement import format_agreement, load_agreement
+    from deepscholar.evaluation.boards.rank_agreement import format_agreement, load_agreement
+    from deepscholar.evaluation.metrics import registry
 
     for track in registry.tracks():
         rows = load_leaderboard(engine, release_id, judge_config, track=track)

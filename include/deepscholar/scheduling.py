@@ -206,7 +206,7 @@ def finish_run(engine: Engine, run: BenchmarkRun, failed_tasks: list[str]) -> tu
     where = ", ".join(sorted(failed_tasks)) or "a task was skipped before the leaderboard was published"
     message = f"benchmark run for {run.release_id} did not publish its leaderboard: failed: {where}"
     if run.judge_config:  # the drift alarm blocked the board: the final state says which metric and how far
-        from deepscholar.evaluation.drift import tripped_messages
+        from deepscholar.evaluation.judge_validation.drift import tripped_messages
 
         message += "".join(f"; {m}" for m in tripped_messages(engine, run.release_id, run.judge_config))
     record_run(engine, run, "failed", message)

@@ -293,10 +293,10 @@ class Settings:
     judge_job_reports: int = _setting(
         "DEEPSCHOLAR_JUDGE_JOB_REPORTS", 8000, POSITIVE_INT, "judging",
         "about how many report-metric judgments one judge task takes on: a month gets that many jobs' worth, "
-        "rounded up to a multiple of DEEPSCHOLAR_JUDGE_TASKS, of equal work (`evaluation/jobs.py`)")
+        "rounded up to a multiple of DEEPSCHOLAR_JUDGE_TASKS, of equal work (`evaluation/judging/jobs.py`)")
     judge_claim_lease_seconds: float = _setting(
         "DEEPSCHOLAR_JUDGE_CLAIM_LEASE_SECONDS", 120.0, POSITIVE_SECONDS, "judging",
-        "lease of a judge process's claim on the reports it is judging (`evaluation/claims.py`, renewed every "
+        "lease of a judge process on the reports it is judging (`evaluation/judging/_leases.py`, renewed every "
         "third of it while it works): another evaluation of the month skips them, and takes them over at most "
         "this long after their holder died")
     agreement_resamples: int = _setting(
@@ -313,7 +313,7 @@ class Settings:
         "request (temperature 1, seed = the sample's index), the rubric's weights their mean; `1`: one "
         "deterministic call. Named in the rubric's judge config (`race_weights_v1.x<N>`); the local judge's one "
         "fixed weight set ignores it")
-    # judging: the drift alarm (evaluation/drift.py)
+    # judging: the drift alarm (evaluation/judge_validation/drift.py)
     drift_check: bool = _setting(
         "DEEPSCHOLAR_DRIFT_CHECK", True, BOOL, "judging",
         "the benchmark DAG's `check_judge_drift` re-judges the calibration slice every month (off: the task is "

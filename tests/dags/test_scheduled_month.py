@@ -20,8 +20,8 @@ from support.openai_stub import OpenAIStub
 from support.warehouse import ConnectionSampler, throwaway_warehouse
 
 from deepscholar.demo import demo_schedule_env, replay_endpoints
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.annotation_units import annotatable_metric_names
+from deepscholar.evaluation.judge_validation.annotation_units import annotatable_metric_names
+from deepscholar.evaluation.metrics import registry
 from deepscholar.local_airflow import LocalAirflow, drop_database, fresh_metadata_database
 from deepscholar.orchestration import BENCHMARK_DAG_ID, RELEASE_DAG_ID
 from deepscholar.replay.demo_snapshot import write_demo_snapshot

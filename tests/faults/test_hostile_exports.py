@@ -120,7 +120,7 @@ def test_export_refuses_a_file_or_a_folder_that_is_no_export_in_one_line(month, 
 def test_annotate_exports_csv_quotes_line_breaks_and_neutralises_formulas(engine, tmp_path, monkeypatch):
     """The annotation sample carries third-party text (here the cited sources' titles) into the CSV an
     annotator opens in a spreadsheet: one row per item, formulas shown; the JSONL keeps the exact text."""
-    from deepscholar.evaluation.annotation import export_sample
+    from deepscholar.evaluation.judge_validation.annotation import export_sample
     from faults.test_hostile_imports import JUDGE, seed_month
     from faults.test_hostile_imports import MONTH as LABEL_MONTH
 

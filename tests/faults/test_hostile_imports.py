@@ -26,7 +26,7 @@ from support.chromium import serve
 from support.warehouse import store_board
 
 from deepscholar import db
-from deepscholar.evaluation import registry
+from deepscholar.evaluation.metrics import registry
 
 METRIC_ORDER = registry.metric_names(registry.CORE)
 DIMENSIONS = registry.dimensions()
@@ -73,7 +73,7 @@ def seed_month(engine, n_sources: int) -> int:
 def labelled_file(engine, tmp_path: Path, n_items: int, n_annotators: int, seed: int = 0) -> Path:
     """Export a sample of every unit and fill it in as `n_annotators` annotators, each labelling every item
     (labels drawn with a fixed seed): n_items x n_annotators rows."""
-    from deepscholar.evaluation.annotation import export_sample
+    from deepscholar.evaluation.judge_validation.annotation import export_sample
 
     export_sample(engine, MONTH, "relevance_rate", JUDGE, n_items, 1, tmp_path / "sample")
     items = [json.loads(line)["item_id"] for line in (tmp_path / "sample.jsonl").read_text().splitlines()]
@@ -122,7 +122,7 @@ def test_the_page_reads_stored_agreement_and_never_the_labels(engine, tmp_path, 
     touches the labels, and it is as fast as with three annotators."""
     from support.chromium import parse_html
 
-    from deepscholar.evaluation.annotation import import_labels
+    from deepscholar.evaluation.judge_validation.annotation import import_labels
     from deepscholar.web import create_app
     from faults.conftest import unchanged
 
@@ -160,8 +160,8 @@ def test_the_humans_agreement_reads_at_most_the_cap_per_item(n_annotators):
     """Alpha and pairwise agreement depend on each item's labels, not on who gave them: under the cap the
     slots table gives the numbers the annotators table gives; over it, cap rows, the same labels whatever
     order they came in."""
-    from deepscholar.evaluation import judge_agreement as stats
-    from deepscholar.evaluation.human_agreement import capped_labels
+    from deepscholar.evaluation.judge_validation import rater_agreement as stats
+    from deepscholar.evaluation.judge_validation.judge_vs_humans import capped_labels
 
     rng = random.Random(n_annotators)
     humans = {f"item-{i}": {f"a{a}": rng.choice("012") for a in range(n_annotators) if rng.random() < 0.8}

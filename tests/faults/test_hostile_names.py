@@ -141,7 +141,7 @@ def test_the_command_exits_2_with_one_line(warehouse, kind, value):
 
 
 def _library_calls(engine, path: Path):
-    from deepscholar.evaluation.leaderboard import load_leaderboard
+    from deepscholar.evaluation.boards.leaderboard import load_leaderboard
     from deepscholar.release.spec import ReleaseSpec
     from deepscholar.release.steps import build_release
     from deepscholar.settings import Settings

@@ -20,7 +20,7 @@ from support.chromium import parse_html, serve
 from support.warehouse import empty_warehouse, store_board
 
 from deepscholar import db
-from deepscholar.evaluation import registry
+from deepscholar.evaluation.metrics import registry
 from deepscholar.web import create_app
 from faults.conftest import assert_no_loss, warehouse_fingerprint
 

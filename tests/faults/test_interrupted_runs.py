@@ -262,7 +262,7 @@ def _leaderboard_complete(engine) -> None:
 def test_two_evaluations_of_the_same_month_at_once_pay_once(warehouse, db_url, snapshot):
     """Two `deepscholar evaluate` processes started together (a judge task cleared in the UI while the
     scheduled run still judges, or an operator's command beside the DAG) send exactly the provider requests
-    one evaluation alone sends: every judgment is claimed (evaluation/claims.py) before its LLM work."""
+    one evaluation alone sends: every judgment is leased (evaluation/judging/_leases.py) before its LLM work."""
     engine = warehouse
     with _judging(engine, db_url, snapshot, delay=0.2) as (stub, n_reports, env):
         alone = json.loads(_run(_evaluate_cmd(), env).stdout)["llm_requests"]

@@ -16,8 +16,8 @@ import re
 
 import pytest
 
-from deepscholar.evaluation.base import NuggetInfo, QueryInfo, ReportContext, SourceDoc
 from deepscholar.evaluation.metrics import get_metric
+from deepscholar.evaluation.metrics.base import NuggetInfo, QueryInfo, ReportContext, SourceDoc
 from deepscholar.llm.client import Judged, ParseError
 from deepscholar.prompts import FENCE_CLOSE, FENCE_OPEN
 from deepscholar.text.sentences import split_report_sentences

@@ -9,9 +9,9 @@ import pytest
 import sqlalchemy as sa
 from test_leaderboard import JUDGE, Board
 
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.leaderboard import analyst_queries
-from deepscholar.evaluation.rollup import roll_up
+from deepscholar.evaluation.boards.leaderboard import analyst_queries
+from deepscholar.evaluation.boards.rollup import roll_up
+from deepscholar.evaluation.metrics import registry
 
 pytestmark = pytest.mark.slow  # seeds a month of boards per test
 

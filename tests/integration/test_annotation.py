@@ -14,11 +14,10 @@ import sqlalchemy as sa
 from support.demo_month import served_demo_month
 
 from deepscholar import cli
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.annotation_units import judged_units
-from deepscholar.evaluation.judges import JudgeSpec
-from deepscholar.evaluation.metrics import get_metric
-from deepscholar.evaluation.runner import judge_metric
+from deepscholar.evaluation.judge_validation.annotation_units import judged_units
+from deepscholar.evaluation.judging.judges import JudgeSpec
+from deepscholar.evaluation.judging.runner import judge_metric
+from deepscholar.evaluation.metrics import get_metric, registry
 
 pytestmark = pytest.mark.slow  # builds and judges the demo month
 

@@ -10,7 +10,7 @@ from integration.test_leaderboard import Board
 from pytest_httpserver import HTTPServer
 
 from deepscholar import cli
-from deepscholar.evaluation import registry
+from deepscholar.evaluation.metrics import registry
 from deepscholar.llm.prices import price_of
 from deepscholar.systems.backfill import plan_backfill
 from deepscholar.systems.registry import add_system
@@ -47,7 +47,7 @@ def test_the_plan_follows_the_cutoff_and_the_slice_and_prices_the_judging(months
     assert [r for r, _ in plan.skipped] == ["2025-05"]
     assert "2025-05-01" in plan.skipped[0][1] and "may have seen" in plan.skipped[0][1]
     # Calls per report per metric x missing reports x the price of a call (default tokens: nothing audited).
-    from deepscholar.evaluation.registry import get
+    from deepscholar.evaluation.metrics.registry import get
 
     per_report = sum(get(m).calls_per_report for m in registry.metric_names(registry.CORE)
                      if getattr(get(m), "purpose", None))

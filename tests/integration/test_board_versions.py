@@ -11,10 +11,10 @@ from integration.test_leaderboard import JUDGE, Board, _values, seed_month
 from support.chromium import parse_html, serve
 
 from deepscholar import cli
-from deepscholar.evaluation.board_versions import list_versions, publish_board
-from deepscholar.evaluation.leaderboard import load_leaderboard
-from deepscholar.evaluation.leaderboard_quality import check_leaderboard
-from deepscholar.evaluation.rollup import roll_up
+from deepscholar.evaluation.boards.board_versions import list_versions, publish_board
+from deepscholar.evaluation.boards.leaderboard import load_leaderboard
+from deepscholar.evaluation.boards.leaderboard_quality import check_leaderboard
+from deepscholar.evaluation.boards.rollup import roll_up
 from deepscholar.web import create_app
 
 TABLES = ("leaderboard_systems", "leaderboard_metrics", "track_boards", "track_board_metrics", "board_agreement")

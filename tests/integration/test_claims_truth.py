@@ -12,8 +12,8 @@ import sqlalchemy as sa
 from support.openai_stub import OpenAIStub, first_user_text
 
 from deepscholar import db
-from deepscholar.evaluation.base import GroundTruthClaim
-from deepscholar.evaluation.context import load_queries
+from deepscholar.evaluation.judging.report_contexts import load_queries
+from deepscholar.evaluation.metrics.base import GroundTruthClaim
 from deepscholar.release.context import ReleaseContext
 from deepscholar.release.spec import ReleaseSpec
 from deepscholar.release.track_artefacts import build_track_artefacts, check_track_artefacts, enrich_release

@@ -16,17 +16,16 @@ from support.demo_month import served_demo_month
 from support.openai_stub import OpenAIStub, first_user_text
 
 from deepscholar import db
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.jobs import SHARDS_PER_JOB, plan_judging, plan_units
-from deepscholar.evaluation.judges import JudgeSpec
-from deepscholar.evaluation.metrics import get_metric
-from deepscholar.evaluation.runner import (
+from deepscholar.evaluation.judging.jobs import SHARDS_PER_JOB, plan_judging, plan_units
+from deepscholar.evaluation.judging.judges import JudgeSpec
+from deepscholar.evaluation.judging.runner import (
     evaluate_release,
     judge_job,
     judge_metric,
     pending_of_units,
     pending_reports,
 )
+from deepscholar.evaluation.metrics import get_metric, registry
 
 pytestmark = pytest.mark.slow  # builds and judges the demo month
 
@@ -82,8 +81,8 @@ def test_local_evaluation_scores_every_report_on_every_metric_and_reruns_for_fre
         if windows[0] is not None:
             assert windows == sorted(windows)
 
-    from deepscholar.evaluation.leaderboard import load_leaderboard
-    from deepscholar.evaluation.leaderboard_quality import check_leaderboard
+    from deepscholar.evaluation.boards.leaderboard import load_leaderboard
+    from deepscholar.evaluation.boards.leaderboard_quality import check_leaderboard
 
     board = load_leaderboard(engine, month, LOCAL)
     assert {r["system_id"] for r in board} == systems
@@ -341,7 +340,7 @@ def _assert_costs_match_the_audit_trail(engine, month, model, judge_config, api_
     by_metric = {m["metric"]: m for m in summary["metrics"]}
     assert sum(m["actual_requests"] for m in by_metric.values()) == served
     # Predicted before the run from calls per report x queries x systems x the price of a measured call.
-    from deepscholar.evaluation.registry import get as get_metric_class
+    from deepscholar.evaluation.metrics.registry import get as get_metric_class
 
     organization = by_metric["organization"]
     assert organization["predicted_calls"] == pytest.approx(

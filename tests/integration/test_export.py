@@ -13,10 +13,10 @@ import sqlalchemy as sa
 from integration.test_leaderboard import JUDGE, seed_month
 
 from deepscholar import cli
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.board_versions import publish_board
-from deepscholar.evaluation.leaderboard_quality import check_leaderboard
-from deepscholar.evaluation.rollup import roll_up
+from deepscholar.evaluation.boards.board_versions import publish_board
+from deepscholar.evaluation.boards.leaderboard_quality import check_leaderboard
+from deepscholar.evaluation.boards.rollup import roll_up
+from deepscholar.evaluation.metrics import registry
 from deepscholar.export import export_release
 from deepscholar.replay.demo_snapshot import ARXIV_NONEXCLUSIVE, CC_BY
 

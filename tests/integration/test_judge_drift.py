@@ -16,10 +16,10 @@ from support.demo_month import served_demo_month
 from support.openai_stub import OpenAIStub, first_user_text
 
 from deepscholar import cli
-from deepscholar.evaluation.drift import check_drift
-from deepscholar.evaluation.judges import JudgeSpec
-from deepscholar.evaluation.leaderboard_quality import check_leaderboard
-from deepscholar.evaluation.runner import evaluate_release
+from deepscholar.evaluation.boards.leaderboard_quality import check_leaderboard
+from deepscholar.evaluation.judge_validation.drift import check_drift
+from deepscholar.evaluation.judging.judges import JudgeSpec
+from deepscholar.evaluation.judging.runner import evaluate_release
 from deepscholar.scheduling import BenchmarkRun, finish_run, record_run
 
 pytestmark = pytest.mark.slow  # builds and judges the demo month
@@ -195,7 +195,7 @@ def test_a_check_over_the_cost_bound_is_refused_before_anything_is_sent(fresh, d
 
 def test_human_labels_are_the_reference_when_a_metric_has_them(fresh):
     """Items with a human majority label make the slice (a tie has no majority and is left out)."""
-    from deepscholar.evaluation.annotation_units import judged_units
+    from deepscholar.evaluation.judge_validation.annotation_units import judged_units
 
     engine, release = fresh["engine"], fresh["month"]
     units = list(judged_units(engine, release, "relevance_rate", CONFIG))[:3]

@@ -16,10 +16,10 @@ from support.chromium import parse_html, serve
 
 from deepscholar import cli
 from deepscholar.errors import InvalidInput
-from deepscholar.evaluation.board_versions import list_versions, publish_board
-from deepscholar.evaluation.contamination import contamination
-from deepscholar.evaluation.leaderboard import format_leaderboard, load_leaderboard
-from deepscholar.evaluation.rollup import roll_up
+from deepscholar.evaluation.boards.board_versions import list_versions, publish_board
+from deepscholar.evaluation.boards.contamination import contamination
+from deepscholar.evaluation.boards.leaderboard import format_leaderboard, load_leaderboard
+from deepscholar.evaluation.boards.rollup import roll_up
 from deepscholar.systems.registry import add_system, parse_cutoff, set_knowledge_cutoff
 from deepscholar.web import create_app
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.leaderboard import format_leaderboard, load_leaderboard
-from deepscholar.evaluation.leaderboard_quality import check_leaderboard
-from deepscholar.evaluation.rollup import geometric_mean, roll_up
+from deepscholar.evaluation.boards.leaderboard import format_leaderboard, load_leaderboard
+from deepscholar.evaluation.boards.leaderboard_quality import check_leaderboard
+from deepscholar.evaluation.boards.rollup import geometric_mean, roll_up
+from deepscholar.evaluation.metrics import registry
 
 METRIC_ORDER = registry.metric_names(registry.CORE)  # the core seven, in leaderboard order
 HEADLINE_VARIANT = {m.name: m.headline for m in registry.metrics()}

@@ -29,7 +29,7 @@ from support.chromium import dump_dom, parse_html, serve  # noqa: E402
 
 from deepscholar import cli, db  # noqa: E402
 from deepscholar.evaluation import registry  # noqa: E402
-from deepscholar.evaluation.leaderboard import load_leaderboard  # noqa: E402
+from deepscholar.evaluation.boards.leaderboard import load_leaderboard  # noqa: E402
 from deepscholar.web import create_app  # noqa: E402
 from deepscholar.web.app import format_value  # noqa: E402
 
@@ -512,8 +512,8 @@ def test_trust_table_shows_the_judge_against_human_labels_only_where_there_are_l
     any show none."""
     from support.human_labels import store_human_labels
 
-    from deepscholar.evaluation.annotation_units import judged_units
-    from deepscholar.evaluation.human_agreement import agreement_report
+    from deepscholar.evaluation.judge_validation.annotation_units import judged_units
+    from deepscholar.evaluation.judge_validation.judge_vs_humans import agreement_report
 
     seeded = seed(engine)
     with engine.begin() as conn:  # a second graded source of the same report: 2 relevance items under LLM

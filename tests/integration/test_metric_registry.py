@@ -18,8 +18,11 @@ from support.chromium import serve
 from support.demo_month import served_demo_month
 
 from deepscholar.errors import InvalidInput
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.base import (
+from deepscholar.evaluation.boards.leaderboard import format_leaderboard, load_leaderboard
+from deepscholar.evaluation.boards.rollup import roll_up
+from deepscholar.evaluation.judging.runner import evaluate_release
+from deepscholar.evaluation.metrics import registry
+from deepscholar.evaluation.metrics.base import (
     Item,
     ItemJudgment,
     ReportContext,
@@ -27,9 +30,6 @@ from deepscholar.evaluation.base import (
     compose_version,
     report_unscored,
 )
-from deepscholar.evaluation.leaderboard import format_leaderboard, load_leaderboard
-from deepscholar.evaluation.rollup import roll_up
-from deepscholar.evaluation.runner import evaluate_release
 from deepscholar.web import create_app
 
 pytestmark = pytest.mark.slow  # builds and judges the demo month
@@ -174,7 +174,7 @@ SCRATCH_DIMENSIONS = [registry.Dimension("scratch_depth", "Scratch depth", "scra
 
 def test_a_metric_of_another_family_is_judged_only_when_its_track_is_on_and_never_moves_the_core_board(
         demo, monkeypatch):
-    from deepscholar.evaluation.jobs import plan_units
+    from deepscholar.evaluation.judging.jobs import plan_units
 
     engine, month = demo["engine"], demo["month"]
     judge_config = evaluate_release(engine, month, judge="local", metrics=["reference_coverage"])["judge_config"]
@@ -287,7 +287,7 @@ def test_a_tracks_board_is_rolled_up_apart_from_the_core_and_shown_by_cli_sql_an
     import subprocess
     import sys
 
-    from deepscholar.evaluation.agreement import load_agreement
+    from deepscholar.evaluation.boards.rank_agreement import load_agreement
 
     engine, month = demo["engine"], demo["month"]
     judge_config = evaluate_release(engine, month, judge="local", tracks=["reportbench"])["judge_config"]
@@ -323,7 +323,7 @@ def test_a_tracks_board_is_rolled_up_apart_from_the_core_and_shown_by_cli_sql_an
     unknown = cli("--track", "vibes")
     assert unknown.returncode == 2 and "unknown evaluation track 'vibes'" in unknown.stderr
 
-    # Beside the board, ReportBench's own aggregation from the same stored scores (evaluation/published.py).
+    # Beside the board, ReportBench's own aggregation from the same stored scores (evaluation/boards/published.py).
     published = cli("--track", "reportbench", "--as-published", "--format", "json")
     assert published.returncode == 0, published.stderr[-2000:]
     figures = {e["system_id"]: e for e in json.loads(published.stdout)}
@@ -388,7 +388,7 @@ def test_a_tracks_board_is_rolled_up_apart_from_the_core_and_shown_by_cli_sql_an
     assert snapshot() == before
 
     # The GX gate checks the track's board with the core's: a fraction above 1 is caught and named.
-    from deepscholar.evaluation.leaderboard_quality import check_leaderboard
+    from deepscholar.evaluation.boards.leaderboard_quality import check_leaderboard
 
     assert check_leaderboard(engine, month, judge_config).success
     with engine.begin() as conn:

@@ -14,8 +14,8 @@ import pytest
 import sqlalchemy as sa
 from support.openai_stub import OpenAIStub, first_user_text
 
-from deepscholar.evaluation.base import NuggetInfo, QueryInfo, ReportContext, SourceDoc
 from deepscholar.evaluation.metrics import get_metric
+from deepscholar.evaluation.metrics.base import NuggetInfo, QueryInfo, ReportContext, SourceDoc
 from deepscholar.llm.client import LLMClient
 from deepscholar.text.sentences import split_report_sentences as split_sentences
 

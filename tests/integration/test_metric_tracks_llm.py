@@ -14,7 +14,7 @@ import re
 import pytest
 from support.openai_stub import OpenAIStub, first_user_text
 
-from deepscholar.evaluation.base import QueryInfo, ReportContext, SourceDoc
+from deepscholar.evaluation.metrics.base import QueryInfo, ReportContext, SourceDoc
 from deepscholar.evaluation.metrics.citation_accuracy import METRIC as ACCURACY
 from deepscholar.evaluation.metrics.cited_statement_match import METRIC as STATEMENT_MATCH
 from deepscholar.evaluation.metrics.effective_citations import METRIC as EFFECTIVE

@@ -13,9 +13,9 @@ from integration.test_leaderboard import JUDGE
 from support.chromium import parse_html, serve
 
 from deepscholar import cli
-from deepscholar.evaluation import pooled
-from deepscholar.evaluation.leaderboard import load_leaderboard
-from deepscholar.evaluation.rollup import DEFAULT_N_BOOT, roll_up
+from deepscholar.evaluation.boards import pooled
+from deepscholar.evaluation.boards.leaderboard import load_leaderboard
+from deepscholar.evaluation.boards.rollup import DEFAULT_N_BOOT, roll_up
 from deepscholar.web import create_app
 
 pytestmark = pytest.mark.slow  # seeds three months of boards

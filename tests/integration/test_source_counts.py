@@ -11,9 +11,9 @@ from support.warehouse import one_query_release
 from werkzeug import Request, Response
 
 from deepscholar import db
-from deepscholar.evaluation.context import load_reports
+from deepscholar.evaluation.judging.report_contexts import load_reports
+from deepscholar.evaluation.judging.source_counts import freeze_source_counts
 from deepscholar.evaluation.metrics.document_importance import METRIC as DI
-from deepscholar.evaluation.source_counts import freeze_source_counts
 from deepscholar.settings import Settings
 
 RELEASE = "2025-06"

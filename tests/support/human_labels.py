@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from deepscholar.evaluation.annotation_units import JudgedUnit, annotatable_metric
-from deepscholar.evaluation.human_agreement import store_agreement
+from deepscholar.evaluation.judge_validation.annotation_units import JudgedUnit, annotatable_metric
+from deepscholar.evaluation.judge_validation.judge_vs_humans import store_agreement
 
 __all__ = ["store_human_labels"]
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from deepscholar.evaluation.base import (
+from deepscholar.evaluation.metrics.base import (
     ExemplarReference,
     ItemJudgment,
     Metric,

@@ -1,12 +1,12 @@
-"""Every judged metric says how a human answers its question (evaluation/base.py, AnnotationUnit)."""
+"""Every judged metric says how a human answers its question (evaluation/metrics/base.py, AnnotationUnit)."""
 
 from __future__ import annotations
 
 from support.metric_support import report_context, source_doc
 
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.base import JudgeFreeMetric, annotatable
+from deepscholar.evaluation.metrics import registry
 from deepscholar.evaluation.metrics._race import comparison_label
+from deepscholar.evaluation.metrics.base import JudgeFreeMetric, annotatable
 from deepscholar.evaluation.metrics.citation_accuracy import METRIC as CITATION_ACCURACY
 from deepscholar.evaluation.metrics.citation_precision import METRIC as CITATION_PRECISION
 from deepscholar.evaluation.metrics.organization import METRIC as ORGANIZATION
@@ -73,7 +73,7 @@ def test_race_units_are_the_criteria_the_metric_counts_with_both_texts():
 
     from support.metric_support import query_info
 
-    from deepscholar.evaluation.base import RaceCriterion, RaceDimension
+    from deepscholar.evaluation.metrics.base import RaceCriterion, RaceDimension
     from deepscholar.evaluation.metrics.race_insight import METRIC as INSIGHT
     from deepscholar.evaluation.metrics.race_overall import METRIC as OVERALL
 
@@ -98,7 +98,7 @@ def test_claims_units_split_the_work_and_both_connections():
 
     from support.metric_support import exemplar_reference, query_info
 
-    from deepscholar.evaluation.base import GroundTruthClaim
+    from deepscholar.evaluation.metrics.base import GroundTruthClaim
     from deepscholar.evaluation.metrics.claims_f1 import METRIC as CLAIMS_F1
 
     claim = GroundTruthClaim("dpr", "Dense Passage Retrieval", "2004.04906", None, "we build on its dual encoder")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deepscholar.evaluation.judge_agreement import (
+from deepscholar.evaluation.judge_validation.rater_agreement import (
     alpha_ci,
     cohen_kappa,
     confusion,

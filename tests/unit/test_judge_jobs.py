@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from deepscholar.errors import InvalidInput
-from deepscholar.evaluation.jobs import pack_jobs, unit_cost
+from deepscholar.evaluation.judging.jobs import pack_jobs, unit_cost
 
 
 def _units(*sizes: int) -> list[dict]:

@@ -11,6 +11,8 @@ same graph has no cycle.
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 from support.source_imports import PACKAGE, SOURCES, imports, module_name, package_of
 
@@ -41,4 +43,47 @@ def test_no_module_imports_a_higher_layer_or_another_packages_private_name(path)
                                               for p in target.split(".")[2:])
         if there != here and private:
             problems.append(f"line {line}: imports {target}.{name} — private to {there}")
+    assert not problems, f"{module}:\n" + "\n".join(problems)
+
+
+# evaluation/ is split by concern; each sub-package's __init__ names its public modules in `__all__`.
+SUB_PACKAGES = ("deepscholar.evaluation.judging", "deepscholar.evaluation.boards",
+                "deepscholar.evaluation.judge_validation")
+
+
+def _public_modules(sub_package: str) -> set[str]:
+    init = PACKAGE.parent.joinpath(*sub_package.split("."), "__init__.py")
+    for node in ast.parse(init.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    raise AssertionError(f"{init} names no public modules (__all__)")
+
+
+def test_every_sub_package_names_its_public_modules_and_they_exist():
+    for sub in SUB_PACKAGES:
+        folder = PACKAGE.parent.joinpath(*sub.split("."))
+        public = _public_modules(sub)
+        assert public, sub
+        assert all((folder / f"{m}.py").exists() and not m.startswith("_") for m in public), (sub, public)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_nothing_outside_an_evaluation_sub_package_imports_what_it_keeps_inside(path):
+    """Boards and judge validation (and the edges) use judging's public modules only, and so on."""
+    module = module_name(path)
+    public = {sub: _public_modules(sub) for sub in SUB_PACKAGES}
+    problems = []
+    for target, name, line in imports(path):
+        for sub in SUB_PACKAGES:
+            if module == sub or module.startswith(sub + "."):
+                continue
+            if target == sub:
+                member = name
+            elif target.startswith(sub + "."):
+                member = target[len(sub) + 1:].split(".")[0]
+            else:
+                continue
+            if member not in public[sub]:
+                problems.append(f"line {line}: imports {target}.{name}, which {sub} keeps inside "
+                                f"(its public modules: {', '.join(sorted(public[sub]))})")
     assert not problems, f"{module}:\n" + "\n".join(problems)

@@ -15,8 +15,7 @@ from support.metric_support import (
     source_doc,
 )
 
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.metrics import get_metric
+from deepscholar.evaluation.metrics import get_metric, registry
 from deepscholar.evaluation.metrics.citation_precision import (
     METRIC,
     SUPPORT_COSINE,

@@ -9,8 +9,7 @@ import re
 import pytest
 from support.metric_support import ScriptedJudge, item_judgment, judge_and_score, needs_model, report_context
 
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.metrics import get_metric
+from deepscholar.evaluation.metrics import get_metric, registry
 from deepscholar.evaluation.metrics.cited_statement_match import (
     MATCH_COSINE,
     METRIC,

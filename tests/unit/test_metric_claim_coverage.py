@@ -14,8 +14,7 @@ from support.metric_support import (
     report_context,
 )
 
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.metrics import get_metric
+from deepscholar.evaluation.metrics import get_metric, registry
 from deepscholar.evaluation.metrics.claim_coverage import (
     METRIC,
     SUPPORT_COSINE,

@@ -22,10 +22,9 @@ from support.metric_support import (
     source_doc,
 )
 
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.base import GroundTruthClaim
-from deepscholar.evaluation.metrics import get_metric
+from deepscholar.evaluation.metrics import get_metric, registry
 from deepscholar.evaluation.metrics._claims import ITEM_KEY, local_grade, match_claims
+from deepscholar.evaluation.metrics.base import GroundTruthClaim
 from deepscholar.evaluation.metrics.claims_f1 import METRIC as F1
 from deepscholar.evaluation.metrics.claims_precision import METRIC as PRECISION
 from deepscholar.evaluation.metrics.claims_recall import METRIC as RECALL

@@ -1,6 +1,6 @@
 """The FACT track without a network: statement–source pairs read off the markers, one call per cited
 source, citation accuracy = supported / (supported + unsupported) with unknown pairs left out, effective
-citations = the supported count, and the batch shape's strict parsing (evaluation/base.py)."""
+citations = the supported count, and the batch shape's strict parsing (evaluation/metrics/base.py)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,9 @@ from support.metric_support import (
     source_doc,
 )
 
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.base import Batch, BatchJudgedMetric, Item, parse_batch_labels
-from deepscholar.evaluation.metrics import get_metric
+from deepscholar.evaluation.metrics import get_metric, registry
 from deepscholar.evaluation.metrics._fact import SUPPORT_COSINE, citation_pairs, pooled_over_tasks
+from deepscholar.evaluation.metrics.base import Batch, BatchJudgedMetric, Item, parse_batch_labels
 from deepscholar.evaluation.metrics.citation_accuracy import METRIC as ACCURACY
 from deepscholar.evaluation.metrics.effective_citations import METRIC as EFFECTIVE
 from deepscholar.llm.client import ParseError

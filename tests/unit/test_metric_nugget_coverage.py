@@ -7,8 +7,8 @@ import json
 import pytest
 from support.metric_support import ScriptedJudge, item_judgment, needs_model, query_info, report_context
 
-from deepscholar.evaluation.base import Metric, NuggetInfo, unscored_item
 from deepscholar.evaluation.metrics import get_metric
+from deepscholar.evaluation.metrics.base import Metric, NuggetInfo, unscored_item
 from deepscholar.evaluation.metrics.nugget_coverage import (
     BATCH_SIZE,
     METRIC,

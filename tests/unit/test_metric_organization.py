@@ -8,8 +8,8 @@ import re
 import pytest
 from support.metric_support import ScriptedJudge, item_judgment, needs_model, query_info, report_context
 
-from deepscholar.evaluation.base import Metric, unscored_item
 from deepscholar.evaluation.metrics import get_metric
+from deepscholar.evaluation.metrics.base import Metric, unscored_item
 from deepscholar.evaluation.metrics.organization import (
     METRIC,
     coherence,

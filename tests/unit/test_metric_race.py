@@ -11,8 +11,7 @@ import pytest
 from support.judge_stub import scripted_judge
 from support.metric_support import ScriptedJudge, judge_and_score, needs_model, query_info, report_context
 
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.base import RaceCriterion, RaceDimension
+from deepscholar.evaluation.metrics import registry
 from deepscholar.evaluation.metrics._race import (
     CriterionGrade,
     article_text,
@@ -20,6 +19,7 @@ from deepscholar.evaluation.metrics._race import (
     race_scores,
     reference_text,
 )
+from deepscholar.evaluation.metrics.base import RaceCriterion, RaceDimension
 from deepscholar.evaluation.metrics.race_comprehensiveness import METRIC as COMPREHENSIVENESS
 from deepscholar.evaluation.metrics.race_insight import METRIC as INSIGHT
 from deepscholar.evaluation.metrics.race_overall import METRIC as OVERALL

@@ -14,8 +14,8 @@ from support.metric_support import (
     source_doc,
 )
 
-from deepscholar.evaluation.base import Metric, unscored_item
 from deepscholar.evaluation.metrics import get_metric
+from deepscholar.evaluation.metrics.base import Metric, unscored_item
 from deepscholar.evaluation.metrics.relevance_rate import METRIC, parse_grade, relevance_rate, source_fields
 from deepscholar.llm.client import ParseError
 

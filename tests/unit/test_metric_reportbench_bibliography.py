@@ -9,8 +9,7 @@ from dataclasses import replace
 import pytest
 from support.metric_support import cited_report, exemplar_reference, source_doc
 
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.metrics import get_metric
+from deepscholar.evaluation.metrics import get_metric, registry
 from deepscholar.evaluation.metrics._bibliography import normalise_doi
 from deepscholar.evaluation.metrics.reference_precision import METRIC as PRECISION
 from deepscholar.evaluation.metrics.reference_recall import METRIC as RECALL

@@ -1,4 +1,4 @@
-"""One paper however it is cited (evaluation/papers.py, text/paper_ids.py): identifier keys, identity
+"""One paper however it is cited (evaluation/metrics/papers.py, text/paper_ids.py): identifier keys, identity
 within one list, and the matching rule between a report's papers and the exemplar's (issue: the title
 fallback must never pair two different identifiers of one kind)."""
 
@@ -9,7 +9,7 @@ import random
 import pytest
 from support.metric_support import exemplar_reference, source_doc
 
-from deepscholar.evaluation.papers import TITLE_MATCH_THRESHOLD, match_papers, resolve_papers
+from deepscholar.evaluation.metrics.papers import TITLE_MATCH_THRESHOLD, match_papers, resolve_papers
 from deepscholar.text import title_similarity
 from deepscholar.text.paper_ids import arxiv_key, doi_key
 

@@ -1,11 +1,11 @@
-"""The tracks' figures as their authors' released scorers aggregate them (evaluation/published.py), from
+"""The tracks' figures as their authors' released scorers aggregate them (evaluation/boards/published.py), from
 stored per-report (value, details) rows: worked by hand, as docs/METRICS.md's conformance tables give them."""
 
 from __future__ import annotations
 
 import pytest
 
-from deepscholar.evaluation.published import FIGURES, aggregate, format_published
+from deepscholar.evaluation.boards.published import FIGURES, aggregate, format_published
 
 
 def fact_details(supported: int, unsupported: int) -> dict:

@@ -6,8 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.rollup import (
+from deepscholar.evaluation.boards.rollup import (
     bootstrap_intervals,
     compute_leaderboard,
     geometric_mean,
@@ -16,6 +15,7 @@ from deepscholar.evaluation.rollup import (
     rank_by_geometric_mean,
     summarize_metric,
 )
+from deepscholar.evaluation.metrics import registry
 
 METRIC_ORDER = registry.metric_names(registry.CORE)  # the core seven, in leaderboard order
 
@@ -43,7 +43,7 @@ def test_table_2_geometric_means_recompute(system):
 
 def test_table_2_geometric_means_print_as_the_paper_prints_them():
     """The paper's table truncates: .30913 → .309, .28593 → .285, .28758 → .287 (rounding would give .286, .288)."""
-    from deepscholar.evaluation.leaderboard import format_score
+    from deepscholar.evaluation.boards.leaderboard import format_score
 
     printed = [format_score(geometric_mean(TABLE_2[s][0]), leading_zero=False) for s in TABLE_2]
     assert printed == [".309", ".285", ".287"]

@@ -6,16 +6,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.agreement import (
+from deepscholar.evaluation.boards.leaderboard import format_leaderboard
+from deepscholar.evaluation.boards.rank_agreement import (
     competition_ranks,
     format_agreement,
     in_registry_order,
     rank_agreement,
 )
-from deepscholar.evaluation.base import JudgeFreeMetric
-from deepscholar.evaluation.leaderboard import format_leaderboard
-from deepscholar.evaluation.rollup import bootstrap_intervals, compute_leaderboard, headline_values
+from deepscholar.evaluation.boards.rollup import bootstrap_intervals, compute_leaderboard, headline_values
+from deepscholar.evaluation.metrics import registry
+from deepscholar.evaluation.metrics.base import JudgeFreeMetric
 
 # ------------------------------------------------------------------------------------------ agreement
 

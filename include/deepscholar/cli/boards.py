@@ -93,7 +93,7 @@ def _metric_models(pairs: list[str] | None) -> dict[str, str]:
 
 
 def cmd_evaluate(args) -> int:
-    from deepscholar.evaluation.runner import evaluate_release
+    from deepscholar.evaluation.judging.runner import evaluate_release
     from deepscholar.settings import current_settings
 
     engine = ready_engine()
@@ -127,8 +127,8 @@ def _print_evaluation(result: dict, published: dict | None) -> None:
 
 def _publish_board(release_id: str, judge_config: str) -> dict:
     """The benchmark DAG's check_leaderboard and publish_leaderboard, for a board rolled up by hand."""
-    from deepscholar.evaluation.board_versions import publish_board
-    from deepscholar.evaluation.leaderboard_quality import check_leaderboard
+    from deepscholar.evaluation.boards.board_versions import publish_board
+    from deepscholar.evaluation.boards.leaderboard_quality import check_leaderboard
 
     engine = ready_engine()
     check = check_leaderboard(engine, release_id, judge_config)
@@ -142,8 +142,8 @@ def _publish_board(release_id: str, judge_config: str) -> dict:
 
 
 def cmd_leaderboard(args) -> int:
-    from deepscholar.evaluation.judges import JudgeSpec
-    from deepscholar.evaluation.leaderboard import format_leaderboard, load_leaderboard
+    from deepscholar.evaluation.boards.leaderboard import format_leaderboard, load_leaderboard
+    from deepscholar.evaluation.judging.judges import JudgeSpec
 
     judge_config = JudgeSpec.parse(args.judge).config_id if args.judge else None
     engine = ready_engine()
@@ -156,7 +156,7 @@ def cmd_leaderboard(args) -> int:
     if not rows:
         raise _no_board(engine, args)
     if args.agreement:
-        from deepscholar.evaluation.agreement import format_agreement, load_agreement
+        from deepscholar.evaluation.boards.rank_agreement import format_agreement, load_agreement
 
         print(format_agreement(load_agreement(engine, rows[0]["release_id"], rows[0]["judge_config"]), args.format))
         return 0
@@ -183,8 +183,8 @@ def _no_board(engine, args) -> UserError:
 
 
 def _print_as_published(engine, release_id: str, judge_config: str, args) -> int:
-    """The track's figures as its authors' released scorer aggregates them (evaluation/published.py)."""
-    from deepscholar.evaluation.published import FIGURES, format_published, load_published
+    """The track's figures as its authors' released scorer aggregates them (evaluation/boards/published.py)."""
+    from deepscholar.evaluation.boards.published import FIGURES, format_published, load_published
 
     family = args.track or "core"
     if family not in FIGURES:
@@ -196,9 +196,9 @@ def _print_as_published(engine, release_id: str, judge_config: str, args) -> int
 
 def _print_pooled_board(engine, args, judge_config: str | None) -> int:
     """A board over a window of months, one primary category and/or the queries published after a date,
-    computed from the stored per-query scores (evaluation/pooled.py)."""
-    from deepscholar.evaluation import pooled
-    from deepscholar.evaluation.leaderboard import format_leaderboard
+    computed from the stored per-query scores (evaluation/boards/pooled.py)."""
+    from deepscholar.evaluation.boards import pooled
+    from deepscholar.evaluation.boards.leaderboard import format_leaderboard
 
     if args.version or args.agreement:
         raise UserError("--version and --agreement read a stored board; --from/--to/--category/--after compute one")
@@ -219,8 +219,8 @@ def _pooled_selection(engine, args, judge_config: str | None):
     """The months (a window, or the one board --release picks), the category and the --after date."""
     from dataclasses import replace
 
-    from deepscholar.evaluation import pooled
-    from deepscholar.evaluation.leaderboard import pick_board
+    from deepscholar.evaluation.boards import pooled
+    from deepscholar.evaluation.boards.leaderboard import pick_board
 
     if args.window_from or args.window_to:
         if args.release:
@@ -246,7 +246,7 @@ def _category_board_rows(engine, selection, judge: str, family: str, category: s
     """One primary category's board (a note on stderr when it has fewer queries than the page shows)."""
     from dataclasses import replace
 
-    from deepscholar.evaluation import pooled
+    from deepscholar.evaluation.boards import pooled
     from deepscholar.settings import current_settings
 
     minimum = current_settings().category_min_queries
@@ -262,8 +262,8 @@ def _category_board_rows(engine, selection, judge: str, family: str, category: s
 
 
 def _print_board_versions(engine, release_id: str | None, judge_config: str | None, fmt: str) -> int:
-    from deepscholar.evaluation.board_versions import list_versions
-    from deepscholar.evaluation.leaderboard import pick_board
+    from deepscholar.evaluation.boards.board_versions import list_versions
+    from deepscholar.evaluation.boards.leaderboard import pick_board
 
     with engine.connect() as conn:
         picked = pick_board(conn, release_id, judge_config)

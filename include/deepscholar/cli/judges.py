@@ -82,7 +82,7 @@ def _add_judges_drift(judges) -> None:
 
 
 def cmd_annotate_export(args) -> int:
-    from deepscholar.evaluation.annotation import export_sample
+    from deepscholar.evaluation.judge_validation.annotation import export_sample
 
     engine = ready_engine()
     result = export_sample(engine, named_release(engine, args.release), args.metric, args.judge, args.n, args.seed,
@@ -105,7 +105,7 @@ def _listed(names: list[str], most: int = 20) -> str:
 
 
 def cmd_annotate_import(args) -> int:
-    from deepscholar.evaluation.annotation import import_labels
+    from deepscholar.evaluation.judge_validation.annotation import import_labels
 
     s = import_labels(ready_engine(), args.file, args.annotator)
     print(f"imported {s.path}: {s.stored} labels stored, {s.replaced} replaced (the old ones kept in the history), "
@@ -116,13 +116,13 @@ def cmd_annotate_import(args) -> int:
 
 
 def cmd_judges_agreement(args) -> int:
-    from deepscholar.evaluation.human_agreement import (
+    from deepscholar.evaluation.judge_validation.judge_vs_humans import (
         agreement_report,
         format_agreement_report,
         lock_labels,
         save_agreement,
     )
-    from deepscholar.evaluation.judges import judge_config_of
+    from deepscholar.evaluation.judging.judges import judge_config_of
 
     engine = ready_engine()
     release = named_release(engine, args.release)
@@ -138,7 +138,7 @@ def cmd_judges_agreement(args) -> int:
 
 
 def cmd_judges_compare(args) -> int:
-    from deepscholar.evaluation.judge_comparison import compare_judges, format_comparison
+    from deepscholar.evaluation.judge_validation.judge_comparison import compare_judges, format_comparison
 
     engine = ready_engine()
     result = compare_judges(engine, named_release(engine, args.release), args.a, args.b)
@@ -147,7 +147,7 @@ def cmd_judges_compare(args) -> int:
 
 
 def cmd_judges_drift(args) -> int:
-    from deepscholar.evaluation.drift import check_drift, format_drift
+    from deepscholar.evaluation.judge_validation.drift import check_drift, format_drift
     from deepscholar.settings import current_settings
 
     engine = ready_engine()

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.judges import JudgeSpec
+from deepscholar.evaluation.judging.judges import JudgeSpec
+from deepscholar.evaluation.metrics import registry
 from deepscholar.llm.prices import price_of
 from deepscholar.settings import current_settings
 
@@ -41,7 +41,7 @@ def _per_call_prediction(conn: sa.Connection, spec: JudgeSpec, name: str) -> tup
                                                                                        float | None]:
     """(calls per report, prompt tokens, completion tokens, how many audited calls those are over, USD per
     call or None when the model has no price) of one metric under one judge."""
-    from deepscholar.evaluation.registry import get
+    from deepscholar.evaluation.metrics.registry import get
 
     metric = get(name)
     purpose = getattr(metric, "purpose", None)

@@ -241,7 +241,7 @@ class LLMClient:
         self.max_reasks = max_reasks
         self.backoff_base = llm_setting("backoff", backoff_base, 0.5)
         self.params: dict[str, Any] = {**DEFAULT_PARAMS, **(extra_params or {})}
-        # Bypasses the shared cache (the judge drift check, evaluation/drift.py): every request is keyed and
+        # Bypasses the shared cache (the judge drift check, evaluation/judge_validation/drift.py): every request is keyed and
         # stored with this salt, so it is never answered from, nor stored over, the answers other callers
         # get (a cached answer cannot show that a provider's model changed); the salted rows keep the audit
         # trail and the costs, and a retry with the same salt replays them rather than paying twice.

@@ -1,8 +1,8 @@
 """One criterion of a RACE rubric: `RaceCriterion`, the one type the rubric's builder and the RACE metric share.
 
 release/race_rubrics.py makes criteria at release time (with the judge's own weight kept as `raw_weight`)
-and evaluation/base.py's `RaceDimension` carries them to the metric. It sits in release, below evaluation,
-in a module of its own so evaluation/base.py can use it without importing the rubric builder (the LLM
+and evaluation/metrics/base.py's `RaceDimension` carries them to the metric. It sits in release, below evaluation,
+in a module of its own so evaluation/metrics/base.py can use it without importing the rubric builder (the LLM
 client, GX) and no package imports the other back.
 """
 

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.errors import NotFound, UserError
-from deepscholar.evaluation import registry
+from deepscholar.evaluation.metrics import registry
 from deepscholar.migrations.wide_views import current_releases_sql
 from deepscholar.release.window import MONTH_RE
 
@@ -84,7 +84,7 @@ def plan_backfill(engine: Engine, system_id: str, *, judge: str | None = None,
                   frozen_slice: str | None = None, tracks: Sequence[str] | None = None) -> BackfillPlan:
     """The months to run `system_id` on, with their missing reports and predicted cost (nothing is run)."""
     from deepscholar.evaluation.costs import predicted_judge_cost
-    from deepscholar.evaluation.judges import JudgeSpec
+    from deepscholar.evaluation.judging.judges import JudgeSpec
     from deepscholar.release.versions import resolve_release
     from deepscholar.settings import current_settings
 

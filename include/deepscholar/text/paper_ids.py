@@ -1,6 +1,6 @@
 """A paper's identifiers as comparable keys: every written form of one arXiv id or DOI gives one key.
 
-Metrics decide "same paper?" by these keys (evaluation/papers.py), so the forms a bibliography, a
+Metrics decide "same paper?" by these keys (evaluation/metrics/papers.py), so the forms a bibliography, a
 system's reference list or a resolver writes must all meet: `2401.00001v2`, `arXiv:2401.00001`,
 `https://arxiv.org/abs/2401.00001v3`, `arxiv.org/pdf/2401.00001.pdf` and the arXiv DOI
 `10.48550/arXiv.2401.00001` are one arXiv key; `HEP-TH/9901001v1` and `hep-th/9901001` another (old-style

@@ -9,7 +9,7 @@ parsing the visible text.
 
 The app reads only what the roll-up stored (queries.py); it computes no metric itself, so a number on the
 page is always the number in Postgres. Its default board is the one `deepscholar leaderboard` prints
-(`deepscholar.evaluation.leaderboard.pick_board`).
+(`deepscholar.evaluation.boards.leaderboard.pick_board`).
 
 Whatever a client sends is bounded before it is read (_BoundedInput): a request body of at most
 DEEPSCHOLAR_WEB_MAX_BODY_BYTES arriving within DEEPSCHOLAR_WEB_BODY_SECONDS, else 413 / 408 before any of
@@ -273,7 +273,7 @@ def _leaderboard_page(request: Request, engine: Callable[[], Engine], judge_conf
     """The board page: a month's board (a release, a board version) with its tracks, agreement and trust
     rows, or a window's pooled board (from/to) that has none of those; with the category boards and the
     months to choose a window from. Apart from the route so the page's assembly reads on its own."""
-    from deepscholar.evaluation.pooled import Selection
+    from deepscholar.evaluation.boards.pooled import Selection
     from deepscholar.settings import current_settings
 
     minimum = current_settings().category_min_queries

@@ -3,7 +3,7 @@
 Only reads of what the roll-up and the label import stored (leaderboard, leaderboard_metrics, reports,
 judgments, human_agreement_stats; schema in
 deepscholar/migrations/versions/); no metric is computed here. Which board is "the latest" is decided by
-`deepscholar.evaluation.leaderboard.pick_board`, the function `deepscholar leaderboard` uses too.
+`deepscholar.evaluation.boards.leaderboard.pick_board`, the function `deepscholar leaderboard` uses too.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from deepscholar import errors
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.leaderboard import pick_board
+from deepscholar.evaluation.boards.leaderboard import pick_board
+from deepscholar.evaluation.metrics import registry
 
 __all__ = ["Board", "TrackBoard", "NotFound", "load_board", "board_versions_of", "load_track_boards", "load_agreement_rows", "trust_rows", "board_json",
            "tracks_json", "metric_mean", "finite", "json_value", "pick",
@@ -181,7 +181,7 @@ def load_agreement_rows(conn: sa.Connection, release_id: str | None, judge_confi
     rows = _rows(conn, "SELECT family_a, family_b, n_systems, kendall_tau, p_value, movers "
                        "FROM deepscholar.board_agreement WHERE release_id = :r AND judge_config = :j "
                        "AND board_version = :v", r=release_id, j=judge_config, v=version)
-    from deepscholar.evaluation.agreement import in_registry_order
+    from deepscholar.evaluation.boards.rank_agreement import in_registry_order
 
     return in_registry_order(rows)
 
@@ -330,7 +330,7 @@ def board_months(conn: sa.Connection, judge_config: str | None) -> list[str]:
 def pooled_page_board(engine, judge_config: str | None, window_from: str | None,
                       window_to: str | None) -> tuple[Board, list[TrackBoard], Any]:
     """The core board and the track boards pooled over a window of months, as the page shows a stored one."""
-    from deepscholar.evaluation import pooled
+    from deepscholar.evaluation.boards import pooled
 
     selection = pooled.current_releases(engine, window_from, window_to)
     judge = judge_config or pooled.window_judge(engine, selection.releases)
@@ -351,7 +351,7 @@ def pooled_page_board(engine, judge_config: str | None, window_from: str | None,
 def category_page_boards(engine, selection, judge_config: str, min_queries: int) -> list:
     """The core board of each primary category with at least `min_queries` queries (ranks and geometric
     means; 200 bootstrap replicates: the page shows no category interval)."""
-    from deepscholar.evaluation import pooled
+    from deepscholar.evaluation.boards import pooled
 
     _, boards = pooled.category_boards(engine, selection, judge_config, min_queries=min_queries, n_boot=200)
     return boards
@@ -362,7 +362,7 @@ def trust_rows(engine, release_id: str | None, judge_config: str | None) -> list
     """How far can you trust each column: the board's judge against the month's human labels, per metric,
     as `annotate import` (or `deepscholar judges agreement`) stored it (human_agreement_stats); [] when nothing is
     stored for this month and judge. One indexed read: labels someone imported cost the page nothing."""
-    from deepscholar.evaluation.human_agreement import stored_agreement
+    from deepscholar.evaluation.judge_validation.judge_vs_humans import stored_agreement
 
     if release_id is None or judge_config is None:
         return []

@@ -19,8 +19,8 @@ from urllib.parse import quote, urlencode, urlsplit
 import jinja2
 from markupsafe import Markup
 
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.judges import is_local_config
+from deepscholar.evaluation.judging.judges import is_local_config
+from deepscholar.evaluation.metrics import registry
 from deepscholar.web.queries import Board, TrackBoard, finite, metric_mean
 from deepscholar.web.report_text import report_html
 
@@ -39,7 +39,7 @@ PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#0
 
 def format_value(value: Any, decimals: int = DECIMALS) -> str:
     """A metric as the page shows it: fixed decimals; missing (all queries unscored) as an em dash."""
-    from deepscholar.evaluation.leaderboard import format_score
+    from deepscholar.evaluation.boards.leaderboard import format_score
 
     return format_score(finite(value), decimals, missing="—")
 
@@ -205,7 +205,7 @@ def _board_row(board: Board, r: Mapping, metrics: Sequence[str], base: str) -> d
 
 def _costs_shown(c: Mapping) -> list[tuple[str, str, Any]]:
     """(metric attribute, text, value) of the cost cells: tokens and USD of generation / judging, latency."""
-    from deepscholar.evaluation.leaderboard import cost_cells
+    from deepscholar.evaluation.boards.leaderboard import cost_cells
 
     texts = cost_cells(dict(c))
     return [("tokens", texts[0], None), ("cost_usd", texts[1], c.get("gen_cost_usd")),
@@ -213,8 +213,8 @@ def _costs_shown(c: Mapping) -> list[tuple[str, str, Any]]:
 
 
 def _contamination_shown(r: Mapping) -> dict:
-    """What the page says of a row's knowledge cutoff (evaluation/contamination.py)."""
-    from deepscholar.evaluation.contamination import LABELS
+    """What the page says of a row's knowledge cutoff (evaluation/boards/contamination.py)."""
+    from deepscholar.evaluation.boards.contamination import LABELS
 
     mark = r.get("contamination")
     cutoff = r.get("knowledge_cutoff")
@@ -259,7 +259,7 @@ def _track_section(track: TrackBoard, base: str) -> dict:
 
 
 def _agreement_rows(agreement: Sequence[Mapping]) -> list[dict]:
-    from deepscholar.evaluation.agreement import movers_text, tau_text
+    from deepscholar.evaluation.boards.rank_agreement import movers_text, tau_text
 
     out = []
     for a in agreement:

@@ -1,13 +1,13 @@
 """The core metrics, one module per metric, each exporting `METRIC`; prompts in prompts/<name>_vN.txt.
 
-Which metrics exist, and in what order, is the registry's business (evaluation/registry.py), which
+Which metrics exist, and in what order, is the registry's business (evaluation/metrics/registry.py), which
 finds every module here by itself: adding a metric is adding a module.
 """
 
 from __future__ import annotations
 
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.base import Metric
+from deepscholar.evaluation.metrics import registry
+from deepscholar.evaluation.metrics.base import Metric
 from deepscholar.prompts import Prompt, load_prompt_file
 
 __all__ = ["get_metric", "all_metrics", "load_metric_prompt"]

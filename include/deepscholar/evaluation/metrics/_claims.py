@@ -10,14 +10,14 @@ a paper builds on and say how each connects). A claim has two sub-claims: the **
   Two cite keys of one paper (resolved as the report's works are) are one claim here, their connections
   joined by "; ".
 - Predicted claims: one per work the report cites, with no extraction call: the work is the cited
-  source; the numbers naming one paper (evaluation/papers.py: any shared identifier, or the same title
+  source; the numbers naming one paper (evaluation/metrics/papers.py: any shared identifier, or the same title
   where no identifiers of one kind differ) are one work. Its
   connection is every body sentence citing it (markers removed, each distinct sentence once, report
   order), joined by a space. A cited number with no stored source names no work and is no claim.
 - Matching, no call: a predicted and a ground-truth claim match when their works are the same paper
   (evaluation/papers.match_papers: arXiv id, else DOI, else normalised-title similarity >= 0.8 where one
   side lacks the identifier the other has), one-to-one.
-- Connection grades: one item per report (`matched_pairs`), a batch (evaluation/base.py
+- Connection grades: one item per report (`matched_pairs`), a batch (evaluation/metrics/base.py
   BatchJudgedMetric) whose sub-items are the matched pairs, one line each holding the work's title, the
   exemplar's connection and the report's; the judge grades each 0-3 (3 closely matches, 2 main idea
   without a key detail, 1 some overlap, 0 wrong or unrelated) in one call (prompt claims_connection_v1),
@@ -52,7 +52,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from deepscholar.evaluation.base import (
+from deepscholar.evaluation.metrics._fact import states_something
+from deepscholar.evaluation.metrics.base import (
     BatchJudgedMetric,
     ExemplarReference,
     Item,
@@ -62,8 +63,7 @@ from deepscholar.evaluation.base import (
     SourceDoc,
     judgments_in_order,
 )
-from deepscholar.evaluation.metrics._fact import states_something
-from deepscholar.evaluation.papers import TITLE_MATCH_THRESHOLD, Paper, match_papers, resolve_papers
+from deepscholar.evaluation.metrics.papers import TITLE_MATCH_THRESHOLD, Paper, match_papers, resolve_papers
 from deepscholar.text.citations import strip_citation_numbers
 
 __all__ = ["ClaimsMetric", "Claims", "PredictedClaim", "TruthClaim", "Pair", "match_claims", "claim_totals",
@@ -183,7 +183,7 @@ class ClaimsMetric(BatchJudgedMetric):
     prompt_name = "claims_connection_v1"
     # d1: predicted claims read off the [n] markers (no extraction call), works matched without a call,
     # one batched call grading every matched pair's connection 0-3.
-    # d2: works resolved to papers before counting (evaluation/papers.py: one paper under two keys is one
+    # d2: works resolved to papers before counting (evaluation/metrics/papers.py: one paper under two keys is one
     # claim; a title match only where one side lacks the identifier the other has); variant `strict` renamed
     # `all_subclaims` (it is our minimum over a claim's two sub-claims, not a checked copy of anyone's);
     # variant `titles_only` added (LiveDRBench's released scorer: a matched work is a right claim).

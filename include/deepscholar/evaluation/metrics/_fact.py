@@ -11,7 +11,7 @@ pairs, drop duplicate pairs, and ask whether each source supports its statements
   duplicates are merged: one statement text cited twice for one source (two identical sentences, or a
   sentence citing [n] twice) is one pair, judged once and counted once. Paraphrases count separately.
 - Validation: one item, and so one call, per cited number, with every statement citing it listed in
-  that call (evaluation/base.py BatchJudgedMetric); each statement is labelled "supported" or
+  that call (evaluation/metrics/base.py BatchJudgedMetric); each statement is labelled "supported" or
   "unsupported" against the source's text (the snippet the system saw, else title and abstract).
 - "unknown": a cited number whose source has no usable text (no snippet, no title, no abstract), or that
   names no stored source at all, cannot be checked. Its statements are labelled "unknown" without a call
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from deepscholar.evaluation.base import (
+from deepscholar.evaluation.metrics.base import (
     BatchJudgedMetric,
     Item,
     ItemJudgment,
@@ -96,7 +96,7 @@ class FactMetric(BatchJudgedMetric):
     prompt_name = "fact_support_v1"
     # d1: pairs read off the [n] markers (no extraction call), exact duplicates merged (no LLM dedup),
     # a source without text makes its statements "unknown" (left out, counted). d2: pairs keyed by the
-    # cited paper, not the number (one paper cited as [3] and [5] is one source: evaluation/papers.py).
+    # cited paper, not the number (one paper cited as [3] and [5] is one source: evaluation/metrics/papers.py).
     definition = "d2"
     labels = JUDGE_LABELS
     sub_item = "statement"

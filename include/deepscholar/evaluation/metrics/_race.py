@@ -35,7 +35,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from deepscholar.evaluation.base import (
+from deepscholar.evaluation.metrics.base import (
     AnnotationUnit,
     Item,
     ItemJudgment,

@@ -1,7 +1,7 @@
 """Citation precision (METRICS.md, Verifiability): does each cited source back what its sentence says?
 
 One item per distinct (sentence, cited paper) pair: [n][n], or two numbers naming one paper, are one
-citation of that sentence (evaluation/papers.py). The judge reads only the sentence and the source's
+citation of that sentence (evaluation/metrics/papers.py). The judge reads only the sentence and the source's
 text, so the same sentence citing the same source in another report is the same request and the call
 cache answers it free. A cited number that resolves to no source cannot support anything: it counts as
 an imprecise pair without asking anyone. The human exemplar is judged like any report; its sources'
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from deepscholar.evaluation.base import (
+from deepscholar.evaluation.metrics.base import (
     AnnotationUnit,
     Item,
     ItemJudgment,
@@ -82,7 +82,7 @@ class CitationPrecision(LLMJudgedMetric):
 
     prompt_name = "citation_precision_v2"
     # d2: report sentences as split into table rows and list items; d3: one pair per (sentence, paper), a
-    # paper cited under two numbers in one sentence being one citation (evaluation/papers.py).
+    # paper cited under two numbers in one sentence being one citation (evaluation/metrics/papers.py).
     definition = "d3"
     paper_human_agreement = 0.80  # the DeepScholar paper's judge-human agreement
 

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from deepscholar.evaluation.base import (
+from deepscholar.evaluation.metrics._fact import states_something
+from deepscholar.evaluation.metrics.base import (
     AnnotationUnit,
     Item,
     ItemJudgment,
@@ -36,7 +37,6 @@ from deepscholar.evaluation.base import (
     Score,
     judgments_in_order,
 )
-from deepscholar.evaluation.metrics._fact import states_something
 from deepscholar.evaluation.metrics.citation_precision import resolved_text
 from deepscholar.llm.client import ParseError, parse_json_object
 from deepscholar.text.citations import strip_citation_numbers

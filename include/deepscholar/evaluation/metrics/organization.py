@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from deepscholar.evaluation.base import (
+from deepscholar.evaluation.metrics.base import (
     AnnotationUnit,
     Item,
     ItemJudgment,

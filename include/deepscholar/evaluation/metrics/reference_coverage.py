@@ -1,7 +1,7 @@
 """Reference coverage (METRICS.md, Retrieval quality): the share of the exemplar's important arXiv
 references that the report also cites.
 
-RC = |S ∩ E| / |E|. S and E are papers (evaluation/papers.py): two cite keys or two [n] of one paper are
+RC = |S ∩ E| / |E|. S and E are papers (evaluation/metrics/papers.py): two cite keys or two [n] of one paper are
 one paper. A paper of S matches one of E by arXiv id (every written form of it: versions, `arXiv:`, URLs,
 arXiv DOIs); the title step (similarity >= TITLE_MATCH_THRESHOLD) only ever pairs papers where one side
 lacks an arXiv id, and both sides of RC always have one, so since d2 a different arXiv id is a different
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from deepscholar.evaluation.base import ItemJudgment, JudgeFreeMetric, ReportContext, Score
-from deepscholar.evaluation.papers import (
+from deepscholar.evaluation.metrics.base import ItemJudgment, JudgeFreeMetric, ReportContext, Score
+from deepscholar.evaluation.metrics.papers import (
     TITLE_MATCH_THRESHOLD,
     Paper,
     PaperMatch,
@@ -36,7 +36,7 @@ def version_less(arxiv_id: str | None) -> str | None:
 
 def match_important(sources: Sequence, important: Sequence,
                     threshold: float = TITLE_MATCH_THRESHOLD) -> list[PaperMatch]:
-    """A one-to-one matching of S to E (entries resolved to papers first; evaluation/papers.py)."""
+    """A one-to-one matching of S to E (entries resolved to papers first; evaluation/metrics/papers.py)."""
     return match_papers(_arxiv_papers(sources, important), _arxiv_papers(important, sources), threshold)
 
 

@@ -16,15 +16,15 @@ non-papers scores 0 there, as in theirs. The headline keeps every cited source a
 report 0: a report citing a blog instead of the paper did not find the paper.
 
 d2: S and G resolved to papers first (one paper under two numbers counts once whatever key each carries),
-and a title match only where one side lacks the identifier the other has (evaluation/papers.py).
+and a title match only where one side lacks the identifier the other has (evaluation/metrics/papers.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from deepscholar.evaluation.base import ItemJudgment, JudgeFreeMetric, ReportContext, Score
 from deepscholar.evaluation.metrics._bibliography import bibliography
+from deepscholar.evaluation.metrics.base import ItemJudgment, JudgeFreeMetric, ReportContext, Score
 
 __all__ = ["METRIC", "ReferencePrecision"]
 

@@ -16,7 +16,7 @@ scorer has no quartile analysis. Each quartile's details carry both counts (`n_r
 so the pooled figure is their sums' ratio (docs/METRICS.md shows the SQL).
 
 d2: S and G resolved to papers first, and a title match only where one side lacks the identifier the
-other has (evaluation/papers.py).
+other has (evaluation/metrics/papers.py).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from deepscholar.evaluation.base import ItemJudgment, JudgeFreeMetric, ReportContext, Score
 from deepscholar.evaluation.metrics._bibliography import bibliography
-from deepscholar.evaluation.papers import Paper
+from deepscholar.evaluation.metrics.base import ItemJudgment, JudgeFreeMetric, ReportContext, Score
+from deepscholar.evaluation.metrics.papers import Paper
 
 __all__ = ["METRIC", "ReferenceRecall", "quartile_of", "pooled_quartile_recall"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from deepscholar.evaluation.base import (
+from deepscholar.evaluation.metrics.base import (
     AnnotationUnit,
     Item,
     ItemJudgment,

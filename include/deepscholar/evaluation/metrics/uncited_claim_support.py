@@ -66,7 +66,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from deepscholar.clock import assume_utc
-from deepscholar.evaluation.base import (
+from deepscholar.evaluation.metrics._fact import states_something
+from deepscholar.evaluation.metrics.base import (
     METRICS_PACKAGE,
     AnnotationUnit,
     Item,
@@ -78,7 +79,6 @@ from deepscholar.evaluation.base import (
     judgments_in_order,
     unscored_item,
 )
-from deepscholar.evaluation.metrics._fact import states_something
 from deepscholar.llm.client import ParseError, parse_json_array, parse_json_object
 from deepscholar.search import registry as search_registry
 from deepscholar.search.base import SearchResult, SearchScope, SearchTool

@@ -48,9 +48,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.errors import InvalidInput
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.judges import JudgeSpec
-from deepscholar.evaluation.pending import PENDING_CONDITION, SHARD_OF_QUERY, pending_params
+from deepscholar.evaluation.judging.judges import JudgeSpec
+from deepscholar.evaluation.judging._pending import PENDING_CONDITION, SHARD_OF_QUERY, pending_params
+from deepscholar.evaluation.metrics import registry
 
 __all__ = ["DEFAULT_JOB_REPORTS", "SHARDS_PER_JOB", "SHARD_OF_QUERY", "JUDGED_TABLES", "job_count", "plan_units", "unit_cost",
            "pack_jobs", "plan_judging", "refresh_judging_statistics"]
@@ -143,7 +143,7 @@ def _sampled_calls_per_report(engine: Engine, release_id: str, metric, judge_con
     hash. A month's reports differ from the demo's a lot (at 20 oracles x 200 queries, claim coverage asked
     8.8 questions per distinct report and citation precision 3.2, where `calls_per_report` says 12 and 9);
     the metric's `calls_per_report` when nothing is pending, and 0 for a judge-free metric."""
-    from deepscholar.evaluation.context import load_reports
+    from deepscholar.evaluation.judging.report_contexts import load_reports
 
     static = float(getattr(metric, "calls_per_report", 1.0))
     if static == 0:

@@ -46,8 +46,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.errors import InvalidInput, NotFound
-from deepscholar.evaluation.annotation_units import JudgedUnit, annotatable_metric, judged_units
-from deepscholar.evaluation.judges import judge_config_of
+from deepscholar.evaluation.judge_validation.annotation_units import (
+    JudgedUnit,
+    annotatable_metric,
+    judged_units,
+)
+from deepscholar.evaluation.judging.judges import judge_config_of
 
 __all__ = ["ExportResult", "ImportSummary", "FILE_COLUMNS", "output_paths", "allocate",
            "export_sample", "import_labels"]
@@ -485,7 +489,7 @@ def import_labels(engine: Engine, path: str | os.PathLike, annotator: str | None
                 "SELECT DISTINCT release_id FROM annotation_items WHERE item_id = ANY(:ids) ORDER BY 1"),
                 {"ids": sorted({r["item"] for r in [*new, *changed]})}).scalars().all()
     if new or changed:
-        from deepscholar.evaluation.human_agreement import store_agreement
+        from deepscholar.evaluation.judge_validation.judge_vs_humans import store_agreement
 
         # After the labels' transaction, never inside it: computing reads judgments and reports on connections
         # of its own, and the pool rule forbids taking those while this one is held. Until it has run, the

@@ -18,7 +18,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from deepscholar.evaluation.papers import resolve_papers
+from deepscholar.evaluation.metrics.papers import resolve_papers
 from deepscholar.release.race_criterion import RaceCriterion
 from deepscholar.text.sentences import Sentence
 
@@ -158,7 +158,7 @@ class ReportContext:
         return {s.idx: tuple(paper.entries) for paper in resolve_papers(self.cited_sources) for s in paper.entries}
 
     def paper_number(self, number: int) -> int:
-        """The first-cited number naming the same paper as `number` (evaluation/papers.py: one paper cited as
+        """The first-cited number naming the same paper as `number` (evaluation/metrics/papers.py: one paper cited as
         [3] and [5] is one paper), so pairs and batches are counted per paper; `number` itself when it names
         no stored source."""
         same = self._paper_of_number.get(number)
@@ -212,7 +212,7 @@ class Score:
 class AnnotationUnit:
     """One question a human can answer about one judged item: the whole item, or one sub-item of a batch.
 
-    Judge validation (evaluation/annotation.py, judge_agreement.py) compares a judge's answer with a
+    Judge validation (evaluation/judge_validation/annotation.py, rater_agreement.py) compares a judge's answer with a
     human's, or two judges' answers, unit by unit, so every judged metric says once how its stored label
     reads as one of its `annotation_labels` (`judge_label`) and what a human must read to answer
     (`content`: field name -> plain text, besides the query paper's title and abstract, which every
@@ -250,7 +250,7 @@ def report_unscored(variants: Sequence[str], judgments: Sequence[ItemJudgment]) 
 
 @runtime_checkable
 class Metric(Protocol):
-    """One metric: one file in deepscholar.evaluation.metrics exporting METRIC (evaluation/registry.py
+    """One metric: one file in deepscholar.evaluation.metrics exporting METRIC (evaluation/metrics/registry.py
     finds it), or any object registered with registry.register().
 
     Its items and judgments depend on the report's content only (text, cited sources, query, and whether

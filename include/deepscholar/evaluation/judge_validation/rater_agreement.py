@@ -3,7 +3,7 @@
 A rater is the judge, a second judge or a human annotator; a label is one of a metric's
 `annotation_labels` (strings). Everything here comes from maintained libraries: Cohen's kappa and the
 confusion matrix from scikit-learn, Krippendorff's alpha from `krippendorff`, Kendall's tau (through
-evaluation/agreement.py) and the bootstrap from SciPy. Readers (human_agreement.py, judge_comparison.py)
+evaluation/boards/rank_agreement.py) and the bootstrap from SciPy. Readers (judge_vs_humans.py, judge_comparison.py)
 only collect the labels; the numbers are made here, so one fix reaches every report.
 
 Undefined is None, never a made-up number: kappa when both raters used one and the same label
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from deepscholar.evaluation.agreement import kendall_tau
+from deepscholar.evaluation.boards.rank_agreement import kendall_tau
 
 __all__ = ["CI_LEVEL", "percent_agreement", "cohen_kappa", "confusion", "krippendorff_alpha",
            "pairwise_agreement", "percent_ci", "kappa_ci", "alpha_ci", "pairwise_ci", "Majority",

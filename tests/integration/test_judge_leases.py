@@ -1,4 +1,4 @@
-"""Claims on judgments (evaluation/claims.py) on real PostgreSQL: two holders, expiry, renewal, release,
+"""Leases on judgments (evaluation/judging/_leases.py) on real PostgreSQL: two holders, expiry, renewal, release,
 idempotence, and the wait for another holder's reports at the end of a run."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from support.warehouse import one_query_release
 
 from deepscholar import db
-from deepscholar.evaluation import claims
+from deepscholar.evaluation.judging import _leases as leases
 from deepscholar.evaluation.metrics import get_metric
 
 MONTH = "2025-06"
@@ -57,86 +57,86 @@ def _score(engine, metric, report_ids) -> None:
 
 def test_two_holders_split_a_month_and_claiming_again_is_idempotent(engine, metric, reports):
     first, rest = reports[:4], reports[2:]
-    assert claims.claim(engine, metric, JUDGE, first, holder=A) == first
-    assert claims.claim(engine, metric, JUDGE, rest, holder=B) == reports[4:]  # A's live leases are skipped
+    assert leases.take_leases(engine, metric, JUDGE, first, holder=A) == first
+    assert leases.take_leases(engine, metric, JUDGE, rest, holder=B) == reports[4:]  # A's live leases are skipped
     assert {r: h for r, (h, _) in _rows(engine).items()} == {**dict.fromkeys(first, A), **dict.fromkeys(reports[4:], B)}
     with engine.connect() as conn:
         claimed_at = conn.execute(sa.text("SELECT claimed_at FROM judge_claims WHERE holder = :h"), {"h": A}).all()
     # Claiming again what one holds (a retry in the same process) succeeds and keeps the first claim time.
-    assert claims.claim(engine, metric, JUDGE, reports, holder=A) == first
+    assert leases.take_leases(engine, metric, JUDGE, reports, holder=A) == first
     with engine.connect() as conn:
         assert conn.execute(sa.text("SELECT claimed_at FROM judge_claims WHERE holder = :h"), {"h": A}).all() \
             == claimed_at
     # Another metric or judge config is another claim.
-    assert claims.claim(engine, metric, "llm:openai/other", first, holder=B) == first
-    assert claims.claim(engine, get_metric("relevance_rate"), JUDGE, first, holder=B) == first
+    assert leases.take_leases(engine, metric, "llm:openai/other", first, holder=B) == first
+    assert leases.take_leases(engine, get_metric("relevance_rate"), JUDGE, first, holder=B) == first
 
 
 def test_only_pending_ok_reports_are_claimed(engine, metric, reports):
     _score(engine, metric, reports[:2])
     with engine.connect() as conn:
         failed = conn.execute(sa.text("SELECT report_id FROM reports WHERE status <> 'ok'")).scalar_one()
-    assert claims.claim(engine, metric, JUDGE, [*reports, failed], holder=A) == reports[2:]
+    assert leases.take_leases(engine, metric, JUDGE, [*reports, failed], holder=A) == reports[2:]
 
 
 def test_an_expired_lease_is_taken_over(engine, metric, reports):
-    assert claims.claim(engine, metric, JUDGE, reports, holder=A, lease_seconds=0.3) == reports
-    assert claims.claim(engine, metric, JUDGE, reports, holder=B) == []
+    assert leases.take_leases(engine, metric, JUDGE, reports, holder=A, lease_seconds=0.3) == reports
+    assert leases.take_leases(engine, metric, JUDGE, reports, holder=B) == []
     time.sleep(0.4)
-    assert claims.claim(engine, metric, JUDGE, reports[:3], holder=B) == reports[:3]
+    assert leases.take_leases(engine, metric, JUDGE, reports[:3], holder=B) == reports[:3]
     rows = _rows(engine)
     assert [rows[r][0] for r in reports] == [B] * 3 + [A] * 3
     assert all(live for r, (_, live) in rows.items() if r in reports[:3])
 
 
 def test_renewal_keeps_a_lease_and_the_heartbeat_renews_while_in_use(engine, metric, reports, monkeypatch):
-    assert claims.claim(engine, metric, JUDGE, reports, holder=A, lease_seconds=0.3) == reports
-    assert claims.renew(engine, holder=A, lease_seconds=5) == len(reports)
+    assert leases.take_leases(engine, metric, JUDGE, reports, holder=A, lease_seconds=0.3) == reports
+    assert leases.renew(engine, holder=A, lease_seconds=5) == len(reports)
     time.sleep(0.4)
-    assert claims.claim(engine, metric, JUDGE, reports, holder=B) == []
+    assert leases.take_leases(engine, metric, JUDGE, reports, holder=B) == []
 
     monkeypatch.setenv("DEEPSCHOLAR_JUDGE_CLAIM_LEASE_SECONDS", "0.6")  # heartbeat every 0.2 s
-    assert claims.claim(engine, metric, JUDGE, reports, holder=B, lease_seconds=0) == []
+    assert leases.take_leases(engine, metric, JUDGE, reports, holder=B, lease_seconds=0) == []
     with engine.begin() as conn:
         conn.execute(sa.text("DELETE FROM judge_claims"))
-    assert claims.claim(engine, metric, JUDGE, reports, holder=A) == reports
-    claims.HEARTBEAT.join(engine, A)
+    assert leases.take_leases(engine, metric, JUDGE, reports, holder=A) == reports
+    leases.HEARTBEAT.join(engine, A)
     try:
         time.sleep(1.5)  # two and a half leases: only the heartbeat keeps them
-        assert claims.claim(engine, metric, JUDGE, reports, holder=B) == []
+        assert leases.take_leases(engine, metric, JUDGE, reports, holder=B) == []
     finally:
-        claims.HEARTBEAT.leave(engine, A)
+        leases.HEARTBEAT.leave(engine, A)
     time.sleep(0.8)  # no renewal any more: the leases run out
-    assert claims.claim(engine, metric, JUDGE, reports, holder=B) == reports
+    assert leases.take_leases(engine, metric, JUDGE, reports, holder=B) == reports
 
 
 def test_release_deletes_only_the_holders_own_rows(engine, metric, reports):
-    claims.claim(engine, metric, JUDGE, reports[:3], holder=A)
-    claims.claim(engine, metric, JUDGE, reports[3:], holder=B)
-    assert claims.release(engine, metric.name, JUDGE, reports, holder=B) == 3
-    assert claims.release(engine, metric.name, JUDGE, reports, holder=B) == 0
+    leases.take_leases(engine, metric, JUDGE, reports[:3], holder=A)
+    leases.take_leases(engine, metric, JUDGE, reports[3:], holder=B)
+    assert leases.return_leases(engine, metric.name, JUDGE, reports, holder=B) == 3
+    assert leases.return_leases(engine, metric.name, JUDGE, reports, holder=B) == 0
     assert set(_rows(engine)) == set(reports[:3])
-    assert claims.claim(engine, metric, JUDGE, reports, holder=B) == reports[3:]
-    assert claims.release(engine, metric.name, JUDGE, reports[:3], holder=A) == 3
-    assert claims.claim(engine, metric, JUDGE, reports, holder=B) == reports
+    assert leases.take_leases(engine, metric, JUDGE, reports, holder=B) == reports[3:]
+    assert leases.return_leases(engine, metric.name, JUDGE, reports[:3], holder=A) == 3
+    assert leases.take_leases(engine, metric, JUDGE, reports, holder=B) == reports
 
 
 def test_chunks_skip_what_another_holds_then_wait_for_it(engine, metric, reports, caplog):
     """B's run: A holds two reports; B judges the other four, then waits and logs once. A scores one and
     releases both without scoring the other (it failed): B takes that one over, and ends with none pending."""
     held_by_a = reports[1:3]
-    assert claims.claim(engine, metric, JUDGE, held_by_a, holder=A) == held_by_a
+    assert leases.take_leases(engine, metric, JUDGE, held_by_a, holder=A) == held_by_a
     seen: list[list[int]] = []
 
     def a_finishes() -> None:
         time.sleep(1.0)
         _score(engine, metric, held_by_a[:1])
-        claims.release(engine, metric.name, JUDGE, held_by_a, holder=A)
+        leases.return_leases(engine, metric.name, JUDGE, held_by_a, holder=A)
 
     caplog.set_level(logging.INFO, logger="deepscholar.evaluation")
     worker = threading.Thread(target=a_finishes)
     worker.start()
-    with claims.Claims(engine, metric, JUDGE, "organization test", holder=B) as held:
+    with leases.Leases(engine, metric, JUDGE, "organization test", holder=B) as held:
         for ids in held.chunks(reports, 2):
             assert set(_rows(engine)) >= set(ids) and all(_rows(engine)[r][0] == B for r in ids)
             seen.append(ids)
@@ -150,19 +150,19 @@ def test_chunks_skip_what_another_holds_then_wait_for_it(engine, metric, reports
 
 
 def test_a_dead_holder_blocks_for_one_lease_at_most(engine, metric, reports):
-    claims.claim(engine, metric, JUDGE, reports, holder=A, lease_seconds=0.8)  # then A dies: no renewal
+    leases.take_leases(engine, metric, JUDGE, reports, holder=A, lease_seconds=0.8)  # then A dies: no renewal
     started = time.monotonic()
-    got = claims.wait_for_turn(engine, metric, JUDGE, reports, holder=B, lease_seconds=0.8)
+    got = leases.wait_for_turn(engine, metric, JUDGE, reports, holder=B, lease_seconds=0.8)
     assert got == reports and 0.5 < time.monotonic() - started < 3
 
 
 def test_an_error_releases_the_chunk_in_hand(engine, metric, reports):
-    with pytest.raises(RuntimeError), claims.Claims(engine, metric, JUDGE, holder=A) as held:
+    with pytest.raises(RuntimeError), leases.Leases(engine, metric, JUDGE, holder=A) as held:
         for ids in held.chunks(reports, 4):
             assert set(_rows(engine)) == set(ids)
             raise RuntimeError("provider down")
     assert _rows(engine) == {}
-    assert claims.wait_for_turn(engine, metric, JUDGE, reports, holder=B) == reports  # nothing to wait for
+    assert leases.wait_for_turn(engine, metric, JUDGE, reports, holder=B) == reports  # nothing to wait for
 
 
 def test_holders_racing_for_one_chunk_get_each_report_once(engine, metric, reports):
@@ -176,11 +176,11 @@ def test_holders_racing_for_one_chunk_get_each_report_once(engine, metric, repor
     def race(holder: str, ids: list[int]) -> None:
         try:
             barrier.wait()
-            got[holder] = claims.claim(engine, metric, JUDGE, ids, holder=holder)
-            claims.renew(engine, holder=holder)
+            got[holder] = leases.take_leases(engine, metric, JUDGE, ids, holder=holder)
+            leases.renew(engine, holder=holder)
             barrier.wait()  # a report released (and still pending) may be claimed again: not before all claimed
-            claims.release(engine, metric.name, JUDGE, got[holder][::2], holder=holder)
-            claims.renew(engine, holder=holder)
+            leases.return_leases(engine, metric.name, JUDGE, got[holder][::2], holder=holder)
+            leases.renew(engine, holder=holder)
         except BaseException as exc:  # noqa: BLE001  # surfaced below
             errors.append(exc)
 

@@ -11,7 +11,7 @@ it: their metric rows as the core's (a fraction's mean and interval in [0, 1], s
 the reports), each row's reports against the ok reports, one metric row per metric of its track.
 
 The judge drift alarm blocks publication here too (`no_judge_drift`): no drift check of the release under
-this judge may have tripped (evaluation/drift.py); the summary then quotes each tripped check's message,
+this judge may have tripped (evaluation/judge_validation/drift.py); the summary then quotes each tripped check's message,
 which names the metric, its agreement and the drop.
 """
 
@@ -25,7 +25,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.db import SCHEMA
-from deepscholar.evaluation import board_versions, registry
+from deepscholar.evaluation.boards import board_versions
+from deepscholar.evaluation.metrics import registry
 from deepscholar.gx import Check, GateResult, import_gx, run_checks
 
 __all__ = ["CHECK_NAMES", "load_leaderboard_frames", "check_leaderboard"]

@@ -26,7 +26,7 @@ from deepscholar.errors import InvalidInput
 from deepscholar.registry import Registry
 
 if TYPE_CHECKING:
-    from deepscholar.evaluation.base import Metric
+    from deepscholar.evaluation.metrics.base import Metric
 
 __all__ = [
     "CORE",

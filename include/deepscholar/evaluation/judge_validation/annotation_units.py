@@ -18,9 +18,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.errors import InvalidInput
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.base import AnnotationUnit, ReportContext, annotatable
-from deepscholar.evaluation.context import load_reports
+from deepscholar.evaluation.judging.report_contexts import load_reports
+from deepscholar.evaluation.metrics import registry
+from deepscholar.evaluation.metrics.base import AnnotationUnit, ReportContext, annotatable
 
 __all__ = ["JudgedUnit", "item_id", "annotatable_metric", "annotatable_metric_names", "metrics_judged_on",
            "judged_units"]

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from scipy import stats
 from sqlalchemy.engine import Engine
 
-from deepscholar.evaluation import registry
+from deepscholar.evaluation.metrics import registry
 
 __all__ = ["competition_ranks", "kendall_tau", "rank_agreement", "in_registry_order", "load_agreement", "format_agreement",
            "tau_text", "movers_text"]

@@ -1,19 +1,19 @@
-"""Claims on judgments, so two evaluations of one month at once ask the provider once per judgment.
+"""Leases on judgments, so two evaluations of one month at once ask the provider once per judgment.
 
 An operator may clear a judge task in the Airflow UI while the scheduled run still judges, or run
 `deepscholar evaluate` beside the DAG. Each process reads the same pending reports, and the `llm_calls` cache
 does not help while neither has stored an answer: both used to pay for every item. So before its LLM work a
-process claims the reports of a chunk in `judge_claims`, one row per (report_id, metric, judge_config):
+process leases the reports of a chunk in `judge_claims` (the table keeps its first name), one row per (report_id, metric, judge_config):
 
-- `claim` is one statement per chunk (INSERT ... ON CONFLICT DO UPDATE ... WHERE the lease ran out or the
+- `take_leases` is one statement per chunk (INSERT ... ON CONFLICT DO UPDATE ... WHERE the lease ran out or the
   row is ours ... RETURNING): it takes the chunk's reports that are still pending and not under another
   holder's live lease, and returns them. Connections are held for that statement only, never while the
   provider answers.
 - The holder (`host:pid:uuid`, one per process) renews its leases while it works: one heartbeat thread per
   process (`HEARTBEAT`) every third of DEEPSCHOLAR_JUDGE_CLAIM_LEASE_SECONDS.
-- It deletes its rows once the chunk's results are stored (`release`), and on the way out when it fails.
+- It deletes its rows once the chunk's results are stored (`return_leases`), and on the way out when it fails.
 - Reports held by another live holder are skipped; at the end the process waits for them (`wait_for_turn`):
-  until they are scored, or until their lease runs out (their holder died), when it claims and judges them
+  until they are scored, or until their lease runs out (their holder died), when it leases and judges them
   itself. A run that returns therefore has every report judged, and a killed holder delays the month by at
   most one lease.
 
@@ -34,11 +34,11 @@ from collections.abc import Iterator, Sequence
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from deepscholar.evaluation.base import Metric
-from deepscholar.evaluation.pending import PENDING_CONDITION, pending_params
+from deepscholar.evaluation.judging._pending import PENDING_CONDITION, pending_params
+from deepscholar.evaluation.metrics.base import Metric
 from deepscholar.settings import current_settings
 
-__all__ = ["Claims", "HEARTBEAT", "claim", "holders_of", "process_holder", "release", "renew", "wait_for_turn"]
+__all__ = ["Leases", "HEARTBEAT", "take_leases", "holders_of", "process_holder", "return_leases", "renew", "wait_for_turn"]
 
 log = logging.getLogger("deepscholar.evaluation")
 
@@ -47,7 +47,7 @@ MAX_POLL_SECONDS = 2.0  # how often a waiting process looks again (a quarter of 
 _LEASE = "now() + make_interval(secs => :lease)"
 
 # The reports of :ids still pending (ok, no current headline score), ours to judge: no row yet, our own row
-# (a retry of this process), or a row whose lease ran out. Sorted, so two holders claiming overlapping
+# (a retry of this process), or a row whose lease ran out. Sorted, so two holders leasing overlapping
 # chunks lock rows in one order (no deadlock).
 _CLAIM = sa.text(f"""
     INSERT INTO judge_claims AS c (report_id, metric, judge_config, holder, claimed_at, lease_expires_at)
@@ -60,7 +60,7 @@ _CLAIM = sa.text(f"""
         claimed_at = CASE WHEN c.holder = EXCLUDED.holder THEN c.claimed_at ELSE EXCLUDED.claimed_at END
     WHERE c.holder = EXCLUDED.holder OR c.lease_expires_at <= now()
     RETURNING c.report_id""")
-# Release locks its rows in the claim's order (no deadlock with a concurrent claim, which locks the rows it
+# Returning locks its rows in the lease's order (no deadlock with a concurrent lease, which locks the rows it
 # conflicts with); renewal never waits for a lock (it skips a row locked right now: the next beat renews
 # it), so it needs no order, and reads the holder's rows on the judge_claims_holder index.
 _RENEW = sa.text(f"""
@@ -108,7 +108,7 @@ def _lease(lease_seconds: float | None) -> float:
     return lease_seconds if lease_seconds is not None else current_settings().judge_claim_lease_seconds
 
 
-def claim(engine: Engine, metric: Metric, judge_config: str, report_ids: Sequence[int], *,
+def take_leases(engine: Engine, metric: Metric, judge_config: str, report_ids: Sequence[int], *,
           holder: str | None = None, lease_seconds: float | None = None) -> list[int]:
     """Claim the reports of `report_ids` that are still pending and not held by another live lease: the ones
     now held by `holder` (default: this process), sorted. One statement, on a connection held for it only."""
@@ -127,9 +127,9 @@ def renew(engine: Engine, *, holder: str | None = None, lease_seconds: float | N
         return conn.execute(_RENEW, {"holder": holder or process_holder(), "lease": _lease(lease_seconds)}).rowcount
 
 
-def release(engine: Engine, metric_name: str, judge_config: str, report_ids: Sequence[int], *,
+def return_leases(engine: Engine, metric_name: str, judge_config: str, report_ids: Sequence[int], *,
             holder: str | None = None) -> int:
-    """Delete `holder`'s claims on these reports (its results are stored, or it gave up); rows deleted."""
+    """Delete `holder`'s leases on these reports (its results are stored, or it gave up); rows deleted."""
     if not report_ids:
         return 0
     with engine.begin() as conn:
@@ -151,7 +151,7 @@ def holders_of(engine: Engine, metric: Metric, judge_config: str,
 def wait_for_turn(engine: Engine, metric: Metric, judge_config: str, report_ids: Sequence[int], *,
                   label: str = "", holder: str | None = None, lease_seconds: float | None = None) -> list[int]:
     """Wait until none of `report_ids` is pending any more (returns []) or some of the pending ones are free
-    (their holder released them without scores, or its lease ran out): claims and returns those. Polls,
+    (their holder released them without scores, or its lease ran out): leases and returns those. Polls,
     holding no connection between looks; logs one line whenever the set of holders it waits on changes."""
     holder = holder or process_holder()
     poll = max(0.05, min(MAX_POLL_SECONDS, _lease(lease_seconds) / 4))
@@ -161,7 +161,7 @@ def wait_for_turn(engine: Engine, metric: Metric, judge_config: str, report_ids:
         if not held:
             return []
         if None in held or holder in held:
-            got = claim(engine, metric, judge_config, report_ids, holder=holder, lease_seconds=lease_seconds)
+            got = take_leases(engine, metric, judge_config, report_ids, holder=holder, lease_seconds=lease_seconds)
             if got:
                 return got
             time.sleep(0.05)  # another process took them between the two statements: look again
@@ -177,13 +177,13 @@ def wait_for_turn(engine: Engine, metric: Metric, judge_config: str, report_ids:
 
 
 class _Heartbeat:
-    """One thread per process renewing the leases of every (engine, holder) with claims in use, every third
+    """One thread per process renewing the leases of every (engine, holder) with leases in use, every third
     of the lease; it ends when nobody uses it and starts again with the next user."""
 
     def __init__(self) -> None:
         self._reset()
 
-    def _reset(self) -> None:  # also in a forked child: it has no heartbeat thread and no claims in use
+    def _reset(self) -> None:  # also in a forked child: it has no heartbeat thread and no leases in use
         self._lock = threading.Lock()
         self._users: Counter[tuple[Engine, str]] = Counter()
         self._wake = threading.Event()
@@ -193,7 +193,7 @@ class _Heartbeat:
         with self._lock:
             self._users[(engine, holder)] += 1
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="judge-claims-heartbeat", daemon=True)
+                self._thread = threading.Thread(target=self._run, name="judge-leases-heartbeat", daemon=True)
                 self._thread.start()
 
     def leave(self, engine: Engine, holder: str) -> None:
@@ -217,7 +217,7 @@ class _Heartbeat:
                 try:
                     renew(engine, holder=holder)
                 except Exception as exc:  # a warehouse outage: the work itself fails and is retried
-                    log.warning("renewing the judge claims of %s failed: %s", holder, exc)
+                    log.warning("renewing the judge leases of %s failed: %s", holder, exc)
 
 
 
@@ -226,10 +226,10 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=HEARTBEAT._reset)
 
 
-class Claims:
-    """`with Claims(engine, metric, judge_config) as held: for ids in held.chunks(pending, size): ...`
+class Leases:
+    """`with Leases(engine, metric, judge_config) as held: for ids in held.chunks(pending, size): ...`
 
-    Each chunk yielded is claimed by this process; it is released when the caller asks for the next one
+    Each chunk yielded is leased by this process; it is released when the caller asks for the next one
     (after storing its results), and whatever is still held when the block ends (an error) is released then.
     Reports another live holder has are skipped, then waited for at the end (`wait_for_turn`) and judged
     here if their holder gives them up or dies. The heartbeat renews the leases the whole time."""
@@ -240,40 +240,40 @@ class Claims:
         self.holder = holder or process_holder()
         self.held: list[int] = []
 
-    def __enter__(self) -> Claims:
+    def __enter__(self) -> Leases:
         HEARTBEAT.join(self.engine, self.holder)
         return self
 
     def __exit__(self, *exc_info) -> None:
         try:
-            self._release()
+            self._return_all()
         except Exception as exc:  # never hide the error that ended the block; the leases run out anyway
-            log.warning("releasing the judge claims of %s failed: %s", self.holder, exc)
+            log.warning("releasing the judge leases of %s failed: %s", self.holder, exc)
         finally:
             HEARTBEAT.leave(self.engine, self.holder)
 
-    def _release(self) -> None:
+    def _return_all(self) -> None:
         if self.held:
-            release(self.engine, self.metric.name, self.judge_config, self.held, holder=self.holder)
+            return_leases(self.engine, self.metric.name, self.judge_config, self.held, holder=self.holder)
             self.held = []
 
     def _parts(self, mine: list[int], size: int) -> Iterator[list[int]]:
-        """`mine` (claimed) a chunk at a time, each released once the caller asks for the next; the later
-        chunks stay claimed, and renewed, while the first ones are judged."""
+        """`mine` (leased) a chunk at a time, each released once the caller asks for the next; the later
+        chunks stay leased, and renewed, while the first ones are judged."""
         self.held = list(mine)
         for start in range(0, len(mine), size):
             ids = mine[start:start + size]
             yield ids
-            release(self.engine, self.metric.name, self.judge_config, ids, holder=self.holder)
+            return_leases(self.engine, self.metric.name, self.judge_config, ids, holder=self.holder)
             self.held = mine[start + size:]
 
     def chunks(self, pending: Sequence[int], size: int) -> Iterator[list[int]]:
-        """The pending reports in chunks of at most `size`, each claimed by this process: first what nobody
+        """The pending reports in chunks of at most `size`, each leased by this process: first what nobody
         else holds, in order, then the rest as their holders give them up (none left pending: the end)."""
         skipped: list[int] = []
         for start in range(0, len(pending), size):
             chunk = list(pending[start:start + size])
-            got = set(claim(self.engine, self.metric, self.judge_config, chunk, holder=self.holder))
+            got = set(take_leases(self.engine, self.metric, self.judge_config, chunk, holder=self.holder))
             mine = [r for r in chunk if r in got]
             skipped += [r for r in chunk if r not in got]
             yield from self._parts(mine, size)

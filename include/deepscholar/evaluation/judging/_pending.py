@@ -7,7 +7,7 @@ below all three, so that none of them imports another for its words.
 
 from __future__ import annotations
 
-from deepscholar.evaluation.base import Metric
+from deepscholar.evaluation.metrics.base import Metric
 
 __all__ = ["PENDING_CONDITION", "SHARD_OF_QUERY", "pending_params"]
 

@@ -29,10 +29,14 @@ from sqlalchemy.engine import Engine
 
 from deepscholar import db
 from deepscholar.errors import NotFound
-from deepscholar.evaluation import judge_agreement
-from deepscholar.evaluation.annotation_units import annotatable_metric, annotatable_metric_names, judged_units
 from deepscholar.evaluation.costs import predicted_call_cost, usd_text
-from deepscholar.evaluation.judges import JudgeSpec
+from deepscholar.evaluation.judge_validation import rater_agreement
+from deepscholar.evaluation.judge_validation.annotation_units import (
+    annotatable_metric,
+    annotatable_metric_names,
+    judged_units,
+)
+from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.settings import Settings, current_settings
 
 __all__ = ["SliceItem", "MetricDrift", "DriftCheck", "calibration_slice", "check_drift",
@@ -140,8 +144,8 @@ def _human_slice(engine: Engine, metric: str, size: int) -> list[SliceItem]:
             JOIN reports r ON r.report_id = a.report_id AND r.status = 'ok'
             WHERE a.metric = :m
             GROUP BY a.item_id ORDER BY a.item_id"""), {"m": metric}).all()
-    # A tie has no majority (judge_agreement.majority_labels): no reference to compare with.
-    majority = judge_agreement.majority_labels({r.item_id: r.labels for r in rows}).labels
+    # A tie has no majority (rater_agreement.majority_labels): no reference to compare with.
+    majority = rater_agreement.majority_labels({r.item_id: r.labels for r in rows}).labels
     return [SliceItem(r.item_id, r.release_id, r.report_id, r.item_key, r.sub_key, HUMAN, majority[r.item_id])
             for r in rows if r.item_id in majority][:size]
 
@@ -212,8 +216,8 @@ def _rejudge(engine: Engine, metric, spec: JudgeSpec, client, items: Sequence[Sl
              ) -> tuple[dict[str, str | None], list[str]]:
     """({item id: the fresh answer as an annotation label, None when unscored} for the items still askable,
     request hashes of the calls made). An item whose report changed since is left out (missing)."""
-    from deepscholar.evaluation.context import load_reports
-    from deepscholar.evaluation.runner import prepare_metric
+    from deepscholar.evaluation.judging.report_contexts import load_reports
+    from deepscholar.evaluation.judging.runner import prepare_metric
     from deepscholar.llm.client import track_requests
 
     wanted: dict[tuple[int, str], list[SliceItem]] = {}
@@ -400,7 +404,7 @@ def _check_metric(engine: Engine, release_id: str, spec: JudgeSpec, name: str, m
         fresh, hashes = _rejudge(engine, metric, spec, client, items)
     asked = [s for s in items if s.item_id in fresh]
     pairs = [(s.reference_label, fresh[s.item_id]) for s in asked]
-    agreement = judge_agreement.percent_agreement([ref or "" for ref, _ in pairs],
+    agreement = rater_agreement.percent_agreement([ref or "" for ref, _ in pairs],
                                                   [_UNSCORED if got is None else got for _, got in pairs])
     previous_release, previous = _previous(engine, release_id, spec.config_id, name)
     requests, cost = _audited_cost(engine, hashes)

@@ -29,9 +29,9 @@ from sqlalchemy.engine import Engine
 
 from deepscholar import db
 from deepscholar.errors import UserError
-from deepscholar.evaluation.base import ItemJudgment, Metric, ReportContext, Score
-from deepscholar.evaluation.judges import JudgeSpec, record_judge_config
-from deepscholar.evaluation.pending import PENDING_CONDITION, SHARD_OF_QUERY, pending_params
+from deepscholar.evaluation.judging.judges import JudgeSpec, record_judge_config
+from deepscholar.evaluation.judging._pending import PENDING_CONDITION, SHARD_OF_QUERY, pending_params
+from deepscholar.evaluation.metrics.base import ItemJudgment, Metric, ReportContext, Score
 from deepscholar.settings import current_settings
 
 __all__ = ["pending_reports", "judge_metric", "judge_units", "judge_job", "evaluate_release", "JudgeRun"]
@@ -322,16 +322,16 @@ def _judge_pending(engine: Engine, metric: Metric, spec: JudgeSpec, client, pend
                    run: JudgeRun, share: JobShare) -> None:
     """Judge, score and store the pending reports a chunk at a time (a chunk's writes are one transaction).
 
-    Every chunk is claimed first (evaluation.claims; the local judge too): reports another process is
+    Every chunk is leased first (judging/_leases.py; the local judge too): reports another process is
     judging are skipped, then waited for at the end and judged here if their holder dies or gives them up."""
-    from deepscholar.evaluation.claims import Claims
-    from deepscholar.evaluation.context import load_reports
+    from deepscholar.evaluation.judging._leases import Leases
+    from deepscholar.evaluation.judging.report_contexts import load_reports
     from deepscholar.progress import Progress
 
     reports_done = Progress(f"{label}: reports", len(pending)) if client is None else None
     start = 0
-    with Claims(engine, metric, spec.config_id, label) as claims:
-        for ids in claims.chunks(pending, CHUNK_REPORTS):
+    with Leases(engine, metric, spec.config_id, label) as leases:
+        for ids in leases.chunks(pending, CHUNK_REPORTS):
             contexts = load_reports(engine, ids, share.queries)
             if client is None:
                 judged = _judge_local(metric, contexts, reports_done)
@@ -371,8 +371,8 @@ def _check_judge_credentials(spec: JudgeSpec, units: Sequence[dict], pending: Se
                              clients: dict) -> None:
     """A missing API key is named before anything runs, if any judge model has work (a re-run answered
     entirely from llm_calls needs no key)."""
-    from deepscholar.evaluation.base import JudgeFreeMetric
     from deepscholar.evaluation.metrics import get_metric
+    from deepscholar.evaluation.metrics.base import JudgeFreeMetric
 
     checked: set[str] = set()
     for unit, ids in zip(units, pending, strict=True):
@@ -490,7 +490,7 @@ def evaluate_release(
 ) -> dict:
     """The evaluation half outside Airflow: every (metric, system) unit in this process, then the roll-up.
     Without `metrics`: the core's and those of `tracks` (default DEEPSCHOLAR_TRACKS)."""
-    from deepscholar.evaluation.jobs import plan_units, refresh_judging_statistics
+    from deepscholar.evaluation.judging.jobs import plan_units, refresh_judging_statistics
     from deepscholar.release.context import require_published
 
     require_published(engine, release_id)
@@ -504,13 +504,13 @@ def evaluate_release(
                         "with `deepscholar reports import`")
     # The roll-up's imports (scipy.stats, pandas: about 1 s) load while the judge waits for its provider,
     # instead of after the last answer; the import below then finds them loaded (or raises their error).
-    loading = _import_in_background("deepscholar.evaluation.rollup") if roll_up and not spec.is_local else None
+    loading = _import_in_background("deepscholar.evaluation.boards.rollup") if roll_up and not spec.is_local else None
     result = _summary(release_id, spec, judge_units(engine, release_id, units, spec, api_base=api_base,
                                                    concurrency=concurrency))
     if roll_up:
         if loading is not None:
             loading.join()
-        from deepscholar.evaluation.rollup import roll_up as do_roll_up
+        from deepscholar.evaluation.boards.rollup import roll_up as do_roll_up
 
         result["leaderboard_rows"] = len(do_roll_up(engine, release_id, spec.config_id))
     return result

@@ -29,15 +29,15 @@ from sqlalchemy.engine import Engine
 
 from deepscholar import db
 from deepscholar.errors import InvalidInput, NotFound
-from deepscholar.evaluation import judge_agreement as stats
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.annotation_units import (
+from deepscholar.evaluation.judge_validation import rater_agreement as stats
+from deepscholar.evaluation.judge_validation.annotation_units import (
     annotatable_metric,
     annotatable_metric_names,
     judged_units,
     metrics_judged_on,
 )
-from deepscholar.evaluation.judges import judge_config_of
+from deepscholar.evaluation.judging.judges import judge_config_of
+from deepscholar.evaluation.metrics import registry
 
 __all__ = ["FORMATS", "compare_judges", "compare_with_other_judges", "other_judge_configs", "load_comparison",
            "format_comparison", "summary_line"]
@@ -74,7 +74,7 @@ def _item_statistics(engine: Engine, release_id: str, a: str, b: str, metric: st
 
 def _boards(engine: Engine, release_id: str, judge_config: str) -> dict[str, list[dict]]:
     """{family: its board rows under judge_config at the version readers see}, families that have one."""
-    from deepscholar.evaluation.leaderboard import load_leaderboard
+    from deepscholar.evaluation.boards.leaderboard import load_leaderboard
 
     out = {}
     for family in (registry.CORE, *registry.tracks()):

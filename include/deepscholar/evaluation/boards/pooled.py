@@ -2,11 +2,11 @@
 published after a date. Computed on request from the stored per-query scores, never stored.
 
 Scores are kept per query, so a board over several months or one category is the roll-up's own
-computation (evaluation/rollup.py `compute_leaderboard`) over the pooled queries: each metric's mean, the
+computation (evaluation/boards/rollup.py `compute_leaderboard`) over the pooled queries: each metric's mean, the
 geometric mean, the bootstrap interval resampling the pooled queries, and the paired t-test over the pooled
 queries both systems scored. A query is identified across months by release and arXiv id. Each month counts
 with its current version (the latest published one). A system whose model's knowledge cutoff covers the
-earliest selected query is shown, not ranked (evaluation/contamination.py): picking only queries published
+earliest selected query is shown, not ranked (evaluation/boards/contamination.py): picking only queries published
 after a model's cutoff (`published_after`) is how it is compared fairly.
 """
 
@@ -21,10 +21,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.errors import InvalidInput, NotFound
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.contamination import MAY_HAVE_SEEN
-from deepscholar.evaluation.contamination import contamination as contamination_of
-from deepscholar.evaluation.rollup import DEFAULT_N_BOOT, compute_leaderboard
+from deepscholar.evaluation.boards.contamination import MAY_HAVE_SEEN
+from deepscholar.evaluation.boards.contamination import contamination as contamination_of
+from deepscholar.evaluation.boards.rollup import DEFAULT_N_BOOT, compute_leaderboard
+from deepscholar.evaluation.metrics import registry
 from deepscholar.migrations.wide_views import current_releases_sql
 from deepscholar.release.window import MONTH_RE
 

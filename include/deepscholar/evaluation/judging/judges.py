@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.engine import Engine
 
 from deepscholar.errors import InvalidInput
-from deepscholar.evaluation import registry
+from deepscholar.evaluation.metrics import registry
 
 __all__ = ["JudgeSpec", "LOCAL_JUDGE_VERSION", "record_judge_config", "is_local_config", "judge_config_of"]
 

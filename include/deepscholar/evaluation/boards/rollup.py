@@ -28,10 +28,11 @@ from sqlalchemy.engine import Engine
 
 from deepscholar import db
 from deepscholar.errors import NotFound
-from deepscholar.evaluation import board_versions, registry
-from deepscholar.evaluation.agreement import competition_ranks, rank_agreement
-from deepscholar.evaluation.contamination import MAY_HAVE_SEEN
-from deepscholar.evaluation.contamination import contamination as contamination_of
+from deepscholar.evaluation.boards import board_versions
+from deepscholar.evaluation.boards.contamination import MAY_HAVE_SEEN
+from deepscholar.evaluation.boards.contamination import contamination as contamination_of
+from deepscholar.evaluation.boards.rank_agreement import competition_ranks, rank_agreement
+from deepscholar.evaluation.metrics import registry
 from deepscholar.migrations.wide_views import sync_query_views, sync_track_views, sync_wide_views
 
 __all__ = [
@@ -425,7 +426,7 @@ def roll_up(engine: Engine, release_id: str, judge_config: str, *, seed: int = 0
 
     The core board (leaderboard_systems, leaderboard_metrics), one board per evaluation track that has
     scores (track_boards, track_board_metrics) and the agreement between their rankings (board_agreement),
-    in one transaction, as one board version (evaluation/board_versions.py): the latest one while it is a
+    in one transaction, as one board version (evaluation/boards/board_versions.py): the latest one while it is a
     draft; once it is published, a different result opens the next version and the published one stays as
     it is. Every system with an ok report scored under `judge_config` on a family gets a row on that
     family's board; in a draft, rows of systems (and tracks) that no longer have one are deleted. Concurrent

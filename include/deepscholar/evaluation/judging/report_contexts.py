@@ -13,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from deepscholar.evaluation.base import (
+from deepscholar.evaluation.metrics.base import (
     ExemplarReference,
     GroundTruthClaim,
     NuggetInfo,

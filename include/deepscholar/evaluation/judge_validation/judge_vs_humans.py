@@ -7,7 +7,7 @@ bootstrap 95% intervals and a confusion matrix (rows: the judge's label, columns
 humans, when several labelled, Krippendorff's alpha and pairwise agreement. Beside them, the agreement
 the DeepScholar paper reported for the metric (`paper_human_agreement`, when the metric declares one).
 `deepscholar judges agreement` prints it; the leaderboard page shows it beside the board. The statistics
-themselves live in judge_agreement.py.
+themselves live in rater_agreement.py.
 
 Stored, not computed by readers: `store_agreement` computes the entries of a month under every judge config
 that judged its labelled metrics and upserts them into human_agreement_stats (release, judge config, metric),
@@ -30,15 +30,15 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.errors import NotFound
-from deepscholar.evaluation import judge_agreement as stats
-from deepscholar.evaluation import registry
-from deepscholar.evaluation.annotation_units import (
+from deepscholar.evaluation.judge_validation import rater_agreement as stats
+from deepscholar.evaluation.judge_validation.annotation_units import (
     annotatable_metric,
     annotatable_metric_names,
     judged_units,
     metrics_judged_on,
 )
-from deepscholar.evaluation.judges import judge_config_of
+from deepscholar.evaluation.judging.judges import judge_config_of
+from deepscholar.evaluation.metrics import registry
 
 __all__ = ["FORMATS", "labelled_metrics", "capped_labels", "agreement_report", "store_agreement",
            "save_agreement", "lock_labels",

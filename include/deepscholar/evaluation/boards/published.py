@@ -25,7 +25,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from deepscholar.evaluation import registry
+from deepscholar.evaluation.metrics import registry
 from deepscholar.evaluation.metrics._fact import pooled_over_tasks
 from deepscholar.evaluation.metrics.reference_recall import pooled_quartile_recall
 
