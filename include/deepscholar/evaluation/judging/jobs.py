@@ -48,8 +48,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.errors import InvalidInput
-from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.evaluation.judging._pending import PENDING_CONDITION, SHARD_OF_QUERY, pending_params
+from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.evaluation.metrics import registry
 
 __all__ = ["DEFAULT_JOB_REPORTS", "SHARDS_PER_JOB", "SHARD_OF_QUERY", "JUDGED_TABLES", "job_count", "plan_units", "unit_cost",

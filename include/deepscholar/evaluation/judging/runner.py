@@ -29,8 +29,8 @@ from sqlalchemy.engine import Engine
 
 from deepscholar import db
 from deepscholar.errors import UserError
-from deepscholar.evaluation.judging.judges import JudgeSpec, record_judge_config
 from deepscholar.evaluation.judging._pending import PENDING_CONDITION, SHARD_OF_QUERY, pending_params
+from deepscholar.evaluation.judging.judges import JudgeSpec, record_judge_config
 from deepscholar.evaluation.metrics.base import ItemJudgment, Metric, ReportContext, Score
 from deepscholar.settings import current_settings
 
