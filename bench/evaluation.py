@@ -89,8 +89,8 @@ def floors(contexts) -> dict[str, tuple[float, float]]:
     """Per metric: (floor, ceiling) of requests per report by METRICS.md (the tracks' by docs/METRICS.md
     "Tracks"), averaged over the reports. Metrics that share one question (RACE's five, FACT's two, the
     claims track's three) are judged in registry order: the first pays, the others read the cache."""
-    from deepscholar.evaluation.metrics.claim_coverage import METRIC as CLAIM_COVERAGE
-    from deepscholar.evaluation.metrics.uncited_claim_support import uncited_sentences
+    from deepscholar.evaluation.metrics.core.claim_coverage import METRIC as CLAIM_COVERAGE
+    from deepscholar.evaluation.metrics.reportbench.uncited_claim_support import uncited_sentences
 
     n = max(len(contexts), 1)
     relevance_per_query: dict[str, set] = {}

@@ -153,28 +153,27 @@ def deepscholar_release():
 
         return nuggetize_exemplars(_context(release_id))
 
-    def _track_artefacts(release_id: str, track: str) -> dict:
-        from airflow.sdk.exceptions import AirflowSkipException
+    @task
+    def artefact_tracks(release_id: str) -> list[str]:
+        """The tracks the month is built for (its spec's tracks) that have release-time artefacts, found in
+        their folders (evaluation/metrics/<track>/): one mapped task each, none when the month has none."""
+        from deepscholar.release.track_artefacts import artefact_tracks as with_artefacts
+
+        tracks = with_artefacts(_context(release_id).spec.tracks)
+        print(f"release {release_id}: release-time artefacts of {', '.join(tracks) or 'no track'}")
+        return tracks
+
+    @task(map_index_template="{{ track }}")
+    def track_artefacts(release_id: str, track: str) -> dict:
+        """One track's release-time artefacts (RACE's rubrics, the claims track's ground truth, ...)."""
+        from airflow.sdk import get_current_context
 
         from deepscholar.release.steps import build_track_artefacts
 
-        ctx = _context(release_id)
-        if track not in ctx.spec.tracks:
-            raise AirflowSkipException(f"release {release_id} is not built for the {track} track "
-                                       f"(its tracks: {', '.join(ctx.spec.tracks) or 'none'})")
-        return build_track_artefacts(ctx, track)
+        get_current_context()["track"] = track  # type: ignore[typeddict-unknown-key]  # the map index's label
+        return build_track_artefacts(_context(release_id), track)
 
-    @task
-    def race_rubrics(release_id: str) -> dict:
-        """RACE's per-query dimension weights and criteria (release/race_rubrics.py)."""
-        return _track_artefacts(release_id, "race")
-
-    @task
-    def claims_truth(release_id: str) -> dict:
-        """The claims track's ground-truth claims (release/claims_truth.py)."""
-        return _track_artefacts(release_id, "claims")
-
-    # A track the month is not built for is skipped; the gate still runs (and checks what was built).
+    # With no artefact track the mapped task is skipped; the gate still runs (and checks what was built).
     @task(retries=0, trigger_rule="none_failed")
     def quality_gate(release_id: str) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
@@ -210,12 +209,13 @@ def deepscholar_release():
     # a retried slice redoes only what it has not stored, and every slice's requests share each host's
     # rate limit through the warehouse (deepscholar.rate_limit), so more slices never mean faster requests.
     slices = shards()
+    tracks = artefact_tracks(release_id)
     extracted = finish_extract(release_id)
     (search(release_id) >> filter_papers(release_id) >> slices
      >> extract.partial(release_id=release_id).expand(shard=slices) >> extracted
      >> resolve.partial(release_id=release_id).expand(shard=slices)
-     >> importance(release_id) >> nuggets(release_id) >> [race_rubrics(release_id), claims_truth(release_id)]
-     >> gate >> published)
+     >> importance(release_id) >> nuggets(release_id) >> tracks
+     >> track_artefacts.partial(release_id=release_id).expand(track=tracks) >> gate >> published)
     # The kept papers' licences (for what the published data may carry), beside resolution: the gate waits.
     extracted >> licences(release_id) >> gate
     start_benchmark = TriggerDagRunOperator(

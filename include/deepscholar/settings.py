@@ -286,6 +286,10 @@ class Settings:
         "DEEPSCHOLAR_TRACKS", (), NAMES, "judging",
         "evaluation tracks judged besides the core seven, when no metrics are named (families of the metric "
         "registry other than `core`); empty: the core only")
+    family_packages: tuple[str, ...] = _setting(
+        "DEEPSCHOLAR_FAMILY_PACKAGES", (), NAMES, "judging",
+        "Python packages outside the library that each hold one more metric family (a track), laid out like "
+        "the folders of evaluation/metrics/ (docs/ARCHITECTURE.md, \"Adding a track\"); empty: the library's only")
     judge_tasks: int = _setting("DEEPSCHOLAR_JUDGE_TASKS", 4, POSITIVE_INT, "judging",
                                 "parallel judge tasks per benchmark run")
     judge_pool: str = _setting("DEEPSCHOLAR_JUDGE_POOL", "default_pool", TEXT, "judging",

@@ -13,7 +13,7 @@ from support.openai_stub import OpenAIStub, first_user_text
 
 from deepscholar import db
 from deepscholar.evaluation.judging.report_contexts import load_queries
-from deepscholar.evaluation.metrics.base import GroundTruthClaim
+from deepscholar.evaluation.metrics.claims.query_data import GroundTruthClaim, gt_claims_of
 from deepscholar.release.context import ReleaseContext
 from deepscholar.release.spec import ReleaseSpec
 from deepscholar.release.track_artefacts import build_track_artefacts, check_track_artefacts, enrich_release
@@ -104,7 +104,7 @@ def test_local_claims_one_per_important_reference_idempotent_and_checked(engine)
     assert claims(engine) == rows
 
     # The ground truth reaches the metrics.
-    assert load_queries(engine, RELEASE)[Q3].gt_claims == (
+    assert gt_claims_of(load_queries(engine, RELEASE)[Q3]) == (
         GroundTruthClaim("rag", "Retrieval-Augmented Generation", "2005.11401", None,
                          "We extend the retriever of to citations."),)
 

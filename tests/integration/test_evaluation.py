@@ -74,7 +74,7 @@ def test_local_evaluation_scores_every_report_on_every_metric_and_reruns_for_fre
             elif metric in ("nugget_coverage", "reference_coverage", "document_importance"):
                 assert value == 1.0
     # Claim coverage keeps every window up to its cap, and coverage can only grow with the window.
-    from deepscholar.evaluation.metrics.claim_coverage import METRIC as CLAIM_COVERAGE
+    from deepscholar.evaluation.metrics.core.claim_coverage import METRIC as CLAIM_COVERAGE
 
     for system_id, arxiv_id in reports:
         windows = [scores[(system_id, arxiv_id, "claim_coverage", v)][0] for v in CLAIM_COVERAGE.variants]

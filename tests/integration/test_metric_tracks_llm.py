@@ -15,9 +15,9 @@ import pytest
 from support.openai_stub import OpenAIStub, first_user_text
 
 from deepscholar.evaluation.metrics.base import QueryInfo, ReportContext, SourceDoc
-from deepscholar.evaluation.metrics.citation_accuracy import METRIC as ACCURACY
-from deepscholar.evaluation.metrics.cited_statement_match import METRIC as STATEMENT_MATCH
-from deepscholar.evaluation.metrics.effective_citations import METRIC as EFFECTIVE
+from deepscholar.evaluation.metrics.fact.citation_accuracy import METRIC as ACCURACY
+from deepscholar.evaluation.metrics.fact.effective_citations import METRIC as EFFECTIVE
+from deepscholar.evaluation.metrics.reportbench.cited_statement_match import METRIC as STATEMENT_MATCH
 from deepscholar.llm.client import LLMClient, track_usage
 from deepscholar.text.sentences import Sentence
 

@@ -15,7 +15,7 @@ from support.search_corpus import CUTOFF, add_cutoff_corpus
 
 from deepscholar import db
 from deepscholar.evaluation.judging.runner import judge_metric
-from deepscholar.evaluation.metrics.uncited_claim_support import METRIC
+from deepscholar.evaluation.metrics.reportbench.uncited_claim_support import METRIC
 from deepscholar.search import bm25_index
 
 RELEASE = "2025-06"

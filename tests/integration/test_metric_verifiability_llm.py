@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from support.openai_stub import OpenAIStub, first_user_text
 
 from deepscholar.evaluation.metrics.base import QueryInfo, ReportContext, SourceDoc
-from deepscholar.evaluation.metrics.citation_precision import METRIC as CITATION_PRECISION
-from deepscholar.evaluation.metrics.claim_coverage import SWEEP_W_MAX, ClaimCoverage
+from deepscholar.evaluation.metrics.core.citation_precision import METRIC as CITATION_PRECISION
+from deepscholar.evaluation.metrics.core.claim_coverage import SWEEP_W_MAX, ClaimCoverage
 from deepscholar.llm.client import LLMClient
 from deepscholar.text.sentences import Sentence
 

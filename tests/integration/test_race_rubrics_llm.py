@@ -10,8 +10,8 @@ from support.judge_stub import scripted_judge
 from support.openai_stub import OpenAIStub, first_user_text
 
 from deepscholar import db
+from deepscholar.evaluation.metrics.race.rubrics import DIMENSIONS
 from deepscholar.release.context import ReleaseContext
-from deepscholar.release.race_rubrics import DIMENSIONS
 from deepscholar.release.spec import ReleaseSpec
 from deepscholar.release.track_artefacts import build_track_artefacts, check_track_artefacts
 from deepscholar.settings import current_settings

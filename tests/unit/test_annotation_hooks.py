@@ -5,11 +5,11 @@ from __future__ import annotations
 from support.metric_support import report_context, source_doc
 
 from deepscholar.evaluation.metrics import registry
-from deepscholar.evaluation.metrics._race import comparison_label
 from deepscholar.evaluation.metrics.base import JudgeFreeMetric, annotatable
-from deepscholar.evaluation.metrics.citation_accuracy import METRIC as CITATION_ACCURACY
-from deepscholar.evaluation.metrics.citation_precision import METRIC as CITATION_PRECISION
-from deepscholar.evaluation.metrics.organization import METRIC as ORGANIZATION
+from deepscholar.evaluation.metrics.core.citation_precision import METRIC as CITATION_PRECISION
+from deepscholar.evaluation.metrics.core.organization import METRIC as ORGANIZATION
+from deepscholar.evaluation.metrics.fact.citation_accuracy import METRIC as CITATION_ACCURACY
+from deepscholar.evaluation.metrics.race.base import comparison_label
 
 PAPER_AGREEMENT = {"organization": 0.78, "nugget_coverage": 0.70, "relevance_rate": 0.70,
                    "citation_precision": 0.80, "claim_coverage": 0.80}
@@ -73,13 +73,13 @@ def test_race_units_are_the_criteria_the_metric_counts_with_both_texts():
 
     from support.metric_support import query_info
 
-    from deepscholar.evaluation.metrics.base import RaceCriterion, RaceDimension
-    from deepscholar.evaluation.metrics.race_insight import METRIC as INSIGHT
-    from deepscholar.evaluation.metrics.race_overall import METRIC as OVERALL
+    from deepscholar.evaluation.metrics.race.query_data import RaceCriterion, RaceDimension
+    from deepscholar.evaluation.metrics.race.race_insight import METRIC as INSIGHT
+    from deepscholar.evaluation.metrics.race.race_overall import METRIC as OVERALL
 
     rubric = (RaceDimension("comprehensiveness", 0.4, (RaceCriterion("dense retrieval", "covers DPR", 1.0),)),
               RaceDimension("insight", 0.6, (RaceCriterion("positions the paper", "says how it differs", 1.0),)))
-    query = replace(query_info(exemplar_text="Prior work [@a] did X."), race_rubric=rubric)
+    query = replace(query_info(exemplar_text="Prior work [@a] did X."), family_data={"race": rubric})
     report = report_context(text="We survey retrieval [1].", query=query)
     (item,) = OVERALL.items(report)
     graded = [{**c, "article_1": a, "article_2": b} for c, (a, b) in zip(item.payload, [(8, 4), (3, 3.5)], strict=True)]
@@ -98,11 +98,11 @@ def test_claims_units_split_the_work_and_both_connections():
 
     from support.metric_support import exemplar_reference, query_info
 
-    from deepscholar.evaluation.metrics.base import GroundTruthClaim
-    from deepscholar.evaluation.metrics.claims_f1 import METRIC as CLAIMS_F1
+    from deepscholar.evaluation.metrics.claims.claims_f1 import METRIC as CLAIMS_F1
+    from deepscholar.evaluation.metrics.claims.query_data import GroundTruthClaim
 
     claim = GroundTruthClaim("dpr", "Dense Passage Retrieval", "2004.04906", None, "we build on its dual encoder")
-    query = replace(query_info(exemplar_references=[exemplar_reference("dpr")]), gt_claims=(claim,))
+    query = replace(query_info(exemplar_references=[exemplar_reference("dpr")]), family_data={"claims": (claim,)})
     report = report_context(sentences=[("DPR trains a dual encoder [1].", [1])],
                             sources=[source_doc(1, "snippet", arxiv_id="2004.04906", title="Dense Passage Retrieval")],
                             query=query)
@@ -114,7 +114,7 @@ def test_claims_units_split_the_work_and_both_connections():
 
 
 def test_uncited_claims_give_one_unit_per_extracted_claim_with_its_evidence():
-    from deepscholar.evaluation.metrics.uncited_claim_support import METRIC as UNCITED
+    from deepscholar.evaluation.metrics.reportbench.uncited_claim_support import METRIC as UNCITED
 
     report = report_context(sentences=[("BERT was released by Google in 2018.", []), ("Fine.", [])])
     (item,) = UNCITED.items(report)

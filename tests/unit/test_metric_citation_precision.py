@@ -16,7 +16,7 @@ from support.metric_support import (
 )
 
 from deepscholar.evaluation.metrics import get_metric, registry
-from deepscholar.evaluation.metrics.citation_precision import (
+from deepscholar.evaluation.metrics.core.citation_precision import (
     METRIC,
     SUPPORT_COSINE,
     CitationPrecision,

@@ -10,7 +10,7 @@ import pytest
 from support.metric_support import ScriptedJudge, item_judgment, judge_and_score, needs_model, report_context
 
 from deepscholar.evaluation.metrics import get_metric, registry
-from deepscholar.evaluation.metrics.cited_statement_match import (
+from deepscholar.evaluation.metrics.reportbench.cited_statement_match import (
     MATCH_COSINE,
     METRIC,
     NOT_FOUND,
@@ -45,7 +45,7 @@ def judge(report, client=None):
 
 def test_a_reportbench_metric_of_its_own_dimension():
     assert get_metric("cited_statement_match") is METRIC
-    assert registry.DIMENSIONS[METRIC.dimension].family == "reportbench"
+    assert registry.dimension_declarations()[METRIC.dimension].family == "reportbench"
     assert METRIC.dimension == "faithfulness" and METRIC.version == "d2+cited_statement_match_v1"
     assert "cited_statement_match" not in registry.judged_metric_names()
     assert "cited_statement_match" in registry.judged_metric_names(["reportbench"])

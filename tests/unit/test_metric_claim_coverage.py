@@ -15,7 +15,7 @@ from support.metric_support import (
 )
 
 from deepscholar.evaluation.metrics import get_metric, registry
-from deepscholar.evaluation.metrics.claim_coverage import (
+from deepscholar.evaluation.metrics.core.claim_coverage import (
     METRIC,
     SUPPORT_COSINE,
     SWEEP_W_MAX,

@@ -6,7 +6,7 @@ import pytest
 from support.metric_support import cited_report, exemplar_reference, source_doc
 
 from deepscholar.evaluation.metrics import get_metric
-from deepscholar.evaluation.metrics.document_importance import METRIC, document_importance
+from deepscholar.evaluation.metrics.core.document_importance import METRIC, document_importance
 
 
 def ref(key: str, arxiv_id: str | None, count: int | None):

@@ -19,10 +19,10 @@ from support.metric_support import (
 )
 
 from deepscholar.evaluation.metrics import get_metric, registry
-from deepscholar.evaluation.metrics._fact import SUPPORT_COSINE, citation_pairs, pooled_over_tasks
 from deepscholar.evaluation.metrics.base import Batch, BatchJudgedMetric, Item, parse_batch_labels
-from deepscholar.evaluation.metrics.citation_accuracy import METRIC as ACCURACY
-from deepscholar.evaluation.metrics.effective_citations import METRIC as EFFECTIVE
+from deepscholar.evaluation.metrics.fact.base import SUPPORT_COSINE, citation_pairs, pooled_over_tasks
+from deepscholar.evaluation.metrics.fact.citation_accuracy import METRIC as ACCURACY
+from deepscholar.evaluation.metrics.fact.effective_citations import METRIC as EFFECTIVE
 from deepscholar.llm.client import ParseError
 
 QUERY = query_info(title="Retrieval for citing papers")
@@ -58,7 +58,7 @@ MIXED = ([("ALPHA is fast [1].", [1]), ("BETA scales [1][2].", [1, 2]), ("DELTA 
 
 def test_a_track_of_its_own_judged_only_when_enabled():
     assert get_metric("citation_accuracy") is ACCURACY and get_metric("effective_citations") is EFFECTIVE
-    assert registry.FAMILIES["fact"].ranking_metric == "citation_accuracy"
+    assert registry.families()["fact"].ranking_metric == "citation_accuracy"
     assert registry.metric_names("fact") == ("citation_accuracy", "effective_citations")
     assert {ACCURACY.dimension, EFFECTIVE.dimension} == {"citations"}
     assert "fact" in registry.tracks()
@@ -223,6 +223,7 @@ class Shouting(BatchJudgedMetric):
     headline = "score"
     variants = ("score",)
     prompt_name = "fact_support_v1"  # any prompt with {{sub_items}} and {{count}} will do
+    prompt_package = "deepscholar.evaluation.metrics.fact"  # where that prompt lives
     labels = ("yes", "no")
     sub_item = "word"
 

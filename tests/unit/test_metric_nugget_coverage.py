@@ -9,7 +9,7 @@ from support.metric_support import ScriptedJudge, item_judgment, needs_model, qu
 
 from deepscholar.evaluation.metrics import get_metric
 from deepscholar.evaluation.metrics.base import Metric, NuggetInfo, unscored_item
-from deepscholar.evaluation.metrics.nugget_coverage import (
+from deepscholar.evaluation.metrics.core.nugget_coverage import (
     BATCH_SIZE,
     METRIC,
     coverage,

@@ -10,7 +10,7 @@ from support.metric_support import ScriptedJudge, item_judgment, needs_model, qu
 
 from deepscholar.evaluation.metrics import get_metric
 from deepscholar.evaluation.metrics.base import Metric, unscored_item
-from deepscholar.evaluation.metrics.organization import (
+from deepscholar.evaluation.metrics.core.organization import (
     METRIC,
     coherence,
     parse_decision,

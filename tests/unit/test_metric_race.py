@@ -12,19 +12,19 @@ from support.judge_stub import scripted_judge
 from support.metric_support import ScriptedJudge, judge_and_score, needs_model, query_info, report_context
 
 from deepscholar.evaluation.metrics import registry
-from deepscholar.evaluation.metrics._race import (
+from deepscholar.evaluation.metrics.race.base import (
     CriterionGrade,
     article_text,
     parse_criterion_scores,
     race_scores,
     reference_text,
 )
-from deepscholar.evaluation.metrics.base import RaceCriterion, RaceDimension
-from deepscholar.evaluation.metrics.race_comprehensiveness import METRIC as COMPREHENSIVENESS
-from deepscholar.evaluation.metrics.race_insight import METRIC as INSIGHT
-from deepscholar.evaluation.metrics.race_overall import METRIC as OVERALL
+from deepscholar.evaluation.metrics.race.query_data import RaceCriterion, RaceDimension
+from deepscholar.evaluation.metrics.race.race_comprehensiveness import METRIC as COMPREHENSIVENESS
+from deepscholar.evaluation.metrics.race.race_insight import METRIC as INSIGHT
+from deepscholar.evaluation.metrics.race.race_overall import METRIC as OVERALL
+from deepscholar.evaluation.metrics.race.rubrics import local_rubric, parse_criteria, parse_weights
 from deepscholar.llm.client import ParseError
-from deepscholar.release.race_rubrics import local_rubric, parse_criteria, parse_weights
 
 # Comprehensiveness (W = .4): two criteria of weight .5, target 8 and 6, reference 4 and 4 -> S = 7 vs 4.
 # Insight (W = .6): one criterion, target 3, reference 6 -> S = 3 vs 6.
@@ -42,7 +42,7 @@ GRADES = [{"analysis": "1 covers DPR in depth, 2 names it", "article_1": 8, "art
 def report(kind: str = "deepscholar_base", rubric=RUBRIC):
     query = query_info(title="Retrieval paper", abstract="We retrieve.", exemplar_text="Prior work [@a] did X.\n\nMore [@b].")
     return report_context(text="We survey retrieval [1].\n\n## References\n1. Karpukhin et al. DPR. 2020.",
-                          query=replace(query, race_rubric=rubric), system_kind=kind)
+                          query=replace(query, family_data={"race": rubric}), system_kind=kind)
 
 
 def test_the_ratio_weighs_criteria_within_dimensions_then_dimensions():

@@ -8,7 +8,7 @@ import pytest
 from support.metric_support import cited_report, exemplar_reference, source_doc
 
 from deepscholar.evaluation.metrics import get_metric
-from deepscholar.evaluation.metrics.reference_coverage import (
+from deepscholar.evaluation.metrics.core.reference_coverage import (
     METRIC,
     TITLE_MATCH_THRESHOLD,
     match_important,

@@ -16,7 +16,12 @@ from support.metric_support import (
 
 from deepscholar.evaluation.metrics import get_metric
 from deepscholar.evaluation.metrics.base import Metric, unscored_item
-from deepscholar.evaluation.metrics.relevance_rate import METRIC, parse_grade, relevance_rate, source_fields
+from deepscholar.evaluation.metrics.core.relevance_rate import (
+    METRIC,
+    parse_grade,
+    relevance_rate,
+    source_fields,
+)
 from deepscholar.llm.client import ParseError
 
 QUERY = query_info(

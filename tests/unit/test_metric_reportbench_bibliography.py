@@ -10,10 +10,10 @@ import pytest
 from support.metric_support import cited_report, exemplar_reference, source_doc
 
 from deepscholar.evaluation.metrics import get_metric, registry
-from deepscholar.evaluation.metrics._bibliography import normalise_doi
-from deepscholar.evaluation.metrics.reference_precision import METRIC as PRECISION
-from deepscholar.evaluation.metrics.reference_recall import METRIC as RECALL
-from deepscholar.evaluation.metrics.reference_recall import pooled_quartile_recall, quartile_of
+from deepscholar.evaluation.metrics.reportbench.base import normalise_doi
+from deepscholar.evaluation.metrics.reportbench.reference_precision import METRIC as PRECISION
+from deepscholar.evaluation.metrics.reportbench.reference_recall import METRIC as RECALL
+from deepscholar.evaluation.metrics.reportbench.reference_recall import pooled_quartile_recall, quartile_of
 from deepscholar.text import title_similarity
 
 DPR = "Dense Passage Retrieval for Open-Domain Question Answering"

@@ -24,7 +24,7 @@ from support.metric_support import (
 )
 
 from deepscholar.evaluation.metrics import get_metric, registry
-from deepscholar.evaluation.metrics.uncited_claim_support import (
+from deepscholar.evaluation.metrics.reportbench.uncited_claim_support import (
     EVIDENCE_K,
     METRIC,
     SUPPORT_COSINE,
@@ -116,7 +116,7 @@ THREE_CLAIMS = [{"sentence": 2, "claim": "ALPHA reaches 90 percent."}, {"sentenc
 
 def test_a_reportbench_faithfulness_metric_beside_cited_statement_match():
     assert get_metric("uncited_claim_support") is METRIC
-    assert registry.DIMENSIONS[METRIC.dimension].family == "reportbench"
+    assert registry.dimension_declarations()[METRIC.dimension].family == "reportbench"
     assert (METRIC.dimension, METRIC.position, METRIC.headline, METRIC.variants) == ("faithfulness", 2, "score",
                                                                                     ("score",))
     assert METRIC.version == "d1+uncited_claim_extract_v1+uncited_claim_verdict_v1"

@@ -1,4 +1,4 @@
-"""RACE's dimension weights sampled N times per query at release time (release/race_rubrics.py): each sample its
+"""RACE's dimension weights sampled N times per query at release time (evaluation/metrics/race/rubrics.py): each sample its
 own request, re-normalised on its own, the rubric's weight the mean of the samples that parsed; hand-computed
 means, a sample the judge cannot answer, the versions that name N, and the setting's validation."""
 
@@ -11,19 +11,19 @@ import pytest
 from support.metric_support import ScriptedJudge
 
 from deepscholar.errors import InvalidInput
-from deepscholar.release import race_rubrics
-from deepscholar.release.judging import load_prompt
-from deepscholar.release.race_rubrics import (
+from deepscholar.evaluation.metrics.race import rubrics as race_rubrics
+from deepscholar.evaluation.metrics.race.rubrics import (
     DIMENSIONS,
     WeightSample,
     mean_weights,
     sample_params,
     weights_version,
 )
+from deepscholar.prompts import load_prompt_file
 from deepscholar.settings import Settings
 
 QUERY = {"arxiv_id": "2501.00001", "title": "Dense retrieval for citations", "abstract": "We retrieve."}
-PROMPTS = (load_prompt("race_weights_v1"), load_prompt("race_criteria_v1"))
+PROMPTS = (load_prompt_file(race_rubrics.__package__, "race_weights_v1"), load_prompt_file(race_rubrics.__package__, "race_criteria_v1"))
 CRITERIA = json.dumps([{"criterion": f"c{i}", "explanation": "e", "weight": 1 / 3} for i in range(3)])
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from deepscholar.evaluation.metrics.base import QueryInfo, ReportContext
-from deepscholar.evaluation.metrics.citation_precision import METRIC as CITATION_PRECISION
-from deepscholar.evaluation.metrics.claim_coverage import METRIC as CLAIM_COVERAGE
+from deepscholar.evaluation.metrics.core.citation_precision import METRIC as CITATION_PRECISION
+from deepscholar.evaluation.metrics.core.claim_coverage import METRIC as CLAIM_COVERAGE
 from deepscholar.text.citations import arxiv_links_to_numbers, citation_stats
 from deepscholar.text.sentences import split_report_sentences
 

@@ -61,7 +61,7 @@ def test_every_deepscholar_variable_the_code_names_is_a_setting():
 
 
 def test_constants_that_mirror_a_default_agree_with_it():
-    from deepscholar.evaluation.metrics.claim_coverage import DEFAULT_W_MAX, SWEEP_W_MAX
+    from deepscholar.evaluation.metrics.core.claim_coverage import DEFAULT_W_MAX, SWEEP_W_MAX
     from deepscholar.orchestration import GENERATION_LANES, lane_pool
 
     defaults = Settings()

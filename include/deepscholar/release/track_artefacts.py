@@ -2,8 +2,8 @@
 month later with `deepscholar release enrich`.
 
 Two tracks need more than the core's labels before any report can be judged: RACE needs per query its
-four dimension weights and its criteria (release/race_rubrics.py), the claims track a ground-truth claim
-per important exemplar reference (release/claims_truth.py). Each declares once, in its module's
+four dimension weights and its criteria (evaluation/metrics/race/rubrics.py), the claims track a ground-truth claim
+per important exemplar reference (evaluation/metrics/claims/ground_truth.py). Each declares once, in its module's
 `ARTEFACTS` (a TrackArtefacts, release/track_declaration.py), what it builds
 (an idempotent step over the release's queries that skips queries already done by the same judge), the
 SQL frames its GX checks read and the checks. The release DAG runs one task per track after the nuggets
@@ -25,6 +25,7 @@ import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from deepscholar import family_packages
 from deepscholar.db import SCHEMA
 from deepscholar.errors import InvalidInput, NotFound
 from deepscholar.gx import Check, GateResult, import_gx, jsonable, run_checks
@@ -37,13 +38,18 @@ log = logging.getLogger("deepscholar.release")
 
 
 def artefacts() -> dict[str, TrackArtefacts]:
-    """Every track with release-time artefacts, by track name: the `ARTEFACTS` of each track module.
-
-    Adding a track is adding its module here. The modules are imported on first use, as they always were;
-    they import only the declaration's type (release/track_declaration.py), never this module."""
-    from deepscholar.release import claims_truth, race_rubrics
-
-    return {a.track: a for a in (race_rubrics.ARTEFACTS, claims_truth.ARTEFACTS)}
+    """Every track with release-time artefacts, by track name: the `ARTEFACTS` a module of a family package
+    declares (family_packages.py), found rather than listed, so a track's folder is all it takes. Refused
+    when two modules declare one track's."""
+    found: dict[str, TrackArtefacts] = {}
+    for module, declared in family_packages.declarations("ARTEFACTS"):
+        if not isinstance(declared, TrackArtefacts):
+            raise InvalidInput(f"{module}.ARTEFACTS must be a TrackArtefacts (release/track_declaration.py)")
+        if declared.track in found and found[declared.track] is not declared:
+            raise InvalidInput(f"two modules declare the release-time artefacts of track {declared.track!r} "
+                               f"(the second is {module})")
+        found[declared.track] = declared
+    return found
 
 
 def artefact_tracks(tracks: Sequence[str]) -> list[str]:

@@ -1,8 +1,9 @@
 """What a track with release-time artefacts declares: `TrackArtefacts`, one per track module.
 
-The track modules (race_rubrics.py, claims_truth.py) each declare an `ARTEFACTS` of this type, and
-track_artefacts.py, which builds, checks and records them, lists those modules. The type sits below both so
-a track module never imports the module that lists it.
+A module in a track's folder (evaluation/metrics/race/rubrics.py, evaluation/metrics/claims/ground_truth.py)
+declares an `ARTEFACTS` of this type, and track_artefacts.py, which builds, checks and records them, finds
+those modules (family_packages.py). The type sits here, in release, so a track's module imports it and
+the release never imports a track.
 """
 
 from __future__ import annotations

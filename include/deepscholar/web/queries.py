@@ -166,7 +166,7 @@ def load_track_boards(conn: sa.Connection, release_id: str | None, judge_config:
                         "AND board_version = :v", r=release_id, j=judge_config, v=version)
     boards: dict[str, TrackBoard] = {}
     for r in rows:
-        if r["family"] in registry.FAMILIES:  # a track no longer registered waits for the next roll-up to go
+        if r["family"] in registry.families():  # a track no longer registered waits for the next roll-up to go
             boards.setdefault(r["family"], TrackBoard(r["family"], r["ranking_metric"], [])).rows.append(r)
     for c in cells:
         if c["family"] in boards:

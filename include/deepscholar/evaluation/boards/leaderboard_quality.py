@@ -132,7 +132,7 @@ def load_leaderboard_frames(engine: Engine, release_id: str, judge_config: str) 
     for col in ("mean", "ci_low", "ci_high"):
         metric_rows[f"{col}_of_fraction"] = metric_rows[col].where(bounded)
     track_rows = frames["track_rows"]
-    track_rows["expected_metric_rows"] = [len(registry.metric_names(f)) if f in registry.FAMILIES else 0
+    track_rows["expected_metric_rows"] = [len(registry.metric_names(f)) if f in registry.families() else 0
                                           for f in track_rows["family"]]
     return frames
 

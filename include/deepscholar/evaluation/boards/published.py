@@ -26,8 +26,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.evaluation.metrics import registry
-from deepscholar.evaluation.metrics._fact import pooled_over_tasks
-from deepscholar.evaluation.metrics.reference_recall import pooled_quartile_recall
+from deepscholar.evaluation.metrics.fact.base import pooled_over_tasks
+from deepscholar.evaluation.metrics.reportbench.reference_recall import pooled_quartile_recall
 
 __all__ = ["Figure", "FIGURES", "aggregate", "load_published", "format_published"]
 

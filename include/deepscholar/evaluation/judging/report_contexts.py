@@ -13,13 +13,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from deepscholar.evaluation.metrics import registry
 from deepscholar.evaluation.metrics.base import (
     ExemplarReference,
-    GroundTruthClaim,
     NuggetInfo,
     QueryInfo,
-    RaceCriterion,
-    RaceDimension,
     ReportContext,
     SourceDoc,
 )
@@ -57,21 +55,17 @@ def load_queries(engine: Engine, release_id: str, arxiv_ids: Iterable[str] | Non
         nuggets = conn.execute(sa.text(
             f"SELECT arxiv_id, nugget_idx, text, importance FROM nuggets WHERE {where} "
             "ORDER BY arxiv_id, nugget_idx"), params).mappings().all()
-        # The tracks' release-time artefacts (empty for a release built without them).
-        rubrics = conn.execute(sa.text(
-            f"SELECT arxiv_id, dimension, weight, criteria FROM race_rubrics WHERE {where} "
-            "ORDER BY arxiv_id, dimension"), params).mappings().all()
-        claims = conn.execute(sa.text(
-            f"SELECT arxiv_id, cite_key, work_title, work_arxiv_id, work_doi, connection FROM gt_claims "
-            f"WHERE {where} ORDER BY arxiv_id, cite_key"), params).mappings().all()
-    rubric_of: dict[str, list[RaceDimension]] = {}
-    for d in rubrics:
-        rubric_of.setdefault(d["arxiv_id"], []).append(RaceDimension(d["dimension"], d["weight"], tuple(
-            RaceCriterion(c["criterion"], c["explanation"], c["weight"]) for c in d["criteria"])))
-    claims_of: dict[str, list[GroundTruthClaim]] = {}
-    for c in claims:
-        claims_of.setdefault(c["arxiv_id"], []).append(GroundTruthClaim(
-            c["cite_key"], c["work_title"], c["work_arxiv_id"], c["work_doi"], c["connection"]))
+        # What each family reads per query besides (a track's release-time artefacts: none for a release
+        # built without them), one statement per family that declares some (metrics/<family>/__init__.py).
+        family_rows = {family: conn.execute(sa.text(data.sql.format(where=where)), params).mappings().all()
+                       for family, data in registry.query_data().items()}
+    family_data: dict[str, dict[str, Any]] = {}
+    for family, rows in family_rows.items():
+        rows_of: dict[str, list[sa.RowMapping]] = {}
+        for row in rows:
+            rows_of.setdefault(row["arxiv_id"], []).append(row)
+        for arxiv_id, mine in rows_of.items():
+            family_data.setdefault(arxiv_id, {})[family] = registry.query_data()[family].build(mine)
     refs_of: dict[str, list[ExemplarReference]] = {}
     for r in refs:
         refs_of.setdefault(r["arxiv_id"], []).append(ExemplarReference(
@@ -83,8 +77,8 @@ def load_queries(engine: Engine, release_id: str, arxiv_ids: Iterable[str] | Non
         release_id=release_id, arxiv_id=q["arxiv_id"], title=q["title"], abstract=q["abstract"],
         published=q["published"], exemplar_text=q["section_text"],
         exemplar_references=tuple(refs_of.get(q["arxiv_id"], ())),
-        nuggets=tuple(nuggets_of.get(q["arxiv_id"], ())), race_rubric=tuple(rubric_of.get(q["arxiv_id"], ())),
-        gt_claims=tuple(claims_of.get(q["arxiv_id"], ()))) for q in queries}
+        nuggets=tuple(nuggets_of.get(q["arxiv_id"], ())),
+        family_data=family_data.get(q["arxiv_id"], {})) for q in queries}
 
 
 @functools.lru_cache(maxsize=4096)

@@ -1,16 +1,16 @@
-"""The core metrics, one module per metric, each exporting `METRIC`; prompts in prompts/<name>_vN.txt.
-
-Which metrics exist, and in what order, is the registry's business (evaluation/metrics/registry.py), which
-finds every module here by itself: adding a metric is adding a module.
+"""What is measured: the registry (registry.py), what every metric shares (base.py), and one folder per
+family (core/, race/, fact/, reportbench/, claims/), each holding its metrics (one module each, exporting
+`METRIC`), its prompts (prompts/<name>_vN.txt) and, for a track, what it reads per query and builds at
+release time. The registry finds the folders and their modules itself: adding a metric is adding a module,
+adding a track is adding a folder (docs/ARCHITECTURE.md, "Adding a track").
 """
 
 from __future__ import annotations
 
 from deepscholar.evaluation.metrics import registry
 from deepscholar.evaluation.metrics.base import Metric
-from deepscholar.prompts import Prompt, load_prompt_file
 
-__all__ = ["get_metric", "all_metrics", "load_metric_prompt"]
+__all__ = ["get_metric", "all_metrics"]
 
 
 def get_metric(name: str) -> Metric:
@@ -20,8 +20,3 @@ def get_metric(name: str) -> Metric:
 
 def all_metrics() -> list[Metric]:
     return registry.metrics()
-
-
-def load_metric_prompt(name: str) -> Prompt:
-    """prompts/<name>.txt beside the metric modules, e.g. load_metric_prompt("organization_v1")."""
-    return load_prompt_file(__name__, name)

@@ -12,24 +12,21 @@ denominator unnoticed).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from deepscholar.evaluation.metrics.papers import resolve_papers
-from deepscholar.release.race_criterion import RaceCriterion
 from deepscholar.text.sentences import Sentence
 
 if TYPE_CHECKING:
     from deepscholar.llm.client import LLMClient
+    from deepscholar.prompts import Prompt
 
 __all__ = [
     "QueryInfo",
-    "RaceCriterion",
-    "RaceDimension",
-    "GroundTruthClaim",
     "ExemplarReference",
     "NuggetInfo",
     "SourceDoc",
@@ -47,6 +44,7 @@ __all__ = [
     "Batch",
     "BatchJudgedMetric",
     "parse_batch_labels",
+    "family_prompt",
     "AnnotationUnit",
     "annotatable",
 ]
@@ -71,27 +69,6 @@ class NuggetInfo:
 
 
 @dataclass(frozen=True)
-class RaceDimension:
-    """One of RACE's four dimensions for one query, made at release time (race_rubrics)."""
-
-    name: str  # comprehensiveness | insight | instruction_following | readability
-    weight: float  # the four sum to 1
-    criteria: tuple[RaceCriterion, ...]
-
-
-@dataclass(frozen=True)
-class GroundTruthClaim:
-    """One ground-truth claim of the claims track (gt_claims): an important exemplar reference and what
-    the exemplar says about it, condensed at release time."""
-
-    cite_key: str
-    work_title: str | None
-    work_arxiv_id: str | None
-    work_doi: str | None
-    connection: str
-
-
-@dataclass(frozen=True)
 class QueryInfo:
     release_id: str
     arxiv_id: str
@@ -101,8 +78,9 @@ class QueryInfo:
     exemplar_text: str  # the human related-work section, cleaned; citations appear as [@key]
     exemplar_references: tuple[ExemplarReference, ...] = ()
     nuggets: tuple[NuggetInfo, ...] = ()
-    race_rubric: tuple[RaceDimension, ...] = ()  # empty until the release has RACE's artefacts
-    gt_claims: tuple[GroundTruthClaim, ...] = ()  # empty until the release has the claims track's
+    # Per family, the per-query release data its metrics read (a track's artefacts: RACE's rubric, the claims
+    # track's ground truth), as the family's QUERY_DATA builds it; a family without rows for the query is absent.
+    family_data: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     @property
     def important_arxiv(self) -> tuple[ExemplarReference, ...]:
@@ -258,7 +236,7 @@ class Metric(Protocol):
     (runner.content_key)."""
 
     name: str  # e.g. "organization"; also its column name in the wide SQL views
-    dimension: str  # one of registry.DIMENSIONS: the leaderboard's column group
+    dimension: str  # one of registry.dimension_declarations(): the leaderboard's column group
     position: int  # its column within the dimension
     label: str  # the column heading (CLI table, page, markdown)
     headline: str  # the variant the leaderboard shows
@@ -330,7 +308,13 @@ class JudgeFreeMetric:
         return []
 
 
-METRICS_PACKAGE = "deepscholar.evaluation.metrics"  # where metric prompts live: <package>/prompts/<name>.txt
+def family_prompt(metric: object, name: str) -> Prompt:
+    """`<the metric's family package>/prompts/<name>.txt`: a family's prompts live in its folder. A metric
+    defined elsewhere (a test's) that uses a family's prompt names that package as `prompt_package`."""
+    from deepscholar.prompts import load_prompt_file
+
+    package = getattr(metric, "prompt_package", None) or type(metric).__module__.rpartition(".")[0]
+    return load_prompt_file(package, name)
 
 
 class LLMJudgedMetric:
@@ -361,9 +345,7 @@ class LLMJudgedMetric:
     paper_human_agreement: float | None = None
 
     def __init__(self) -> None:
-        from deepscholar.prompts import load_prompt_file
-
-        self.prompt = load_prompt_file(METRICS_PACKAGE, self.prompt_name)
+        self.prompt = family_prompt(self, self.prompt_name)
 
     @property
     def version(self) -> str:

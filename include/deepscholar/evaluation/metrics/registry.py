@@ -1,27 +1,32 @@
 """The metric registry: what a metric is called, where it sits and how it is shown, declared once.
 
-Every metric module in `deepscholar.evaluation.metrics` exports `METRIC`, an object that declares its
-`name`, `dimension`, `position` (its column within the dimension), `label` (the leaderboard's column
-heading), `headline` and `variants`; the registry finds those modules itself, so adding a metric is one
-file there (plus its prompt files). Everything that lists metrics — the runner, the roll-up, the CLI
-table, the page, the JSON, the SQL views, the bench, the GX checks — asks this module, in this order.
+Metrics live in families, one package each (evaluation/metrics/<family>/, family_packages.py says where
+else): the package's `__init__` declares its `FAMILY`, its `DIMENSIONS` (the leaderboard's column groups)
+and, when its metrics read per-query release data, its `QUERY_DATA`; each metric module exports `METRIC`,
+an object that declares its `name`, `dimension`, `position` (its column within the dimension), `label`
+(the column heading), `headline` and `variants`. The registry finds all of it itself, so adding a metric
+is one file in its family's folder (plus its prompt files), and adding a track is one folder. Everything
+that lists metrics — the runner, the roll-up, the CLI table, the page, the JSON, the SQL views, the bench,
+the GX checks — asks this module, in this order.
 
-Dimensions group metrics into the leaderboard's column groups; families group dimensions. The family
-`core` (CORE) is DeepScholar-Bench's seven: the board, its geometric mean, the wide SQL views and the page's
-main table are the core family's, whatever else is registered. Every other family is an evaluation track
-(a family of its own dimensions and metrics, judged only when enabled: `judged_metric_names`), so adding a
-track never moves a core number. A metric outside the library (a test's, a plugin's) joins with
-`register()` or, for a while, `registered()`; a family with `registered_family()`.
+The family `core` (CORE) is DeepScholar-Bench's seven: the board, its geometric mean, the wide SQL views and
+the page's main table are the core family's, whatever else is registered. Every other family is an
+evaluation track (judged only when enabled: `judged_metric_names`), so adding a track never moves a core
+number. A metric outside the library (a test's) joins with `register()` or, for a while, `registered()`; a
+family with `registered_family()`, a whole family package with `added_family()`.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from deepscholar import family_packages
 from deepscholar.errors import InvalidInput
 from deepscholar.registry import Registry
 
@@ -32,8 +37,11 @@ __all__ = [
     "CORE",
     "Family",
     "Dimension",
-    "FAMILIES",
-    "DIMENSIONS",
+    "QueryData",
+    "families",
+    "dimension_declarations",
+    "query_data",
+    "added_family",
     "register",
     "unregister",
     "registered_family",
@@ -55,7 +63,7 @@ __all__ = [
     "dimension_label",
 ]
 
-METRICS_PACKAGE = "deepscholar.evaluation.metrics"
+METRICS_PACKAGE = family_packages.LIBRARY_FAMILIES
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")  # also a SQL column name in the wide views
 
 
@@ -78,36 +86,87 @@ class Dimension:
 
 
 CORE = "core"  # DeepScholar-Bench's seven: the family of the board and its geometric mean
-FAMILIES: dict[str, Family] = {
-    CORE: Family(CORE, "DeepScholar-Bench", 1),
-    "race": Family("race", "RACE", 2, ranking_metric="race_overall"),
-    "fact": Family("fact", "FACT", 3, ranking_metric="citation_accuracy"),
-    "reportbench": Family("reportbench", "ReportBench", 4, ranking_metric="reference_recall"),
-    "claims": Family("claims", "Claims", 5, ranking_metric="claims_f1"),
-}
-# The paper's three dimensions, in Table 2's order.
-DIMENSIONS: dict[str, Dimension] = {
-    d.name: d for d in (
-        Dimension("knowledge_synthesis", "Knowledge synthesis", "core", 1),
-        Dimension("retrieval_quality", "Retrieval quality", "core", 2),
-        Dimension("verifiability", "Verifiability", "core", 3),
-        # The tracks' dimensions (docs/METRICS.md "Tracks").
-        Dimension("reference_relative_quality", "Quality vs the human section", "race", 1),
-        Dimension("citations", "Citations", "fact", 1),
-        Dimension("bibliography", "Bibliography", "reportbench", 1),
-        Dimension("faithfulness", "Faithfulness", "reportbench", 2),
-        Dimension("prior_art_claims", "Prior-art claims", "claims", 1),
-    )
-}
+
+
+@dataclass(frozen=True)
+class QueryData:
+    """Per-query release data a family's metrics read (a track's release-time artefacts), loaded with each
+    query by judging/report_contexts.py: `sql` selects `arxiv_id` and the rest from the family's table
+    `WHERE {where}` (the loader fills in the release and the queries); `build` turns one query's rows, in
+    the statement's order, into what the metrics read as `QueryInfo.family_data[<family>]`."""
+
+    sql: str
+    build: Callable[[Sequence[Any]], Any]  # (one query's rows, mappings by column) -> what its metrics read
+
+
+_FAMILIES: dict[str, Family] = {}
+_DIMENSIONS: dict[str, Dimension] = {}
+_QUERY_DATA: dict[str, QueryData] = {}
+_families_found = False
+_lock = threading.RLock()
+
+
+def _declare(family: Family, dimensions: Sequence[Dimension], query_data: QueryData | None, where: str) -> None:
+    if not isinstance(family, Family) or not _NAME_RE.match(family.name):
+        raise InvalidInput(f"{where}: FAMILY must be a registry.Family with a lower_snake_case name")
+    if family.name in _FAMILIES or any(d.name in _DIMENSIONS for d in dimensions):
+        raise InvalidInput(f"{where}: family {family.name!r} or one of its dimensions is already declared")
+    if any(d.family != family.name for d in dimensions):
+        raise InvalidInput(f"{where}: every dimension of family {family.name!r} must name it as its family")
+    _FAMILIES[family.name] = family
+    _DIMENSIONS.update({d.name: d for d in dimensions})
+    if query_data is not None:
+        _QUERY_DATA[family.name] = query_data
+
+
+def _forget(family: Family, dimensions: Sequence[Dimension]) -> None:
+    for d in dimensions:
+        _DIMENSIONS.pop(d.name, None)
+    _FAMILIES.pop(family.name, None)
+    _QUERY_DATA.pop(family.name, None)
+
+
+def _find_families() -> None:
+    """Declare every family package's family once per process (family_packages.py says which)."""
+    global _families_found
+    with _lock:
+        if _families_found:
+            return
+        _families_found = True  # before importing: a family's modules may ask the registry while they load
+        for package in family_packages.family_packages():
+            module = importlib.import_module(package)
+            _declare(module.FAMILY, tuple(module.DIMENSIONS), getattr(module, "QUERY_DATA", None), package)
+            if not package.startswith(METRICS_PACKAGE + "."):  # a plugin's: its metrics are not under ours
+                for _, metric in family_packages.declarations("METRIC", [package]):
+                    _METRICS.add(metric)  # type: ignore[arg-type]
+
+
+def families() -> dict[str, Family]:
+    """Every declared family by name (the core and the tracks), found on first use."""
+    _find_families()
+    return _FAMILIES
+
+
+def dimension_declarations() -> dict[str, Dimension]:
+    """Every declared dimension by name, found on first use."""
+    _find_families()
+    return _DIMENSIONS
+
+
+def query_data() -> dict[str, QueryData]:
+    """Family name -> the per-query data its metrics read, for the families that declare some."""
+    _find_families()
+    return _QUERY_DATA
+
 
 def _check(metric: Metric) -> None:
     name = getattr(metric, "name", None)
     where = f"metric {name!r} ({type(metric).__module__}.{type(metric).__qualname__})"
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise InvalidInput(f"{where}: a metric name is lower_snake_case, at most 63 characters")
-    if getattr(metric, "dimension", None) not in DIMENSIONS:
+    if getattr(metric, "dimension", None) not in dimension_declarations():
         raise InvalidInput(f"{where}: unknown dimension {getattr(metric, 'dimension', None)!r}; "
-                           f"known: {', '.join(DIMENSIONS)}")
+                           f"known: {', '.join(dimension_declarations())}")
     variants = tuple(getattr(metric, "variants", ()) or ())
     if getattr(metric, "headline", None) not in variants:
         raise InvalidInput(f"{where}: headline {getattr(metric, 'headline', None)!r} is not one of its "
@@ -119,11 +178,11 @@ def _check(metric: Metric) -> None:
 
 
 def _order_key(metric: Metric) -> tuple:
-    dim = DIMENSIONS[metric.dimension]
-    return (FAMILIES[dim.family].position, dim.position, metric.position, metric.name)
+    dim = dimension_declarations()[metric.dimension]
+    return (families()[dim.family].position, dim.position, metric.position, metric.name)
 
 
-_METRICS: Registry[Metric] = Registry("metric", METRICS_PACKAGE, "METRIC", _check, _order_key)
+_METRICS: Registry[Metric] = Registry("metric", METRICS_PACKAGE, "METRIC", _check, _order_key, recursive=True)
 register = _METRICS.register
 unregister = _METRICS.unregister
 registered = _METRICS.registered
@@ -133,7 +192,7 @@ get = _METRICS.get
 def metrics(family: str | None = None) -> list[Metric]:
     """Registered metrics in leaderboard order (family, dimension, position), optionally of one family."""
     found = _METRICS.items()
-    return found if family is None else [m for m in found if DIMENSIONS[m.dimension].family == family]
+    return found if family is None else [m for m in found if dimension_declarations()[m.dimension].family == family]
 
 
 def metric_names(family: str | None = None) -> tuple[str, ...]:
@@ -150,22 +209,22 @@ def dimensions(family: str | None = None) -> dict[str, tuple[str, ...]]:
 
 def tracks() -> tuple[str, ...]:
     """The evaluation tracks: every family but the core, in their order."""
-    return tuple(f.name for f in sorted(FAMILIES.values(), key=lambda f: (f.position, f.name)) if f.name != CORE)
+    return tuple(f.name for f in sorted(families().values(), key=lambda f: (f.position, f.name)) if f.name != CORE)
 
 
 def family_of(name: str) -> str:
     """The family a registered metric belongs to (through its dimension)."""
-    return DIMENSIONS[get(name).dimension].family
+    return dimension_declarations()[get(name).dimension].family
 
 
 def family_order(family: str) -> tuple:
     """Sort key of a family name: its position, then its name (an undeclared one sorts last)."""
-    found = FAMILIES.get(family)
+    found = families().get(family)
     return (found.position if found else 1 << 30, family)
 
 
 def family_label(family: str) -> str:
-    found = FAMILIES.get(family)
+    found = families().get(family)
     return found.label if found is not None else family
 
 
@@ -175,10 +234,10 @@ def ranking_metric(family: str) -> str | None:
     family's registered metrics, naming them."""
     if family == CORE:
         return None
-    if family not in FAMILIES:
+    if family not in families():
         raise InvalidInput(f"unknown evaluation track {family!r}; known: {', '.join(tracks()) or 'none'}")
     names = metric_names(family)
-    declared = FAMILIES[family].ranking_metric
+    declared = families()[family].ranking_metric
     if declared is None and names:
         return names[0]
     if declared not in names:
@@ -202,24 +261,39 @@ def judged_metric_names(enabled_tracks: Sequence[str] = ()) -> tuple[str, ...]:
     if unknown:
         raise InvalidInput(f"unknown evaluation tracks: {', '.join(unknown)}; known: {', '.join(tracks()) or 'none'}")
     wanted = {CORE, *enabled_tracks}
-    return tuple(m.name for m in metrics() if DIMENSIONS[m.dimension].family in wanted)
+    return tuple(m.name for m in metrics() if dimension_declarations()[m.dimension].family in wanted)
 
 
 @contextmanager
-def registered_family(family: Family, dimensions: Sequence[Dimension]) -> Iterator[Family]:
+def registered_family(family: Family, dimensions: Sequence[Dimension],
+                      query_data: QueryData | None = None) -> Iterator[Family]:
     """Declare a family and its dimensions for the duration of a block (a test's, a plugin's trial)."""
-    if family.name in FAMILIES or any(d.name in DIMENSIONS for d in dimensions):
-        raise InvalidInput(f"family {family.name!r} or one of its dimensions is already declared")
-    if any(d.family != family.name for d in dimensions):
-        raise InvalidInput(f"every dimension of family {family.name!r} must name it as its family")
-    FAMILIES[family.name] = family
-    DIMENSIONS.update({d.name: d for d in dimensions})
+    with _lock:
+        _find_families()
+        _declare(family, dimensions, query_data, f"family {family.name!r}")
     try:
         yield family
     finally:
-        for d in dimensions:
-            DIMENSIONS.pop(d.name, None)
-        FAMILIES.pop(family.name, None)
+        with _lock:
+            _forget(family, dimensions)
+
+
+@contextmanager
+def added_family(package: str) -> Iterator[Family]:
+    """A whole family package (laid out like evaluation/metrics/<family>/) inside the block: its family,
+    dimensions, per-query data and metrics here, and its release-time artefacts for the release
+    (family_packages.added). What a plugin's track does through DEEPSCHOLAR_FAMILY_PACKAGES, for a while."""
+    module = importlib.import_module(package)
+    dimensions = tuple(module.DIMENSIONS)
+    with registered_family(module.FAMILY, dimensions, getattr(module, "QUERY_DATA", None)) as family, \
+            family_packages.added(package):
+        found = [metric for _, metric in family_packages.declarations("METRIC", [package])]
+        names = [_METRICS.register(metric).name for metric in found]  # type: ignore[arg-type]  # checked there
+        try:
+            yield family
+        finally:
+            for name in names:
+                _METRICS.unregister(name)
 
 
 def dimension_of(name: str) -> str:
@@ -237,5 +311,5 @@ def metric_label(name: str) -> str:
 
 
 def dimension_label(name: str) -> str:
-    dim = DIMENSIONS.get(name)
+    dim = dimension_declarations().get(name)
     return dim.label if dim is not None else name

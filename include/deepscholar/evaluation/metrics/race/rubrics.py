@@ -51,9 +51,9 @@ import sqlalchemy as sa
 
 from deepscholar import db
 from deepscholar.db import SCHEMA
+from deepscholar.evaluation.metrics.race.query_data import RaceCriterion
 from deepscholar.gx import Check
 from deepscholar.llm.client import Judged, ParseError, parse_json_array, parse_json_object
-from deepscholar.release.race_criterion import RaceCriterion
 from deepscholar.release.track_declaration import TrackArtefacts
 
 __all__ = ["DIMENSIONS", "ARTEFACTS", "Rubric", "WeightSample", "parse_weights", "parse_criteria",
@@ -295,11 +295,11 @@ def build_race_rubrics(ctx) -> dict:
         rubrics = _local_rubrics(ctx, todo)
     else:
         from deepscholar.llm.client import LLMClient
-        from deepscholar.release.judging import load_prompt
+        from deepscholar.prompts import load_prompt_file
 
         client = LLMClient(ctx.engine, ctx.spec.judge.strip(), api_base=ctx.settings.judge_api_base,
                            concurrency=ctx.settings.release_judge_concurrency)
-        prompts = (load_prompt(WEIGHTS_PROMPT), load_prompt(CRITERIA_PROMPT))
+        prompts = (load_prompt_file(__package__, WEIGHTS_PROMPT), load_prompt_file(__package__, CRITERIA_PROMPT))
         rubrics = client.map(lambda q: _llm_rubric(client, prompts, q, samples), todo)
     version = _version(ctx)
     for query, judged in zip(todo, rubrics, strict=True):

@@ -5,7 +5,7 @@ After LiveDRBench's claim-level precision / recall / F1 for its "prior art" cate
 a paper builds on and say how each connects). A claim has two sub-claims: the **work** and the
 **connection** (how the paper relates to it).
 
-- Ground-truth claims (release/claims_truth.py, table gt_claims): one per important exemplar reference,
+- Ground-truth claims (evaluation/metrics/claims/ground_truth.py, table gt_claims): one per important exemplar reference,
   on arXiv or not, with the exemplar's sentences about it condensed into one line by the release judge.
   Two cite keys of one paper (resolved as the report's works are) are one claim here, their connections
   joined by "; ".
@@ -52,7 +52,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from deepscholar.evaluation.metrics._fact import states_something
 from deepscholar.evaluation.metrics.base import (
     BatchJudgedMetric,
     ExemplarReference,
@@ -63,6 +62,8 @@ from deepscholar.evaluation.metrics.base import (
     SourceDoc,
     judgments_in_order,
 )
+from deepscholar.evaluation.metrics.claims.query_data import gt_claims_of
+from deepscholar.evaluation.metrics.fact.base import states_something
 from deepscholar.evaluation.metrics.papers import TITLE_MATCH_THRESHOLD, Paper, match_papers, resolve_papers
 from deepscholar.text.citations import strip_citation_numbers
 
@@ -119,7 +120,7 @@ class Claims:
 
 def _works(report: ReportContext) -> list[ExemplarReference]:
     return [ExemplarReference(c.cite_key, c.work_arxiv_id, c.work_title, None, True, c.work_doi)
-            for c in report.query.gt_claims]
+            for c in gt_claims_of(report.query)]
 
 
 def _predicted(report: ReportContext) -> list[tuple[Paper, PredictedClaim]]:
@@ -138,7 +139,7 @@ def _predicted(report: ReportContext) -> list[tuple[Paper, PredictedClaim]]:
 
 def _truth(report: ReportContext) -> list[tuple[Paper, TruthClaim]]:
     works = _works(report)
-    connection_of = {id(w): " ".join(c.connection.split()) for w, c in zip(works, report.query.gt_claims, strict=True)}
+    connection_of = {id(w): " ".join(c.connection.split()) for w, c in zip(works, gt_claims_of(report.query), strict=True)}
     out = []
     for paper in resolve_papers(works, known=report.cited_sources):
         connections = dict.fromkeys(connection_of[id(w)] for w in paper.entries)
@@ -200,7 +201,7 @@ class ClaimsMetric(BatchJudgedMetric):
         return "metric.claims"  # one question for the three metrics: one purpose in the audit trail
 
     def items(self, report: ReportContext) -> list[Item]:
-        if not report.query.gt_claims:
+        if not gt_claims_of(report.query):
             return []
         pairs = [p for p in match_claims(report).pairs if p.line]
         if not pairs:
@@ -248,7 +249,7 @@ class ClaimsMetric(BatchJudgedMetric):
         return out
 
     def fixed_scores(self, report: ReportContext) -> list[Score] | None:
-        if report.query.gt_claims:
+        if gt_claims_of(report.query):
             return None
         n_important = sum(bool(r.is_important) for r in report.query.exemplar_references)
         if n_important:

@@ -2,7 +2,7 @@
 cited source supports the statement.
 
 accuracy = supported / (supported + unsupported), over the report's unique (statement, cited source)
-pairs as metrics/_fact.py reads and judges them (one call per cited source). Pairs whose source has no
+pairs as metrics/fact/base.py reads and judges them (one call per cited source). Pairs whose source has no
 text are "unknown": left out of the denominator and counted in the details. A report without citation
 pairs scores 0, as FACT has it (details: no_citation_pairs); a report whose every pair is unknown is
 unscored (nothing could be checked). A source the judge could not answer leaves the report unscored.
@@ -10,7 +10,7 @@ unscored (nothing could be checked). A source the judge could not answer leaves 
 
 from __future__ import annotations
 
-from deepscholar.evaluation.metrics._fact import SUPPORTED, UNSUPPORTED, FactMetric
+from deepscholar.evaluation.metrics.fact.base import SUPPORTED, UNSUPPORTED, FactMetric
 
 __all__ = ["CitationAccuracy", "METRIC"]
 

@@ -1,6 +1,6 @@
 """Effective citations (FACT track, Citations): how many of a report's unique citation pairs are supported.
 
-effective = the number of supported unique (statement, cited source) pairs, as metrics/_fact.py reads and
+effective = the number of supported unique (statement, cited source) pairs, as metrics/fact/base.py reads and
 judges them: an absolute count, not a share (`bounded = False`: the board neither clips its interval to
 [0, 1] nor checks it against that range). It asks exactly citation_accuracy's questions, so judged with
 it, it costs no request of its own. A report without citation pairs scores 0 (details:
@@ -12,7 +12,7 @@ unscored.
 
 from __future__ import annotations
 
-from deepscholar.evaluation.metrics._fact import SUPPORTED, FactMetric
+from deepscholar.evaluation.metrics.fact.base import SUPPORTED, FactMetric
 
 __all__ = ["EffectiveCitations", "METRIC"]
 

@@ -66,9 +66,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from deepscholar.clock import assume_utc
-from deepscholar.evaluation.metrics._fact import states_something
 from deepscholar.evaluation.metrics.base import (
-    METRICS_PACKAGE,
     AnnotationUnit,
     Item,
     ItemJudgment,
@@ -76,9 +74,11 @@ from deepscholar.evaluation.metrics.base import (
     ReportContext,
     Score,
     compose_version,
+    family_prompt,
     judgments_in_order,
     unscored_item,
 )
+from deepscholar.evaluation.metrics.fact.base import states_something
 from deepscholar.llm.client import ParseError, parse_json_array, parse_json_object
 from deepscholar.search import registry as search_registry
 from deepscholar.search.base import SearchResult, SearchScope, SearchTool
@@ -239,10 +239,8 @@ class UncitedClaimSupport(LLMJudgedMetric):
     definition = "d1"
 
     def __init__(self) -> None:
-        from deepscholar.prompts import load_prompt_file
-
         super().__init__()
-        self.verdict_prompt = load_prompt_file(METRICS_PACKAGE, self.verdict_prompt_name)
+        self.verdict_prompt = family_prompt(self, self.verdict_prompt_name)
         self._search_for: dict[str, SearchFor] = {}
         self._bind_lock = threading.Lock()
 

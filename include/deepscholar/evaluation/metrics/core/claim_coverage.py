@@ -27,7 +27,7 @@ from deepscholar.evaluation.metrics.base import (
     judgments_in_order,
     unscored_item,
 )
-from deepscholar.evaluation.metrics.citation_precision import (
+from deepscholar.evaluation.metrics.core.citation_precision import (
     parse_support,
     resolved_text,
     support_cosines,

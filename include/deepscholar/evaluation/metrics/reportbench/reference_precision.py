@@ -1,7 +1,7 @@
 """Reference precision (ReportBench track, Bibliography): the share of the papers a report cites that the
 human authors also cite.
 
-precision = |S ∩ G| / |S|, with S, G and the matching of metrics/_bibliography.py (arXiv id, else DOI, else
+precision = |S ∩ G| / |S|, with S, G and the matching of metrics/reportbench/base.py (arXiv id, else DOI, else
 normalised title >= 0.8; G the exemplar's whole bibliography). A report citing nothing (|S| = 0) scores
 0, as in ReportBench. Our choice where the definition is silent: a query whose exemplar has no
 bibliography (|G| = 0) leaves the report unscored, as recall does, since there is nothing to be precise
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from deepscholar.evaluation.metrics._bibliography import bibliography
 from deepscholar.evaluation.metrics.base import ItemJudgment, JudgeFreeMetric, ReportContext, Score
+from deepscholar.evaluation.metrics.reportbench.base import bibliography
 
 __all__ = ["METRIC", "ReferencePrecision"]
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from deepscholar.evaluation.metrics._fact import states_something
 from deepscholar.evaluation.metrics.base import (
     AnnotationUnit,
     Item,
@@ -37,7 +36,8 @@ from deepscholar.evaluation.metrics.base import (
     Score,
     judgments_in_order,
 )
-from deepscholar.evaluation.metrics.citation_precision import resolved_text
+from deepscholar.evaluation.metrics.core.citation_precision import resolved_text
+from deepscholar.evaluation.metrics.fact.base import states_something
 from deepscholar.llm.client import ParseError, parse_json_object
 from deepscholar.text.citations import strip_citation_numbers
 from deepscholar.text.sentences import split_report_sentences

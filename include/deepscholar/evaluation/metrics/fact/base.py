@@ -35,7 +35,7 @@ from deepscholar.evaluation.metrics.base import (
     Score,
     judgments_in_order,
 )
-from deepscholar.evaluation.metrics.citation_precision import resolved_text, support_cosines
+from deepscholar.evaluation.metrics.core.citation_precision import resolved_text, support_cosines
 from deepscholar.text.citations import strip_citation_numbers
 
 __all__ = ["FactMetric", "pooled_over_tasks", "SUPPORTED", "UNSUPPORTED", "UNKNOWN", "LABELS", "SUPPORT_COSINE", "citation_pairs",

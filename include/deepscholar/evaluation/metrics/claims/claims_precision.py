@@ -4,12 +4,12 @@ right, per work it cites.
 precision = sum of the per-claim scores / #predicted claims, one predicted claim per distinct work the
 report cites; a claim matched to a ground-truth claim scores (1 + connection right) / 2, else 0 (`strict`:
 1 only when the connection is right too). Claims, matching and the one batched judge call:
-metrics/_claims.py. A report citing nothing scores 0; a query without ground-truth claims is unscored.
+metrics/claims/base.py. A report citing nothing scores 0; a query without ground-truth claims is unscored.
 """
 
 from __future__ import annotations
 
-from deepscholar.evaluation.metrics._claims import ClaimsMetric
+from deepscholar.evaluation.metrics.claims.base import ClaimsMetric
 
 __all__ = ["ClaimsPrecision", "METRIC"]
 

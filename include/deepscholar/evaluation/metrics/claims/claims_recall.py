@@ -4,13 +4,13 @@ describe a report finds and connects rightly.
 recall = sum of the per-claim scores / #ground-truth claims (one per important exemplar reference); a
 ground-truth claim matched by a work the report cites scores (1 + connection right) / 2, else 0
 (`strict`: 1 only when the connection is right too). Claims, matching and the one batched judge call:
-metrics/_claims.py, whose question this metric shares with claims_precision (so it costs no call of its
+metrics/claims/base.py, whose question this metric shares with claims_precision (so it costs no call of its
 own). A query without ground-truth claims is unscored.
 """
 
 from __future__ import annotations
 
-from deepscholar.evaluation.metrics._claims import ClaimsMetric
+from deepscholar.evaluation.metrics.claims.base import ClaimsMetric
 
 __all__ = ["ClaimsRecall", "METRIC"]
 

@@ -1,14 +1,14 @@
 """Claims F1 (claims track, Prior-art claims; the track's ranking metric): the harmonic mean of claims
 precision and claims recall, 0 when both are 0.
 
-Same claims, matching and judge call as the other two (metrics/_claims.py), so it costs no call of its
+Same claims, matching and judge call as the other two (metrics/claims/base.py), so it costs no call of its
 own; `strict` is the F1 of the strict precision and recall. A query without ground-truth claims is
 unscored; a report citing nothing scores 0.
 """
 
 from __future__ import annotations
 
-from deepscholar.evaluation.metrics._claims import ClaimsMetric
+from deepscholar.evaluation.metrics.claims.base import ClaimsMetric
 
 __all__ = ["ClaimsF1", "METRIC"]
 

@@ -1,6 +1,6 @@
 """RACE overall: the report's weighted score relative to the human section's (0.5 = as good), docs/METRICS.md "RACE track"."""
 
-from deepscholar.evaluation.metrics._race import RaceMetric
+from deepscholar.evaluation.metrics.race.base import RaceMetric
 
 
 class RaceOverall(RaceMetric):

@@ -190,11 +190,11 @@ def _connections(ctx, todo: list[dict],
         local = [Judged([local_connection(r) for r in refs_of[q["arxiv_id"]]], None, 0) for q in todo]
         return local, LOCAL_VERSION
     from deepscholar.llm.client import LLMClient
-    from deepscholar.release.judging import load_prompt
+    from deepscholar.prompts import load_prompt_file
 
     client = LLMClient(ctx.engine, ctx.spec.judge.strip(), api_base=ctx.settings.judge_api_base,
                        concurrency=ctx.settings.release_judge_concurrency)
-    prompt = load_prompt(PROMPT)
+    prompt = load_prompt_file(__package__, PROMPT)
     return client.map(lambda q: _llm_connections(client, prompt, q, refs_of[q["arxiv_id"]]), todo), PROMPT
 
 

@@ -1,7 +1,7 @@
 """Reference recall (ReportBench track, Bibliography): the share of the human authors' bibliography that
 a report also cites, overall and per popularity quartile.
 
-recall = |S ∩ G| / |G|, with S, G and the matching of metrics/_bibliography.py (arXiv id, else DOI, else
+recall = |S ∩ G| / |G|, with S, G and the matching of metrics/reportbench/base.py (arXiv id, else DOI, else
 normalised title >= 0.8; G the exemplar's whole bibliography, on arXiv or not). |G| = 0 leaves the report
 unscored. Variants q1..q4: recall within each quartile of G by the references' frozen cited-by counts,
 as ReportBench's popularity analysis does. The cut points are the 25th, 50th and 75th percentiles
@@ -25,9 +25,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from deepscholar.evaluation.metrics._bibliography import bibliography
 from deepscholar.evaluation.metrics.base import ItemJudgment, JudgeFreeMetric, ReportContext, Score
 from deepscholar.evaluation.metrics.papers import Paper
+from deepscholar.evaluation.metrics.reportbench.base import bibliography
 
 __all__ = ["METRIC", "ReferenceRecall", "quartile_of", "pooled_quartile_recall"]
 

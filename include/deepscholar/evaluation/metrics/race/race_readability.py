@@ -1,6 +1,6 @@
 """RACE, dimension readability alone: S_d(report) / (S_d(report) + S_d(human section)); see _race.py."""
 
-from deepscholar.evaluation.metrics._race import RaceMetric
+from deepscholar.evaluation.metrics.race.base import RaceMetric
 
 
 class RaceReadability(RaceMetric):

@@ -1,5 +1,5 @@
 """RACE (after DeepResearch Bench): a report graded relative to the human related-work section on criteria
-made for its query at release time (release/race_rubrics.py). Shared by the five race_* metrics.
+made for its query at release time (evaluation/metrics/race/rubrics.py). Shared by the five race_* metrics.
 
 One judge call per report: both articles (target = the report, always "article 1"; reference = the exemplar
 section, "article 2"; citation markers and reference lists stripped deterministically, no cleaning call)
@@ -43,6 +43,7 @@ from deepscholar.evaluation.metrics.base import (
     ReportContext,
     Score,
 )
+from deepscholar.evaluation.metrics.race.query_data import rubric_of
 from deepscholar.llm.client import ParseError, parse_json_array
 from deepscholar.text.citations import reference_spans, strip_citation_numbers
 from deepscholar.text.markers import strip_citation_markers
@@ -87,7 +88,7 @@ def reference_text(section: str) -> str:
 def _criteria(report: ReportContext) -> list[dict]:
     return [{"dimension": d.name, "dimension_weight": d.weight, "criterion": c.criterion,
              "explanation": c.explanation, "weight": c.weight}
-            for d in report.query.race_rubric for c in d.criteria]
+            for d in rubric_of(report.query) for c in d.criteria]
 
 
 class CriterionGrade(NamedTuple):
@@ -160,7 +161,7 @@ class RaceMetric(LLMJudgedMetric):
         return "metric.race"  # one question for the five metrics: one purpose in the audit trail
 
     def items(self, report: ReportContext) -> list[Item]:
-        if report.is_human_exemplar or not report.query.race_rubric:
+        if report.is_human_exemplar or not rubric_of(report.query):
             return []
         return [Item(ITEM_KEY, tuple(_criteria(report)))]
 
@@ -193,7 +194,7 @@ class RaceMetric(LLMJudgedMetric):
     def fixed_scores(self, report: ReportContext) -> list[Score] | None:
         if report.is_human_exemplar:
             return [Score("score", HUMAN_SCORE, details={"by_construction": "the human section is the reference"})]
-        if not report.query.race_rubric:
+        if not rubric_of(report.query):
             return [Score("score", None, f"no RACE rubric for query {report.arxiv_id} in release {report.release_id}: "
                           f"run `deepscholar release enrich {report.release_id} --tracks race`")]
         return None
