@@ -460,3 +460,148 @@ def test_enriching_a_published_month_adds_the_tracks_artefacts_and_leaves_its_co
     values = [e["metrics"][m]["mean"] for e in board for m in registry.metric_names("race")]
     assert all(v is not None and 0.0 <= v <= 1.0 for v in values)
     assert core_state()[1:4] == before[1:4]  # judging the track wrote no release row either
+
+
+# A throwaway track, written out as its own folder (a package outside the library, as a plugin's would be):
+# its family and dimension, the per-query data its metric reads, one metric, one release-time artefact,
+# and the migration of the artefact's table. Nothing else is touched.
+THROWAWAY_TRACK = {
+    "__init__.py": '''
+        """A throwaway track: what share of its query's exemplar references a report cites."""
+        from deepscholar.evaluation.metrics.registry import Dimension, Family, QueryData
+
+        FAMILY = Family("throwaway", "Throwaway", 95, ranking_metric="cited_share")
+        DIMENSIONS = (Dimension("throwaway_citing", "Citing", "throwaway", 1),)
+        QUERY_DATA = QueryData(sql="SELECT arxiv_id, target FROM throwaway_targets WHERE {where} ORDER BY arxiv_id",
+                               build=lambda rows: rows[0]["target"])
+    ''',
+    "cited_share.py": '''
+        from deepscholar.evaluation.metrics.base import Item, ItemJudgment, Score, compose_version, report_unscored
+
+        class CitedShare:
+            name, dimension, position, label = "cited_share", "throwaway_citing", 1, "Cited share"
+            headline, variants = "share", ("share",)
+
+            @property
+            def version(self):
+                return compose_version("d1")
+
+            def items(self, report):
+                return [Item("body")]
+
+            def judge_llm(self, client, report, item):
+                raise AssertionError("judged locally")
+
+            def judge_local(self, report, items):
+                target = report.query.family_data.get("throwaway")
+                if target is None:
+                    return [ItemJudgment(i.key, None, unscored_reason="no target: release enrich --tracks throwaway")
+                            for i in items]
+                return [ItemJudgment(i.key, {"cited": len(report.cited_sources), "target": target}) for i in items]
+
+            def score(self, report, judgments):
+                failed = report_unscored(self.variants, judgments)
+                if failed:
+                    return failed
+                label = judgments[0].label
+                return [Score("share", min(1.0, label["cited"] / label["target"]), n_items=1)]
+
+        METRIC = CitedShare()
+    ''',
+    "targets.py": '''
+        import sqlalchemy as sa
+
+        from deepscholar.gx import Check
+        from deepscholar.release.track_declaration import TrackArtefacts
+
+        def build(ctx):
+            with ctx.engine.begin() as conn:
+                made = conn.execute(sa.text("""
+                    INSERT INTO deepscholar.throwaway_targets (release_id, arxiv_id, target)
+                    SELECT q.release_id, q.arxiv_id, greatest(1, count(e.cite_key))
+                    FROM deepscholar.release_queries q
+                    LEFT JOIN deepscholar.exemplar_references e USING (release_id, arxiv_id)
+                    WHERE q.release_id = :r GROUP BY q.release_id, q.arxiv_id
+                    ON CONFLICT DO NOTHING"""), {"r": ctx.release_id}).rowcount
+            return {"targets": made}
+
+        ARTEFACTS = TrackArtefacts(
+            track="throwaway", build=build, judge_config=lambda ctx: "none", prompt_versions=lambda ctx: {},
+            frames={"throwaway_targets": "SELECT arxiv_id, target FROM deepscholar.throwaway_targets "
+                                         "WHERE release_id = :r"},
+            checks=lambda gxe: [Check("throwaway_target_positive", "throwaway_targets",
+                                      gxe.ExpectColumnValuesToBeBetween(column="target", min_value=1), ["arxiv_id"])])
+    ''',
+    "migration.sql": '''
+        CREATE TABLE deepscholar.throwaway_targets (
+            release_id text NOT NULL REFERENCES deepscholar.releases (release_id) ON DELETE CASCADE,
+            arxiv_id   text NOT NULL,
+            target     integer NOT NULL CHECK (target > 0),
+            PRIMARY KEY (release_id, arxiv_id))
+    ''',
+}
+
+
+def test_a_track_is_one_folder_judged_rolled_up_shown_exported_and_in_the_agreement_table(
+        demo, tmp_path, monkeypatch):
+    import textwrap
+
+    from deepscholar.export.writer import export_release
+    from deepscholar.release.context import ReleaseContext
+    from deepscholar.release.track_artefacts import artefacts, enrich_release
+
+    engine, month = demo["engine"], demo["month"]
+    folder = tmp_path / "throwaway_track"
+    folder.mkdir()
+    for name, text in THROWAWAY_TRACK.items():
+        (folder / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with engine.begin() as conn:
+        conn.execute(sa.text((folder / "migration.sql").read_text(encoding="utf-8")))
+    try:
+        with registry.added_family("throwaway_track"):
+            assert registry.tracks()[-1] == "throwaway" and registry.metric_names("throwaway") == ("cited_share",)
+            assert "throwaway" in artefacts()  # the release finds the artefact in the folder
+            enriched = enrich_release(ReleaseContext.load(engine, month), ["throwaway"])
+            assert enriched["gx_success"], enriched
+            judge_config = evaluate_release(engine, month, judge="local", metrics=[*CORE, "cited_share"])["judge_config"]
+            with engine.connect() as conn:
+                # Judged, reading its per-query data: each report's share is against its own query's target.
+                scored = conn.execute(sa.text("""
+                    SELECT m.value, m.unscored_reason, t.target, r.report_id
+                    FROM metric_scores m JOIN reports r USING (report_id)
+                    JOIN throwaway_targets t ON t.release_id = r.release_id AND t.arxiv_id = r.arxiv_id
+                    WHERE r.release_id = :r AND m.metric = 'cited_share' AND m.judge_config = :j"""),
+                    {"r": month, "j": judge_config}).all()
+                in_view = conn.execute(sa.text(
+                    "SELECT count(*) FROM leaderboard_track_throwaway WHERE release_id = :r"), {"r": month}).scalar()
+                agreement = conn.execute(sa.text(
+                    "SELECT family_a, family_b, n_systems FROM board_agreement WHERE release_id = :r "
+                    "AND judge_config = :j AND 'throwaway' IN (family_a, family_b)"),
+                    {"r": month, "j": judge_config}).all()
+            assert scored and all(reason is None for _, reason, _, _ in scored)
+            assert len({target for _, _, target, _ in scored}) > 1  # the targets differ by query
+            # Rolled up into a board of its own, in its SQL view, and in the agreement with every other board.
+            board = load_leaderboard(engine, month, judge_config, track="throwaway")
+            assert board and all(r["ranking_metric"] == "cited_share" for r in board)
+            assert in_view == len(board)
+            assert ("core", "throwaway") in {(a, b) for a, b, _ in agreement}
+            with serve(create_app(lambda: engine)) as url:
+                page = httpx.get(f"{url}/", params={"release": month, "judge_config": judge_config}, timeout=30)
+            assert page.status_code == 200
+            assert 'data-track="throwaway"' in page.text and 'data-metric="cited_share"' in page.text
+            exported = tmp_path / "export"
+            export_release(engine, month, exported, judge=judge_config)
+            assert "throwaway" in (exported / "track_boards.csv").read_text(encoding="utf-8")
+            assert "cited_share" in (exported / "metrics.csv").read_text(encoding="utf-8")
+        # Gone with its folder: not a track, no artefacts, and the next roll-up drops its board and view.
+        assert "throwaway" not in registry.tracks() and "throwaway" not in artefacts()
+        roll_up(engine, month, judge_config, n_boot=50)
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT to_regclass('deepscholar.leaderboard_track_throwaway')")).scalar() is None
+    finally:
+        with engine.begin() as conn:
+            for table in ("metric_scores", "judgments"):
+                conn.execute(sa.text(f"DELETE FROM {table} WHERE metric = 'cited_share'"))
+            conn.execute(sa.text("DELETE FROM release_track_artefacts WHERE track = 'throwaway'"))
+            conn.execute(sa.text("DROP TABLE IF EXISTS deepscholar.throwaway_targets"))
