@@ -1,4 +1,4 @@
-"""RACE, dimension insight alone: S_d(report) / (S_d(report) + S_d(human section)); see _race.py."""
+"""RACE, dimension insight alone: S_d(report) / (S_d(report) + S_d(human section)); see base.py (this folder)."""
 
 from deepscholar.evaluation.metrics.race.base import RaceMetric
 
