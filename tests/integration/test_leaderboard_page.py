@@ -28,8 +28,8 @@ from support import warehouse  # noqa: E402
 from support.chromium import dump_dom, parse_html, serve  # noqa: E402
 
 from deepscholar import cli, db  # noqa: E402
-from deepscholar.evaluation.metrics import registry  # noqa: E402
 from deepscholar.evaluation.boards.leaderboard import load_leaderboard  # noqa: E402
+from deepscholar.evaluation.metrics import registry  # noqa: E402
 from deepscholar.web import create_app  # noqa: E402
 from deepscholar.web.app import format_value  # noqa: E402
 
