@@ -368,3 +368,16 @@ def trust_rows(engine, release_id: str | None, judge_config: str | None) -> list
         return []
     with engine.connect() as conn:
         return stored_agreement(conn, release_id, judge_config)
+
+
+def board_stamp(conn: sa.Connection) -> str:
+    """What a board read depends on, in one statement over two small tables: every board version's last
+    change (a roll-up, a new version, a publication) and the judge-vs-humans statistics' (the trust rows).
+    The conditional requests' ETag digests it (web/app.py), so an unchanged board costs this read alone."""
+    row = conn.execute(sa.text("""
+        SELECT (SELECT count(*) FROM board_versions) AS versions,
+               (SELECT max(greatest(created_at, computed_at, coalesce(published_at, created_at)))
+                FROM board_versions) AS boards_changed,
+               (SELECT count(*) FROM human_agreement_stats) AS stats,
+               (SELECT max(computed_at) FROM human_agreement_stats) AS stats_changed""")).one()
+    return f"{row.versions}/{row.boards_changed}/{row.stats}/{row.stats_changed}"
