@@ -110,3 +110,32 @@ def test_a_huge_if_none_match_is_read_bounded(engine, route):
     with serve(create_app(lambda: engine)) as url:
         answer = httpx.get(url + route, headers={"If-None-Match": ", ".join(['"x"'] * 2000)}, timeout=30)
     assert answer.status_code == 200
+
+
+def test_a_months_category_boards_are_computed_once_per_board_stamp(engine, monkeypatch):
+    """The page's category boards (seconds of bootstrap for a real month) are computed once per roll-up,
+    also when readers arrive together; a new board version computes them again."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from deepscholar.evaluation.boards import pooled
+
+    seed_board(engine)
+    computed = []
+    real = pooled.category_boards
+
+    def counted(*args, **kwargs):  # the real computation, counted
+        computed.append(args[1])
+        time.sleep(0.3)  # long enough for the readers below to arrive while it runs
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pooled, "category_boards", counted)
+    with serve(create_app(lambda: engine)) as url:
+        def view(_):
+            return httpx.get(url + "/", timeout=30).status_code
+
+        with ThreadPoolExecutor(8) as readers:
+            assert set(readers.map(view, range(8))) == {200}
+        assert len(computed) == 1
+        assert view(0) == 200 and len(computed) == 1
+        seed_board(engine, version=2)
+        assert view(0) == 200 and len(computed) == 2
