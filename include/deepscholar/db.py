@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import math
 import os
 import sys
 import threading
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from types import FrameType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -315,10 +316,17 @@ class BoundedPool(sa.pool.QueuePool):
 
 
 @cache
-def _engine_for(url: str, pool_size: int, pool_timeout: float, guard: bool) -> Engine:
+def _engine_for(url: str, pool_size: int, pool_timeout: float, guard: bool,
+                connect_timeout: float | None = None) -> Engine:
     """A bounded pool: at most `pool_size` connections, threads beyond it wait their turn (no overflow), so
     what a process can hold is known in advance and the deployment's total fits the server (see
-    connection_budget); a wait past `pool_timeout` fails naming the settings (BoundedPool)."""
+    connection_budget); a wait past `pool_timeout` fails naming the settings (BoundedPool).
+
+    With `connect_timeout` (a reader answering people: the page) a connection is tried once for at most that
+    long, not waited out with the tasks' backoff, so an unreachable warehouse is an error in seconds."""
+    connect_args: dict[str, Any] = {"options": f"-csearch_path={SCHEMA},public", "application_name": APPLICATION_NAME}
+    if connect_timeout is not None:
+        connect_args["connect_timeout"] = max(1, math.ceil(connect_timeout))  # libpq takes whole seconds
     engine = sa.create_engine(
         url,
         poolclass=BoundedPool,
@@ -326,10 +334,11 @@ def _engine_for(url: str, pool_size: int, pool_timeout: float, guard: bool) -> E
         pool_size=pool_size,
         max_overflow=0,
         pool_timeout=pool_timeout,
-        connect_args={"options": f"-csearch_path={SCHEMA},public", "application_name": APPLICATION_NAME},
+        connect_args=connect_args,
     )
-    sa.event.listen(engine, "do_connect", lambda dialect, _rec, cargs, cparams:
-                    _connect_with_retries(dialect, cargs, cparams))
+    if connect_timeout is None:
+        sa.event.listen(engine, "do_connect", lambda dialect, _rec, cargs, cparams:
+                        _connect_with_retries(dialect, cargs, cparams))
     if guard:
         watch = _PoolGuard()
         engine.pool._deepscholar_guard = watch  # type: ignore[attr-defined]
@@ -368,6 +377,15 @@ def get_engine(url: str | None = None, *, pool_size: int | None = None) -> Engin
     settings = current_settings()
     return _engine_for(resolve_db_url(url), pool_size or settings.db_pool_size, settings.db_pool_timeout_seconds,
                        settings.pool_guard)
+
+
+def reader_engine(url: str | None = None) -> Engine:
+    """The engine of the leaderboard page: the same bounded pool (DEEPSCHOLAR_DB_POOL_SIZE), but a request
+    waits at most DEEPSCHOLAR_WEB_DB_WAIT_SECONDS to connect or for a free connection, then fails, so the
+    page answers 503 at once when the warehouse is down or every connection is busy, never hangs."""
+    settings = current_settings()
+    wait = settings.web_db_wait_seconds
+    return _engine_for(resolve_db_url(url), settings.db_pool_size, wait, settings.pool_guard, wait)
 
 
 def judge_engine(url: str | None = None) -> Engine:

@@ -440,6 +440,10 @@ class Settings:
         "URL prefixes a system registered from the page may give as its `api_base` (a provider's key would be "
         "sent there); `none`: the page refuses `api_base` (the CLI `systems add` is the operator's and is not "
         "bound by it)", shown_default="none", blank_is_unset=False)
+    web_db_wait_seconds: float = _setting(
+        "DEEPSCHOLAR_WEB_DB_WAIT_SECONDS", 5.0, POSITIVE_SECONDS, "web page",
+        "longest a page request waits for the warehouse: to connect (no retries) and for one of the "
+        "DEEPSCHOLAR_DB_POOL_SIZE pooled connections; past it the page answers 503 at once instead of hanging")
     web_max_body_bytes: int = _setting(
         "DEEPSCHOLAR_WEB_MAX_BODY_BYTES", 65536, POSITIVE_INT, "web page",
         "largest request body the page reads (a form post); larger ones get 413 before any byte is parsed")

@@ -177,6 +177,9 @@ def test_baseline_warehouse_upgrades_to_head_keeping_every_row(new_database):
              "judge_comparison_metrics", "judge_comparisons",
              "calibration_items", "judge_drift_checks", "human_agreement_stats")
     assert all(after.pop(table) == [] for table in added)
+    # 0027 stored the existing board's costs (month_costs), the same rows leaderboard_costs showed before.
+    costs = [json.loads(row) for row in after.pop("month_costs")]
+    assert costs and {(c["release_id"], c["judge_config"]) for c in costs} == {("2025-05", c["judge_config"]) for c in costs}
     # The board that existed became version 1 of its board, published, with every row kept (as version 1).
     versions = after.pop("board_versions")  # (the snapshot leaves out board_version: checked below)
     assert [(v["release_id"], v["status"]) for v in map(json.loads, versions)] == [("2025-05", "published")]
@@ -223,8 +226,11 @@ def test_warehouse_built_by_the_previous_code_is_adopted_in_place(new_database, 
     assert db.init_db(engine) == ALL
     after = _snapshot(engine)
     assert {name: after[name] for name in before} == before
-    # Tables the old files lacked: new, empty; but a board that existed is version 1 of itself.
-    assert all(not after[name] for name in set(after) - set(before) - {"board_versions"})
+    # Tables the old files lacked: new, empty; but a board that existed is version 1 of itself, and its
+    # month's costs are stored (month_costs, 0027).
+    assert all(not after[name] for name in set(after) - set(before) - {"board_versions", "month_costs"})
+    assert {json.loads(r)["release_id"] for r in after["month_costs"]} == {
+        json.loads(r)["release_id"] for r in before.get("leaderboard", [])}
     assert len(after["board_versions"]) == len({json.loads(r)["release_id"] for r in before.get("leaderboard", [])})
     _assert_quality_flags_column(engine)
     with engine.connect() as conn:

@@ -22,11 +22,13 @@ the security headers on every response; HEAD is answered wherever GET is.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import re
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -191,6 +193,66 @@ def _without_body(send: Any) -> Any:
     return headers_only
 
 
+def _page_code_stamp() -> str:
+    """A digest of the page's own code and templates: a new deployment's pages never match an old ETag."""
+    folder = Path(__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted([*folder.glob("*.py"), *folder.glob("templates/*.html")]):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _if_none_match(request: Request) -> set[str]:
+    """The entity tags a conditional request names (weak ones compared as strong: these pages are whole)."""
+    raw = request.headers.get("if-none-match", "")[:2048]
+    return {part.strip().removeprefix("W/") for part in raw.split(",") if part.strip()}
+
+
+def _conditional(request: Request, engine: Callable[[], Engine], code_stamp: str,
+                 build: Callable[[], Response]) -> Response:
+    """A board read, answered 304 when nothing it shows has changed since the client's copy.
+
+    The ETag digests the request (mount, path, query) and the warehouse's board stamp (q.board_stamp: one
+    statement over the board versions and the judge-vs-humans statistics, which change whenever a board is
+    rolled up, versioned or published or a trust figure is recomputed); the page is assembled only when it
+    does not match. `no-cache`: a browser or proxy may keep the page but asks again before showing it."""
+    with engine().connect() as conn:
+        stamp = q.board_stamp(conn)
+    key = "\0".join([code_stamp, request.scope.get("root_path", ""), request.url.path,
+                     *sorted(f"{k}={v}" for k, v in request.query_params.multi_items()), stamp])
+    tag = '"' + hashlib.sha256(key.encode()).hexdigest()[:32] + '"'
+    headers = {"ETag": tag, "Cache-Control": "no-cache"}
+    if tag in _if_none_match(request) or "*" in _if_none_match(request):
+        return Response(status_code=304, headers=headers)
+    response = build()
+    response.headers.update(headers)
+    return response
+
+
+async def _database_error(request: Request, exc: Exception) -> Response:
+    """503 with Retry-After, in the seconds DEEPSCHOLAR_WEB_DB_WAIT_SECONDS allows, never a hang: the
+    warehouse unreachable, every pooled connection busy, or the tables not created yet."""
+    missing = isinstance(exc, sa.exc.ProgrammingError) and "does not exist" in str(exc)
+    if isinstance(exc, db.PoolExhausted):
+        log.warning("leaderboard page: no warehouse connection came free (DEEPSCHOLAR_DB_POOL_SIZE, "
+                    "DEEPSCHOLAR_WEB_DB_WAIT_SECONDS): %s", exc)
+        message = "Every warehouse connection of this server is busy; try again in a few seconds."
+    elif isinstance(exc, sa.exc.OperationalError) and not missing:
+        log.warning("leaderboard page: the warehouse is unreachable (DEEPSCHOLAR_DB_URL, "
+                    "DEEPSCHOLAR_WEB_DB_WAIT_SECONDS): %s", str(exc.orig or exc).strip().splitlines()[0])
+        message = "The benchmark database is unreachable right now; try again in a minute."
+    else:
+        log.exception("leaderboard page: database error", exc_info=exc)
+        message = ("The leaderboard tables do not exist yet: run `deepscholar db init`." if missing
+                   else "The benchmark database could not be read; see the server log.")
+    headers = {"Retry-After": "30"}
+    if _is_api(request):
+        return JSONResponse({"error": message}, status_code=503, headers=headers)
+    response = _error_page("Unavailable", message, _base_of(request), 503)
+    response.headers.update(headers)
+    return response
+
+
 def _install_guards(app: FastAPI) -> None:
     """Security headers on every response; 400 for control characters; 404 and 503 as pages or JSON."""
 
@@ -205,15 +267,7 @@ def _install_guards(app: FastAPI) -> None:
         _security_headers(response.headers)
         return response
 
-    @app.exception_handler(sa.exc.SQLAlchemyError)
-    async def database_error(request: Request, exc: sa.exc.SQLAlchemyError):
-        log.exception("leaderboard page: database error", exc_info=exc)
-        missing = isinstance(exc, sa.exc.ProgrammingError) and "does not exist" in str(exc)
-        message = ("The leaderboard tables do not exist yet: run `deepscholar db init`." if missing
-                   else "The benchmark database could not be read; see the server log.")
-        if _is_api(request):
-            return JSONResponse({"error": message}, status_code=503)
-        return _error_page("Unavailable", message, _base_of(request), 503)
+    app.add_exception_handler(sa.exc.SQLAlchemyError, _database_error)
 
     @app.exception_handler(NotFound)
     async def not_found(request: Request, exc: NotFound):
@@ -300,33 +354,42 @@ def _leaderboard_page(request: Request, engine: Callable[[], Engine], judge_conf
                                   pooled=bool(window_from or window_to)))
 
 
-def _install_pages(app: FastAPI, engine: Callable[[], Engine]) -> None:
+def _history_page(request: Request, engine: Callable[[], Engine], judge_config: str | None) -> HTMLResponse:
+    with engine().connect() as conn:
+        configs = q.history_judge_configs(conn)
+        chosen = q.pick(configs, judge_config)
+        if judge_config is not None and chosen is None:
+            raise NotFound(f"no history for judge config {judge_config!r}")
+        rows = q.history_rows(conn, chosen) if chosen else []
+    base = _base_of(request)
+    return _page("history.html", "History", base, **history_context(rows, chosen, configs, base))
+
+
+def _versions_page(request: Request, engine: Callable[[], Engine], release: str, judge_config: str) -> HTMLResponse:
+    with engine().connect() as conn:
+        rows = q.board_versions_of(conn, release, judge_config)
+    if not rows:
+        raise NotFound(f"no board for release {release!r} under judge config {judge_config!r}")
+    base = _base_of(request)
+    return _page("versions.html", f"Versions of {release}", base, **versions_context(release, judge_config, rows, base))
+
+
+def _install_pages(app: FastAPI, engine: Callable[[], Engine], code_stamp: str) -> None:
     @app.get("/", response_class=HTMLResponse)
     def leaderboard(request: Request, judge_config: str | None = None, release: str | None = None,
                     version: int | None = None, window_from: str | None = Query(None, alias="from"),
                     window_to: str | None = Query(None, alias="to")):
-        return _leaderboard_page(request, engine, judge_config, release, version, window_from, window_to)
+        return _conditional(request, engine, code_stamp, lambda: _leaderboard_page(
+            request, engine, judge_config, release, version, window_from, window_to))
 
     @app.get("/history", response_class=HTMLResponse)
     def history(request: Request, judge_config: str | None = None):
-        with engine().connect() as conn:
-            configs = q.history_judge_configs(conn)
-            chosen = q.pick(configs, judge_config)
-            if judge_config is not None and chosen is None:
-                raise NotFound(f"no history for judge config {judge_config!r}")
-            rows = q.history_rows(conn, chosen) if chosen else []
-        base = _base_of(request)
-        return _page("history.html", "History", base, **history_context(rows, chosen, configs, base))
+        return _conditional(request, engine, code_stamp, lambda: _history_page(request, engine, judge_config))
 
     @app.get("/versions", response_class=HTMLResponse)
     def versions(request: Request, release: str, judge_config: str):
-        with engine().connect() as conn:
-            rows = q.board_versions_of(conn, release, judge_config)
-        if not rows:
-            raise NotFound(f"no board for release {release!r} under judge config {judge_config!r}")
-        base = _base_of(request)
-        return _page("versions.html", f"Versions of {release}", base,
-                     **versions_context(release, judge_config, rows, base))
+        return _conditional(request, engine, code_stamp,
+                            lambda: _versions_page(request, engine, release, judge_config))
 
     @app.get("/system/{system_id}", response_class=HTMLResponse)
     def system(request: Request, system_id: str, judge_config: str | None = None, release: str | None = None):
@@ -461,17 +524,14 @@ class _Busy(Exception):
     """Every registration thread busy and as many posts waiting."""
 
 
-def _install_api(app: FastAPI, engine: Callable[[], Engine]) -> None:
-    @app.get("/api/leaderboard")
-    def leaderboard_api(judge_config: str | None = None, release: str | None = None,
-                        version: int | None = None) -> JSONResponse:
+def _install_api(app: FastAPI, engine: Callable[[], Engine], code_stamp: str) -> None:
+    def board_api(judge_config: str | None, release: str | None, version: int | None) -> JSONResponse:
         with engine().connect() as conn:
             board = load_board(conn, judge_config, release, version)
             tracks = q.load_track_boards(conn, board.release_id, board.judge_config, board.board_version)
             agreement = q.load_agreement_rows(conn, board.release_id, board.judge_config, board.board_version)
         return JSONResponse(board_json(board) | q.tracks_json(tracks, agreement))
 
-    @app.get("/api/versions")
     def versions_api(release: str, judge_config: str) -> JSONResponse:
         with engine().connect() as conn:
             rows = q.board_versions_of(conn, release, judge_config)
@@ -479,14 +539,26 @@ def _install_api(app: FastAPI, engine: Callable[[], Engine]) -> None:
             raise NotFound(f"no board for release {release!r} under judge config {judge_config!r}")
         return JSONResponse({"versions": [{k: q.json_value(v) for k, v in r.items()} for r in rows]})
 
-    @app.get("/api/history")
-    def history_api(judge_config: str | None = None, system_id: str | None = None) -> JSONResponse:
+    def history_api(judge_config: str | None, system_id: str | None) -> JSONResponse:
         with engine().connect() as conn:
             rows = q.history_rows(conn, judge_config, system_id)
         return JSONResponse({"rows": [{k: q.json_value(v) for k, v in r.items()} for r in rows]})
 
+    @app.get("/api/leaderboard")
+    def leaderboard_route(request: Request, judge_config: str | None = None, release: str | None = None,
+                          version: int | None = None) -> Response:
+        return _conditional(request, engine, code_stamp, lambda: board_api(judge_config, release, version))
 
-def create_app(engine_factory: Callable[[], Engine] = db.get_engine) -> FastAPI:
+    @app.get("/api/versions")
+    def versions_route(request: Request, release: str, judge_config: str) -> Response:
+        return _conditional(request, engine, code_stamp, lambda: versions_api(release, judge_config))
+
+    @app.get("/api/history")
+    def history_route(request: Request, judge_config: str | None = None, system_id: str | None = None) -> Response:
+        return _conditional(request, engine, code_stamp, lambda: history_api(judge_config, system_id))
+
+
+def create_app(engine_factory: Callable[[], Engine] = db.reader_engine) -> FastAPI:
     """The leaderboard app. The engine is made on the first request, so importing the Airflow plugin
     (done by every Airflow process) never opens a database connection."""
     app = FastAPI(title="DeepScholar leaderboard", docs_url=None, redoc_url=None)
@@ -500,8 +572,9 @@ def create_app(engine_factory: Callable[[], Engine] = db.get_engine) -> FastAPI:
             return holder["engine"]
 
     _install_guards(app)
-    _install_pages(app, engine)
+    code_stamp = _page_code_stamp()
+    _install_pages(app, engine, code_stamp)
     _install_registration(app, engine)
-    _install_api(app, engine)
+    _install_api(app, engine, code_stamp)
     app.add_middleware(_BoundedInput)  # the outermost: no other layer touches a body before its limits
     return app

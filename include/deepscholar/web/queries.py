@@ -9,7 +9,9 @@ deepscholar/migrations/versions/); no metric is computed here. Which board is "t
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -348,13 +350,55 @@ def pooled_page_board(engine, judge_config: str | None, window_from: str | None,
     return board, tracks, selection
 
 
+class _StampedCache:
+    """Values computed from the warehouse, kept per (key, board stamp) in this process, computed once per
+    key at a time (a reader arriving while another computes the same key waits for its value instead of
+    computing it again, holding no connection). A changed stamp is a new key; the oldest entries go past
+    `size`. (Written here: functools.lru_cache neither keys by a stamp read per call nor makes concurrent
+    misses of one key wait for one computation.)"""
+
+    def __init__(self, size: int = 64) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._values: OrderedDict[tuple, Any] = OrderedDict()
+        self._computing: dict[tuple, threading.Lock] = {}
+
+    def get(self, key: tuple, compute: Callable[[], Any]) -> Any:
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]
+            flight = self._computing.setdefault(key, threading.Lock())
+        with flight:
+            with self._lock:
+                if key in self._values:
+                    return self._values[key]
+            value = compute()
+            with self._lock:
+                self._values[key] = value
+                while len(self._values) > self._size:
+                    self._values.popitem(last=False)
+                self._computing.pop(key, None)
+            return value
+
+
+_CATEGORY_BOARDS = _StampedCache()
+
+
 def category_page_boards(engine, selection, judge_config: str, min_queries: int) -> list:
     """The core board of each primary category with at least `min_queries` queries (ranks and geometric
-    means; 200 bootstrap replicates: the page shows no category interval)."""
+    means; 200 bootstrap replicates: the page shows no category interval).
+
+    Computed from the month's per-query scores (about 2 s for a 200-query month of 20 systems), so kept
+    until the next roll-up or publication changes the board stamp: every later view of the month reads
+    the kept boards. Callers treat them as read-only."""
     from deepscholar.evaluation.boards import pooled
 
-    _, boards = pooled.category_boards(engine, selection, judge_config, min_queries=min_queries, n_boot=200)
-    return boards
+    with engine.connect() as conn:
+        stamp = board_stamp(conn)
+    return _CATEGORY_BOARDS.get(
+        (str(engine.url), selection, judge_config, min_queries, stamp),
+        lambda: pooled.category_boards(engine, selection, judge_config, min_queries=min_queries, n_boot=200)[1])
 
 
 
@@ -368,3 +412,16 @@ def trust_rows(engine, release_id: str | None, judge_config: str | None) -> list
         return []
     with engine.connect() as conn:
         return stored_agreement(conn, release_id, judge_config)
+
+
+def board_stamp(conn: sa.Connection) -> str:
+    """What a board read depends on, in one statement over two small tables: every board version's last
+    change (a roll-up, a new version, a publication) and the judge-vs-humans statistics' (the trust rows).
+    The conditional requests' ETag digests it (web/app.py), so an unchanged board costs this read alone."""
+    row = conn.execute(sa.text("""
+        SELECT (SELECT count(*) FROM board_versions) AS versions,
+               (SELECT max(greatest(created_at, computed_at, coalesce(published_at, created_at)))
+                FROM board_versions) AS boards_changed,
+               (SELECT count(*) FROM human_agreement_stats) AS stats,
+               (SELECT max(computed_at) FROM human_agreement_stats) AS stats_changed""")).one()
+    return f"{row.versions}/{row.boards_changed}/{row.stats}/{row.stats_changed}"

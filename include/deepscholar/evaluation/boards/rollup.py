@@ -461,11 +461,22 @@ def roll_up(engine: Engine, release_id: str, judge_config: str, *, seed: int = 0
             board_versions.record_version(conn, release_id, judge_config, target, provenance, len(rows))
             _write_boards(conn, release_id, judge_config, target.version, boards, agreement)
         _sync_views(conn)
+        _store_month_costs(conn, release_id, judge_config)
     state = ("unchanged (published)" if target.unchanged else "new draft" if target.new else "draft")
     log.info("leaderboard %s (%s) version %d %s: %d systems, %d scores, tracks %s, %.2f s", release_id,
              judge_config, target.version, state, len(rows), len(scores),
              ", ".join(f for f in headlines if f != registry.CORE) or "none", time.perf_counter() - started)
     return [r | {"board_version": target.version} for r in rows]
+
+
+def _store_month_costs(conn: sa.Connection, release_id: str, judge_config: str) -> None:
+    """The month's generation and judging costs under this judge, as of this roll-up (month_costs, which
+    the leaderboard_costs view reads): computed from the month's own rows (month_costs_of, migration 0027),
+    so a year of history does not slow the page, `deepscholar leaderboard` or this roll-up."""
+    conn.execute(sa.text("DELETE FROM month_costs WHERE release_id = :r AND judge_config = :j"),
+                 {"r": release_id, "j": judge_config})
+    conn.execute(sa.text("INSERT INTO month_costs SELECT * FROM month_costs_of(:r) WHERE judge_config = :j"),
+                 {"r": release_id, "j": judge_config})
 
 
 def _board_inputs(conn: sa.Connection, release_id: str) -> dict:

@@ -109,6 +109,10 @@ _lock = threading.RLock()
 def _declare(family: Family, dimensions: Sequence[Dimension], query_data: QueryData | None, where: str) -> None:
     if not isinstance(family, Family) or not _NAME_RE.match(family.name):
         raise InvalidInput(f"{where}: FAMILY must be a registry.Family with a lower_snake_case name")
+    if not dimensions or not all(isinstance(d, Dimension) for d in dimensions):
+        raise InvalidInput(f"{where}: DIMENSIONS must be one or more registry.Dimension")
+    if query_data is not None and not isinstance(query_data, QueryData):
+        raise InvalidInput(f"{where}: QUERY_DATA must be a registry.QueryData")
     if family.name in _FAMILIES or any(d.name in _DIMENSIONS for d in dimensions):
         raise InvalidInput(f"{where}: family {family.name!r} or one of its dimensions is already declared")
     if any(d.family != family.name for d in dimensions):
@@ -117,6 +121,12 @@ def _declare(family: Family, dimensions: Sequence[Dimension], query_data: QueryD
     _DIMENSIONS.update({d.name: d for d in dimensions})
     if query_data is not None:
         _QUERY_DATA[family.name] = query_data
+
+
+def _declared_by(module: Any) -> tuple[Any, tuple[Any, ...], Any]:
+    """A family package's (FAMILY, DIMENSIONS, QUERY_DATA), as declared; `_declare` judges them."""
+    return (getattr(module, "FAMILY", None), tuple(getattr(module, "DIMENSIONS", None) or ()),
+            getattr(module, "QUERY_DATA", None))
 
 
 def _forget(family: Family, dimensions: Sequence[Dimension]) -> None:
@@ -135,7 +145,7 @@ def _find_families() -> None:
         _families_found = True  # before importing: a family's modules may ask the registry while they load
         for package in family_packages.family_packages():
             module = importlib.import_module(package)
-            _declare(module.FAMILY, tuple(module.DIMENSIONS), getattr(module, "QUERY_DATA", None), package)
+            _declare(*_declared_by(module), package)
             if not package.startswith(METRICS_PACKAGE + "."):  # a plugin's: its metrics are not under ours
                 for _, metric in family_packages.declarations("METRIC", [package]):
                     _METRICS.add(metric)  # type: ignore[arg-type]
@@ -283,9 +293,8 @@ def added_family(package: str) -> Iterator[Family]:
     """A whole family package (laid out like evaluation/metrics/<family>/) inside the block: its family,
     dimensions, per-query data and metrics here, and its release-time artefacts for the release
     (family_packages.added). What a plugin's track does through DEEPSCHOLAR_FAMILY_PACKAGES, for a while."""
-    module = importlib.import_module(package)
-    dimensions = tuple(module.DIMENSIONS)
-    with registered_family(module.FAMILY, dimensions, getattr(module, "QUERY_DATA", None)) as family, \
+    family_declared, dimensions, query_data_declared = _declared_by(importlib.import_module(package))
+    with registered_family(family_declared, dimensions, query_data_declared) as family, \
             family_packages.added(package):
         found = [metric for _, metric in family_packages.declarations("METRIC", [package])]
         names = [_METRICS.register(metric).name for metric in found]  # type: ignore[arg-type]  # checked there

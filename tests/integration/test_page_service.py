@@ -1,0 +1,141 @@
+"""The leaderboard page as a web service (real PostgreSQL, uvicorn on a real socket, httpx as the client):
+an unchanged board is a 304 for a conditional request, a changed one is not; an unreachable warehouse or a
+pool with no free connection is a 503 with Retry-After in seconds, never a hang."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import httpx
+import pytest
+import sqlalchemy as sa
+from support.chromium import serve
+from support.warehouse import store_board
+
+from deepscholar import db
+from deepscholar.evaluation.metrics import registry
+from deepscholar.settings import current_settings
+from deepscholar.web import create_app
+
+METRICS = registry.metric_names(registry.CORE)
+DIMENSION_OF = {m: registry.dimension_of(m) for m in METRICS}
+MONTH, JUDGE, SYSTEMS = "2025-06", "llm:openai/judge", ("alpha", "beta")
+BOARD_ROUTES = ["/", "/history", f"/versions?release={MONTH}&judge_config={JUDGE}", "/api/leaderboard",
+                "/api/history", f"/api/versions?release={MONTH}&judge_config={JUDGE}"]
+
+
+def seed_board(engine, version: int = 1) -> None:
+    with engine.begin() as conn:
+        db.upsert(conn, "releases", [{"release_id": MONTH, "status": "published",
+                                      "window_start": f"{MONTH}-01T00:00:00+00:00"}], key=["release_id"])
+        db.upsert(conn, "systems", [{"system_id": s, "kind": "extractive"} for s in SYSTEMS], key=["system_id"])
+        rows = [{"release_id": MONTH, "system_id": s, "judge_config": JUDGE, "n_queries": 1, "n_reports": 1,
+                 "n_failed": 0, **dict.fromkeys(METRICS, 0.5 + rank / 10), "geometric_mean": 0.5 + rank / 10,
+                 "rank": len(SYSTEMS) - rank, "metric_versions": dict.fromkeys(METRICS, "v1")}
+                for rank, s in enumerate(SYSTEMS)]
+        cells = [{"release_id": MONTH, "system_id": r["system_id"], "judge_config": JUDGE, "metric": m,
+                  "dimension": DIMENSION_OF[m], "metric_position": METRICS.index(m) + 1,
+                  "variant": registry.headline_variant(m), "mean": r[m], "n": 1, "n_unscored": 0,
+                  "is_best": r["rank"] == 1, "significant": False, "runner_up": None} for r in rows for m in METRICS]
+        store_board(conn, rows, cells, METRICS, version=version)
+
+
+def test_an_unchanged_board_is_a_304_and_a_new_version_is_not(engine):
+    seed_board(engine)
+    with serve(create_app(lambda: engine)) as url, httpx.Client(base_url=url, timeout=30) as client:
+        tags = {}
+        for route in BOARD_ROUTES:
+            first = client.get(route)
+            assert first.status_code == 200, (route, first.text[:300])
+            tag = first.headers["etag"]
+            assert first.headers["cache-control"] == "no-cache"
+            again = client.get(route, headers={"If-None-Match": tag})
+            assert again.status_code == 304 and again.content == b"" and again.headers["etag"] == tag, route
+            assert again.headers["x-content-type-options"] == "nosniff"  # the guards' headers on a 304 too
+            assert client.get(route, headers={"If-None-Match": '"other", W/' + tag}).status_code == 304
+            assert client.get(route, headers={"If-None-Match": '"other"'}).status_code == 200
+            tags[route] = tag
+        # Another query string is another page; another mount (the Airflow plugin's prefix) another tag.
+        assert client.get("/", params={"release": MONTH}).headers["etag"] != tags["/"]
+        # A re-judged month's next board version changes every board read's tag: the client gets the new page.
+        seed_board(engine, version=2)
+        for route in BOARD_ROUTES:
+            fresh = client.get(route, headers={"If-None-Match": tags[route]})
+            assert fresh.status_code == 200 and fresh.headers["etag"] != tags[route], route
+        # Pages of one report or system are not conditional (they are not board reads).
+        assert "etag" not in client.get(f"/system/{SYSTEMS[0]}").headers
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again on exit: nothing listens there
+
+
+def test_an_unreachable_warehouse_is_a_503_in_seconds(monkeypatch):
+    monkeypatch.setenv("DEEPSCHOLAR_WEB_DB_WAIT_SECONDS", "2")
+    monkeypatch.setenv("DEEPSCHOLAR_DB_CONNECT_RETRIES", "6")  # the tasks' patience: the page must not use it
+    url = f"postgresql+psycopg2://nobody@127.0.0.1:{_closed_port()}/warehouse"
+    with serve(create_app(lambda: db.reader_engine(url))) as base, httpx.Client(base_url=base, timeout=60) as client:
+        for route in ("/", "/api/leaderboard"):
+            started = time.monotonic()
+            answer = client.get(route)
+            assert time.monotonic() - started < 10, route
+            assert answer.status_code == 503 and answer.headers["retry-after"] == "30", route
+            assert "unreachable" in answer.text
+
+
+def test_a_pool_with_no_free_connection_is_a_503_naming_no_secret(engine, db_url, monkeypatch):
+    seed_board(engine)
+    monkeypatch.setenv("DEEPSCHOLAR_WEB_DB_WAIT_SECONDS", "1")
+    monkeypatch.setenv("DEEPSCHOLAR_DB_POOL_SIZE", "1")
+    reader = db.reader_engine(db_url)
+    assert reader.pool.size() == current_settings().db_pool_size == 1
+    with serve(create_app(lambda: reader)) as base, httpx.Client(base_url=base, timeout=60) as client:
+        assert client.get("/").status_code == 200
+        with reader.connect() as held:  # the one connection, busy elsewhere (a long report page, say)
+            held.execute(sa.text("SELECT 1"))
+            started = time.monotonic()
+            answer = client.get("/api/leaderboard")
+            assert time.monotonic() - started < 8
+        assert answer.status_code == 503 and answer.json() == {
+            "error": "Every warehouse connection of this server is busy; try again in a few seconds."}
+        assert client.get("/api/leaderboard").status_code == 200  # free again: served
+
+
+@pytest.mark.parametrize("route", ["/", "/api/leaderboard"])
+def test_a_huge_if_none_match_is_read_bounded(engine, route):
+    seed_board(engine)
+    with serve(create_app(lambda: engine)) as url:
+        answer = httpx.get(url + route, headers={"If-None-Match": ", ".join(['"x"'] * 2000)}, timeout=30)
+    assert answer.status_code == 200
+
+
+def test_a_months_category_boards_are_computed_once_per_board_stamp(engine, monkeypatch):
+    """The page's category boards (seconds of bootstrap for a real month) are computed once per roll-up,
+    also when readers arrive together; a new board version computes them again."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from deepscholar.evaluation.boards import pooled
+
+    seed_board(engine)
+    computed = []
+    real = pooled.category_boards
+
+    def counted(*args, **kwargs):  # the real computation, counted
+        computed.append(args[1])
+        time.sleep(0.3)  # long enough for the readers below to arrive while it runs
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pooled, "category_boards", counted)
+    with serve(create_app(lambda: engine)) as url:
+        def view(_):
+            return httpx.get(url + "/", timeout=30).status_code
+
+        with ThreadPoolExecutor(8) as readers:
+            assert set(readers.map(view, range(8))) == {200}
+        assert len(computed) == 1
+        assert view(0) == 200 and len(computed) == 1
+        seed_board(engine, version=2)
+        assert view(0) == 200 and len(computed) == 2
