@@ -74,7 +74,7 @@ class Board:
     latest: bool = True
     board_version: int | None = None
     versions: list[dict] = field(default_factory=list)  # every version of this board, newest first
-    costs: dict[str, dict] | None = None  # {system: its leaderboard_costs row}; None: not a stored board
+    costs: dict[str, dict] | None = None  # {system: its month_costs row}; None: not a stored board
 
     @property
     def version_info(self) -> dict | None:
@@ -139,7 +139,7 @@ def load_board(conn: sa.Connection, judge_config: str | None = None, release_id:
     rows = _rows(conn, "SELECT * FROM deepscholar.leaderboard_versions WHERE release_id = :r AND judge_config = :j "
                        "AND board_version = :v", r=release, j=chosen, v=shown)
     costs = {c["system_id"]: c for c in _rows(
-        conn, "SELECT * FROM deepscholar.leaderboard_costs WHERE release_id = :r AND judge_config = :j",
+        conn, "SELECT * FROM deepscholar.month_costs WHERE release_id = :r AND judge_config = :j",
         r=release, j=chosen)}
     return Board(release, chosen, _board_judge_configs(conn, release), _sort_board(rows),
                  _metric_cells(conn, release, chosen, shown or 0), latest=release_id is None, board_version=shown,

@@ -91,11 +91,12 @@ _METRICS_SQL = """
     ORDER BY system_id, metric_position"""
 
 
-# Generation's and the judge's tokens, cost and latency per system (the leaderboard_costs view).
+# Generation's and the judge's tokens, cost and latency per system, as of the board's roll-up (month_costs,
+# the stored rows of the leaderboard_costs view: one index lookup, whatever the history).
 COST_COLUMNS = ("gen_calls", "gen_prompt_tokens", "gen_completion_tokens", "gen_cost_usd", "mean_latency_ms",
                 "judge_requests", "judge_prompt_tokens", "judge_completion_tokens", "judge_cost_usd")
 _COSTS_SQL = f"""
-    SELECT system_id, {", ".join(COST_COLUMNS)} FROM leaderboard_costs WHERE release_id = :r AND judge_config = :j"""
+    SELECT system_id, {", ".join(COST_COLUMNS)} FROM month_costs WHERE release_id = :r AND judge_config = :j"""
 
 
 def pick_board(conn: sa.Connection, release_id: str | None = None,

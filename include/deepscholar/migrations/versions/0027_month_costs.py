@@ -1,5 +1,5 @@
-"""A month's costs stored at its roll-up (month_costs); leaderboard_costs reads them instead of re-aggregating
-every judgment of every month on each read."""
+"""A month's costs computed from its own rows (month_costs_of) and stored at its roll-up (month_costs), instead
+of re-aggregating every judgment of every month on each read of leaderboard_costs."""
 
 from deepscholar.migrations import run_sql
 

@@ -1,14 +1,15 @@
--- A month's costs, stored when its boards are rolled up, so reading them does not grow with the warehouse.
--- The view leaderboard_costs re-aggregated every judgment's requests of every month on each read (its
--- `judging` CTE is used twice, so PostgreSQL computed it whole before filtering by release): at twelve
--- months (2.1 million judgments) one month's costs took 10 s, and the page and `deepscholar leaderboard`
--- read them on every call. Now:
--- - month_costs_of(release) computes one month's rows (the view's definition, bounded to the month from
---   the first table it reads);
--- - month_costs holds them; the roll-up refreshes a month's rows for its judge config
---   (evaluation/boards/rollup.py), the backfill below fills every month already rolled up;
--- - leaderboard_costs keeps its name and columns and reads the stored rows: as of the month's latest
---   roll-up, like the boards beside which it is shown.
+-- A month's costs, computed from that month's rows alone, and stored when its boards are rolled up, so
+-- reading them does not grow with the warehouse. The view leaderboard_costs re-aggregated every judgment's
+-- requests of every month on each read (its `judging` CTE is used twice, so PostgreSQL computed it whole
+-- before filtering by release): at twelve months (2.1 million judgments) one month's costs took 10 s, and
+-- the page and `deepscholar leaderboard` read them on every call. Now:
+-- - month_costs_of(release) computes one month's rows: the view's definition, bounded to the month from
+--   the first table it reads;
+-- - leaderboard_costs keeps its name and columns and stays live (what the audit trail says now, as
+--   `deepscholar cost` needs it), calling month_costs_of once per release it is asked about;
+-- - month_costs holds each month's rows as of its latest roll-up, which refreshes them for its judge
+--   config (evaluation/boards/rollup.py); the board readers (the page, `deepscholar leaderboard`) read it
+--   beside the board, and the backfill below fills every month already there.
 CREATE TABLE deepscholar.month_costs (
     release_id              text NOT NULL REFERENCES deepscholar.releases (release_id) ON DELETE CASCADE,
     system_id               text NOT NULL,
@@ -75,6 +76,8 @@ INSERT INTO deepscholar.month_costs
 SELECT c.* FROM deepscholar.releases rel CROSS JOIN LATERAL deepscholar.month_costs_of(rel.release_id) c;
 
 CREATE OR REPLACE VIEW deepscholar.leaderboard_costs AS
-SELECT release_id, system_id, judge_config, n_reports, gen_calls, gen_prompt_tokens, gen_completion_tokens,
-       gen_cost_usd, mean_latency_ms, judge_requests, judge_prompt_tokens, judge_completion_tokens, judge_cost_usd
-FROM deepscholar.month_costs;
+SELECT rel.release_id, c.system_id, c.judge_config, c.n_reports, c.gen_calls, c.gen_prompt_tokens,
+       c.gen_completion_tokens, c.gen_cost_usd, c.mean_latency_ms, c.judge_requests, c.judge_prompt_tokens,
+       c.judge_completion_tokens, c.judge_cost_usd
+FROM deepscholar.releases rel
+CROSS JOIN LATERAL deepscholar.month_costs_of(rel.release_id) c;
