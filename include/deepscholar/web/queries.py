@@ -329,27 +329,6 @@ def board_months(conn: sa.Connection, judge_config: str | None) -> list[str]:
         "ORDER BY month"), {"j": judge_config}).scalars()]
 
 
-def pooled_page_board(engine, judge_config: str | None, window_from: str | None,
-                      window_to: str | None) -> tuple[Board, list[TrackBoard], Any]:
-    """The core board and the track boards pooled over a window of months, as the page shows a stored one."""
-    from deepscholar.evaluation.boards import pooled
-
-    selection = pooled.current_releases(engine, window_from, window_to)
-    judge = judge_config or pooled.window_judge(engine, selection.releases)
-    rows = pooled.pooled_board(engine, selection, judge)
-    if not rows:
-        raise NotFound(f"no scored query in {selection.label} under {judge}")
-    cells = {(r["system_id"], m): d for r in rows for m, d in r["metrics"].items()}
-    board = Board(selection.label, judge, [judge], rows, cells, latest=False)
-    tracks = []
-    for family in registry.tracks():
-        track_rows = pooled.pooled_board(engine, selection, judge, family=family)
-        if track_rows:
-            tracks.append(TrackBoard(family, registry.ranking_metric(family) or "", track_rows,
-                                     {(r["system_id"], m): d for r in track_rows for m, d in r["metrics"].items()}))
-    return board, tracks, selection
-
-
 class _StampedCache:
     """Values computed from the warehouse, kept per (key, board stamp) in this process, computed once per
     key at a time (a reader arriving while another computes the same key waits for its value instead of
@@ -373,7 +352,12 @@ class _StampedCache:
             with self._lock:
                 if key in self._values:
                     return self._values[key]
-            value = compute()
+            try:
+                value = compute()
+            except BaseException:  # an error (a window with no scores: NotFound) is raised, not kept
+                with self._lock:
+                    self._computing.pop(key, None)
+                raise
             with self._lock:
                 self._values[key] = value
                 while len(self._values) > self._size:
@@ -383,6 +367,39 @@ class _StampedCache:
 
 
 _CATEGORY_BOARDS = _StampedCache()
+_WINDOW_BOARDS = _StampedCache(16)
+
+
+def pooled_page_board(engine, judge_config: str | None, window_from: str | None,
+                      window_to: str | None) -> tuple[Board, list[TrackBoard], Any]:
+    """The core board and the track boards pooled over a window of months, as the page shows a stored one.
+
+    Computed from every score of the window's months (seconds for a year), so kept per board stamp like the
+    category boards: the first view of a window after a roll-up computes it, the later ones read it."""
+    with engine.connect() as conn:
+        stamp = board_stamp(conn)
+    return _WINDOW_BOARDS.get((str(engine.url), judge_config, window_from, window_to, stamp),
+                              lambda: _pooled_page_board(engine, judge_config, window_from, window_to))
+
+
+def _pooled_page_board(engine, judge_config: str | None, window_from: str | None,
+                       window_to: str | None) -> tuple[Board, list[TrackBoard], Any]:
+    from deepscholar.evaluation.boards import pooled
+
+    selection = pooled.current_releases(engine, window_from, window_to)
+    judge = judge_config or pooled.window_judge(engine, selection.releases)
+    rows = pooled.pooled_board(engine, selection, judge)
+    if not rows:
+        raise NotFound(f"no scored query in {selection.label} under {judge}")
+    cells = {(r["system_id"], m): d for r in rows for m, d in r["metrics"].items()}
+    board = Board(selection.label, judge, [judge], rows, cells, latest=False)
+    tracks = []
+    for family in registry.tracks():
+        track_rows = pooled.pooled_board(engine, selection, judge, family=family)
+        if track_rows:
+            tracks.append(TrackBoard(family, registry.ranking_metric(family) or "", track_rows,
+                                     {(r["system_id"], m): d for r in track_rows for m, d in r["metrics"].items()}))
+    return board, tracks, selection
 
 
 def category_page_boards(engine, selection, judge_config: str, min_queries: int) -> list:
