@@ -363,6 +363,7 @@ def measure_pages(engine, months: list[str], args) -> dict:
                 return time.perf_counter() - t
 
             for name, path in routes.items():
+                drained(engine)
                 warm: dict[str, int] = {}
                 get(path, warm)  # the first request builds the engine and imports the renderer
                 if warm:
@@ -383,9 +384,22 @@ def measure_pages(engine, months: list[str], args) -> dict:
                 results[name] = {"path": path, "one_reader": spread(one), "concurrent": spread(many),
                                  "errors_one": err1, "errors_concurrent": errn}
                 emit("page", route=name, readers=args.concurrency, **results[name])
+            drained(engine)
             results["load"] = load_test(client, list(routes.values()), args.load_readers, args.readers_seconds)
             emit("page_load", **results["load"])
     return results
+
+
+def drained(engine, timeout: float = 180) -> None:
+    """Wait until the warehouse runs no query of the app: a request the client gave up on (ReadTimeout) still
+    runs in the server and would otherwise be counted against the next route."""
+    deadline = time.monotonic() + timeout
+    with engine.connect() as conn:
+        while time.monotonic() < deadline and conn.execute(sa.text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' "
+                "AND pid <> pg_backend_pid()")).scalar():
+            conn.rollback()
+            time.sleep(0.5)
 
 
 def load_test(client, paths: list[str], readers: int, seconds: float) -> dict:
