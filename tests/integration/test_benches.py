@@ -132,6 +132,32 @@ def _benchmark_scale(_):
     assert out["run_state"] == "success" and out["systems"] == 1 and out["reports"] >= 1
 
 
+@case("history.py", pytest.mark.slow)  # about a minute: two scratch warehouses, cold CLI processes, GX
+def _history(_):
+    lines = _json_lines(_run("history.py", "--months", "2", "--queries", "4", "--systems", "3", "--scale", "0.02",
+                             "--requests", "3", "--concurrency", "3", "--load-readers", "4", "--readers-seconds", "2",
+                             "--cli-repeat", "1", "--n-boot", "20"))
+    by = {}
+    for line in lines:
+        by.setdefault(line["measure"], []).append(line)
+    assert {"upgrade", "fill", "size", "page", "page_load", "cli", "view", "reader", "export", "month13_full",
+            "month13_empty", "summary"} <= set(by), set(by)
+    (fill,) = by["fill"]
+    assert fill["gx_success"] and not fill["gx_failed"], fill
+    assert fill["rows"]["judgments"] > 0 and fill["rows"]["metric_scores"] > 0 and fill["rows"]["board_versions"] >= 2
+    assert by["upgrade"][0]["applied"] and "judgments" not in by["upgrade"][0]["rewritten"]
+    assert {p["route"] for p in by["page"]} >= {"board", "history", "versions", "system", "report", "board_window"}
+    assert all(p["one_reader"]["n"] == 3 and p["concurrent"]["p95_ms"] > 0 and not p["errors_one"] for p in by["page"])
+    assert by["page_load"][0]["requests"] > 0 and isinstance(by["page_load"][0]["errors"], int), by["page_load"]
+    assert {c["command"] for c in by["cli"]} >= {"leaderboard", "leaderboard_track_race", "leaderboard_window",
+                                                 "leaderboard_category", "cost", "release_list"}
+    assert {"leaderboard", "leaderboard_costs"} <= {v["view"] for v in by["view"]}
+    assert [e["scope"] for e in by["export"]] == ["one month", "all months"]
+    (summary,) = by["summary"]
+    assert set(summary["passed"]) | set(summary["failed"]) == {g for g, v in summary["goals"].items() if "pass" in v}
+    assert summary["goals"]["month13_vs_empty"]["ratios"]["total"] > 0
+
+
 def test_every_bench_has_a_case():
     scripts = {p.name for p in BENCH.glob("*.py")}
     assert scripts == {name.split()[0] for name in CASES}, scripts ^ {name.split()[0] for name in CASES}
