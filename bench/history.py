@@ -35,14 +35,11 @@ import contextlib
 import json
 import math
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -53,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import sqlalchemy as sa  # noqa: E402
-from support.warehouse import SERVER_ADMIN_URL, server_answers  # noqa: E402
+from support.warehouse import environment, throwaway_warehouse  # noqa: E402
 
 JUDGE = "llm:openai/gpt-4o"
 YEAR = 2090  # far from any real month
@@ -80,44 +77,11 @@ def say(text: str) -> None:
 
 @contextlib.contextmanager
 def scratch_warehouse(revision: str) -> Iterator[tuple[sa.Engine, Path]]:
-    """An empty warehouse at `revision` (engine, home); gone afterwards. DEEPSCHOLAR_DB_URL points at it inside
-    the block, so the CLI processes find it."""
-    from deepscholar import db, migrations
-
-    home = Path(tempfile.mkdtemp(prefix="deepscholar_bench_history_"))
-    before = {k: os.environ.get(k) for k in ("DEEPSCHOLAR_HOME", "DEEPSCHOLAR_DB_URL")}
-    os.environ["DEEPSCHOLAR_HOME"] = str(home)
-    created, engine = None, None
-    try:
-        if server_answers():
-            created = f"deepscholar_bench_history_{uuid.uuid4().hex[:8]}"
-            admin = sa.create_engine(SERVER_ADMIN_URL, isolation_level="AUTOCOMMIT")
-            with admin.connect() as conn:
-                conn.execute(sa.text(f'CREATE DATABASE "{created}"'))
-            admin.dispose()
-            url = sa.engine.make_url(SERVER_ADMIN_URL).set(database=created).render_as_string(hide_password=False)
-        else:
-            url = db.embedded_server_uri(home)
-        os.environ["DEEPSCHOLAR_DB_URL"] = url
-        engine = db.get_engine(url)
-        migrations.upgrade(engine, revision)
+    """An empty warehouse at `revision` (engine, home), on the local server when it answers; gone afterwards.
+    DEEPSCHOLAR_DB_URL points at it inside the block, so the CLI processes find it."""
+    with throwaway_warehouse("deepscholar_bench_history_", database="auto", revision=revision) as (engine, home), \
+            environment(DEEPSCHOLAR_DB_URL=engine.url.render_as_string(hide_password=False)):
         yield engine, home
-    finally:
-        if engine is not None:
-            engine.dispose()
-        if created:
-            admin = sa.create_engine(SERVER_ADMIN_URL, isolation_level="AUTOCOMMIT")
-            with admin.connect() as conn:
-                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{created}" WITH (FORCE)'))
-            admin.dispose()
-        else:
-            db.stop_embedded_server(home)
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        shutil.rmtree(home, ignore_errors=True)
 
 
 # ------------------------------------------------------------------------------------------------ the fill

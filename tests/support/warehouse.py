@@ -63,7 +63,7 @@ def server_answers(admin_url: str = SERVER_ADMIN_URL) -> bool:
 
 
 @contextlib.contextmanager
-def _environment(**values: str | None) -> Iterator[None]:
+def environment(**values: str | None) -> Iterator[None]:
     """Set (a str) or remove (None) environment variables for the block; the previous values come back."""
     before = {name: os.environ.get(name) for name in values}
     try:
@@ -83,7 +83,7 @@ def _environment(**values: str | None) -> Iterator[None]:
 
 @contextlib.contextmanager
 def throwaway_warehouse(prefix: str = "deepscholar_tmp_", *, database: str = "embedded", set_home: bool = True,
-                        keep_home: bool = False) -> Iterator[tuple[Engine, Path]]:
+                        keep_home: bool = False, revision: str | None = None) -> Iterator[tuple[Engine, Path]]:
     """A fresh home directory and an empty warehouse with the schema applied, gone afterwards: (engine, home).
 
     database: "embedded" (the project's embedded PostgreSQL under home/pgdata, stopped afterwards),
@@ -92,11 +92,12 @@ def throwaway_warehouse(prefix: str = "deepscholar_tmp_", *, database: str = "em
     set_home: inside the block DEEPSCHOLAR_HOME is the new home and DEEPSCHOLAR_DB_URL is unset, so
     `db.get_engine()`, the CLI and subprocesses find this warehouse; both come back afterwards.
     keep_home: leave the home directory (snapshots, logs) on disk; otherwise it is removed.
+    revision: the schema at that migration revision instead of the head (bench/history.py times the upgrade).
     """
     from deepscholar import db
 
     home = Path(tempfile.mkdtemp(prefix=prefix))
-    env = _environment(DEEPSCHOLAR_HOME=str(home), DEEPSCHOLAR_DB_URL=None) if set_home else contextlib.nullcontext()
+    env = environment(DEEPSCHOLAR_HOME=str(home), DEEPSCHOLAR_DB_URL=None) if set_home else contextlib.nullcontext()
     created = None
     embedded = False
     engine = None
@@ -125,7 +126,12 @@ def throwaway_warehouse(prefix: str = "deepscholar_tmp_", *, database: str = "em
             engine = db.get_engine(first.url.render_as_string(hide_password=False))
             if engine is not first:
                 first.dispose()
-            db.init_db(engine)
+            if revision is None:
+                db.init_db(engine)
+            else:
+                from deepscholar import migrations
+
+                migrations.upgrade(engine, revision)
             yield engine, home
     finally:
         if engine is not None:
