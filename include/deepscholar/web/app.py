@@ -209,22 +209,24 @@ def _if_none_match(request: Request) -> set[str]:
 
 
 def _conditional(request: Request, engine: Callable[[], Engine], code_stamp: str,
-                 build: Callable[[], Response]) -> Response:
+                 build: Callable[[str], Response]) -> Response:
     """A board read, answered 304 when nothing it shows has changed since the client's copy.
 
     The ETag digests the request (mount, path, query) and the warehouse's board stamp (q.board_stamp: one
     statement over the board versions and the judge-vs-humans statistics, which change whenever a board is
     rolled up, versioned or published or a trust figure is recomputed); the page is assembled only when it
-    does not match. `no-cache`: a browser or proxy may keep the page but asks again before showing it."""
+    does not match, and `build` gets the stamp (the page's kept boards are keyed by it: one read a request).
+    `no-cache`: a browser or proxy may keep the page but asks again before showing it."""
     with engine().connect() as conn:
         stamp = q.board_stamp(conn)
     key = "\0".join([code_stamp, request.scope.get("root_path", ""), request.url.path,
                      *sorted(f"{k}={v}" for k, v in request.query_params.multi_items()), stamp])
     tag = '"' + hashlib.sha256(key.encode()).hexdigest()[:32] + '"'
     headers = {"ETag": tag, "Cache-Control": "no-cache"}
-    if tag in _if_none_match(request) or "*" in _if_none_match(request):
+    named = _if_none_match(request)
+    if tag in named or "*" in named:
         return Response(status_code=304, headers=headers)
-    response = build()
+    response = build(stamp)
     response.headers.update(headers)
     return response
 
@@ -322,8 +324,9 @@ def _system_page_data(conn: sa.Connection, system_id: str, judge_config: str | N
             "release_id": release_id, "reports": reports}
 
 
-def _leaderboard_page(request: Request, engine: Callable[[], Engine], judge_config: str | None, release: str | None,
-                      version: int | None, window_from: str | None, window_to: str | None) -> HTMLResponse:
+def _leaderboard_page(request: Request, engine: Callable[[], Engine], stamp: str, judge_config: str | None,
+                      release: str | None, version: int | None, window_from: str | None,
+                      window_to: str | None) -> HTMLResponse:
     """The board page: a month's board (a release, a board version) with its tracks, agreement and trust
     rows, or a window's pooled board (from/to) that has none of those; with the category boards and the
     months to choose a window from. Apart from the route so the page's assembly reads on its own."""
@@ -334,17 +337,16 @@ def _leaderboard_page(request: Request, engine: Callable[[], Engine], judge_conf
     if window_from or window_to:
         if release is not None or version is not None:
             raise NotFound("a window (from/to) is a board of its own: no release or version with it")
-        board, tracks, selection = q.pooled_page_board(engine(), judge_config, window_from, window_to)
-        agreement, trust = [], []
+        board, tracks, selection = q.pooled_page_board(engine(), stamp, judge_config, window_from, window_to)
+        agreement: list[dict] = []
+        trust: list[dict] = []
     else:
         with engine().connect() as conn:
-            board = load_board(conn, judge_config, release, version)
-            tracks = q.load_track_boards(conn, board.release_id, board.judge_config, board.board_version)
-            agreement = q.load_agreement_rows(conn, board.release_id, board.judge_config, board.board_version)
+            board, tracks, agreement = q.board_with_tracks(conn, judge_config, release, version)
         selection = None if board.release_id is None else Selection((board.release_id,), board.release_id)
         trust = q.trust_rows(engine(), board.release_id, board.judge_config)
     categories = [] if selection is None or version is not None or board.judge_config is None else (
-        q.category_page_boards(engine(), selection, board.judge_config, minimum))
+        q.category_page_boards(engine(), stamp, selection, board.judge_config, minimum))
     with engine().connect() as conn:
         months = q.board_months(conn, board.judge_config)
     base = _base_of(request)
@@ -367,9 +369,7 @@ def _history_page(request: Request, engine: Callable[[], Engine], judge_config: 
 
 def _versions_page(request: Request, engine: Callable[[], Engine], release: str, judge_config: str) -> HTMLResponse:
     with engine().connect() as conn:
-        rows = q.board_versions_of(conn, release, judge_config)
-    if not rows:
-        raise NotFound(f"no board for release {release!r} under judge config {judge_config!r}")
+        rows = q.existing_board_versions(conn, release, judge_config)
     base = _base_of(request)
     return _page("versions.html", f"Versions of {release}", base, **versions_context(release, judge_config, rows, base))
 
@@ -379,17 +379,17 @@ def _install_pages(app: FastAPI, engine: Callable[[], Engine], code_stamp: str) 
     def leaderboard(request: Request, judge_config: str | None = None, release: str | None = None,
                     version: int | None = None, window_from: str | None = Query(None, alias="from"),
                     window_to: str | None = Query(None, alias="to")):
-        return _conditional(request, engine, code_stamp, lambda: _leaderboard_page(
-            request, engine, judge_config, release, version, window_from, window_to))
+        return _conditional(request, engine, code_stamp, lambda stamp: _leaderboard_page(
+            request, engine, stamp, judge_config, release, version, window_from, window_to))
 
     @app.get("/history", response_class=HTMLResponse)
     def history(request: Request, judge_config: str | None = None):
-        return _conditional(request, engine, code_stamp, lambda: _history_page(request, engine, judge_config))
+        return _conditional(request, engine, code_stamp, lambda _: _history_page(request, engine, judge_config))
 
     @app.get("/versions", response_class=HTMLResponse)
     def versions(request: Request, release: str, judge_config: str):
         return _conditional(request, engine, code_stamp,
-                            lambda: _versions_page(request, engine, release, judge_config))
+                            lambda _: _versions_page(request, engine, release, judge_config))
 
     @app.get("/system/{system_id}", response_class=HTMLResponse)
     def system(request: Request, system_id: str, judge_config: str | None = None, release: str | None = None):
@@ -527,16 +527,12 @@ class _Busy(Exception):
 def _install_api(app: FastAPI, engine: Callable[[], Engine], code_stamp: str) -> None:
     def board_api(judge_config: str | None, release: str | None, version: int | None) -> JSONResponse:
         with engine().connect() as conn:
-            board = load_board(conn, judge_config, release, version)
-            tracks = q.load_track_boards(conn, board.release_id, board.judge_config, board.board_version)
-            agreement = q.load_agreement_rows(conn, board.release_id, board.judge_config, board.board_version)
+            board, tracks, agreement = q.board_with_tracks(conn, judge_config, release, version)
         return JSONResponse(board_json(board) | q.tracks_json(tracks, agreement))
 
     def versions_api(release: str, judge_config: str) -> JSONResponse:
         with engine().connect() as conn:
-            rows = q.board_versions_of(conn, release, judge_config)
-        if not rows:
-            raise NotFound(f"no board for release {release!r} under judge config {judge_config!r}")
+            rows = q.existing_board_versions(conn, release, judge_config)
         return JSONResponse({"versions": [{k: q.json_value(v) for k, v in r.items()} for r in rows]})
 
     def history_api(judge_config: str | None, system_id: str | None) -> JSONResponse:
@@ -547,15 +543,15 @@ def _install_api(app: FastAPI, engine: Callable[[], Engine], code_stamp: str) ->
     @app.get("/api/leaderboard")
     def leaderboard_route(request: Request, judge_config: str | None = None, release: str | None = None,
                           version: int | None = None) -> Response:
-        return _conditional(request, engine, code_stamp, lambda: board_api(judge_config, release, version))
+        return _conditional(request, engine, code_stamp, lambda _: board_api(judge_config, release, version))
 
     @app.get("/api/versions")
     def versions_route(request: Request, release: str, judge_config: str) -> Response:
-        return _conditional(request, engine, code_stamp, lambda: versions_api(release, judge_config))
+        return _conditional(request, engine, code_stamp, lambda _: versions_api(release, judge_config))
 
     @app.get("/api/history")
     def history_route(request: Request, judge_config: str | None = None, system_id: str | None = None) -> Response:
-        return _conditional(request, engine, code_stamp, lambda: history_api(judge_config, system_id))
+        return _conditional(request, engine, code_stamp, lambda _: history_api(judge_config, system_id))
 
 
 def create_app(engine_factory: Callable[[], Engine] = db.reader_engine) -> FastAPI:

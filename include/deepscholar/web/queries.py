@@ -114,6 +114,22 @@ def board_versions_of(conn: sa.Connection, release_id: str, judge_config: str) -
                        "AND judge_config = :j ORDER BY board_version DESC", r=release_id, j=judge_config)
 
 
+def existing_board_versions(conn: sa.Connection, release_id: str, judge_config: str) -> list[dict]:
+    """`board_versions_of`, NotFound when the board does not exist (the versions page and its API)."""
+    rows = board_versions_of(conn, release_id, judge_config)
+    if not rows:
+        raise NotFound(f"no board for release {release_id!r} under judge config {judge_config!r}")
+    return rows
+
+
+def board_with_tracks(conn: sa.Connection, judge_config: str | None, release_id: str | None,
+                      version: int | None) -> tuple[Board, list[TrackBoard], list[dict]]:
+    """A stored board with its tracks' boards and the agreement between them (the page and its API)."""
+    board = load_board(conn, judge_config, release_id, version)
+    tracks = load_track_boards(conn, board.release_id, board.judge_config, board.board_version)
+    return board, tracks, load_agreement_rows(conn, board.release_id, board.judge_config, board.board_version)
+
+
 def load_board(conn: sa.Connection, judge_config: str | None = None, release_id: str | None = None,
                version: int | None = None) -> Board:
     """The board `deepscholar leaderboard` shows for the same release and judge (`pick_board`).
@@ -370,14 +386,13 @@ _CATEGORY_BOARDS = _StampedCache()
 _WINDOW_BOARDS = _StampedCache(16)
 
 
-def pooled_page_board(engine, judge_config: str | None, window_from: str | None,
+def pooled_page_board(engine, stamp: str, judge_config: str | None, window_from: str | None,
                       window_to: str | None) -> tuple[Board, list[TrackBoard], Any]:
     """The core board and the track boards pooled over a window of months, as the page shows a stored one.
 
     Computed from every score of the window's months (seconds for a year), so kept per board stamp like the
-    category boards: the first view of a window after a roll-up computes it, the later ones read it."""
-    with engine.connect() as conn:
-        stamp = board_stamp(conn)
+    category boards (`stamp`: board_stamp, read once by the request): the first view of a window after a
+    roll-up computes it, the later ones read it."""
     return _WINDOW_BOARDS.get((str(engine.url), judge_config, window_from, window_to, stamp),
                               lambda: _pooled_page_board(engine, judge_config, window_from, window_to))
 
@@ -402,17 +417,15 @@ def _pooled_page_board(engine, judge_config: str | None, window_from: str | None
     return board, tracks, selection
 
 
-def category_page_boards(engine, selection, judge_config: str, min_queries: int) -> list:
+def category_page_boards(engine, stamp: str, selection, judge_config: str, min_queries: int) -> list:
     """The core board of each primary category with at least `min_queries` queries (ranks and geometric
     means; 200 bootstrap replicates: the page shows no category interval).
 
     Computed from the month's per-query scores (about 2 s for a 200-query month of 20 systems), so kept
     until the next roll-up or publication changes the board stamp: every later view of the month reads
-    the kept boards. Callers treat them as read-only."""
+    the kept boards (`stamp`: board_stamp, read once by the request). Callers treat them as read-only."""
     from deepscholar.evaluation.boards import pooled
 
-    with engine.connect() as conn:
-        stamp = board_stamp(conn)
     return _CATEGORY_BOARDS.get(
         (str(engine.url), selection, judge_config, min_queries, stamp),
         lambda: pooled.category_boards(engine, selection, judge_config, min_queries=min_queries, n_boot=200)[1])
