@@ -57,15 +57,16 @@ def load_queries(engine: Engine, release_id: str, arxiv_ids: Iterable[str] | Non
             "ORDER BY arxiv_id, nugget_idx"), params).mappings().all()
         # What each family reads per query besides (a track's release-time artefacts: none for a release
         # built without them), one statement per family that declares some (metrics/<family>/__init__.py).
+        declared = registry.query_data()
         family_rows = {family: conn.execute(sa.text(data.sql.format(where=where)), params).mappings().all()
-                       for family, data in registry.query_data().items()}
+                       for family, data in declared.items()}
     family_data: dict[str, dict[str, Any]] = {}
     for family, rows in family_rows.items():
         rows_of: dict[str, list[sa.RowMapping]] = {}
         for row in rows:
             rows_of.setdefault(row["arxiv_id"], []).append(row)
         for arxiv_id, mine in rows_of.items():
-            family_data.setdefault(arxiv_id, {})[family] = registry.query_data()[family].build(mine)
+            family_data.setdefault(arxiv_id, {})[family] = declared[family].build(mine)
     refs_of: dict[str, list[ExemplarReference]] = {}
     for r in refs:
         refs_of.setdefault(r["arxiv_id"], []).append(ExemplarReference(
