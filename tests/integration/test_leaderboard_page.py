@@ -552,3 +552,14 @@ def test_trust_table_shows_the_judge_against_human_labels_only_where_there_are_l
         for query in (f"?release={MONTHS[0]}", "?judge_config=" + LOCAL.replace(":", "%3A")):
             status, html = _get(url + "/" + query)
             assert status == 200 and 'data-trust="true"' not in html, query
+        # A stored entry edited by hand into another shape: its row says so and names the command that
+        # rewrites it; the board is still served (it was a 500).
+        with engine.begin() as conn:
+            conn.execute(sa.text("UPDATE deepscholar.human_agreement_stats SET report = CAST(:r AS jsonb) "
+                                 "WHERE release_id = :m AND metric = 'relevance_rate'"),
+                         {"r": json.dumps({"metric": "relevance_rate", "percent": "high"}), "m": MONTHS[-1]})
+        status, html = _get(url + "/?judge_config=" + LLM.replace(":", "%3A"))
+        assert status == 200
+        row = parse_html(html).one("section", {"data-trust": "true"}).one("tr", {"data-metric": "relevance_rate"})
+        assert "unreadable stored entry: run `deepscholar judges agreement`" in row.text()
+        assert parse_html(html).find_all("tr", {"data-system": True}), "the board itself is still there"

@@ -10,6 +10,7 @@ metric registry at render time, so a metric registered at runtime is a column li
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,8 @@ from deepscholar.evaluation.judging.judges import is_local_config
 from deepscholar.evaluation.metrics import registry
 from deepscholar.web.queries import Board, TrackBoard, finite, metric_mean
 from deepscholar.web.report_text import report_html
+
+_LOG = logging.getLogger(__name__)
 
 __all__ = ["ENV", "render", "format_value", "value_attr", "svg_line_chart", "safe_href", "qs", "path_segment",
            "metric_order_key", "headline_of", "natural_key", "months_of", "json_text", "board_context",
@@ -275,19 +278,36 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.0f}%"
 
 
+def _trust_row(r: Mapping) -> dict:
+    ci = r.get("ci")
+    return {"metric": r["metric"], "label": r["label"], "n_items": r["n_items"],
+            "n_annotators": r["n_annotators"], "percent": r["percent_agreement"],
+            "percent_shown": _pct(r["percent_agreement"]),
+            "ci_shown": f"[{_pct(ci[0])}, {_pct(ci[1])}]" if ci else "",
+            "kappa": r["cohen_kappa"],
+            "kappa_shown": "n/a" if r["cohen_kappa"] is None else f"{r['cohen_kappa']:.2f}",
+            "paper": r.get("paper_agreement"),
+            "paper_shown": "—" if r.get("paper_agreement") is None else _pct(r["paper_agreement"])}
+
+
 def _trust_rows(report: Sequence[Mapping]) -> list[dict]:
-    """The judge-vs-humans table beside the board: ours (percent with CI, kappa, items) and the paper's."""
+    """The judge-vs-humans table beside the board: ours (percent with CI, kappa, items) and the paper's.
+
+    The entries are stored JSON (human_agreement_stats.report): one that is not what `store_agreement` writes
+    (edited by hand, an older shape) is shown as unreadable in its row, with the command that rewrites it,
+    and logged; the board and the other rows are still served."""
     out = []
     for r in report:
-        ci = r.get("ci")
-        out.append({"metric": r["metric"], "label": r["label"], "n_items": r["n_items"],
-                    "n_annotators": r["n_annotators"], "percent": r["percent_agreement"],
-                    "percent_shown": _pct(r["percent_agreement"]),
-                    "ci_shown": f"[{_pct(ci[0])}, {_pct(ci[1])}]" if ci else "",
-                    "kappa": r["cohen_kappa"],
-                    "kappa_shown": "n/a" if r["cohen_kappa"] is None else f"{r['cohen_kappa']:.2f}",
-                    "paper": r.get("paper_agreement"),
-                    "paper_shown": "—" if r.get("paper_agreement") is None else _pct(r["paper_agreement"])})
+        try:
+            out.append(_trust_row(r))
+        except (AttributeError, KeyError, TypeError, IndexError, ValueError) as exc:
+            metric = r.get("metric") if isinstance(r, Mapping) else None
+            _LOG.warning("human_agreement_stats entry for %s is unreadable (%s: %s); rewrite it with "
+                         "`deepscholar judges agreement`", metric or "an unnamed metric", type(exc).__name__, exc)
+            name = str(metric) if metric else "?"
+            out.append({"metric": name, "label": name, "n_items": "", "n_annotators": "", "percent": None,
+                        "percent_shown": "unreadable stored entry: run `deepscholar judges agreement`",
+                        "ci_shown": "", "kappa": None, "kappa_shown": "", "paper": None, "paper_shown": ""})
     return out
 
 
