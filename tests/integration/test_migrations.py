@@ -411,3 +411,47 @@ def test_releases_published_before_0016_are_sealed_as_they_are(new_database):
     with pytest.raises(sa.exc.IntegrityError, match="release 2025-05 is published and sealed"), \
             engine.begin() as conn:
         conn.execute(sa.text("UPDATE nuggets SET text = 'another fact' WHERE release_id = '2025-05'"))
+
+
+def test_0028_reads_a_month_through_its_reports_and_re_creates_the_per_query_views(new_database):
+    """0028 replaces month_costs_of (judgments read per report, JIT off) and re-creates the per-query views a
+    warehouse already has in their new shape (scores read per report), for the headline variants they were
+    made for; a warehouse without them gets none (its first roll-up makes them)."""
+    from deepscholar.evaluation.metrics import registry
+    from deepscholar.migrations import wide_views
+
+    engine = db.get_engine(new_database())
+    migrations.upgrade(engine, "0027_month_costs")
+    heads = [(m, registry.family_of(m), registry.headline_variant(m)) for m in registry.metric_names()]
+    plain_join = "JOIN deepscholar.metric_scores m ON m.report_id = r.report_id\n"
+    with engine.begin() as conn:  # the views as 0027's code made them: a plain join, the old comment
+        for statement in wide_views.query_views_sql(heads):
+            if statement.startswith("COMMENT"):
+                statement = statement.replace("shape 2; headline variants: ", "headline variants: ")
+            elif "CROSS JOIN LATERAL" in statement:
+                start = statement.index("CROSS JOIN LATERAL")
+                statement = statement[:start] + plain_join + statement[statement.index("JOIN (VALUES"):]
+            conn.exec_driver_sql(statement)
+
+    def shape() -> tuple[str, str, list[str] | None]:
+        with engine.connect() as conn:
+            return (conn.execute(sa.text("SELECT pg_get_viewdef('deepscholar.leaderboard_query_scores')")).scalar(),
+                    conn.execute(sa.text("SELECT obj_description(to_regclass('deepscholar.leaderboard_query_scores'),"
+                                         " 'pg_class')")).scalar(),
+                    conn.execute(sa.text("SELECT proconfig FROM pg_proc WHERE proname = 'month_costs_of'")).scalar())
+
+    definition, comment, config = shape()
+    assert "LATERAL" not in definition and comment.startswith("headline variants: ") and config is None
+    assert migrations.upgrade(engine) == ["0028_month_costs_by_report"]
+    definition, comment, config = shape()
+    assert "LATERAL" in definition and "OFFSET 0" in definition
+    assert comment == "shape 2; headline variants: " + ",".join(f"{m}:{f}:{v}" for m, f, v in heads)
+    assert sorted(config) == ["jit=off", "work_mem=32MB"]
+    with engine.connect() as conn:  # the function still answers (an empty month: no rows), the views still read
+        assert conn.execute(sa.text("SELECT count(*) FROM deepscholar.month_costs_of('2099-01')")).scalar() == 0
+        assert conn.execute(sa.text("SELECT count(*) FROM deepscholar.leaderboard_categories")).scalar() == 0
+
+    other = db.get_engine(new_database())  # no per-query views yet: 0028 makes none
+    migrations.upgrade(other)
+    with other.connect() as conn:
+        assert conn.execute(sa.text("SELECT to_regclass('deepscholar.leaderboard_query_scores')")).scalar() is None

@@ -41,6 +41,7 @@ RELEASED = {
     "0025_human_agreement_stats": "fbfa19265930e1a9938bd1e8ab899017a78d0c70cdf9945498eee6916ca74aea",
     "0026_system_endpoint_revision": "4700600361cf234e9957fb268dd518882a3c3bbb1f393daa5734435de61c1caa",
     "0027_month_costs": "0a4d04be02031b4cf5636f377a1efb0dcf45235c49c7c4329dd720bdfca7c1ce",
+    "0028_month_costs_by_report": "3bb17b648d77cb04714a3910f3ce537542270de6765e507fc43a4f625b411963",
 }
 # The sha256 the pre-migration init_db recorded in schema_files for sql/001..004: the baseline is
 # exactly those files, so adopted warehouses match it.
