@@ -330,7 +330,7 @@ def refresh_query_views(conn: sa.Connection) -> bool:
     headlines = [tuple(item.split(":")) for item in listed.split(",") if item]
     if any(len(h) != 3 for h in headlines):
         raise ValueError(f"{QUERY_SCORES_VIEW}'s comment does not list metric:family:variant items: {comment!r}")
-    return sync_query_views(conn, headlines)  # type: ignore[arg-type]
+    return sync_query_views(conn, headlines)
 
 
 def sync_query_views(conn: sa.Connection, headlines: Sequence[tuple[str, str, str]]) -> bool:
