@@ -67,6 +67,50 @@ def test_an_unchanged_board_is_a_304_and_a_new_version_is_not(engine):
         assert "etag" not in client.get(f"/system/{SYSTEMS[0]}").headers
 
 
+def test_a_board_read_is_rendered_once_per_board_stamp(engine):
+    """A later reader of the same page under the same board stamp gets the kept rendering for one statement
+    (the stamp), with or without a conditional request; readers arriving together after a new board version
+    share one build."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    seed_board(engine)
+    statements: list[str] = []
+
+    def record(conn, cursor, statement, *args) -> None:
+        statements.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        with serve(create_app(lambda: engine)) as url, httpx.Client(base_url=url, timeout=30) as client:
+            per_build = {}
+            for route in BOARD_ROUTES:
+                statements.clear()
+                first = client.get(route)
+                per_build[route] = len(statements)
+                statements.clear()
+                again = client.get(route)
+                assert again.status_code == first.status_code == 200, route
+                assert again.content == first.content and again.headers["etag"] == first.headers["etag"], route
+                assert again.headers["content-type"] == first.headers["content-type"], route
+                assert len(statements) == 1 and "board_versions" in statements[0], (route, statements)
+                assert per_build[route] > 1, route
+            seed_board(engine, version=2)
+            statements.clear()
+            with ThreadPoolExecutor(12) as pool:
+                answers = list(pool.map(lambda _: client.get("/"), range(12)))
+            assert {a.status_code for a in answers} == {200} and len({a.content for a in answers}) == 1
+            assert len({a.headers["etag"] for a in answers}) == 1
+            builds = [s for s in statements if "board_versions) AS versions" not in s]
+            assert len(builds) == per_build["/"] - 1, "twelve readers of a new version: one build"
+            # A missing page is not kept: asked again, it is looked up again (and still a 404).
+            for _ in range(2):
+                statements.clear()
+                assert client.get("/versions", params={"release": "2099-01", "judge_config": JUDGE}).status_code == 404
+                assert len(statements) > 1
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

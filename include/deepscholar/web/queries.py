@@ -9,9 +9,7 @@ deepscholar/migrations/versions/); no metric is computed here. Which board is "t
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +18,7 @@ import sqlalchemy as sa
 from deepscholar import errors
 from deepscholar.evaluation.boards.leaderboard import pick_board
 from deepscholar.evaluation.metrics import registry
+from deepscholar.web.stamped_cache import StampedCache
 
 __all__ = ["Board", "TrackBoard", "NotFound", "load_board", "board_versions_of", "load_track_boards", "load_agreement_rows", "trust_rows", "board_json",
            "tracks_json", "metric_mean", "finite", "json_value", "pick",
@@ -345,45 +344,8 @@ def board_months(conn: sa.Connection, judge_config: str | None) -> list[str]:
         "ORDER BY month"), {"j": judge_config}).scalars()]
 
 
-class _StampedCache:
-    """Values computed from the warehouse, kept per (key, board stamp) in this process, computed once per
-    key at a time (a reader arriving while another computes the same key waits for its value instead of
-    computing it again, holding no connection). A changed stamp is a new key; the oldest entries go past
-    `size`. (Written here: functools.lru_cache neither keys by a stamp read per call nor makes concurrent
-    misses of one key wait for one computation.)"""
-
-    def __init__(self, size: int = 64) -> None:
-        self._size = size
-        self._lock = threading.Lock()
-        self._values: OrderedDict[tuple, Any] = OrderedDict()
-        self._computing: dict[tuple, threading.Lock] = {}
-
-    def get(self, key: tuple, compute: Callable[[], Any]) -> Any:
-        with self._lock:
-            if key in self._values:
-                self._values.move_to_end(key)
-                return self._values[key]
-            flight = self._computing.setdefault(key, threading.Lock())
-        with flight:
-            with self._lock:
-                if key in self._values:
-                    return self._values[key]
-            try:
-                value = compute()
-            except BaseException:  # an error (a window with no scores: NotFound) is raised, not kept
-                with self._lock:
-                    self._computing.pop(key, None)
-                raise
-            with self._lock:
-                self._values[key] = value
-                while len(self._values) > self._size:
-                    self._values.popitem(last=False)
-                self._computing.pop(key, None)
-            return value
-
-
-_CATEGORY_BOARDS = _StampedCache()
-_WINDOW_BOARDS = _StampedCache(16)
+_CATEGORY_BOARDS = StampedCache()
+_WINDOW_BOARDS = StampedCache(16)
 
 
 def pooled_page_board(engine, stamp: str, judge_config: str | None, window_from: str | None,
@@ -446,12 +408,15 @@ def trust_rows(engine, release_id: str | None, judge_config: str | None) -> list
 
 def board_stamp(conn: sa.Connection) -> str:
     """What a board read depends on, in one statement over two small tables: every board version's last
-    change (a roll-up, a new version, a publication) and the judge-vs-humans statistics' (the trust rows).
+    change (a roll-up, a new version, a publication) and the judge-vs-humans statistics' (the trust rows: also
+    the sum of their rows' xmin, which any write changes, so an entry rewritten by hand shows at once; the
+    table holds a row per month, judge and labelled metric).
     The conditional requests' ETag digests it (web/app.py), so an unchanged board costs this read alone."""
     row = conn.execute(sa.text("""
         SELECT (SELECT count(*) FROM board_versions) AS versions,
                (SELECT max(greatest(created_at, computed_at, coalesce(published_at, created_at)))
                 FROM board_versions) AS boards_changed,
                (SELECT count(*) FROM human_agreement_stats) AS stats,
-               (SELECT max(computed_at) FROM human_agreement_stats) AS stats_changed""")).one()
-    return f"{row.versions}/{row.boards_changed}/{row.stats}/{row.stats_changed}"
+               (SELECT max(computed_at) FROM human_agreement_stats) AS stats_changed,
+               (SELECT coalesce(sum(xmin::text::bigint), 0) FROM human_agreement_stats) AS stats_written""")).one()
+    return f"{row.versions}/{row.boards_changed}/{row.stats}/{row.stats_changed}/{row.stats_written}"
