@@ -45,8 +45,7 @@ _REPORTS_SQL = """
 _SCORES_SQL = """
     SELECT r.release_id, r.system_id, r.arxiv_id, m.metric, m.value, m.metric_version
     FROM reports r
-    CROSS JOIN LATERAL (SELECT s.metric, s.variant, s.value, s.metric_version, s.judge_config FROM metric_scores s
-                        WHERE s.report_id = r.report_id OFFSET 0) m  -- per report: see query_views_sql
+    JOIN metric_scores m ON m.report_id = r.report_id
     JOIN unnest(CAST(:metrics AS text[]), CAST(:variants AS text[])) AS h (metric, variant)
       ON h.metric = m.metric AND h.variant = m.variant
     WHERE r.release_id = ANY(:releases) AND r.status = 'ok' AND m.judge_config = :j"""
