@@ -124,6 +124,21 @@ def floors(contexts) -> dict[str, tuple[float, float]]:
     }
 
 
+def stored_bytes_per_report(engine, n_reports: int) -> dict:
+    """What judging one report leaves in the warehouse, table by table (rows as stored: TOASTed values
+    compressed, no index): the figure behind a month's disk growth (docs/ARCHITECTURE.md). The scratch
+    warehouse holds this one month only."""
+    import sqlalchemy as sa
+
+    with engine.connect() as conn:
+        sizes = {t: conn.execute(sa.text(f"SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM deepscholar.{t} t")).scalar()
+                 for t in ("llm_calls", "judgments", "metric_scores")}
+        calls = conn.execute(sa.text("SELECT count(*) FROM deepscholar.llm_calls")).scalar()
+    out = {t: round(b / max(n_reports, 1)) for t, b in sizes.items()}
+    out["llm_call_mean_bytes"] = round(sizes["llm_calls"] / max(calls, 1))
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--latency", type=float, default=0.2)
@@ -340,6 +355,7 @@ def _run(args, engine, home: Path) -> int:
                       f"(start-up and roll-up included): {cold['wall_s']:.2f} s, {cold['requests']} requests, "
                       f"litellm imported: {cold['litellm_imported']}")
             summary["litellm_imported_in_process"] = "litellm" in sys.modules
+            summary["stored_bytes_per_report"] = stored_bytes_per_report(engine, len(contexts))
             first = stub.requests
             t0 = time.monotonic()
             again = evaluate_release(engine, month, judge=judge_name, api_base=stub.url,

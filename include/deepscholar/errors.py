@@ -20,7 +20,7 @@ This module imports nothing heavy so every layer (DAG files included) can use it
 
 from __future__ import annotations
 
-__all__ = ["DeepScholarError", "UserError", "NotFound", "InvalidInput", "MissingCredentials",
+__all__ = ["DeepScholarError", "UserError", "NotFound", "InvalidInput", "MissingCredentials", "OverBudget",
            "InfrastructureError", "SystemFailure", "JudgeError", "infrastructure_cause", "is_warehouse_outage"]
 
 
@@ -47,6 +47,11 @@ class MissingCredentials(UserError):
         self.variable = variable
         self.model = model
         super().__init__(f"{variable} is not set: the LLM provider of {model} needs it (export {variable}=...)")
+
+
+class OverBudget(UserError):
+    """Judging would cost, or has cost, more than its budget allows: nothing more is sent. The message gives
+    the amounts and how to go on (a raised budget, or the operator's approval); what was answered is kept."""
 
 
 class InfrastructureError(DeepScholarError):

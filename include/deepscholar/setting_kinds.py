@@ -108,6 +108,7 @@ HOURS = number(float, "a number of hours >= 0", 0)
 POSITIVE_SECONDS = number(float, "a positive number of seconds", 0, above=True)
 PORT = number(int, "a port number (0: any free one)", 0, maximum=65535)
 FRACTION = number(float, "a number from 0 to 1", 0, maximum=1)
+USD = number(float, "an amount of US dollars >= 0", 0)
 
 
 def or_none(kind: Kind) -> Kind:

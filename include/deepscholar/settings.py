@@ -51,6 +51,7 @@ from deepscholar.setting_kinds import (
     TEXT,
     URL,
     URL_PREFIXES,
+    USD,
     Kind,
     choice,
     number,
@@ -278,6 +279,15 @@ class Settings:
     cost_completion_tokens: int = _setting(
         "DEEPSCHOLAR_COST_COMPLETION_TOKENS", 150, POSITIVE_INT, "judging",
         "completion tokens of one judge call in that prediction, likewise")
+    judge_budget_usd: float | None = _setting(
+        "DEEPSCHOLAR_JUDGE_BUDGET_USD", None, USD, "judging",
+        "the most one month's judging may cost under one judge: a run predicted over it (or priced at all "
+        "unknown) waits for an operator's approval, and judging stops once the month's spend passes it by "
+        "DEEPSCHOLAR_JUDGE_BUDGET_MARGIN", shown_default="none (no bound)")
+    judge_budget_margin: float = _setting(
+        "DEEPSCHOLAR_JUDGE_BUDGET_MARGIN", 0.1, FRACTION, "judging",
+        "how far past its budget a month's actual judge spend may go before judging stops (a share of the "
+        "budget): room for the prediction's error and the requests in flight")
     category_min_queries: int = _setting(
         "DEEPSCHOLAR_CATEGORY_MIN_QUERIES", 10, POSITIVE_INT, "judging",
         "a primary category's board is shown on the page only with at least this many queries (fewer make a mean "

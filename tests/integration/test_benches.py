@@ -109,6 +109,8 @@ def _evaluation_real(shared_fixtures):
                "--full-concurrency", "16")
     summary = _json_lines(out)[-1]
     assert summary["report_set"] == "real" and summary["reports"] == 6 and summary["rerun_requests"] == 0
+    stored = summary["stored_bytes_per_report"]  # the disk growth figure: real prompts kept in the audit trail
+    assert stored["llm_calls"] > stored["llm_call_mean_bytes"] > 500 and stored["judgments"] > 0
     assert summary["cold_cli"]["requests"] == summary["runs"][0]["requests"] > 0
     # Every family judged, uncited claim support (which searches the corpus) among them, and RACE on the
     # rubrics the bench adds to the release (the official slice has no track artefacts of its own).

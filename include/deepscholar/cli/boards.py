@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from deepscholar.cli.common import comma_list, named_release, positive_int, ready_engine
+from deepscholar.cli.common import comma_list, named_release, positive_int, ready_engine, usd_amount
 from deepscholar.errors import UserError
 
 
@@ -46,6 +46,12 @@ def _add_evaluate(sub) -> None:
     p.add_argument("--system", action="append", help="only this system's reports (repeatable)")
     p.add_argument("--api-base", default=None, help="judge API base URL (default: DEEPSCHOLAR_JUDGE_API_BASE)")
     p.add_argument("--concurrency", type=positive_int, default=None, help="judge requests in flight (default 16)")
+    p.add_argument("--max-cost", type=usd_amount, default=None, metavar="USD",
+                   help="the most this month's judging may cost: predicted over it (or unpriced), nothing is sent "
+                        "unless --yes; while judging, it stops once the month's spend passes it by "
+                        "DEEPSCHOLAR_JUDGE_BUDGET_MARGIN (default: DEEPSCHOLAR_JUDGE_BUDGET_USD, else no bound)")
+    p.add_argument("--yes", action="store_true",
+                   help="approve a prediction over --max-cost (or an unpriced one): judge it, up to what was predicted")
     p.add_argument("--json", action="store_true")
     p.add_argument("--publish", action="store_true",
                    help="then check the board (Great Expectations) and publish it, as the benchmark DAG does: a "
@@ -101,7 +107,8 @@ def cmd_evaluate(args) -> int:
                               judge=args.judge or current_settings().judge,
                               metric_models=_metric_models(args.metric_model), metrics=args.metrics or None,
                               systems=args.system or None, api_base=args.api_base, concurrency=args.concurrency,
-                              tracks=comma_list(args.tracks))
+                              tracks=comma_list(args.tracks), budget_usd=args.max_cost,
+                              approve_over_budget=args.yes)
     published = _publish_board(args.release, result["judge_config"]) if args.publish else None
     if published is not None:
         result["publish"] = published
@@ -121,6 +128,15 @@ def _print_evaluation(result: dict, published: dict | None) -> None:
     print(f"\n{result['reports_judged']} report scores written under {result['judge_config']}, "
           f"{result['llm_requests']} LLM requests, {result['unscored_reports']} unscored; "
           f"leaderboard rows: {result.get('leaderboard_rows', 0)}")
+    if budget := result.get("budget"):
+        from deepscholar.llm.spend import dollars
+
+        def shown(x: float | None) -> str:
+            return "unknown" if x is None else dollars(x)
+
+        approved = " (approved over it)" if budget["approved_over_budget"] else ""
+        print(f"budget {dollars(budget['budget_usd'])}{approved}: predicted {shown(budget['predicted_cost_usd'])} "
+              f"for {budget['predicted_calls']:,.0f} calls, {shown(result.get('cost_usd'))} spent by this run")
     if published is not None:
         print(published["message"], file=sys.stdout if published["published"] else sys.stderr)
 

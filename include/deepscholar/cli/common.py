@@ -57,6 +57,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def usd_amount(text: str) -> float:
+    """An amount of US dollars >= 0 (a budget); `inf`, `nan` and negative amounts are refused."""
+    try:
+        value = float(text.strip().removeprefix("$").replace(",", ""))
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be an amount of US dollars >= 0, got {text!r}")
+    return value
+
+
 def non_negative_int(text: str) -> int:
     try:
         value = int(text)

@@ -22,7 +22,8 @@ from deepscholar.evaluation.metrics import registry
 from deepscholar.llm.prices import price_of
 from deepscholar.settings import current_settings
 
-__all__ = ["judge_cost_summary", "format_cost_summary", "predicted_judge_cost", "predicted_call_cost", "usd_text"]
+__all__ = ["judge_cost_summary", "format_cost_summary", "predicted_judge_cost", "predicted_call_cost", "usd_text",
+           "predicted_unit_costs", "month_judge_spend"]
 
 
 def _tokens_per_call(conn: sa.Connection, purpose: str, model: str) -> tuple[float, float, int]:
@@ -74,19 +75,49 @@ def predicted_judge_cost(conn: sa.Connection, spec: JudgeSpec, metrics: Sequence
     return calls, cost
 
 
+def predicted_unit_costs(conn: sa.Connection, spec: JudgeSpec, units: Sequence[dict]) -> list[dict]:
+    """Per planned unit (jobs.plan_units: a metric and a system, with its `distinct` pending reports): the
+    calls and USD judging it should take (USD None when the model has no price). Reports already judged are
+    not pending, and reports of equal content are judged once, so what the cache will answer is left out."""
+    per_metric: dict[str, tuple[float, float | None]] = {}
+    out = []
+    for unit in units:
+        name = unit["metric"]
+        if name not in per_metric:
+            per_report, _, _, _, per_call = _per_call_prediction(conn, spec, name)
+            per_metric[name] = (per_report, per_call)
+        per_report, per_call = per_metric[name]
+        reports = int(unit.get("distinct", unit.get("pending", 0)))
+        calls = per_report * reports
+        out.append({"system_id": unit["system_id"], "metric": name, "model": spec.model_for(name),
+                    "reports": reports, "calls": calls,
+                    "cost_usd": 0.0 if calls == 0 else (None if per_call is None else calls * per_call)})
+    return out
+
+
+def month_judge_spend(engine: Engine, release_id: str, judge_config: str) -> float:
+    """What a month's judging under one judge has cost so far by the audit trail (its stored judgments'
+    distinct requests; unpriced ones count 0)."""
+    with engine.connect() as conn:
+        return float(_judge_requests(conn, release_id, judge_config)[4])
+
+
 def _judge_requests(conn: sa.Connection, release_id: str, judge_config: str, *, metric: str | None = None,
                     systems: Sequence[str] | None = None) -> sa.Row:
-    """(distinct requests, prompt tokens, completion tokens, cost or None when a price is unknown) of the
-    judge's llm_calls behind a month's judgments (one metric's, some systems', or all): a request two
-    judgments share counts once."""
+    """(distinct requests, prompt tokens, completion tokens, cost or None when a price is unknown, cost of the
+    priced ones) of the judge's llm_calls behind a month's judgments (one metric's, some systems', or all): a
+    request two judgments share counts once. The judgments are read per report of the month (their primary key), never by
+    scanning every month's (migration 0028 says why)."""
     return conn.execute(sa.text("""
         SELECT count(*), sum(c.prompt_tokens), sum(c.completion_tokens),
-               CASE WHEN bool_and(c.cost_usd IS NOT NULL) THEN sum(c.cost_usd) END
+               CASE WHEN bool_and(c.cost_usd IS NOT NULL) THEN sum(c.cost_usd) END, coalesce(sum(c.cost_usd), 0)
         FROM (SELECT DISTINCT h.request_hash
-              FROM judgments j JOIN reports r ON r.report_id = j.report_id
+              FROM reports r
+              CROSS JOIN LATERAL (SELECT j.request_hashes FROM judgments j
+                                  WHERE j.report_id = r.report_id AND j.judge_config = :j
+                                    AND (CAST(:m AS text) IS NULL OR j.metric = :m) OFFSET 0) j
               CROSS JOIN LATERAL unnest(j.request_hashes) AS h (request_hash)
-              WHERE r.release_id = :r AND j.judge_config = :j
-                AND (CAST(:m AS text) IS NULL OR j.metric = :m)
+              WHERE r.release_id = :r
                 AND (CAST(:s AS text[]) IS NULL OR r.system_id = ANY(:s))) d
         LEFT JOIN llm_calls c ON c.request_hash = d.request_hash"""),
         {"r": release_id, "j": judge_config, "m": metric, "s": list(systems) if systems else None}).one()

@@ -33,7 +33,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 
 from deepscholar.errors import InfrastructureError, JudgeError, MissingCredentials
 from deepscholar.http_guard import BREAKER, host_of
-from deepscholar.llm import cache, prices
+from deepscholar.llm import cache, prices, spend
 from deepscholar.llm.usage import (
     LLMResult,
     Usage,
@@ -296,6 +296,7 @@ class LLMClient:
             self._recent.put(key, hit)
             return hit, True
         self.check_credentials()
+        spend.before_request()  # a budget's limit (llm/spend.py): past it, nothing more is sent
         try:
             row = self._call_with_retries(key, request, messages, call_params, purpose)
         except Exception as exc:
@@ -306,6 +307,7 @@ class LLMClient:
                 raise InfrastructureError(self.service, exc) from exc
             raise
         cache.store(self.engine, row)
+        spend.record(row.cost_usd)
         self._recent.put(key, dataclasses.replace(row, request={}))
         return row, False
 

@@ -427,14 +427,18 @@ def judge_job(engine: Engine, job: dict, judge: str | JudgeSpec = "local") -> di
     Its log line and summary say where the task's life went: the process's age when the job started
     (interpreter, Airflow and DAG imports), the first request and the last answer counted from the job's
     start, and the job's own seconds; a small job must not spend most of its life starting."""
+    from deepscholar.evaluation.budget import limit_for
     from deepscholar.llm.client import track_usage
+    from deepscholar.llm.spend import spend_limit
 
     started = time.monotonic()
     age = _process_age()
     spec = judge if isinstance(judge, JudgeSpec) else JudgeSpec.parse(judge)
+    limit = limit_for(engine, job["release_id"], spec, current_settings().judge_budget_usd)
     # A warehouse failure mid-job re-runs the job after a pause: only what is still pending is judged again
-    # and answers already received come from the llm_calls cache, so nothing is paid twice.
-    with track_usage() as usage:
+    # and answers already received come from the llm_calls cache, so nothing is paid twice. Past the month's
+    # budget (and its margin) the job stops before its next request (llm/spend.py), its chunk unstored.
+    with track_usage() as usage, spend_limit(limit):
         runs = db.with_outage_retries(lambda: judge_units(engine, job["release_id"], job["units"], spec),
                                       f"judge job of {job['release_id']}")
     summary = _summary(job["release_id"], spec, runs)
@@ -487,10 +491,18 @@ def evaluate_release(
     concurrency: int | None = None,
     roll_up: bool = True,
     tracks: Sequence[str] | None = None,
+    budget_usd: float | None = None,
+    approve_over_budget: bool = False,
 ) -> dict:
     """The evaluation half outside Airflow: every (metric, system) unit in this process, then the roll-up.
-    Without `metrics`: the core's and those of `tracks` (default DEEPSCHOLAR_TRACKS)."""
+    Without `metrics`: the core's and those of `tracks` (default DEEPSCHOLAR_TRACKS).
+
+    `budget_usd` (default DEEPSCHOLAR_JUDGE_BUDGET_USD): the planned work's predicted cost is checked against
+    it before any request (evaluation/budget.py: OverBudget, nothing sent, unless `approve_over_budget`), and
+    judging stops once the month's spend passes it by the margin."""
+    from deepscholar.evaluation.budget import check_before_judging
     from deepscholar.evaluation.judging.jobs import plan_units, refresh_judging_statistics
+    from deepscholar.llm.spend import spend_limit
     from deepscholar.release.context import require_published
 
     require_published(engine, release_id)
@@ -504,9 +516,17 @@ def evaluate_release(
                         "with `deepscholar reports import`")
     # The roll-up's imports (scipy.stats, pandas: about 1 s) load while the judge waits for its provider,
     # instead of after the last answer; the import below then finds them loaded (or raises their error).
+    budget = current_settings().judge_budget_usd if budget_usd is None else budget_usd
+    estimate, limit = check_before_judging(engine, release_id, units, spec, budget, approve=approve_over_budget)
     loading = _import_in_background("deepscholar.evaluation.boards.rollup") if roll_up and not spec.is_local else None
-    result = _summary(release_id, spec, judge_units(engine, release_id, units, spec, api_base=api_base,
-                                                   concurrency=concurrency))
+    with spend_limit(limit):
+        result = _summary(release_id, spec, judge_units(engine, release_id, units, spec, api_base=api_base,
+                                                       concurrency=concurrency))
+    if estimate is not None:
+        result["budget"] = {"budget_usd": budget, "predicted_cost_usd": estimate.cost_usd,
+                            "predicted_calls": round(estimate.calls, 1), "spent_before_usd": estimate.spent_usd,
+                            "limit_usd": None if limit is None else limit.limit_usd,
+                            "approved_over_budget": approve_over_budget and estimate.verdict(budget)[0]}
     if roll_up:
         if loading is not None:
             loading.join()
