@@ -443,7 +443,7 @@ def test_0028_reads_a_month_through_its_reports_and_re_creates_the_per_query_vie
 
     definition, comment, config = shape()
     assert "LATERAL" not in definition and comment.startswith("headline variants: ") and config is None
-    assert migrations.upgrade(engine) == ["0028_month_costs_by_report"]
+    assert migrations.upgrade(engine, "0028_month_costs_by_report") == ["0028_month_costs_by_report"]
     definition, comment, config = shape()
     assert "LATERAL" in definition and "OFFSET 0" in definition
     assert comment == "shape 2; headline variants: " + ",".join(f"{m}:{f}:{v}" for m, f, v in heads)

@@ -1,5 +1,9 @@
 """A local stand-in for OpenAI's Files and Batches API, over real HTTP, for tests, benches and the demo.
 
+It answers chat completions sent one by one too (POST /v1/chat/completions), with the same answers: a
+month judged directly and one judged through batches then ask the same endpoint (which is part of every
+request's cache key) and can be compared byte for byte.
+
 What judging through batches needs of it (llm/batches.py): upload a JSONL file (POST /v1/files, multipart,
 purpose=batch), create a batch (POST /v1/batches), list batches (GET /v1/batches, newest first, paged by
 `after`), retrieve one (GET /v1/batches/{id}), download its output and error files
@@ -59,6 +63,7 @@ class BatchStub:
         self.files: dict[str, dict] = {}
         self.batches: dict[str, dict] = {}
         self.creates = 0  # create requests received (lost ones too)
+        self.chat_requests = 0  # requests sent one by one (POST /v1/chat/completions)
         self.lines_answered: list[str] = []  # custom ids, in the order their lines were processed
         self.errors: list[BaseException] = []
         self._ids = itertools.count(1)
@@ -116,6 +121,12 @@ class BatchStub:
         if parts[:1] != ["v1"]:
             return _error(404, f"no route for {path}")
         parts = parts[1:]
+        if parts == ["chat", "completions"] and request.method == "POST":  # the direct path, same answers
+            body = request.get_json(silent=True) or {}
+            with self._lock:
+                self.chat_requests += 1
+                completion = self._completion(body)
+            return _json(completion)
         if parts == ["files"] and request.method == "POST":
             return self._upload(request)
         if len(parts) == 3 and parts[0] == "files" and parts[2] == "content" and request.method == "GET":
