@@ -160,3 +160,21 @@ def test_batches_are_cut_within_the_request_and_byte_limits():
     assert [len(b) for b in batches] == [3, 3, 1] and too_large == []
     batches, too_large = batch_transport.plan_batches([*lines, ("big", b"y" * 50)], max_requests=100, max_bytes=25)
     assert [len(b) for b in batches] == [2, 2, 2, 1] and too_large == ["big"]
+
+
+def test_a_waiting_step_resumes_the_same_batch_after_a_restart(engine, stub):
+    """The wait holds nothing but rows: a poll from a new task (or after a scheduler restart) picks up the
+    batch the first one submitted; submitting again meanwhile creates nothing."""
+    import time
+
+    stub.delay = 0.4
+    _ask_all(engine, stub, ["slow"])
+    assert len(batch_transport.submit_pending(engine, api=_api(stub))) == 1
+    assert batch_transport.poll_batches(engine, api=_api(stub))["open"] == 1
+    assert batch_transport.submit_pending(engine, api=_api(stub)) == [] and stub.creates == 1
+    assert batch_transport.collect_results(engine, api=_api(stub))["batches"] == 0  # nothing ended yet
+    time.sleep(0.5)
+    status = batch_transport.poll_batches(engine, api=_api(stub))
+    assert (status["open"], status["ended"]) == (0, 1)
+    assert batch_transport.collect_results(engine, api=_api(stub))["answered"] == 1
+    assert _ask_all(engine, stub, ["slow"]) == ["answer to slow"] and stub.creates == 1

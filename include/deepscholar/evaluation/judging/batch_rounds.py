@@ -85,7 +85,9 @@ def judge_by_batches(engine: Engine, release_id: str, units: Sequence[dict], spe
         while True:
             status = batch_transport.poll_batches(engine, **steps)
             totals["polls"] += 1
-            if not status["open"]:
+            if status["unsent"]:  # another sender held one (its lease runs out if it died): try again
+                totals["batches"] += len(batch_transport.submit_pending(engine, **steps))
+            if not status["open"] and not status["unsent"]:
                 break
             sleep(poll)
         collected = batch_transport.collect_results(engine, **steps)
