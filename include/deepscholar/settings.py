@@ -256,6 +256,21 @@ class Settings:
     llm_backoff_seconds: float | None = _setting(
         "DEEPSCHOLAR_LLM_BACKOFF_SECONDS", None, SECONDS, "LLM calls",
         "base of the LLM clients' exponential backoff", tolerant=True, shown_default="`0.5`")
+    batch_max_requests: int = _setting(
+        "DEEPSCHOLAR_BATCH_MAX_REQUESTS", 50_000, POSITIVE_INT, "LLM calls",
+        "most requests in one batch submitted to a provider's batch API (`llm/batch_transport.py`; OpenAI "
+        "accepts 50,000)")
+    batch_max_bytes: int = _setting(
+        "DEEPSCHOLAR_BATCH_MAX_BYTES", 200_000_000, POSITIVE_INT, "LLM calls",
+        "most bytes of one batch's JSONL input file (OpenAI accepts 200 MB); also the most read of one "
+        "output or error file")
+    batch_max_attempts: int = _setting(
+        "DEEPSCHOLAR_BATCH_MAX_ATTEMPTS", 3, POSITIVE_INT, "LLM calls",
+        "submissions of one request to a batch API (an errored line, an expired or cancelled batch submits it "
+        "again) before it is marked failed and its judgment stored unscored with the provider's error")
+    batch_poll_seconds: float = _setting(
+        "DEEPSCHOLAR_BATCH_POLL_SECONDS", 60.0, POSITIVE_SECONDS, "LLM calls",
+        "how often a judge run in batch mode asks the provider whether its batches have ended")
     # judging
     judge: str = _setting(
         "DEEPSCHOLAR_JUDGE", "local", TEXT, "judging",

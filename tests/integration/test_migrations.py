@@ -123,7 +123,7 @@ def _snapshot(engine) -> dict[str, list[str]]:
         return {n: sorted(conn.execute(sa.text(
             f"SELECT (to_jsonb(t) - 'quality_flags' - 'cited' - 'n_leaked_retrieved' - 'sample_rank' "
             f"- 'system_build' - 'system_build_detail' - 'local_judge' - 'board_version' - 'knowledge_cutoff' "
-            f"- 'model_knowledge' - 'contamination' - 'request_hashes' - 'endpoint_revision' "
+            f"- 'model_knowledge' - 'contamination' - 'request_hashes' - 'endpoint_revision' - 'transport' "
             f"{_RELEASE_VERSIONS if n == 'releases' else ''})::text FROM deepscholar.\"{n}\" t")).scalars().all())
             for n in names}
 
@@ -175,7 +175,8 @@ def test_baseline_warehouse_upgrades_to_head_keeping_every_row(new_database):
              "race_rubrics", "gt_claims", "release_changelog", "paper_licences", "annotation_items",
              "annotation_samples", "annotation_sample_items", "human_labels", "human_label_history",
              "judge_comparison_metrics", "judge_comparisons",
-             "calibration_items", "judge_drift_checks", "human_agreement_stats")
+             "calibration_items", "judge_drift_checks", "human_agreement_stats", "llm_batches",
+             "llm_batch_requests")
     assert all(after.pop(table) == [] for table in added)
     # 0027 stored the existing board's costs (month_costs), the same rows leaderboard_costs showed before.
     costs = [json.loads(row) for row in after.pop("month_costs")]
@@ -442,7 +443,7 @@ def test_0028_reads_a_month_through_its_reports_and_re_creates_the_per_query_vie
 
     definition, comment, config = shape()
     assert "LATERAL" not in definition and comment.startswith("headline variants: ") and config is None
-    assert migrations.upgrade(engine) == ["0028_month_costs_by_report"]
+    assert migrations.upgrade(engine, "0028_month_costs_by_report") == ["0028_month_costs_by_report"]
     definition, comment, config = shape()
     assert "LATERAL" in definition and "OFFSET 0" in definition
     assert comment == "shape 2; headline variants: " + ",".join(f"{m}:{f}:{v}" for m, f, v in heads)

@@ -22,7 +22,7 @@ from sqlalchemy.engine import Engine
 from deepscholar.db import upsert
 
 __all__ = ["CachedCall", "Coalescer", "RecentCalls", "SingleFlight", "canonical_request", "hash_request", "request_hash",
-           "lookup", "store"]
+           "lookup", "store", "store_in", "call_from_body"]
 
 
 def _jsonable(value: Any) -> Any:
@@ -86,6 +86,33 @@ class CachedCall:
     cost_usd: float | None
     latency_ms: float | None
     created_at: datetime | None = None
+    # None: sent one by one at the list price; else the batch API that answered it, at its batch price
+    # (llm/batch_transport.py), so the audit trail says why its cost is what it is.
+    transport: str | None = None
+
+
+def call_from_body(key: str, request: dict, model: str, api_base: str | None, purpose: str | None, body: dict, *,
+                   cost_usd: float | None, latency_ms: float | None, transport: str | None = None) -> CachedCall:
+    """The llm_calls row of a chat completion's response body: built here alike for an answer sent one by
+    one (llm/client.py) and one read from a batch's output file (llm/batch_transport.py)."""
+    usage = body.get("usage") or {}
+    choices = body.get("choices") or []
+    message = (choices[0].get("message") or {}) if choices else {}
+    return CachedCall(
+        request_hash=key,
+        model=model,
+        api_base=api_base,
+        purpose=purpose,
+        request=request,
+        response=body,
+        response_text=message.get("content") or "",
+        provider_model=body.get("model"),
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        cost_usd=cost_usd,
+        latency_ms=latency_ms,
+        transport=transport,
+    )
 
 
 class RecentCalls:
@@ -246,10 +273,17 @@ def _lookup_many(engine: Engine, hashes: list[str]) -> list[CachedCall | None]:
 
 
 def _store_many(engine: Engine, calls: list[CachedCall]) -> list[None]:
-    rows = [{k: getattr(call, k) for k in _STORED} for call in calls]
     with engine.begin() as conn:
-        upsert(conn, "llm_calls", rows, key=["request_hash"], update=[])
+        store_in(conn, calls)
     return [None] * len(calls)
+
+
+def store_in(conn: sa.Connection, calls: Sequence[CachedCall]) -> None:
+    """Insert these calls on the caller's transaction unless their key exists (first write wins): for a
+    writer that must store answers together with its own rows (a batch's results and their requests' state)."""
+    rows = [{k: getattr(call, k) for k in _STORED} for call in calls]
+    if rows:
+        upsert(conn, "llm_calls", rows, key=["request_hash"], update=[])
 
 
 def lookup(engine: Engine, hash_: str) -> CachedCall | None:

@@ -45,6 +45,8 @@ from deepscholar.llm.usage import (
 from deepscholar.settings import current_settings
 
 __all__ = [
+    "AwaitingBatch",
+    "BatchRequestFailed",
     "LLMClient",
     "LLMResult",
     "Judged",
@@ -70,6 +72,25 @@ MAX_BACKOFF_SECONDS = 30.0
 # litellm 1.106.2 imports its MCP gateway (which needs the optional `mcp` package) for any call with
 # tools, and fails with ModuleNotFoundError; our tools are plain functions, so skip that path.
 _TOOLS_WORKAROUND = {"_skip_mcp_handler": True}
+
+
+class AwaitingBatch(Exception):  # noqa: N818 (a state, not a failure)
+    """A client in batch mode met a request the cache cannot answer: it is recorded for the next batch
+    (llm/batch_transport.py) instead of sent. Not an API error: `ask` lets it through, and the judge runner
+    leaves the report-metric whose item raised it unstored for the next round."""
+
+    def __init__(self, request_hash: str) -> None:
+        self.request_hash = request_hash
+        super().__init__(f"request {request_hash[:12]} waits for a batch")
+
+
+class BatchRequestFailed(Exception):
+    """A request the batch API did not answer within DEEPSCHOLAR_BATCH_MAX_ATTEMPTS submissions: like a
+    request the provider rejects on the direct path, the item asking it ends unscored with this reason."""
+
+    def __init__(self, request_hash: str, attempts: int, last_error: str | None) -> None:
+        self.request_hash, self.attempts, self.last_error = request_hash, attempts, last_error
+        super().__init__(f"no answer from the batch API after {attempts} submissions: {last_error or 'unknown error'}")
 
 
 class ParseError(JudgeError, ValueError):
@@ -227,6 +248,7 @@ class LLMClient:
         backoff_base: float | None = None,
         extra_params: Mapping[str, Any] | None = None,
         cache_salt: str | None = None,
+        batch: bool = False,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
@@ -254,6 +276,11 @@ class LLMClient:
         # Identical requests in flight at once are sent once: the others wait for that answer (cache.SingleFlight).
         self._flights = cache.SingleFlight()
         self._credentials_checked = False
+        # Batch mode (llm/batch_transport.py): a request the cache cannot answer is recorded for a batch
+        # and AwaitingBatch raised, never sent; what was recorded is remembered, so a repeat costs nothing.
+        self.batch = batch
+        self._batch_states: dict[str, tuple[str, int, str | None]] = {}
+        self._batch_lock = threading.Lock()
         # OpenAI-compatible endpoints skip litellm's per-call work (llm/openai_compatible.py).
         self._direct = _is_direct(model, self.api_base)
 
@@ -295,6 +322,8 @@ class LLMClient:
         if hit is not None:
             self._recent.put(key, hit)
             return hit, True
+        if self.batch:
+            self._await_batch(key, request, purpose)
         self.check_credentials()
         spend.before_request()  # a budget's limit (llm/spend.py): past it, nothing more is sent
         try:
@@ -310,6 +339,23 @@ class LLMClient:
         spend.record(row.cost_usd)
         self._recent.put(key, dataclasses.replace(row, request={}))
         return row, False
+
+    def _await_batch(self, key: str, request: dict, purpose: str) -> None:
+        """Record the request for a batch (once per client) and raise AwaitingBatch, or BatchRequestFailed
+        when the batch API gave up on it."""
+        with self._batch_lock:
+            known = self._batch_states.get(key)
+        if known is None:
+            from deepscholar.llm import batch_transport
+
+            known = batch_transport.record_request(self.engine, batch_transport.PendingRequest(
+                key, self.model, self.api_base, purpose, request))
+            with self._batch_lock:
+                self._batch_states[key] = known
+        state, attempts, error = known
+        if state == "failed":
+            raise BatchRequestFailed(key, attempts, error)
+        raise AwaitingBatch(key)
 
     @property
     def service(self) -> str:
@@ -369,22 +415,11 @@ class LLMClient:
             body = self._send(messages, call_params)
             latency_ms = (time.perf_counter() - started) * 1000.0
         usage = body.get("usage") or {}
-        return cache.CachedCall(
-            request_hash=key,
-            model=self.model,
-            api_base=self.api_base,
-            purpose=purpose,
-            request=request,
-            response=body,
-            response_text=_message_of(body).get("content") or "",
-            provider_model=body.get("model"),
-            prompt_tokens=usage.get("prompt_tokens"),
-            completion_tokens=usage.get("completion_tokens"),
-            cost_usd=(prices.cost_usd(body.get("model"), self.model, usage.get("prompt_tokens"),
-                                      usage.get("completion_tokens")) if self._direct
-                      else _cost(body.get("model"), self.model, usage)),
-            latency_ms=latency_ms,
-        )
+        cost = (prices.cost_usd(body.get("model"), self.model, usage.get("prompt_tokens"),
+                                usage.get("completion_tokens")) if self._direct
+                else _cost(body.get("model"), self.model, usage))
+        return cache.call_from_body(key, request, self.model, self.api_base, purpose, body, cost_usd=cost,
+                                    latency_ms=latency_ms)
 
     def _send(self, messages, call_params) -> dict:
         """One request, no retries (ours alone count): the provider's response body as plain JSON."""
@@ -513,7 +548,12 @@ def _cost(served: str | None, requested: str, usage: Mapping[str, Any]) -> float
 
 
 def _is_api_error(exc: BaseException) -> bool:
-    """litellm/openai errors end an item as unscored; anything else (a bug, a DB failure) must surface."""
+    """litellm/openai errors (and a request the batch API gave up on) end an item as unscored; anything else
+    (a bug, a DB failure, a request awaiting its batch) must surface."""
+    if isinstance(exc, BatchRequestFailed):
+        return True
+    if isinstance(exc, AwaitingBatch):
+        return False
     import openai
 
     return isinstance(exc, openai.OpenAIError) or is_transient_error(exc)

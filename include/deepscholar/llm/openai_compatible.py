@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-__all__ = ["chat_completion", "status_error", "invalid_response"]
+__all__ = ["chat_completion", "request_body", "status_error", "invalid_response"]
 
 PREFIX = "openai/"  # which models come here: see client._is_direct
 
@@ -92,13 +92,19 @@ def _transport_error(exc: httpx.TransportError):
     return openai.APIConnectionError(message=f"Connection error: {exc}", request=exc.request)
 
 
+def request_body(model: str, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any]) -> dict:
+    """The JSON body of POST /chat/completions for `openai/<model>`: what the direct path sends, and what a
+    batch's JSONL line carries (llm/batch_transport.py), so both ask the provider the same question."""
+    name = model[len(PREFIX):] if model.startswith(PREFIX) else model
+    return {"model": name, "messages": list(messages), **{k: v for k, v in params.items() if k not in _NOT_SENT}}
+
+
 def chat_completion(model: str, messages: Sequence[Mapping[str, Any]], *, api_base: str,
                     api_key: str | None, timeout: float, params: Mapping[str, Any]) -> dict:
     """POST /chat/completions; the provider's JSON body as a dict, or an `openai.*Error` as the SDK would
     raise it (status_error, invalid_response, timeouts and connection errors)."""
     key = api_key or os.environ.get("OPENAI_API_KEY") or ""
-    payload = {"model": model[len(PREFIX):], "messages": list(messages),
-               **{k: v for k, v in params.items() if k not in _NOT_SENT}}
+    payload = request_body(model, messages, params)
     try:
         response = _client(api_base, key, timeout).post("chat/completions", json=payload)
     except httpx.TransportError as exc:

@@ -16,7 +16,9 @@ import json
 import logging
 from pathlib import Path
 
-__all__ = ["cost_usd", "price_of"]
+__all__ = ["batch_cost_usd", "batch_price_of", "cost_usd", "price_of"]
+
+BATCH_DISCOUNT = 0.5  # OpenAI's (and Anthropic's) batch APIs charge half the list price
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,33 @@ def cost_usd(served: str | None, requested: str, prompt_tokens: int | None,
     if prompt_tokens is None or completion_tokens is None:
         return None
     price = price_of(served) or price_of(requested)
+    if price is None:
+        return None
+    return prompt_tokens * price[0] + completion_tokens * price[1]
+
+
+@functools.lru_cache(maxsize=256)
+def batch_price_of(name: str | None) -> tuple[float, float] | None:
+    """(USD per prompt token, per completion token) through the provider's batch API: the table's batch
+    prices when it has them (`*_cost_per_token_batches`), else half the list price (BATCH_DISCOUNT)."""
+    listed = price_of(name)
+    if listed is None or not name:
+        return None
+    table = _table()
+    for candidate in (name, name.split("/", 1)[1] if "/" in name else None):
+        entry = table.get(candidate) if candidate else None
+        if isinstance(entry, dict) and entry.get("input_cost_per_token_batches") is not None:
+            return (float(entry["input_cost_per_token_batches"]),
+                    float(entry.get("output_cost_per_token_batches") or listed[1] * BATCH_DISCOUNT))
+    return listed[0] * BATCH_DISCOUNT, listed[1] * BATCH_DISCOUNT
+
+
+def batch_cost_usd(served: str | None, requested: str, prompt_tokens: int | None,
+                   completion_tokens: int | None) -> float | None:
+    """cost_usd at the batch price (batch_price_of): the served model's, else the requested one's."""
+    if prompt_tokens is None or completion_tokens is None:
+        return None
+    price = batch_price_of(served) if price_of(served) else batch_price_of(requested)
     if price is None:
         return None
     return prompt_tokens * price[0] + completion_tokens * price[1]

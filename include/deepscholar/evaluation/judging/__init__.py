@@ -7,11 +7,12 @@ Public (the DAGs, the CLI, the page and the other evaluation sub-packages may im
 - `judges`: `JudgeSpec`, a judge config id parsed, rendered and turned into clients (the local embedding
   judge or LLMs through litellm), shared by the runner and the drift check;
 - `report_contexts`: loading the reports, sources and query data that metrics read;
-- `source_counts`: the cited-by counts frozen per release (document importance reads them).
+- `source_counts`: the cited-by counts frozen per release (document importance reads them);
+- `batch_rounds`: judging through a provider's batch API, in rounds (collect, submit, wait, collect results).
 
 Private (`_`): `_leases` (two evaluations of a month never ask the provider twice for one judgment) and
 `_pending` (what is left to judge, as SQL). Nothing outside this package imports them
 (tests/unit/test_layering.py).
 """
 
-__all__ = ["jobs", "judges", "report_contexts", "runner", "source_counts"]
+__all__ = ["batch_rounds", "jobs", "judges", "report_contexts", "runner", "source_counts"]

@@ -78,17 +78,19 @@ class JudgeSpec:
         return self.metric_models.get(metric, self.model)
 
     def client_for(self, engine: Engine, metric: str, *, api_base: str | None = None, api_key: str | None = None,
-                   concurrency: int = 16, cache_salt: str | None = None):
-        """`cache_salt`: a client that bypasses the shared llm_calls answers (LLMClient; the drift check)."""
+                   concurrency: int = 16, cache_salt: str | None = None, batch: bool = False):
+        """`cache_salt`: a client that bypasses the shared llm_calls answers (LLMClient; the drift check);
+        `batch`: a client recording what the cache cannot answer for a batch API (llm/batch_transport.py)."""
         from deepscholar.llm.client import LLMClient
 
         if self.is_local:
             raise ValueError("the local judge has no LLM client")
         return LLMClient(engine, self.model_for(metric), api_base=api_base, api_key=api_key, concurrency=concurrency,
-                         cache_salt=cache_salt)
+                         cache_salt=cache_salt, batch=batch)
 
     def clients_for(self, engine: Engine, metrics: Iterable[str], *, api_base: str | None = None,
-                    api_key: str | None = None, concurrency: int = 16, cache_salt: str | None = None) -> dict:
+                    api_key: str | None = None, concurrency: int = 16, cache_salt: str | None = None,
+                    batch: bool = False) -> dict:
         """{model: LLMClient}, one per model these metrics are judged with (none for the local judge), so the
         metrics sharing a model share one client and its concurrency bound: the runner's clients and the
         drift check's are made here alike."""
@@ -99,7 +101,7 @@ class JudgeSpec:
             model = self.model_for(metric)
             if model not in clients:
                 clients[model] = self.client_for(engine, metric, api_base=api_base, api_key=api_key,
-                                                 concurrency=concurrency, cache_salt=cache_salt)
+                                                 concurrency=concurrency, cache_salt=cache_salt, batch=batch)
         return clients
 
 

@@ -20,7 +20,7 @@ import logging
 import resource
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
@@ -51,6 +51,7 @@ class JudgeRun:
     reports: int = 0
     items: int = 0
     unscored_reports: int = 0
+    awaiting_reports: int = 0  # batch mode: left unstored, a request they need waits for its batch
     llm_requests: int = 0  # calls that reached the provider (cache hits excluded)
     cached_calls: int = 0  # calls answered from llm_calls: no request, no cost
     llm_attempts: int = 0  # HTTP requests sent, retried failures included
@@ -136,11 +137,19 @@ def content_key(ctx: ReportContext) -> tuple:
     return ctx.release_id, ctx.arxiv_id, ctx.system_kind, ctx.text, sources
 
 
+_AWAITING = object()  # an item whose judgment needs a request that waits for its batch (batch mode)
+
+
 def _judge_llm(metric: Metric, client, contexts: Sequence[ReportContext], label: str = "judge calls",
-               share: JobShare | None = None) -> dict[int, list[ItemJudgment]]:
+               share: JobShare | None = None) -> dict[int, list[ItemJudgment] | None]:
     """Judge the chunk's items; a report whose content another report of the job already had (an oracle
     writes the same report for every system id; a system registered twice) takes that report's judgments
-    instead of rendering, hashing and looking up every one of its prompts again."""
+    instead of rendering, hashing and looking up every one of its prompts again.
+
+    With a client in batch mode (llm/batch_transport.py) an item may need a request the cache cannot answer
+    yet: the client records it and raises AwaitingBatch, and the item's report gets None instead of
+    judgments (nothing of it is stored this round); its other items still run, so their requests are
+    recorded for the same batch."""
     from deepscholar.progress import Progress
 
     share = share or JobShare()
@@ -158,11 +167,15 @@ def _judge_llm(metric: Metric, client, contexts: Sequence[ReportContext], label:
     work = [(ctx, item) for ctx, _ in mine for item in metric.items(ctx)]
     tracker = Progress(label, len(work))
 
-    from deepscholar.llm.client import track_requests
+    from deepscholar.llm.client import AwaitingBatch, track_requests
 
-    def one(pair) -> ItemJudgment:
+    def one(pair):
         with track_requests() as hashes:  # the audit trail's rows behind this judgment (costs per system)
-            judgment = metric.judge_llm(client, pair[0], pair[1])
+            try:
+                judgment = metric.judge_llm(client, pair[0], pair[1])
+            except AwaitingBatch:
+                tracker.advance()
+                return _AWAITING
         tracker.advance()
         return replace(judgment, request_hashes=tuple(dict.fromkeys(hashes))) if hashes else judgment
 
@@ -172,13 +185,20 @@ def _judge_llm(metric: Metric, client, contexts: Sequence[ReportContext], label:
         for _, future in mine:  # whoever waits for these reports fails with the same error
             future.set_exception(exc)
         raise
-    out: dict[int, list[ItemJudgment]] = {ctx.report_id: [] for ctx in contexts}
+    out: dict[int, list[ItemJudgment] | None] = {ctx.report_id: [] for ctx in contexts}
+    awaiting = set()
     for (ctx, _), judgment in zip(work, answers, strict=True):
-        out[ctx.report_id].append(judgment)
+        if judgment is _AWAITING:
+            awaiting.add(ctx.report_id)
+        else:
+            out[ctx.report_id].append(judgment)  # type: ignore[union-attr]
+    for report_id in awaiting:
+        out[report_id] = None
     for ctx, future in mine:
         future.set_result(out[ctx.report_id])
     for ctx, future in theirs:  # set before anyone waits (above), so units cannot wait on each other
-        out[ctx.report_id] = list(future.result())
+        found = future.result()
+        out[ctx.report_id] = None if found is None else list(found)
     return out
 
 
@@ -270,6 +290,7 @@ def judge_metric(
     prepared: bool = False,
     share: JobShare | None = None,
     pending: Sequence[int] | None = None,
+    batch: bool = False,
 ) -> JudgeRun:
     """Judge every report of the release (optionally one system's, of one query shard) lacking a current
     score for one metric.
@@ -277,7 +298,9 @@ def judge_metric(
     `client` lets several of these share one LLMClient, so one concurrency bound covers them all;
     `prepared` says the caller already ran the metric's release-wide preparation and recorded the judge
     config (judge_units does, once per metric); `share` is what the units of one judge task share
-    (JobShare); `pending` is the reports to judge when the caller read them already (pending_of_units).
+    (JobShare); `pending` is the reports to judge when the caller read them already (pending_of_units);
+    `batch`: a client in batch mode (one round of evaluation.judging.batch_rounds: what the cache cannot
+    answer is recorded for a batch and its report-metric left unstored).
     """
     from deepscholar.evaluation.metrics import get_metric
     from deepscholar.llm.client import track_usage
@@ -294,7 +317,7 @@ def judge_metric(
     if client is None and not spec.is_local:
         client = spec.client_for(
             engine, metric_name, api_base=api_base or _api_base(),
-            api_key=api_key, concurrency=concurrency or _concurrency())
+            api_key=api_key, concurrency=concurrency or _concurrency(), batch=batch)
     if not prepared:
         prepare_metric(engine, release_id, metric)
         record_judge_config(engine, spec, metric, client)
@@ -305,6 +328,9 @@ def judge_metric(
     log.info("%s on %s (%s, %s): %d reports, %d items, %d unscored, %d LLM requests (%d cached calls), %.1f s, "
              "peak RSS %.0f MB", metric_name, release_id, system_id or "all systems", spec.config_id, run.reports,
              run.items, run.unscored_reports, run.llm_requests, run.cached_calls, run.seconds, run.peak_rss_mb)
+    if run.awaiting_reports:
+        log.info("%s on %s (%s): %d reports wait for a batch", metric_name, release_id, system_id or "all systems",
+                 run.awaiting_reports)
     return run
 
 
@@ -333,6 +359,7 @@ def _judge_pending(engine: Engine, metric: Metric, spec: JudgeSpec, client, pend
     with Leases(engine, metric, spec.config_id, label) as leases:
         for ids in leases.chunks(pending, CHUNK_REPORTS):
             contexts = load_reports(engine, ids, share.queries)
+            judged: Mapping[int, list[ItemJudgment] | None]
             if client is None:
                 judged = _judge_local(metric, contexts, reports_done)
             else:
@@ -340,7 +367,13 @@ def _judge_pending(engine: Engine, metric: Metric, spec: JudgeSpec, client, pend
                          if len(pending) > CHUNK_REPORTS else "")
                 judged = _judge_llm(metric, client, contexts, f"{label}: judge calls{chunk}", share)
             start += len(contexts)
-            results = [_score(metric, ctx, judged[ctx.report_id], run) for ctx in contexts]
+            results = []
+            for ctx in contexts:
+                found = judged[ctx.report_id]
+                if found is None:  # batch mode: a request it needs waits for its batch; stored next round
+                    run.awaiting_reports += 1
+                else:
+                    results.append(_score(metric, ctx, found, run))
             with engine.begin() as conn:
                 store_results(conn, metric, spec.config_id, results)
 
@@ -383,20 +416,21 @@ def _check_judge_credentials(spec: JudgeSpec, units: Sequence[dict], pending: Se
 
 
 def judge_units(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeSpec, *,
-                api_base: str | None = None, concurrency: int | None = None) -> list[JudgeRun]:
+                api_base: str | None = None, concurrency: int | None = None, batch: bool = False) -> list[JudgeRun]:
     """Judge (metric, system) units: one after another with the local judge (CPU-bound embeddings), all at
     once through one client per model with an LLM judge, so `concurrency` requests stay in flight for the
     whole set instead of draining at the end of every small unit.
 
     What is the same for every unit of a metric is done once per metric, not per unit: its release-wide
-    preparation, recording the judge config, and reading which reports are pending (pending_of_units)."""
+    preparation, recording the judge config, and reading which reports are pending (pending_of_units).
+    `batch`: one collect pass of judging through a batch API (evaluation.judging.batch_rounds)."""
     from deepscholar.evaluation.metrics import get_metric
 
     clients: dict[str, object] = {}
     if not spec.is_local:
         concurrency = concurrency or _concurrency()
         clients = spec.clients_for(engine, [u["metric"] for u in units], api_base=api_base or _api_base(),
-                                   concurrency=concurrency)
+                                   concurrency=concurrency, batch=batch)
     pending = pending_of_units(engine, release_id, units, spec.config_id)
     if clients:
         _check_judge_credentials(spec, units, pending, clients)
@@ -476,6 +510,7 @@ def _summary(release_id: str, spec: JudgeSpec, runs: Sequence[JudgeRun]) -> dict
             "completion_tokens": sum(r.completion_tokens for r in runs),
             "cost_usd": sum(costs) if costs else None,
             "unscored_reports": sum(r.unscored_reports for r in runs),
+            "awaiting_reports": sum(r.awaiting_reports for r in runs),
             "peak_rss_mb": max((r.peak_rss_mb for r in runs if r.peak_rss_mb), default=None)}
 
 

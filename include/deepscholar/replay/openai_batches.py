@@ -1,0 +1,257 @@
+"""A local stand-in for OpenAI's Files and Batches API, over real HTTP, for tests, benches and the demo.
+
+It answers chat completions sent one by one too (POST /v1/chat/completions), with the same answers: a
+month judged directly and one judged through batches then ask the same endpoint (which is part of every
+request's cache key) and can be compared byte for byte.
+
+What judging through batches needs of it (llm/batches.py): upload a JSONL file (POST /v1/files, multipart,
+purpose=batch), create a batch (POST /v1/batches), list batches (GET /v1/batches, newest first, paged by
+`after`), retrieve one (GET /v1/batches/{id}), download its output and error files
+(GET /v1/files/{id}/content). A batch stays `in_progress` for `delay` seconds after its creation, then is
+answered when next retrieved: each line's body goes to `answer(body)` (the same answer functions the chat
+completions stubs take), and its output line carries a chat completion as a provider sends it.
+
+Injected failures, for tests of the transport's recovery:
+- `fail_lines`: the next that many request lines answered are errors (a 500 line in the error file);
+- `fail_if(body)`: lines whose body it says yes to are errors the same way;
+- `expire_batches`: the next that many batches to end expire (every request in the error file,
+  `batch_expired`);
+- `lose_creates`: the next that many creates make the batch but answer 502 (the answer lost on the way).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from werkzeug.serving import make_server
+from werkzeug.wrappers import Request, Response
+
+from deepscholar.replay.server import _QuietRequestHandler
+
+__all__ = ["BatchStub", "echo_answer"]
+
+log = logging.getLogger(__name__)
+
+CREATED = 1_700_000_000  # a fixed `created` in every completion: the same answers give the same bytes
+
+
+def echo_answer(body: dict) -> str:
+    """The default answer: the last message's text."""
+    return (body.get("messages") or [{}])[-1].get("content") or ""
+
+
+class BatchStub:
+    """The app and its werkzeug server on a background thread (`with BatchStub(answer=fn) as stub:`)."""
+
+    def __init__(self, answer: Callable[[dict], Any] = echo_answer, *, delay: float = 0.0,
+                 usage: tuple[int, int] = (12, 5), model_suffix: str = "", host: str = "127.0.0.1",
+                 port: int = 0) -> None:
+        self.answer = answer
+        self.delay = delay
+        self.usage = usage
+        self.model_suffix = model_suffix
+        self.fail_lines = 0
+        self.fail_if: Callable[[dict], bool] | None = None
+        self.expire_batches = 0
+        self.lose_creates = 0
+        self.files: dict[str, dict] = {}
+        self.batches: dict[str, dict] = {}
+        self.creates = 0  # create requests received (lost ones too)
+        self.chat_requests = 0  # requests sent one by one (POST /v1/chat/completions)
+        self.lines_answered: list[str] = []  # custom ids, in the order their lines were processed
+        self.errors: list[BaseException] = []
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._server = make_server(host, port, self._wsgi, threaded=True, request_handler=_QuietRequestHandler)
+        self.host, self.port = host, self._server.server_port
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle --
+
+    @property
+    def url(self) -> str:
+        """The api_base: what a judge's chat completions would be sent to, and its batches."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    def start(self) -> BatchStub:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                            name="batch-stub", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join(timeout=10)
+            self._thread = None
+        self._server.server_close()
+
+    def __enter__(self) -> BatchStub:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def raise_errors(self) -> None:
+        if self.errors:
+            raise self.errors[0]
+
+    # -- serving --
+
+    def _wsgi(self, environ, start_response):
+        request = Request(environ)
+        try:
+            response = self._dispatch(request, request.path)
+        except Exception as exc:  # a bug here must reach the test as a failure it sees, not a dead socket
+            log.exception("batch stub error for %s", request.path)
+            with self._lock:
+                self.errors.append(exc)
+            response = _error(500, f"stub failure: {type(exc).__name__}: {exc}")
+        return response(environ, start_response)
+
+    def _dispatch(self, request: Request, path: str) -> Response:
+        parts = path.strip("/").split("/")
+        if parts[:1] != ["v1"]:
+            return _error(404, f"no route for {path}")
+        parts = parts[1:]
+        if parts == ["chat", "completions"] and request.method == "POST":  # the direct path, same answers
+            body = request.get_json(silent=True) or {}
+            with self._lock:
+                self.chat_requests += 1
+                completion = self._completion(body)
+            return _json(completion)
+        if parts == ["files"] and request.method == "POST":
+            return self._upload(request)
+        if len(parts) == 3 and parts[0] == "files" and parts[2] == "content" and request.method == "GET":
+            found = self.files.get(parts[1])
+            if found is None:
+                return _error(404, f"no file {parts[1]}")
+            return Response(found["content"], content_type="application/octet-stream")
+        if parts == ["batches"] and request.method == "POST":
+            return self._create(request)
+        if parts == ["batches"] and request.method == "GET":
+            return self._list(request)
+        if len(parts) == 2 and parts[0] == "batches" and request.method == "GET":
+            with self._lock:
+                batch = self.batches.get(parts[1])
+                if batch is None:
+                    return _error(404, f"no batch {parts[1]}")
+                self._advance(batch)
+                return _json(_public(batch))
+        return _error(404, f"no route for {request.method} {path}")
+
+    def _upload(self, request: Request) -> Response:
+        upload = request.files.get("file")
+        if upload is None or request.form.get("purpose") != "batch":
+            return _error(400, "a multipart `file` and purpose=batch are required")
+        content = upload.read()
+        with self._lock:
+            file_id = f"file-{next(self._ids)}"
+            self.files[file_id] = {"content": content, "purpose": "batch", "filename": upload.filename}
+        return _json({"id": file_id, "object": "file", "bytes": len(content), "created_at": CREATED,
+                      "filename": upload.filename, "purpose": "batch"})
+
+    def _create(self, request: Request) -> Response:
+        spec = request.get_json(silent=True) or {}
+        with self._lock:
+            self.creates += 1
+            source = self.files.get(spec.get("input_file_id") or "")
+            if source is None:
+                return _error(400, f"no input file {spec.get('input_file_id')!r}")
+            if spec.get("endpoint") != "/v1/chat/completions" or spec.get("completion_window") != "24h":
+                return _error(400, "endpoint must be /v1/chat/completions and completion_window 24h")
+            lines = [json.loads(raw) for raw in source["content"].decode("utf-8").splitlines() if raw.strip()]
+            batch_id = f"batch_{next(self._ids)}"
+            batch = {"id": batch_id, "object": "batch", "endpoint": spec["endpoint"], "errors": None,
+                     "input_file_id": spec["input_file_id"], "completion_window": "24h", "status": "in_progress",
+                     "output_file_id": None, "error_file_id": None, "created_at": int(time.time()),
+                     "metadata": spec.get("metadata") or {}, "_lines": lines, "_ready": time.monotonic() + self.delay,
+                     "request_counts": {"total": len(lines), "completed": 0, "failed": 0}}
+            self.batches[batch_id] = batch
+            if self.lose_creates > 0:
+                self.lose_creates -= 1
+                return _error(502, "bad gateway (injected: the batch was created, its answer lost)")
+            return _json(_public(batch))
+
+    def _list(self, request: Request) -> Response:
+        limit = int(request.args.get("limit", 20))
+        after = request.args.get("after")
+        with self._lock:
+            ordered = sorted(self.batches.values(), key=lambda b: int(b["id"].split("_")[1]), reverse=True)
+        if after:
+            ids = [b["id"] for b in ordered]
+            ordered = ordered[ids.index(after) + 1:] if after in ids else []
+        page = ordered[:limit]
+        return _json({"object": "list", "data": [_public(b) for b in page],
+                      "first_id": page[0]["id"] if page else None, "last_id": page[-1]["id"] if page else None,
+                      "has_more": len(ordered) > limit})
+
+    def _advance(self, batch: dict) -> None:
+        """A running batch past its delay ends now (under the lock)."""
+        if batch["status"] != "in_progress" or time.monotonic() < batch["_ready"]:
+            return
+        out, err = [], []
+        if self.expire_batches > 0:
+            self.expire_batches -= 1
+            batch["status"] = "expired"
+            for line in batch["_lines"]:
+                err.append({"id": f"batch_req_{next(self._ids)}", "custom_id": line["custom_id"], "response": None,
+                            "error": {"code": "batch_expired",
+                                      "message": "This request could not be executed before the completion window "
+                                                 "expired."}})
+        else:
+            batch["status"] = "completed"
+            for line in batch["_lines"]:
+                self.lines_answered.append(line["custom_id"])
+                failing = self.fail_lines > 0 or (self.fail_if is not None and self.fail_if(line["body"]))
+                if failing:
+                    self.fail_lines = max(0, self.fail_lines - 1)
+                    err.append({"id": f"batch_req_{next(self._ids)}", "custom_id": line["custom_id"],
+                                "response": {"status_code": 500, "request_id": f"req_{next(self._ids)}",
+                                             "body": {"error": {"message": "injected server error",
+                                                                "type": "server_error"}}}, "error": None})
+                    continue
+                out.append({"id": f"batch_req_{next(self._ids)}", "custom_id": line["custom_id"],
+                            "response": {"status_code": 200, "request_id": f"req_{next(self._ids)}",
+                                         "body": self._completion(line["body"])}, "error": None})
+        batch["request_counts"] = {"total": len(batch["_lines"]), "completed": len(out), "failed": len(err)}
+        for kind, lines in (("output_file_id", out), ("error_file_id", err)):
+            if lines:
+                file_id = f"file-{next(self._ids)}"
+                content = "".join(json.dumps(x) + "\n" for x in lines).encode("utf-8")
+                self.files[file_id] = {"content": content, "purpose": "batch_output", "filename": f"{kind}.jsonl"}
+                batch[kind] = file_id
+
+    def _completion(self, body: dict) -> dict:
+        try:
+            answer = self.answer(body)
+        except Exception as exc:  # a bug in the test's answer function
+            self.errors.append(exc)
+            answer = f"stub answer function failed: {exc}"
+        message = answer if isinstance(answer, dict) else {"role": "assistant", "content": str(answer)}
+        prompt_tokens, completion_tokens = self.usage
+        return {"id": f"chatcmpl-{next(self._ids)}", "object": "chat.completion", "created": CREATED,
+                "model": f"{body['model']}{self.model_suffix}",
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                          "total_tokens": prompt_tokens + completion_tokens}}
+
+
+def _public(batch: dict) -> dict:
+    return {k: v for k, v in batch.items() if not k.startswith("_")}
+
+
+def _json(payload: dict, status: int = 200) -> Response:
+    return Response(json.dumps(payload), status=status, mimetype="application/json")
+
+
+def _error(status: int, message: str) -> Response:
+    return _json({"error": {"message": message, "type": "invalid_request_error" if status < 500 else "server_error"}},
+                 status)

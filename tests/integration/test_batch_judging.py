@@ -1,0 +1,87 @@
+"""Judging the demo month through the batch API (evaluation/judging/batch_rounds.py) against the batch stub
+over real HTTP, with the real LLMClient: the same judgments and scores, byte for byte, as the direct path
+given the same answers, in a stated number of rounds; every audit row at the batch price."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+from support.demo_month import served_demo_month
+from support.judge_stub import scripted_judge
+
+from deepscholar.evaluation.judging.batch_rounds import collect_round, judge_by_batches
+from deepscholar.evaluation.judging.jobs import plan_units
+from deepscholar.evaluation.judging.judges import JudgeSpec
+from deepscholar.evaluation.judging.runner import judge_units
+from deepscholar.evaluation.metrics import registry
+from deepscholar.llm.batches import OpenAIBatches
+from deepscholar.llm.prices import cost_usd
+from deepscholar.replay.openai_batches import BatchStub
+
+pytestmark = pytest.mark.slow  # builds and judges the demo month
+
+MODEL = "openai/gpt-4o-mini"
+SYSTEMS = ["extractive", "oracle"]
+
+
+@pytest.fixture(scope="module")
+def demo(db_url):
+    with served_demo_month(db_url, "deepscholar_batch_") as month:
+        yield month
+
+
+def _stored(engine, judge_config) -> dict[str, list[str]]:
+    """Every judgment and score row of the judge config as JSON text, without the time it was written."""
+    with engine.connect() as conn:
+        return {table: sorted(conn.execute(sa.text(
+            f"SELECT (to_jsonb(t) - 'judged_at' - 'created_at' - 'updated_at' - 'scored_at')::text "
+            f"FROM {table} t WHERE judge_config = :j"), {"j": judge_config}).scalars())
+            for table in ("judgments", "metric_scores")}
+
+
+def _forget(engine, judge_config) -> None:
+    with engine.begin() as conn:
+        for table in ("judgments", "metric_scores"):
+            conn.execute(sa.text(f"DELETE FROM {table} WHERE judge_config = :j"), {"j": judge_config})
+        for table in ("llm_calls", "llm_batch_requests", "llm_batches"):
+            conn.execute(sa.text(f"DELETE FROM {table}"))
+
+
+def test_a_month_judged_through_batches_equals_the_direct_path_byte_for_byte(demo, monkeypatch):
+    engine, month = demo["engine"], demo["month"]
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    spec = JudgeSpec.parse(MODEL)
+    metrics = registry.metric_names(registry.CORE)
+    units = plan_units(engine, month, SYSTEMS, metrics, spec)
+    with BatchStub(answer=scripted_judge) as stub:
+        _forget(engine, spec.config_id)
+        direct_runs = judge_units(engine, month, units, spec, api_base=stub.url, concurrency=8)
+        direct = _stored(engine, spec.config_id)
+        sent_one_by_one = stub.chat_requests
+        assert sent_one_by_one > 50 and sum(r.reports for r in direct_runs) > 0
+        assert all(direct.values())
+
+        _forget(engine, spec.config_id)
+        polls: list[float] = []
+        result = judge_by_batches(engine, month, units, spec, api_base=stub.url, concurrency=8, poll=0.01,
+                                  api=lambda base: OpenAIBatches(stub.url, "test"), sleep=polls.append)
+        assert stub.chat_requests == sent_one_by_one  # nothing was sent one by one in batch mode
+        # Every question once (the direct path asks each once too: a repeat is a cache hit there as here).
+        assert result["answered"] == sent_one_by_one and result["retried"] == result["failed"] == 0
+        # The core metrics ask one question per item except nugget coverage, whose labels depend on the
+        # nuggets (and whose extraction asks until nothing new comes): more rounds than two.
+        assert result["rounds"] >= 3 and result["batches"] == result["rounds"] - 1
+        assert _stored(engine, spec.config_id) == direct
+        assert all(r["llm_requests"] == 0 for r in result["runs"])  # the last pass: all from the cache
+
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text("SELECT transport, cost_usd, prompt_tokens, completion_tokens "
+                                        "FROM llm_calls")).all()
+        assert len(rows) == sent_one_by_one and {r[0] for r in rows} == {"openai-batch"}
+        assert all(r[1] == pytest.approx(cost_usd(None, MODEL, r[2], r[3]) / 2) for r in rows)
+        # Judged again: nothing waits, nothing is submitted.
+        runs, waiting = collect_round(engine, month, units, spec, api_base=stub.url)
+        assert waiting == 0 and stub.creates == result["batches"]
+    stub.raise_errors()
+    print(f"batch judging of {month}: {result['rounds']} rounds, {result['batches']} batches, "
+          f"{result['answered']} requests")
