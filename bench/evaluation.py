@@ -124,18 +124,25 @@ def floors(contexts) -> dict[str, tuple[float, float]]:
     }
 
 
-def stored_bytes_per_report(engine, n_reports: int) -> dict:
-    """What judging one report leaves in the warehouse, table by table (rows as stored: TOASTed values
-    compressed, no index): the figure behind a month's disk growth (docs/ARCHITECTURE.md). The scratch
-    warehouse holds this one month only."""
+def stored_bytes_per_report(engine, judge_config: str, n_reports: int) -> dict:
+    """What judging one report leaves in the warehouse under one judge config, table by table (rows as stored:
+    TOASTed values compressed, no index): its judgments, its scores, and the llm_calls rows those judgments
+    name (the audit trail keeps each request and answer). The figure behind a month's disk growth
+    (docs/ARCHITECTURE.md). The scratch warehouse holds this one month; the latest run's judgments name
+    its own calls."""
     import sqlalchemy as sa
 
     with engine.connect() as conn:
-        sizes = {t: conn.execute(sa.text(f"SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM deepscholar.{t} t")).scalar()
-                 for t in ("llm_calls", "judgments", "metric_scores")}
-        calls = conn.execute(sa.text("SELECT count(*) FROM deepscholar.llm_calls")).scalar()
-    out = {t: round(b / max(n_reports, 1)) for t, b in sizes.items()}
-    out["llm_call_mean_bytes"] = round(sizes["llm_calls"] / max(calls, 1))
+        calls = conn.execute(sa.text("""
+            SELECT count(*), coalesce(sum(pg_column_size(c.*)), 0) FROM deepscholar.llm_calls c
+            WHERE c.request_hash IN (SELECT unnest(j.request_hashes) FROM deepscholar.judgments j
+                                     WHERE j.judge_config = :j)"""), {"j": judge_config}).one()
+        sizes = {t: conn.execute(sa.text(f"SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM deepscholar.{t} t "
+                                         "WHERE t.judge_config = :j"), {"j": judge_config}).scalar()
+                 for t in ("judgments", "metric_scores")}
+    out = {"llm_calls": round(calls[1] / max(n_reports, 1)),
+           **{t: round(b / max(n_reports, 1)) for t, b in sizes.items()}}
+    out["llm_call_mean_bytes"] = round(calls[1] / max(calls[0], 1))
     return out
 
 
@@ -355,7 +362,7 @@ def _run(args, engine, home: Path) -> int:
                       f"(start-up and roll-up included): {cold['wall_s']:.2f} s, {cold['requests']} requests, "
                       f"litellm imported: {cold['litellm_imported']}")
             summary["litellm_imported_in_process"] = "litellm" in sys.modules
-            summary["stored_bytes_per_report"] = stored_bytes_per_report(engine, len(contexts))
+            summary["stored_bytes_per_report"] = stored_bytes_per_report(engine, full["judge_config"], len(contexts))
             first = stub.requests
             t0 = time.monotonic()
             again = evaluate_release(engine, month, judge=judge_name, api_base=stub.url,

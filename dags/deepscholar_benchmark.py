@@ -34,6 +34,12 @@ provider so each provider's Airflow pool bounds its requests. Judging maps one t
 DEEPSCHOLAR_JUDGE_JOB_REPORTS report-metric judgments each, a multiple of DEEPSCHOLAR_JUDGE_TASKS of them;
 evaluation/judging/jobs.py), each judging only what is missing. So a scheduled run, a retry and a
 backfill for a newly registered system (params.systems = ["name"]) all do only the missing work.
+**Budget.** With a budget (DEEPSCHOLAR_JUDGE_BUDGET_USD, or the run's `budget_usd` param), `estimate_budget`
+prices the planned judge jobs (evaluation/budget.py). Within it, `approve_budget` goes on without asking;
+over it, or with an unpriced judge model, it asks an operator in the UI or the REST API and waits in the
+`awaiting_input` state, holding no worker slot (deepscholar/budget_approval.py). Rejected or unanswered,
+the run ends failed with one line saying what the month would have cost; nothing was sent. While judging,
+each judge task stops once the month's spend passes the budget (or the approved total) by the margin.
 **Judge drift.** After the roll-up, `check_judge_drift` has the run's judge answer its fixed calibration
 slice again with the cache bypassed (evaluation/judge_validation/drift.py); a tripped alarm fails `check_leaderboard`'s
 `no_judge_drift` (naming the metric and the drop), so the board is not published and the run's final
@@ -57,6 +63,7 @@ from airflow.sdk import (
     task,
 )
 
+from deepscholar.budget_approval import REFUSAL_KEY, BudgetApproval
 from deepscholar.orchestration import (
     BENCHMARK_DAG_ID,
     BENCHMARK_MAX_ACTIVE_RUNS,
@@ -98,6 +105,12 @@ def _month() -> str:
 
 def _judge() -> str:
     return get_current_context()["params"].get("judge") or "local"
+
+
+def _budget() -> float | None:
+    """The most this month's judging may cost (the run's `budget_usd` param; None: no bound)."""
+    value = get_current_context()["params"].get("budget_usd")
+    return None if value is None else float(value)
 
 
 def _judge_config() -> str:
@@ -146,6 +159,10 @@ def _run():
         "tracks": Param(list(SETTINGS.tracks), type="array", items={"type": "string"},
                         description="Evaluation tracks judged besides the core seven (metric registry families, "
                                     "e.g. reportbench); default DEEPSCHOLAR_TRACKS."),
+        "budget_usd": Param(SETTINGS.judge_budget_usd, type=["null", "number"], minimum=0,
+                            description="The most this month's judging may cost in USD: predicted over it (or "
+                                        "unpriced), an operator approves first; empty = no bound. Default "
+                                        "DEEPSCHOLAR_JUDGE_BUDGET_USD."),
     },
     doc_md=__doc__,
 )
@@ -242,6 +259,24 @@ def deepscholar_benchmark():
               f"{sum(j['reports'] for j in jobs)} report-metric judgments to do")
         return jobs
 
+    @task
+    def estimate_budget(jobs: list[dict]) -> dict:
+        from deepscholar.db import get_engine
+        from deepscholar.evaluation.budget import estimate_for_jobs
+
+        estimate = estimate_for_jobs(get_engine(), _month(), jobs, _judge(), _budget())
+        print(estimate["line"])
+        if estimate["table"]:
+            print(estimate["table"])
+        return estimate
+
+    approve_budget = BudgetApproval(
+        task_id="approve_budget", estimate_task_id="estimate_budget", retries=0,
+        subject="Approve judging {{ ti.xcom_pull(task_ids='wait_for_release') }} over its budget?",
+        body="{{ ti.xcom_pull(task_ids='estimate_budget')['line'] }}\n\n"
+             "{{ ti.xcom_pull(task_ids='estimate_budget')['table'] }}",
+        response_timeout=timedelta(hours=SETTINGS.judge_budget_approval_hours))
+
     @task(max_active_tis_per_dagrun=SETTINGS.judge_tasks, pool=SETTINGS.judge_pool)
     def judge(job: dict) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
@@ -250,8 +285,10 @@ def deepscholar_benchmark():
         from deepscholar.errors import UserError
         from deepscholar.evaluation.judging.runner import judge_job
 
+        estimate = get_current_context()["ti"].xcom_pull(task_ids="estimate_budget") or {}
+        approved = estimate.get("approved_total_usd") if estimate.get("needs_approval") else None
         try:
-            return judge_job(judge_engine(), job, _judge())
+            return judge_job(judge_engine(), job, _judge(), budget_usd=_budget(), approved_usd=approved)
         except UserError as exc:  # a judge misconfigured (missing API key, unknown metric): no retries
             raise AirflowFailException(str(exc)) from exc
 
@@ -356,7 +393,8 @@ def deepscholar_benchmark():
         states = ctx["ti"].get_task_states(dag_id=ctx["dag"].dag_id, run_ids=[ctx["run_id"]])
         failed = sorted({task_id for task_id, state in (states.get(ctx["run_id"]) or {}).items()
                          if state == "failed"})
-        ok, message = finish_run(get_engine(), _run(), failed)
+        refusal = ctx["ti"].xcom_pull(task_ids="approve_budget", key=REFUSAL_KEY) if "approve_budget" in failed else None
+        ok, message = finish_run(get_engine(), _run(), failed, reason=refusal)
         print(message)
         if not ok:
             raise AirflowFailException(message)
@@ -374,7 +412,9 @@ def deepscholar_benchmark():
     generated >> checked
     jobs = plan_judging()
     checked >> jobs
+    estimate_budget(jobs) >> approve_budget
     judged = judge.expand(job=jobs)
+    approve_budget >> judged
     published = publish_leaderboard()
     rolled = roll_up()
     judged >> rolled >> check_judge_drift() >> check_leaderboard() >> published

@@ -185,8 +185,10 @@ def poke_release(engine: Engine, run: BenchmarkRun, release_run_active: bool = F
     return False
 
 
-def finish_run(engine: Engine, run: BenchmarkRun, failed_tasks: list[str]) -> tuple[bool, str]:
-    """The run's final verdict: (ok, message). Only a run that published M's leaderboard is ok."""
+def finish_run(engine: Engine, run: BenchmarkRun, failed_tasks: list[str], *,
+               reason: str | None = None) -> tuple[bool, str]:
+    """The run's final verdict: (ok, message). Only a run that published M's leaderboard is ok. `reason`: a
+    failed task's own one line (the budget approval's refusal), added to the message."""
     current = run_state(engine, run.release_id, run.run_id)
     state, message = current if current else (None, None)
     if state == "published" and not failed_tasks:
@@ -205,6 +207,8 @@ def finish_run(engine: Engine, run: BenchmarkRun, failed_tasks: list[str]) -> tu
         return False, message
     where = ", ".join(sorted(failed_tasks)) or "a task was skipped before the leaderboard was published"
     message = f"benchmark run for {run.release_id} did not publish its leaderboard: failed: {where}"
+    if reason:
+        message += f"; {reason}"
     if run.judge_config:  # the drift alarm blocked the board: the final state says which metric and how far
         from deepscholar.evaluation.judge_validation.drift import tripped_messages
 

@@ -117,3 +117,24 @@ def or_none(kind: Kind) -> Kind:
         return None if raw.lower() == "none" else kind.parse(raw)
 
     return Kind(f"{kind.expected}, or none", parse)
+
+
+# --- showing values -----------------------------------------------------------------------------------------
+
+def masked(text: str) -> str:
+    """A URL's password (user:password@) replaced by ***: no setting is a secret, but a database URL may
+    carry one."""
+    return re.sub(r"([^/@:\s]*:)[^/@\s]*@", r"\1***@", text)
+
+
+def shown(value: Any) -> str:
+    """A value as the docs and `deepscholar settings` print it."""
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(value) if value else "(none)"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return masked(str(value))

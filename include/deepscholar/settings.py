@@ -23,7 +23,6 @@ import dataclasses
 import logging
 import math
 import os
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -54,12 +53,13 @@ from deepscholar.setting_kinds import (
     USD,
     Kind,
     choice,
+    masked,
     number,
     or_none,
+    shown,
 )
 
-__all__ = ["GROUPS", "SETTINGS", "Kind", "Setting", "Settings", "current_settings", "effective_rows",
-           "markdown_table", "shown", "DEFAULT_CATEGORIES", "ARXIV_API_URL", "ARXIV_EPRINT_URL",
+__all__ = ["GROUPS", "SETTINGS", "Kind", "Setting", "Settings", "current_settings", "shown", "DEFAULT_CATEGORIES", "ARXIV_API_URL", "ARXIV_EPRINT_URL",
            "ARXIV_OAI_URL", "OPENALEX_URL"]
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ class Setting:
         try:
             return self.kind.parse(raw.strip())
         except ValueError:
-            problem = f"{self.env}={_masked(raw)!r}: expected {self.kind.expected}"
+            problem = f"{self.env}={masked(raw)!r}: expected {self.kind.expected}"
             if not self.tolerant:
                 raise InvalidInput(problem) from None
             log.warning("%s; using the default, %s", problem, self.default_text())
@@ -303,6 +303,10 @@ class Settings:
         "DEEPSCHOLAR_JUDGE_BUDGET_MARGIN", 0.1, FRACTION, "judging",
         "how far past its budget a month's actual judge spend may go before judging stops (a share of the "
         "budget): room for the prediction's error and the requests in flight")
+    judge_budget_approval_hours: float = _setting(
+        "DEEPSCHOLAR_JUDGE_BUDGET_APPROVAL_HOURS", 72.0, HOURS, "judging",
+        "how long the benchmark DAG waits for an operator to approve a month predicted over its budget before "
+        "the run ends, nothing sent")
     category_min_queries: int = _setting(
         "DEEPSCHOLAR_CATEGORY_MIN_QUERIES", 10, POSITIVE_INT, "judging",
         "a primary category's board is shown on the page only with at least this many queries (fewer make a mean "
@@ -562,50 +566,3 @@ def current_settings() -> Settings:
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     return settings
-
-
-# --- showing them -------------------------------------------------------------------------------------------
-
-def _masked(text: str) -> str:
-    """A URL's password (user:password@) replaced by ***: no setting is a secret, but a database URL may
-    carry one."""
-    return re.sub(r"([^/@:\s]*:)[^/@\s]*@", r"\1***@", text)
-
-
-def shown(value: Any) -> str:
-    """A value as the docs and `deepscholar settings` print it."""
-    if value is None:
-        return "unset"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, tuple):
-        return ",".join(value) if value else "(none)"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return _masked(str(value))
-
-
-def _ordered() -> list[Setting]:
-    return sorted(SETTINGS, key=lambda s: GROUPS.index(s.group))
-
-
-def effective_rows(environ: Mapping[str, str] | None = None) -> list[tuple[str, str, str, str]]:
-    """(group, variable, value, source) of every setting of `environ` (default: this process's)."""
-    settings = current_settings() if environ is None else Settings.from_env(environ)
-    environ = os.environ if environ is None else environ
-    rows = []
-    for s in _ordered():
-        value = getattr(settings, s.name)
-        # Unset: what that means (each client's own default, the Airflow connection, ...) when the docs say.
-        text = shown(value) if value is not None or not s.shown_default else s.shown_default.replace("`", "")
-        rows.append((s.group, s.env, text, s.source(environ)))
-    return rows
-
-
-def markdown_table() -> str:
-    """README's table of every setting (`deepscholar settings --markdown`)."""
-    lines = ["| variable | group | meaning | accepts | default |", "|---|---|---|---|---|"]
-    for s in _ordered():
-        tolerant = " (a malformed value is logged and ignored)" if s.tolerant else ""
-        lines.append(f"| `{s.env}` | {s.group} | {s.doc} | {s.kind.expected}{tolerant} | {s.default_text()} |")
-    return "\n".join(lines)

@@ -8,8 +8,9 @@ import pytest
 pytestmark = pytest.mark.slow  # imports the DAGs in Airflow
 
 DAGS_FOLDER = Path(__file__).resolve().parents[2] / "dags"
-# Quality checks: a failure is a verdict on the data, not a transient error, so they are never retried.
-VERDICT_TASKS = {"quality_gate", "check_reports", "check_leaderboard", "finish"}
+# A failure of a check is a verdict on the data, not a transient error. A verdict is not retried: a gate, a check, the final state, and an operator's answer on the budget (a retry
+# would ask again, or turn a rejection into a second question).
+VERDICT_TASKS = {"quality_gate", "check_reports", "check_leaderboard", "finish", "approve_budget"}
 
 
 @pytest.fixture(scope="module")

@@ -139,6 +139,24 @@ def _benchmark_rows(engine) -> list[dict]:
             "SELECT * FROM benchmark_runs ORDER BY started_at"))]
 
 
+def _answer_budget(airflow: LocalAirflow, choice: str) -> list[str]:
+    """Answer every budget approval waiting for input (as an operator would in the UI, through the same REST
+    API): the run ids answered."""
+    answered = []
+    for run in airflow.dag_runs(BENCHMARK_DAG_ID):
+        for t in airflow.task_instances(BENCHMARK_DAG_ID, run["dag_run_id"]):
+            if t["task_id"] == "approve_budget" and t["state"] == "awaiting_input":
+                airflow.api("PATCH", f"/dags/{BENCHMARK_DAG_ID}/dagRuns/{run['dag_run_id']}/taskInstances/"
+                                     "approve_budget/-1/hitlDetails", json={"chosen_options": [choice]})
+                answered.append(run["dag_run_id"])
+    return answered
+
+
+def _budget_request(airflow: LocalAirflow, run_id: str) -> dict:
+    return airflow.api("GET", f"/dags/{BENCHMARK_DAG_ID}/dagRuns/{run_id}/taskInstances/approve_budget/-1/"
+                              "hitlDetails")
+
+
 def _xcom(airflow, run_id: str, task_id: str, map_index: int):
     """A task's return value, through the REST API the UI reads it from."""
     entry = airflow.api("GET", f"/dags/{BENCHMARK_DAG_ID}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/"
@@ -156,7 +174,12 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
         limited_warehouse, db_url, metadata_url, snapshot, tmp_path, judge_stub):
     """Also the month at the warehouse's connection limit: an LLM judge over real HTTP, four judge tasks at
     once with 16 requests in flight each, on a server that takes 40 connections. Every task succeeds at
-    its first attempt (retries are off) and the peak stays under the limit."""
+    its first attempt (retries are off) and the peak stays under the limit.
+
+    And the month's budget: the stub judge has no price, so its cost cannot be checked against the $100
+    budget; the run asks for an approval and waits for it (awaiting_input), the operator approves through
+    the REST API, and the month is judged. A second run of the month under a priced judge with a budget of
+    a tenth of a cent asks again, is rejected, and ends failed saying so, having sent nothing."""
     engine = limited_warehouse
     warehouse_url = engine.url.render_as_string(hide_password=False)
     for name in ORACLES:
@@ -167,16 +190,39 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
              "DEEPSCHOLAR_JUDGE_TASKS": "4", "DEEPSCHOLAR_JUDGE_CONCURRENCY": "16",
              "DEEPSCHOLAR_JUDGE_JOB_REPORTS": "24", "DEEPSCHOLAR_TRACKS": ",".join(registry.tracks()),
              # The drift check re-judges a small calibration slice past the cache (the stub has no price).
-             "DEEPSCHOLAR_CALIBRATION_ITEMS": "5", "DEEPSCHOLAR_CALIBRATION_MAX_COST_USD": "none"}
+             "DEEPSCHOLAR_CALIBRATION_ITEMS": "5", "DEEPSCHOLAR_CALIBRATION_MAX_COST_USD": "none",
+             "DEEPSCHOLAR_JUDGE_BUDGET_USD": "100"}
     with ReplayServer(snapshot) as server, ConnectionSampler(warehouse_url, interval=0.1) as connections:
         server.inject_failures("/api/query", [Delay(RELEASE_STALL_SECONDS)])
         with _airflow(tmp_path, metadata_url, server, snapshot, warehouse_url, judge) as airflow:
             airflow.wait_for_dags([RELEASE_DAG_ID, BENCHMARK_DAG_ID])
             airflow.unpause(RELEASE_DAG_ID, BENCHMARK_DAG_ID)  # the scheduler fires both: the cron tick
 
-            board = _wait(lambda: _leaderboard(engine), airflow, 600, "the leaderboard of the month")
+            approved: list[str] = []
+
+            def approving_until_the_board() -> list:
+                approved.extend(_answer_budget(airflow, "Approve"))
+                return _leaderboard(engine)
+
+            board = _wait(approving_until_the_board, airflow, 600, "the leaderboard of the month")
             _wait(lambda: _all_ended(airflow), airflow, 180, "every DAG run to end")
             release_runs, benchmark_runs = _runs(airflow, RELEASE_DAG_ID), _runs(airflow, BENCHMARK_DAG_ID)
+            approval = _budget_request(airflow, benchmark_runs[0]["dag_run_id"])
+
+            # The same month again under a priced judge and a budget of $0.001: asked, rejected, nothing sent.
+            sent = judge_stub.requests
+            rejected_run = airflow.api("POST", f"/dags/{BENCHMARK_DAG_ID}/dagRuns", json={
+                "logical_date": None, "conf": {"month": MONTH, "judge": "openai/gpt-4o-mini", "budget_usd": 0.001}})
+            rejected: list[str] = []
+
+            def rejecting_until_it_ends() -> bool:
+                rejected.extend(_answer_budget(airflow, "Reject"))
+                return _all_ended(airflow)
+
+            _wait(rejecting_until_it_ends, airflow, 300, "the over-budget run to end")
+            second = [r for r in _runs(airflow, BENCHMARK_DAG_ID) if r["dag_run_id"] == rejected_run["dag_run_id"]]
+            second_tasks = {t["task_id"]: t["state"] for t in airflow.task_instances(
+                BENCHMARK_DAG_ID, rejected_run["dag_run_id"])}
             tasks = airflow.task_instances(BENCHMARK_DAG_ID, benchmark_runs[0]["dag_run_id"])
             judge_timings = [_xcom(airflow, benchmark_runs[0]["dag_run_id"], "judge", t["map_index"])["timings"]
                              for t in tasks if t["task_id"] == "judge" and t["state"] == "success"]
@@ -184,6 +230,19 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
             pinned = _xcom(airflow, benchmark_runs[0]["dag_run_id"], "wait_for_release", -1)
 
     assert board == sorted([(MONTH, "human_exemplar")] + [(MONTH, name) for name in ORACLES])
+    # The budget: asked once for the scheduled run (the stub judge has no price), approved, judged.
+    assert approved == [benchmark_runs[0]["dag_run_id"]]
+    assert approval["chosen_options"] == ["Approve"] and "has no price" in approval["body"]
+    assert "$100.00 budget cannot be checked" in approval["body"] and "| System | Calls | USD |" in approval["body"]
+    # The second run: asked, rejected; it failed in the approval, judged nothing, sent nothing, and says why.
+    assert rejected == [rejected_run["dag_run_id"]] and [r["state"] for r in second] == ["failed"]
+    assert second_tasks["approve_budget"] == "failed" and second_tasks["finish"] == "failed"
+    assert second_tasks["roll_up"] == "upstream_failed"
+    assert judge_stub.requests == sent
+    second_row = [r for r in _benchmark_rows(engine) if r["run_id"] == rejected_run["dag_run_id"]]
+    assert second_row and second_row[0]["state"] == "failed", second_row
+    assert "failed: approve_budget; rejected by" in second_row[0]["message"]
+    assert "over the $0.0010 budget; nothing was sent" in second_row[0]["message"]
     # One run per DAG, both created by the scheduler for the same logical date, both green.
     assert [(r["run_type"], r["state"]) for r in release_runs] == [("scheduled", "success")]
     assert [(r["run_type"], r["state"]) for r in benchmark_runs] == [("scheduled", "success")], (
@@ -192,7 +251,7 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
     assert release_runs[0]["logical_date"] == benchmark_runs[0]["logical_date"]
     assert pinned == MONTH
     # The benchmark started before the release was published, waited for it, and no second run was started.
-    rows = _benchmark_rows(engine)
+    rows = [r for r in _benchmark_rows(engine) if r["run_id"] != rejected_run["dag_run_id"]]
     assert [(r["run_id"], r["state"]) for r in rows] == [(benchmark_runs[0]["dag_run_id"], "published")]
     with engine.connect() as conn:
         published_at = conn.execute(sa.text("SELECT published_at FROM releases WHERE release_id = :r"),

@@ -13,7 +13,8 @@ import pytest
 from deepscholar import settings as settings_module
 from deepscholar.errors import InvalidInput
 from deepscholar.release.spec import ReleaseSpec
-from deepscholar.settings import GROUPS, SETTINGS, Settings, current_settings, markdown_table
+from deepscholar.settings import GROUPS, SETTINGS, Settings, current_settings
+from deepscholar.settings_docs import markdown_table
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "include" / "deepscholar"
@@ -292,8 +293,8 @@ def test_no_module_reads_a_deepscholar_variable_outside_settings():
     problems = []
     for path in MODULES:
         rel = path.relative_to(ROOT).as_posix()
-        if rel == "include/deepscholar/settings.py":
-            continue
+        if rel in ("include/deepscholar/settings.py", "include/deepscholar/settings_docs.py"):
+            continue  # the declarations, and showing where each value comes from (`deepscholar settings`)
         found = settings_violations(path.read_text(encoding="utf-8"), dynamic_allowed=rel in DYNAMIC_READS)
         problems += [f"{rel} {problem}" for problem in found]
     assert not problems, ("read these through deepscholar.settings.current_settings() (declare the setting "

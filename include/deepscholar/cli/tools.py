@@ -91,7 +91,7 @@ def cmd_settings(args) -> int:
     """The effective settings (variable, value, where it comes from), or README's table with --markdown."""
     from tabulate import tabulate
 
-    from deepscholar.settings import effective_rows, markdown_table
+    from deepscholar.settings_docs import effective_rows, markdown_table
 
     if args.markdown:
         print(markdown_table())

@@ -22,7 +22,7 @@ from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.llm.spend import SpendLimit, dollars
 from deepscholar.settings import current_settings
 
-__all__ = ["JudgingEstimate", "estimate_judging", "check_before_judging", "limit_for"]
+__all__ = ["JudgingEstimate", "estimate_judging", "estimate_for_jobs", "check_before_judging", "limit_for"]
 
 GO_ON = ("raise the budget (DEEPSCHOLAR_JUDGE_BUDGET_USD, or `deepscholar evaluate --max-cost`) and run again, "
          "or approve it (`--yes`)")
@@ -97,18 +97,36 @@ def estimate_judging(engine: Engine, release_id: str, units: Sequence[dict], spe
 
 
 def limit_for(engine: Engine, release_id: str, spec: JudgeSpec, budget_usd: float | None, *,
-              approved: JudgingEstimate | None = None, margin: float | None = None) -> SpendLimit | None:
-    """The running limit of a month's judging: the budget, or the estimate an operator approved when that is
-    more, plus the margin; None without a budget or for the local judge (it costs nothing)."""
+              approved_usd: float | None = None, margin: float | None = None) -> SpendLimit | None:
+    """The running limit of a month's judging: the budget, or the month's total an operator approved when
+    that is more, plus the margin; None without a budget or for the local judge (it costs nothing)."""
     if budget_usd is None or spec.is_local:
         return None
     margin = current_settings().judge_budget_margin if margin is None else margin
-    allowed = budget_usd
-    if approved is not None and approved.cost_usd is not None:
-        allowed = max(allowed, approved.spent_usd + approved.cost_usd)
+    allowed = max(budget_usd, approved_usd or 0.0)
     return SpendLimit(allowed * (1 + margin), f"judging {release_id} under {spec.config_id}",
                       audited=lambda: month_judge_spend(engine, release_id, spec.config_id),
                       how_to_go_on=f"; {GO_ON}")
+
+
+def estimate_for_jobs(engine: Engine, release_id: str, jobs: Sequence[dict], judge: str | JudgeSpec,
+                      budget_usd: float | None) -> dict:
+    """What the benchmark DAG's approval step reads (an XCom: plain values): whether the planned judge jobs
+    need an operator's approval, the one line saying why, the estimate by system, metric and model, and the
+    month's total an approval allows (spent + predicted; None when a price is unknown)."""
+    spec = JudgeSpec.of(judge)
+    units = [u for job in jobs for u in job["units"]]
+    if budget_usd is None or spec.is_local:
+        return {"needs_approval": False, "line": f"judging {release_id} under {spec.config_id}: no budget to check"
+                + (" (the local judge costs nothing)" if spec.is_local else ""), "table": "",
+                "budget_usd": budget_usd, "predicted_usd": 0.0 if spec.is_local else None, "spent_usd": 0.0,
+                "approved_total_usd": None}
+    estimate = estimate_judging(engine, release_id, units, spec)
+    needs, line = estimate.verdict(budget_usd)
+    predicted = estimate.cost_usd
+    return {"needs_approval": needs, "line": line, "table": estimate.table(), "budget_usd": budget_usd,
+            "predicted_usd": predicted, "spent_usd": estimate.spent_usd,
+            "approved_total_usd": None if predicted is None else estimate.spent_usd + predicted}
 
 
 def check_before_judging(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeSpec,
@@ -123,4 +141,5 @@ def check_before_judging(engine: Engine, release_id: str, units: Sequence[dict],
     if needs_approval and not approve:
         raise OverBudget(f"{line}; nothing was sent (`deepscholar cost --release {release_id} --judge "
                          f"{spec.config_id.removeprefix('llm:')}` itemises it): {GO_ON}")
-    return estimate, limit_for(engine, release_id, spec, budget_usd, approved=estimate if approve else None)
+    approved = estimate.spent_usd + estimate.cost_usd if approve and estimate.cost_usd is not None else None
+    return estimate, limit_for(engine, release_id, spec, budget_usd, approved_usd=approved)

@@ -455,8 +455,12 @@ def judge_units(engine: Engine, release_id: str, units: Sequence[dict], spec: Ju
         return list(pool.map(lambda ctx, u, ids: ctx.run(unit_run, u, ids, share), contexts, units, pending))
 
 
-def judge_job(engine: Engine, job: dict, judge: str | JudgeSpec = "local") -> dict:
+def judge_job(engine: Engine, job: dict, judge: str | JudgeSpec = "local", *, budget_usd: float | None = None,
+              approved_usd: float | None = None) -> dict:
     """What one mapped Airflow judge task runs: the units of one job planned by evaluation.jobs.
+
+    `budget_usd` (default DEEPSCHOLAR_JUDGE_BUDGET_USD) and `approved_usd` (the month's total an operator
+    approved over it) bound the month's spend while the job runs (evaluation/budget.py `limit_for`).
 
     Its log line and summary say where the task's life went: the process's age when the job started
     (interpreter, Airflow and DAG imports), the first request and the last answer counted from the job's
@@ -468,7 +472,8 @@ def judge_job(engine: Engine, job: dict, judge: str | JudgeSpec = "local") -> di
     started = time.monotonic()
     age = _process_age()
     spec = judge if isinstance(judge, JudgeSpec) else JudgeSpec.parse(judge)
-    limit = limit_for(engine, job["release_id"], spec, current_settings().judge_budget_usd)
+    budget = current_settings().judge_budget_usd if budget_usd is None else budget_usd
+    limit = limit_for(engine, job["release_id"], spec, budget, approved_usd=approved_usd)
     # A warehouse failure mid-job re-runs the job after a pause: only what is still pending is judged again
     # and answers already received come from the llm_calls cache, so nothing is paid twice. Past the month's
     # budget (and its margin) the job stops before its next request (llm/spend.py), its chunk unstored.
