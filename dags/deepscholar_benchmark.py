@@ -260,11 +260,13 @@ def deepscholar_benchmark():
         return jobs
 
     @task
-    def estimate_budget(jobs: list[dict]) -> dict:
+    def estimate_budget() -> dict:
         from deepscholar.db import get_engine
-        from deepscholar.evaluation.budget import estimate_for_jobs
+        from deepscholar.evaluation.budget import estimate_for_month
 
-        estimate = estimate_for_jobs(get_engine(), _month(), jobs, _judge(), _budget())
+        params = get_current_context()["params"]
+        estimate = estimate_for_month(get_engine(), _month(), _judge(), _budget(), systems=params.get("systems"),
+                                      metrics=params.get("metrics"), tracks=params.get("tracks"))
         print(estimate["line"])
         if estimate["table"]:
             print(estimate["table"])
@@ -412,7 +414,7 @@ def deepscholar_benchmark():
     generated >> checked
     jobs = plan_judging()
     checked >> jobs
-    estimate_budget(jobs) >> approve_budget
+    jobs >> estimate_budget() >> approve_budget
     judged = judge.expand(job=jobs)
     approve_budget >> judged
     published = publish_leaderboard()

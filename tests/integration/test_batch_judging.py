@@ -79,6 +79,16 @@ def test_a_month_judged_through_batches_equals_the_direct_path_byte_for_byte(dem
                                         "FROM llm_calls")).all()
         assert len(rows) == sent_one_by_one and {r[0] for r in rows} == {"openai-batch"}
         assert all(r[1] == pytest.approx(cost_usd(None, MODEL, r[2], r[3]) / 2) for r in rows)
+        # `deepscholar cost`: the month's requests went by the batch API, and it says what that saved.
+        from deepscholar.evaluation.costs import format_cost_summary, judge_cost_summary
+
+        summary = judge_cost_summary(engine, month, MODEL)
+        batch_cost = sum(r[1] for r in rows)
+        assert summary["transports"] == [{"transport": "openai-batch", "requests": summary["actual_requests"],
+                                          "cost_usd": pytest.approx(summary["actual_cost_usd"])}]
+        assert summary["actual_cost_usd"] == pytest.approx(batch_cost)
+        assert summary["batch_saving_usd"] == pytest.approx(batch_cost)  # half price: it saved as much as it cost
+        assert "batching saved $" in format_cost_summary(summary)
         # Judged again: nothing waits, nothing is submitted.
         runs, waiting = collect_round(engine, month, units, spec, api_base=stub.url)
         assert waiting == 0 and stub.creates == result["batches"]

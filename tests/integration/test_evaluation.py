@@ -427,6 +427,17 @@ def test_a_month_over_its_budget_sends_nothing_and_a_run_past_it_stops_and_resum
         with pytest.raises(OverBudget, match="has no price, so the \\$1,000.00 budget cannot be checked"):
             check_before_judging(engine, month, units, JudgeSpec.parse("openai/no-such-priced-model"), 1000.0)
         assert stub.requests == 0
+        # What the benchmark DAG's approval step reads: the same verdict for the run's selection.
+        from deepscholar.evaluation.budget import estimate_for_month
+
+        asked = estimate_for_month(engine, month, "openai/no-such-priced-model", 1000.0, systems=["extractive"],
+                                   metrics=["relevance_rate"])
+        assert asked["needs_approval"] and "has no price" in asked["line"] and asked["approved_total_usd"] is None
+        assert "| System | Calls | USD |" in asked["table"] and "| extractive |" in asked["table"]
+        within = estimate_for_month(engine, month, model, 1000.0, systems=["extractive"], metrics=["relevance_rate"])
+        assert not within["needs_approval"] and "within the $1,000.00 budget" in within["line"]
+        assert within["approved_total_usd"] == pytest.approx(within["predicted_usd"]) and within["predicted_usd"] > 0
+        assert not estimate_for_month(engine, month, "local", 0.0)["needs_approval"]  # the local judge is free
 
         # The Airflow judge job under a $0.10 budget, no margin: it stops once its answers cost more.
         monkeypatch.setenv("DEEPSCHOLAR_JUDGE_API_BASE", stub.url)

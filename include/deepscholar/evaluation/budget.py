@@ -22,7 +22,7 @@ from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.llm.spend import SpendLimit, dollars
 from deepscholar.settings import current_settings
 
-__all__ = ["JudgingEstimate", "estimate_judging", "estimate_for_jobs", "check_before_judging", "limit_for"]
+__all__ = ["JudgingEstimate", "estimate_judging", "estimate_for_month", "check_before_judging", "limit_for"]
 
 GO_ON = ("raise the budget (DEEPSCHOLAR_JUDGE_BUDGET_USD, or `deepscholar evaluate --max-cost`) and run again, "
          "or approve it (`--yes`)")
@@ -109,18 +109,22 @@ def limit_for(engine: Engine, release_id: str, spec: JudgeSpec, budget_usd: floa
                       how_to_go_on=f"; {GO_ON}")
 
 
-def estimate_for_jobs(engine: Engine, release_id: str, jobs: Sequence[dict], judge: str | JudgeSpec,
-                      budget_usd: float | None) -> dict:
-    """What the benchmark DAG's approval step reads (an XCom: plain values): whether the planned judge jobs
-    need an operator's approval, the one line saying why, the estimate by system, metric and model, and the
-    month's total an approval allows (spent + predicted; None when a price is unknown)."""
+def estimate_for_month(engine: Engine, release_id: str, judge: str | JudgeSpec, budget_usd: float | None, *,
+                       systems: Sequence[str] | None = None, metrics: Sequence[str] | None = None,
+                       tracks: Sequence[str] | None = None) -> dict:
+    """What the benchmark DAG's approval step reads (an XCom: plain values): whether judging the month's
+    pending work (planned as the run's judge jobs are: jobs.plan_units with the same selection) needs an
+    operator's approval, the one line saying why, the estimate by system, metric and model, and the month's
+    total an approval allows (spent + predicted; None when a price is unknown)."""
+    from deepscholar.evaluation.judging.jobs import plan_units
+
     spec = JudgeSpec.of(judge)
-    units = [u for job in jobs for u in job["units"]]
     if budget_usd is None or spec.is_local:
         return {"needs_approval": False, "line": f"judging {release_id} under {spec.config_id}: no budget to check"
                 + (" (the local judge costs nothing)" if spec.is_local else ""), "table": "",
                 "budget_usd": budget_usd, "predicted_usd": 0.0 if spec.is_local else None, "spent_usd": 0.0,
                 "approved_total_usd": None}
+    units = plan_units(engine, release_id, systems or None, metrics or None, spec, tracks=tracks)
     estimate = estimate_judging(engine, release_id, units, spec)
     needs, line = estimate.verdict(budget_usd)
     predicted = estimate.cost_usd

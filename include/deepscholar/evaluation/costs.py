@@ -23,7 +23,7 @@ from deepscholar.llm.prices import price_of
 from deepscholar.settings import current_settings
 
 __all__ = ["judge_cost_summary", "format_cost_summary", "predicted_judge_cost", "predicted_call_cost", "usd_text",
-           "predicted_unit_costs", "month_judge_spend"]
+           "predicted_unit_costs", "month_judge_spend", "month_transports"]
 
 
 def _tokens_per_call(conn: sa.Connection, purpose: str, model: str) -> tuple[float, float, int]:
@@ -123,6 +123,36 @@ def _judge_requests(conn: sa.Connection, release_id: str, judge_config: str, *, 
         {"r": release_id, "j": judge_config, "m": metric, "s": list(systems) if systems else None}).one()
 
 
+def month_transports(conn: sa.Connection, release_id: str, judge_config: str) -> tuple[list[dict], float | None]:
+    """How the month's judge requests were sent: per transport (`direct`, or the batch API that answered
+    them, llm_calls.transport), the distinct requests and their cost; and what batching saved against the
+    direct price of the same tokens (None when a batched model has no direct price)."""
+    from deepscholar.llm.prices import cost_usd
+
+    rows = conn.execute(sa.text("""
+        SELECT coalesce(c.transport, 'direct') AS transport, c.provider_model, c.model, c.prompt_tokens,
+               c.completion_tokens, c.cost_usd
+        FROM (SELECT DISTINCT h.request_hash
+              FROM reports r
+              CROSS JOIN LATERAL (SELECT j.request_hashes FROM judgments j
+                                  WHERE j.report_id = r.report_id AND j.judge_config = :j OFFSET 0) j
+              CROSS JOIN LATERAL unnest(j.request_hashes) AS h (request_hash)
+              WHERE r.release_id = :r) d
+        JOIN llm_calls c ON c.request_hash = d.request_hash"""), {"r": release_id, "j": judge_config}).all()
+    by: dict[str, dict] = {}
+    saved: float | None = 0.0
+    for row in rows:
+        entry = by.setdefault(row.transport, {"transport": row.transport, "requests": 0, "cost_usd": 0.0})
+        entry["requests"] += 1
+        entry["cost_usd"] = None if entry["cost_usd"] is None or row.cost_usd is None else (
+            entry["cost_usd"] + row.cost_usd)
+        if row.transport != "direct":
+            direct = cost_usd(row.provider_model, row.model, row.prompt_tokens, row.completion_tokens)
+            saved = None if saved is None or direct is None or row.cost_usd is None else (
+                saved + direct - row.cost_usd)
+    return sorted(by.values(), key=lambda e: e["transport"]), saved
+
+
 def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: Sequence[str] | None = None,
                        systems: Sequence[str] | None = None) -> dict:
     """Per metric: predicted and actual judge requests, tokens and cost for one release and judge; and per
@@ -162,6 +192,7 @@ def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: 
             SELECT * FROM leaderboard_costs WHERE release_id = :r AND judge_config = :j ORDER BY system_id"""),
             {"r": release_id, "j": spec.config_id}).mappings()]
         month = _judge_requests(conn, release_id, spec.config_id)
+        transports, saved = month_transports(conn, release_id, spec.config_id)
 
     def total(key: str) -> float | None:
         values = [r[key] for r in rows]
@@ -173,6 +204,8 @@ def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: 
             "predicted_cost_usd": total("predicted_cost_usd"),
             # The month's distinct requests: a question two metrics or systems share counts once here.
             "actual_requests": int(month[0]), "actual_cost_usd": 0.0 if month[0] == 0 else month[3],
+            "transports": transports, "batch_saving_usd": saved if any(
+                t["transport"] != "direct" for t in transports) else 0.0,
             "per_system": systems_rows}
 
 
@@ -203,6 +236,11 @@ def format_cost_summary(summary: dict) -> str:
     lines.append(f"\nPredicted: {summary['predicted_calls']:g} calls, {usd(summary['predicted_cost_usd'])}. "
                  f"Actual (distinct requests of the month): {summary['actual_requests']}, "
                  f"{usd(summary['actual_cost_usd'])}.")
+    if summary["transports"]:
+        sent = "; ".join(f"{t['transport']}: {t['requests']} requests, {usd(t['cost_usd'])}" for t in summary["transports"])
+        batched = any(t["transport"] != "direct" for t in summary["transports"])
+        lines.append(f"Sent {sent}" + (f"; batching saved {usd(summary['batch_saving_usd'])} against the direct "
+                                       "price" if batched else "") + ".")
     if summary["per_system"]:
         lines.append("")
         lines.append(tabulate([[s["system_id"], s["gen_prompt_tokens"], s["gen_completion_tokens"],
