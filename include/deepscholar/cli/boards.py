@@ -6,7 +6,14 @@ from __future__ import annotations
 import json
 import sys
 
-from deepscholar.cli.common import comma_list, named_release, positive_int, ready_engine, usd_amount
+from deepscholar.cli.common import (
+    comma_list,
+    existing_release,
+    named_release,
+    positive_int,
+    ready_engine,
+    usd_amount,
+)
 from deepscholar.errors import UserError
 
 
@@ -184,10 +191,8 @@ def cmd_leaderboard(args) -> int:
 
 def _no_board(engine, args) -> UserError:
     """What to run for the board that is not there (NotFound instead for an unknown release)."""
-    from deepscholar.reporting import release_summary
-
     if args.release:
-        release_summary(engine, args.release)  # NotFound names an unknown release
+        existing_release(engine, args.release)  # NotFound names an unknown release
     where = f"release {args.release}" if args.release else "any release"
     judged = f" judged by {args.judge}" if args.judge else ""
     if args.track and args.track != "core":
@@ -303,12 +308,11 @@ def _print_board_versions(engine, release_id: str | None, judge_config: str | No
 
 def cmd_cost(args) -> int:
     from deepscholar.evaluation.costs import format_cost_summary, judge_cost_summary
-    from deepscholar.reporting import release_summary
     from deepscholar.settings import current_settings
 
     engine = ready_engine()
-    release_summary(engine, args.release)  # NotFound (a UserError) for an unknown release
-    summary = judge_cost_summary(engine, args.release, args.judge or current_settings().judge,
+    release_id = existing_release(engine, args.release)  # NotFound (a UserError) for an unknown release
+    summary = judge_cost_summary(engine, release_id, args.judge or current_settings().judge,
                                  metrics=args.metrics or None, systems=args.system or None)
     print(json.dumps(summary, default=str, indent=2) if args.json else format_cost_summary(summary))
     return 0

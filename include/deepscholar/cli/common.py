@@ -40,6 +40,21 @@ def named_release(engine, name: str | None) -> str | None:
         return resolve_release(conn, name)
 
 
+def existing_release(engine, name: str) -> str:
+    """named_release, and NotFound (exit 2, one line) when no such release was ever built: one indexed read,
+    for commands that only need to know it exists (not release_summary, which loads the release machinery)."""
+    import sqlalchemy as sa
+
+    from deepscholar.errors import NotFound
+
+    release_id = named_release(engine, name)
+    with engine.connect() as conn:
+        found = conn.execute(sa.text("SELECT 1 FROM releases WHERE release_id = :r"), {"r": release_id}).first()
+    if found is None:
+        raise NotFound(f"no release {release_id}; `deepscholar release list` lists the releases there are")
+    return release_id
+
+
 def comma_list(values: list[str] | None) -> list[str] | None:
     """`--tracks race fact` and `--tracks race,fact` alike (as `release enrich` reads them); None stays None."""
     if values is None:

@@ -4,6 +4,7 @@ sub-command) is `reports list`, `import-reports` is `reports import`, `generate`
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -38,15 +39,30 @@ def _add_list_args(p) -> None:
     p.set_defaults(func=cmd_reports_list)
 
 
+class _FormatOption(argparse.Action):
+    """`reports import --format`, whose help lists the import formats: found when the help is shown, so
+    building the parser (which every command does) does not import every format module (about 0.3 s)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        setattr(namespace, self.dest, values)
+
+    @property
+    def help(self) -> str:
+        from deepscholar.systems.external.formats import format_names
+
+        return ("auto (default: each output recognised by its files and content) or one import format: "
+                f"{', '.join(format_names())} (one module each in systems/external/formats/)")
+
+    @help.setter
+    def help(self, value: str | None) -> None:
+        """argparse sets it on construction; the property above is the help."""
+
+
 def _add_import_args(p) -> None:
     p.add_argument("system")
     p.add_argument("path")
     p.add_argument("--release", required=True)
-    from deepscholar.systems.external.formats import format_names
-
-    p.add_argument("--format", default="auto",
-                   help="auto (default: each output recognised by its files and content) or one import format: "
-                        f"{', '.join(format_names())} (one module each in systems/external/formats/)")
+    p.add_argument("--format", default="auto", action=_FormatOption)
     p.add_argument("--title-search", default="arxiv", choices=["arxiv", "corpus"],
                    help="where reference entries that give only a title are looked up: the corpus, then arXiv "
                         "title search (default), or the corpus only")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -23,15 +24,21 @@ from deepscholar.llm.prices import price_of
 from deepscholar.settings import current_settings
 
 __all__ = ["judge_cost_summary", "format_cost_summary", "predicted_judge_cost", "predicted_call_cost", "usd_text",
-           "predicted_unit_costs", "month_judge_spend", "month_transports"]
+           "predicted_unit_costs", "month_judge_spend", "month_requests"]
+
+
+TOKEN_SAMPLE_CALLS = 5000  # a metric's tokens per call are measured over at most this many audited calls
 
 
 def _tokens_per_call(conn: sa.Connection, purpose: str, model: str) -> tuple[float, float, int]:
     """(prompt, completion) tokens of one call of this purpose and model in the audit trail, and how many
-    calls that mean is over (0: the configured defaults)."""
+    calls that mean is over (0: the configured defaults). At most TOKEN_SAMPLE_CALLS calls are read, so the
+    prediction costs the same after a year of months as after one."""
     row = conn.execute(sa.text("""
-        SELECT avg(prompt_tokens), avg(completion_tokens), count(*) FROM llm_calls
-        WHERE purpose = :p AND model = :m AND prompt_tokens IS NOT NULL"""), {"p": purpose, "m": model}).one()
+        SELECT avg(prompt_tokens), avg(completion_tokens), count(*) FROM (
+            SELECT prompt_tokens, completion_tokens FROM llm_calls
+            WHERE purpose = :p AND model = :m AND prompt_tokens IS NOT NULL LIMIT :n) s"""),
+        {"p": purpose, "m": model, "n": TOKEN_SAMPLE_CALLS}).one()
     if not row[2]:
         settings = current_settings()
         return float(settings.cost_prompt_tokens), float(settings.cost_completion_tokens), 0
@@ -102,55 +109,90 @@ def month_judge_spend(engine: Engine, release_id: str, judge_config: str) -> flo
         return float(_judge_requests(conn, release_id, judge_config)[4])
 
 
+_REQUESTS_SQL = """
+    SELECT {group} count(*), sum(c.prompt_tokens), sum(c.completion_tokens),
+           CASE WHEN bool_and(c.cost_usd IS NOT NULL) THEN sum(c.cost_usd) END, coalesce(sum(c.cost_usd), 0)
+    FROM (SELECT DISTINCT {pick} h.request_hash
+          FROM reports r
+          CROSS JOIN LATERAL (SELECT j.metric, j.request_hashes FROM judgments j
+                              WHERE j.report_id = r.report_id AND j.judge_config = :j
+                                AND (CAST(:m AS text) IS NULL OR j.metric = :m) OFFSET 0) j
+          CROSS JOIN LATERAL unnest(j.request_hashes) AS h (request_hash)
+          WHERE r.release_id = :r
+            AND (CAST(:s AS text[]) IS NULL OR r.system_id = ANY(:s))) d
+    LEFT JOIN llm_calls c ON c.request_hash = d.request_hash
+    {group_by}"""
+
+
 def _judge_requests(conn: sa.Connection, release_id: str, judge_config: str, *, metric: str | None = None,
                     systems: Sequence[str] | None = None) -> sa.Row:
     """(distinct requests, prompt tokens, completion tokens, cost or None when a price is unknown, cost of the
     priced ones) of the judge's llm_calls behind a month's judgments (one metric's, some systems', or all): a
-    request two judgments share counts once. The judgments are read per report of the month (their primary key), never by
-    scanning every month's (migration 0028 says why)."""
-    return conn.execute(sa.text("""
-        SELECT count(*), sum(c.prompt_tokens), sum(c.completion_tokens),
-               CASE WHEN bool_and(c.cost_usd IS NOT NULL) THEN sum(c.cost_usd) END, coalesce(sum(c.cost_usd), 0)
-        FROM (SELECT DISTINCT h.request_hash
-              FROM reports r
-              CROSS JOIN LATERAL (SELECT j.request_hashes FROM judgments j
-                                  WHERE j.report_id = r.report_id AND j.judge_config = :j
-                                    AND (CAST(:m AS text) IS NULL OR j.metric = :m) OFFSET 0) j
-              CROSS JOIN LATERAL unnest(j.request_hashes) AS h (request_hash)
-              WHERE r.release_id = :r
-                AND (CAST(:s AS text[]) IS NULL OR r.system_id = ANY(:s))) d
-        LEFT JOIN llm_calls c ON c.request_hash = d.request_hash"""),
-        {"r": release_id, "j": judge_config, "m": metric, "s": list(systems) if systems else None}).one()
+    request two judgments share counts once. The judgments are read per report of the month (their primary
+    key), never by scanning every month's (migration 0028 says why)."""
+    return conn.execute(sa.text(_REQUESTS_SQL.format(group="", pick="", group_by="")),
+                        {"r": release_id, "j": judge_config, "m": metric,
+                         "s": list(systems) if systems else None}).one()
 
 
-def month_transports(conn: sa.Connection, release_id: str, judge_config: str) -> tuple[list[dict], float | None]:
-    """How the month's judge requests were sent: per transport (`direct`, or the batch API that answered
-    them, llm_calls.transport), the distinct requests and their cost; and what batching saved against the
-    direct price of the same tokens (None when a batched model has no direct price)."""
+_MONTH_REQUESTS_SQL = """
+    WITH asked AS MATERIALIZED (
+        SELECT DISTINCT j.metric, h.request_hash
+        FROM reports r
+        CROSS JOIN LATERAL (SELECT j.metric, j.request_hashes FROM judgments j
+                            WHERE j.report_id = r.report_id AND j.judge_config = :j OFFSET 0) j
+        CROSS JOIN LATERAL unnest(j.request_hashes) AS h (request_hash)
+        WHERE r.release_id = :r AND (CAST(:s AS text[]) IS NULL OR r.system_id = ANY(:s))
+    ), calls AS MATERIALIZED (
+        SELECT a.metric, a.request_hash, coalesce(c.transport, 'direct') AS transport, c.provider_model, c.model,
+               c.prompt_tokens, c.completion_tokens, c.cost_usd
+        FROM asked a LEFT JOIN llm_calls c ON c.request_hash = a.request_hash
+    )
+    SELECT 'metric' AS kind, metric AS name, NULL AS provider_model, NULL AS model, count(*) AS requests,
+           sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens,
+           CASE WHEN bool_and(cost_usd IS NOT NULL) THEN sum(cost_usd) END AS cost_usd
+    FROM calls GROUP BY metric
+    UNION ALL
+    SELECT 'transport', transport, provider_model, model, count(*), sum(prompt_tokens), sum(completion_tokens),
+           CASE WHEN bool_and(cost_usd IS NOT NULL) THEN sum(cost_usd) END
+    FROM (SELECT DISTINCT ON (request_hash) * FROM calls ORDER BY request_hash) d
+    GROUP BY transport, provider_model, model"""
+
+
+def month_requests(conn: sa.Connection, release_id: str, judge_config: str, *,
+                   systems: Sequence[str] | None = None) -> dict:
+    """The judge's requests behind a month's judgments, read in one pass of the month (its reports' judgments
+    through their primary key, then llm_calls): per metric (distinct requests, tokens, cost or None when a
+    price is unknown); for the month (a request two metrics share counts once); per transport (`direct`, or
+    the batch API that answered, llm_calls.transport); and what batching saved against the direct price of
+    the same tokens (None when a batched model has no direct price)."""
     from deepscholar.llm.prices import cost_usd
 
-    rows = conn.execute(sa.text("""
-        SELECT coalesce(c.transport, 'direct') AS transport, c.provider_model, c.model, c.prompt_tokens,
-               c.completion_tokens, c.cost_usd
-        FROM (SELECT DISTINCT h.request_hash
-              FROM reports r
-              CROSS JOIN LATERAL (SELECT j.request_hashes FROM judgments j
-                                  WHERE j.report_id = r.report_id AND j.judge_config = :j OFFSET 0) j
-              CROSS JOIN LATERAL unnest(j.request_hashes) AS h (request_hash)
-              WHERE r.release_id = :r) d
-        JOIN llm_calls c ON c.request_hash = d.request_hash"""), {"r": release_id, "j": judge_config}).all()
-    by: dict[str, dict] = {}
+    metrics: dict[str, dict] = {}
+    transports: dict[str, dict[str, Any]] = {}
+    month: dict[str, Any] = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
     saved: float | None = 0.0
-    for row in rows:
-        entry = by.setdefault(row.transport, {"transport": row.transport, "requests": 0, "cost_usd": 0.0})
-        entry["requests"] += 1
-        entry["cost_usd"] = None if entry["cost_usd"] is None or row.cost_usd is None else (
-            entry["cost_usd"] + row.cost_usd)
-        if row.transport != "direct":
+    for row in conn.execute(sa.text(_MONTH_REQUESTS_SQL), {"r": release_id, "j": judge_config,
+                                                           "s": list(systems) if systems else None}):
+        entry = {"requests": int(row.requests), "prompt_tokens": row.prompt_tokens,
+                 "completion_tokens": row.completion_tokens, "cost_usd": row.cost_usd}
+        if row.kind == "metric":
+            metrics[row.name] = entry
+            continue
+        for total in (month, transports.setdefault(row.name, {"transport": row.name, "requests": 0,
+                                                              "prompt_tokens": 0, "completion_tokens": 0,
+                                                              "cost_usd": 0.0})):
+            total["requests"] += entry["requests"]
+            total["prompt_tokens"] += entry["prompt_tokens"] or 0
+            total["completion_tokens"] += entry["completion_tokens"] or 0
+            total["cost_usd"] = None if total["cost_usd"] is None or row.cost_usd is None else (
+                total["cost_usd"] + row.cost_usd)
+        if row.name != "direct":
             direct = cost_usd(row.provider_model, row.model, row.prompt_tokens, row.completion_tokens)
-            saved = None if saved is None or direct is None or row.cost_usd is None else (
-                saved + direct - row.cost_usd)
-    return sorted(by.values(), key=lambda e: e["transport"]), saved
+            saved = None if saved is None or direct is None or row.cost_usd is None else saved + direct - row.cost_usd
+    batched = any(name != "direct" for name in transports)
+    return {"metrics": metrics, "month": month, "transports": sorted(transports.values(), key=lambda t: t["transport"]),
+            "batch_saving_usd": saved if batched else 0.0}
 
 
 def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: Sequence[str] | None = None,
@@ -158,7 +200,7 @@ def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: 
     """Per metric: predicted and actual judge requests, tokens and cost for one release and judge; and per
     system, generation's and the judge's tokens and cost (leaderboard_costs). Costs are None when a price
     is unknown (a local or unpriced model), never a silent 0."""
-    spec = JudgeSpec.parse(judge)
+    spec = JudgeSpec.of(judge)  # a model string, or a stored judge config id (llm:...)
     names = list(metrics or [*registry.metric_names(registry.CORE),
                              *(m for t in current_settings().tracks for m in registry.metric_names(t))])
     with engine.connect() as conn:
@@ -173,26 +215,27 @@ def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: 
                 "SELECT system_id FROM systems WHERE active AND (CAST(:s AS text[]) IS NULL OR system_id = ANY(:s)) "
                 "ORDER BY 1"), {"s": list(systems) if systems else None}).scalars())
         rows = []
+        asked = month_requests(conn, release_id, spec.config_id, systems=systems)
         for name in names:
             model = spec.model_for(name)
             per_report, prompt, completion, basis, per_call = _per_call_prediction(conn, spec, name)
             predicted_calls = per_report * n_queries * len(judged_systems)
-            actual = _judge_requests(conn, release_id, spec.config_id, metric=name, systems=systems)
+            actual = asked["metrics"].get(name, {"requests": 0, "prompt_tokens": None, "completion_tokens": None,
+                                                 "cost_usd": None})
             rows.append({
                 "metric": name, "family": registry.family_of(name), "model": model,
                 "predicted_calls": round(predicted_calls, 1), "tokens_per_call": [round(prompt), round(completion)],
                 "tokens_basis_calls": basis,
                 "predicted_cost_usd": 0.0 if predicted_calls == 0 else (
                     None if per_call is None else predicted_calls * per_call),
-                "actual_requests": int(actual[0]), "actual_prompt_tokens": actual[1],
-                "actual_completion_tokens": actual[2],
-                "actual_cost_usd": 0.0 if actual[0] == 0 else actual[3],
+                "actual_requests": actual["requests"], "actual_prompt_tokens": actual["prompt_tokens"],
+                "actual_completion_tokens": actual["completion_tokens"],
+                "actual_cost_usd": 0.0 if actual["requests"] == 0 else actual["cost_usd"],
             })
         systems_rows = [dict(r) for r in conn.execute(sa.text("""
             SELECT * FROM leaderboard_costs WHERE release_id = :r AND judge_config = :j ORDER BY system_id"""),
             {"r": release_id, "j": spec.config_id}).mappings()]
-        month = _judge_requests(conn, release_id, spec.config_id)
-        transports, saved = month_transports(conn, release_id, spec.config_id)
+        month = asked["month"]
 
     def total(key: str) -> float | None:
         values = [r[key] for r in rows]
@@ -203,9 +246,9 @@ def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: 
             "predicted_calls": round(sum(r["predicted_calls"] for r in rows), 1),
             "predicted_cost_usd": total("predicted_cost_usd"),
             # The month's distinct requests: a question two metrics or systems share counts once here.
-            "actual_requests": int(month[0]), "actual_cost_usd": 0.0 if month[0] == 0 else month[3],
-            "transports": transports, "batch_saving_usd": saved if any(
-                t["transport"] != "direct" for t in transports) else 0.0,
+            "actual_requests": month["requests"],
+            "actual_cost_usd": 0.0 if month["requests"] == 0 else month["cost_usd"],
+            "transports": asked["transports"], "batch_saving_usd": asked["batch_saving_usd"],
             "per_system": systems_rows}
 
 
