@@ -29,10 +29,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
-from deepscholar.replay.server import _QuietRequestHandler
+from deepscholar.replay.server import ThreadedServer
 
 __all__ = ["BatchStub", "echo_answer"]
 
@@ -46,8 +45,10 @@ def echo_answer(body: dict) -> str:
     return (body.get("messages") or [{}])[-1].get("content") or ""
 
 
-class BatchStub:
+class BatchStub(ThreadedServer):
     """The app and its werkzeug server on a background thread (`with BatchStub(answer=fn) as stub:`)."""
+
+    thread_name = "batch-stub"
 
     def __init__(self, answer: Callable[[dict], Any] = echo_answer, *, delay: float = 0.0,
                  usage: tuple[int, int] = (12, 5), model_suffix: str = "", host: str = "127.0.0.1",
@@ -68,9 +69,7 @@ class BatchStub:
         self.errors: list[BaseException] = []
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
-        self._server = make_server(host, port, self._wsgi, threaded=True, request_handler=_QuietRequestHandler)
-        self.host, self.port = host, self._server.server_port
-        self._thread: threading.Thread | None = None
+        super().__init__(self._wsgi, host, port)
 
     # -- lifecycle --
 
@@ -79,25 +78,6 @@ class BatchStub:
         """The api_base: what a judge's chat completions would be sent to, and its batches."""
         return f"http://{self.host}:{self.port}/v1"
 
-    def start(self) -> BatchStub:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                            name="batch-stub", daemon=True)
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join(timeout=10)
-            self._thread = None
-        self._server.server_close()
-
-    def __enter__(self) -> BatchStub:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def raise_errors(self) -> None:
         if self.errors:

@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import unquote, urlsplit
 
 from werkzeug.serving import WSGIRequestHandler, make_server
@@ -451,16 +451,49 @@ class _QuietRequestHandler(WSGIRequestHandler):
         logger.debug("%s %s", self.requestline, code)
 
 
-class ReplayServer:
+class ThreadedServer:
+    """A WSGI app on a werkzeug server in a background thread: started and stopped by `with`, on a free port
+    unless one is given (the local stand-ins for the services: replay, the batch API stub)."""
+
+    thread_name = "wsgi-server"
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._server = make_server(host, port, app, threaded=True, request_handler=_QuietRequestHandler)
+        self.host = host
+        self.port = self._server.server_port
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Self:
+        if self._thread is None:
+            # A short poll interval keeps stop() (and each test's teardown) fast.
+            self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                            name=self.thread_name, daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join(timeout=10)
+            self._thread = None
+        self._server.server_close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class ReplayServer(ThreadedServer):
     """The replay app on a werkzeug server in a background thread (`with ReplayServer(dir) as s:`)."""
+
+    thread_name = "replay-server"
 
     def __init__(self, snapshot_dir: Path, host: str = "127.0.0.1", port: int = 0) -> None:
         self.snapshot = Snapshot(Path(snapshot_dir))
         self.app = ReplayApp(self.snapshot)
-        self._server = make_server(host, port, self.app, threaded=True, request_handler=_QuietRequestHandler)
-        self.host = host
-        self.port = self._server.server_port
-        self._thread: threading.Thread | None = None
+        super().__init__(self.app, host, port)
 
     @property
     def url(self) -> str:
@@ -501,29 +534,8 @@ class ReplayServer:
     def clear_failures(self) -> None:
         self.app.clear_failures()
 
-    def start(self) -> ReplayServer:
-        if self._thread is None:
-            # A short poll interval keeps stop() (and each test's teardown) fast.
-            self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                            name="replay-server", daemon=True)
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join(timeout=10)
-            self._thread = None
-        self._server.server_close()
-
     def serve_forever(self) -> None:
         self._server.serve_forever()
-
-    def __enter__(self) -> ReplayServer:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 def serve_forever(snapshot_dir: Path, host: str = "127.0.0.1", port: int = 8765) -> None:
