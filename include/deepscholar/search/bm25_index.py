@@ -10,6 +10,16 @@ cutoff, which shapes the weights of words but can never bring a later paper into
 up the weights of its terms over the prefix only, so its cost is the length of the postings of its words,
 not the size of the corpus.
 
+Building in bounded memory: the corpus is read once, and every SEGMENT_POSTINGS postings the documents
+read so far are written to disk as a segment sorted by term; only each term's document frequency and
+each document's length stay in memory. The weights need those two over the whole index, so they are
+computed in a second pass that merges the segments into the final files a block of terms at a time
+(about MERGE_POSTINGS postings): segments hold consecutive documents, so a term's postings are simply
+its segments' postings one after another. The files are the ones a build holding everything in memory
+would write, byte for byte (the weights are the same float32 operations per posting), and the merge reads
+and writes them with plain file calls rather than mapping them, so the build's resident memory is a
+segment and a block, not the index.
+
 Freshness: an index is keyed by a fingerprint of `corpus` (row count, latest `added_at` and the sum of
 the rows' `xmin`, which every insert, update and delete changes) read in the same REPEATABLE READ snapshot
 as the rows it is built from. A process asks for the fingerprint at most every
@@ -170,14 +180,15 @@ class Bm25Index:
             start, end = int(self.term_ptr[t]), int(self.term_ptr[t + 1])
             docs = self.post_doc[start:end]
             cut = int(np.searchsorted(docs, hi))
-            if cut:
-                scores[docs[:cut]] += self.post_w[start:start + cut]
+            if cut:  # indexing with int64 is several times faster than with the stored int32
+                scores[docs[:cut].astype(np.int64)] += self.post_w[start:start + cut]
         excluded = self.doc_of(exclude_ids)
         scores[excluded[excluded < hi]] = 0
-        cand = np.flatnonzero(scores > 0)
-        if len(cand) > m:  # keep every paper tied with the m-th, then order ties by arxiv id
-            threshold = scores[cand[np.argpartition(-scores[cand], m - 1)[:m]]].min()
-            cand = cand[scores[cand] >= threshold]
+        if np.count_nonzero(scores) > m:  # keep every paper tied with the m-th, then order ties by arxiv id
+            threshold = np.partition(scores, hi - m)[hi - m]  # the m-th best score (> 0: more score)
+            cand = np.flatnonzero(scores >= threshold)
+        else:
+            cand = np.flatnonzero(scores)
         order = np.lexsort((self.id_rank[cand], -scores[cand]))[:m]
         best = cand[order]
         return [(self.ids[d].decode(), float(scores[d])) for d in best]
