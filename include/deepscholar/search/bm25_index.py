@@ -374,7 +374,7 @@ def _build_into(conn: sa.Connection, tmp: Path) -> str:
     work.mkdir()
     writer = _SegmentWriter(work)
     result = conn.execution_options(stream_results=True, yield_per=BATCH).execute(_ROWS_SQL)
-    for rows in result.partitions():
+    for rows in result.partitions(BATCH):  # without a size the driver hands over every row at once
         for arxiv_id, pub, vec in rows:
             writer.add(arxiv_id, pub, vec or "")
     writer.flush()
