@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 import threading
@@ -213,6 +214,45 @@ def test_equal_scores_are_ordered_by_arxiv_id_and_every_process_ranks_alike(corp
     bm25_index.forget_loaded()
     elsewhere = LocalSearch(corpus, CUTOFF, index_dir=tmp_path / "other").search(text, k=20)
     assert [(r.arxiv_id, r.score) for r in elsewhere] == first
+
+
+_WORDS = ("graph neural network attention transformer retrieval dense sparse capsule routing agreement diffusion "
+          "sheaf quaternion embedding recommender sequential message passing smoothing contrastive kernel "
+          "bandit policy gradient reward language model token protein folding lattice").split()
+
+
+def _many_papers(engine, n: int) -> None:
+    """n seeded papers over a few years, some sharing a date (the order then falls back on the arXiv id)."""
+    rng = random.Random(5)
+    add_papers(engine, [(f"2{i % 4}0{1 + i % 9}.{i:05d}", " ".join(rng.choices(_WORDS, k=rng.randint(3, 6))),
+                         " ".join(rng.choices(_WORDS, k=rng.randint(5, 40))) + ".",
+                         datetime(2020, 1, 1, tzinfo=UTC) + timedelta(days=rng.randint(0, 60) * 20))
+                        for i in range(n)])
+
+
+def test_a_build_in_many_small_segments_writes_the_same_files_as_a_build_in_one(corpus, tmp_path, monkeypatch):
+    """The build keeps SEGMENT_POSTINGS in memory and merges MERGE_POSTINGS at a time: however small, the
+    index (and so every ranking) is byte for byte the one a build holding the whole corpus writes."""
+    _many_papers(corpus, 120)
+    whole = bm25_index.build_index(corpus, tmp_path / "whole")
+    monkeypatch.setattr(bm25_index, "SEGMENT_POSTINGS", 7)  # a segment or so per paper
+    monkeypatch.setattr(bm25_index, "MERGE_POSTINGS", 5)  # blocks shorter than a common word's postings
+    pieces = bm25_index.build_index(corpus, tmp_path / "pieces")
+    files = sorted(p.name for p in whole.iterdir())
+    assert files == sorted(p.name for p in pieces.iterdir())  # no segment files left behind
+    for name in files:
+        if name != "meta.json":
+            assert (whole / name).read_bytes() == (pieces / name).read_bytes(), name
+    meta = [json.loads((p / "meta.json").read_text()) for p in (whole, pieces)]
+    assert meta[0] | {"built_at": ""} == meta[1] | {"built_at": ""}
+    a, b = Bm25Index.load(whole), Bm25Index.load(pieces)
+    assert a.n_docs == 128 and len(a.post_doc) > 1000
+    with corpus.connect() as conn:
+        for text in ("graph neural network", "capsule routing agreement protein", " ".join(_WORDS)):
+            lexemes = bm25_index.query_lexemes(conn, text)
+            for cutoff in (datetime(2021, 3, 1, tzinfo=UTC), CUTOFF):
+                ranked = a.rank(lexemes, cutoff, ["2100.00004"], 30)
+                assert ranked and ranked == b.rank(lexemes, cutoff, ["2100.00004"], 30)
 
 
 def test_k_and_degenerate_queries(corpus):

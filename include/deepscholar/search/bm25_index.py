@@ -10,6 +10,16 @@ cutoff, which shapes the weights of words but can never bring a later paper into
 up the weights of its terms over the prefix only, so its cost is the length of the postings of its words,
 not the size of the corpus.
 
+Building in bounded memory: the corpus is read once, and every SEGMENT_POSTINGS postings the documents
+read so far are written to disk as a segment sorted by term; only each term's document frequency and
+each document's length stay in memory. The weights need those two over the whole index, so they are
+computed in a second pass that merges the segments into the final files a block of terms at a time
+(about MERGE_POSTINGS postings): segments hold consecutive documents, so a term's postings are simply
+its segments' postings one after another. The files are the ones a build holding everything in memory
+would write, byte for byte (the weights are the same float32 operations per posting), and the merge reads
+and writes them with plain file calls rather than mapping them, so the build's resident memory is a
+segment and a block, not the index.
+
 Freshness: an index is keyed by a fingerprint of `corpus` (row count, latest `added_at` and the sum of
 the rows' `xmin`, which every insert, update and delete changes) read in the same REPEATABLE READ snapshot
 as the rows it is built from. A process asks for the fingerprint at most every
@@ -41,6 +51,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import sqlalchemy as sa
@@ -58,6 +69,8 @@ B = 0.75
 TITLE_WEIGHT = 2
 MAX_QUERY_TERMS = 64  # the first distinct words of a text, as the old OR query took
 BATCH = 5000
+SEGMENT_POSTINGS = 4_000_000  # the build writes its postings to disk in segments of this many (its memory)
+MERGE_POSTINGS = 4_000_000  # and merges them into the index's files about this many at a time
 KEEP_INDEXES = 2  # per warehouse: the newest and the one before (a process may still be loading it)
 STALE_TMP_SECONDS = 3600
 
@@ -167,14 +180,15 @@ class Bm25Index:
             start, end = int(self.term_ptr[t]), int(self.term_ptr[t + 1])
             docs = self.post_doc[start:end]
             cut = int(np.searchsorted(docs, hi))
-            if cut:
-                scores[docs[:cut]] += self.post_w[start:start + cut]
+            if cut:  # indexing with int64 is several times faster than with the stored int32
+                scores[docs[:cut].astype(np.int64)] += self.post_w[start:start + cut]
         excluded = self.doc_of(exclude_ids)
         scores[excluded[excluded < hi]] = 0
-        cand = np.flatnonzero(scores > 0)
-        if len(cand) > m:  # keep every paper tied with the m-th, then order ties by arxiv id
-            threshold = scores[cand[np.argpartition(-scores[cand], m - 1)[:m]]].min()
-            cand = cand[scores[cand] >= threshold]
+        if np.count_nonzero(scores) > m:  # keep every paper tied with the m-th, then order ties by arxiv id
+            threshold = np.partition(scores, hi - m)[hi - m]  # the m-th best score (> 0: more score)
+            cand = np.flatnonzero(scores >= threshold)
+        else:
+            cand = np.flatnonzero(scores)
         order = np.lexsort((self.id_rank[cand], -scores[cand]))[:m]
         best = cand[order]
         return [(self.ids[d].decode(), float(scores[d])) for d in best]
@@ -198,69 +212,198 @@ def _write(path: Path, name: str, array: np.ndarray) -> None:
     np.save(path / f"{name}.npy", array, allow_pickle=False)
 
 
-def _build_into(conn: sa.Connection, tmp: Path) -> str:
-    """Reads the corpus in one snapshot and writes the index files into `tmp`; returns its fingerprint."""
-    fingerprint = corpus_fingerprint(conn)
-    vocab: dict[str, int] = {}
-    ids: list[str] = []
-    published: list[int] = []
-    term_chunks: list[np.ndarray] = []
-    tf_chunks: list[np.ndarray] = []
-    lengths: list[int] = []
-    result = conn.execution_options(stream_results=True, yield_per=BATCH).execute(_ROWS_SQL)
-    for rows in result.partitions():
-        batch_terms: list[int] = []
-        batch_tfs: list[int] = []
-        for arxiv_id, pub, vec in rows:
-            terms, tfs = _parse(vec or "", vocab)
-            ids.append(arxiv_id)
-            published.append(_micros(pub))
-            lengths.append(len(terms))
-            batch_terms += terms
-            batch_tfs += tfs
-        term_chunks.append(np.array(batch_terms, dtype=np.int32))
-        tf_chunks.append(np.array(batch_tfs, dtype=np.float32))
-    n_docs, n_terms = len(ids), len(vocab)
-    term = np.concatenate(term_chunks) if term_chunks else np.zeros(0, dtype=np.int32)
-    tf = np.concatenate(tf_chunks) if tf_chunks else np.zeros(0, dtype=np.float32)
-    del term_chunks, tf_chunks
-    doc = np.repeat(np.arange(n_docs, dtype=np.int32), np.array(lengths, dtype=np.int64))
-    dl = np.bincount(doc, weights=tf, minlength=n_docs)
-    avgdl = float(dl.mean()) if n_docs else 1.0
-    df = np.bincount(term, minlength=n_terms).astype(np.float64)
-    idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
-    norm = (K1 * (1 - B + B * dl / avgdl)).astype(np.float32)
-    # In place and in float32: one posting-sized array at a time besides the inputs.
-    weight = tf * np.float32(K1 + 1)
-    denominator = norm[doc]
-    denominator += tf
-    weight /= denominator
-    del denominator, tf
-    weight *= idf.astype(np.float32)[term]
-    order = np.argsort(term, kind="stable")  # by term; documents stay ascending within a term
-    _write(tmp, "post_doc", doc[order])
-    _write(tmp, "post_w", weight[order])
-    del weight, doc
+@dataclass
+class _Segment:
+    """A run of consecutive documents' postings on disk, sorted by term (documents ascending within a term)."""
+
+    folder: Path
+    n_terms: int  # the vocabulary's size when it was written: later terms have no postings here
+
+    def term_ptr(self, terms: np.ndarray) -> np.ndarray:
+        """Where the postings of each of those terms start in this segment's files (n_terms: the end)."""
+        ptr = np.load(self.folder / "term_ptr.npy", mmap_mode="r")
+        return np.asarray(ptr[np.minimum(terms, self.n_terms)], dtype=np.int64)
+
+    def read(self, name: str, dtype: type, start: int, stop: int) -> np.ndarray:
+        """Postings [start, stop) of one of its files, read (not mapped: the merge's memory stays its own)."""
+        size = np.dtype(dtype).itemsize
+        return np.fromfile(self.folder / f"{name}.bin", dtype=dtype, count=stop - start, offset=start * size)
+
+
+class _SegmentWriter:
+    """The first pass: documents' postings gathered in memory and written out as a sorted segment whenever
+    SEGMENT_POSTINGS are held, so the build's memory is bounded by a segment, not by the corpus. What the
+    weights need from the whole corpus (each term's document frequency, each document's length) is kept."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.vocab: dict[str, int] = {}
+        self.segments: list[_Segment] = []
+        self.df = np.zeros(0, dtype=np.int64)
+        self.ids: list[np.ndarray] = []  # bytes arxiv ids, one array per segment
+        self.published: list[np.ndarray] = []  # int64 microseconds, likewise
+        self.dl: list[np.ndarray] = []  # float64 weighted length of each document, likewise
+        self.n_docs = 0
+        self._clear()
+
+    def _clear(self) -> None:
+        self._ids: list[str] = []
+        self._published: list[int] = []
+        self._lengths: list[int] = []
+        self._term_chunks: list[np.ndarray] = []
+        self._tf_chunks: list[np.ndarray] = []
+        self._terms: list[int] = []
+        self._tfs: list[int] = []
+        self._postings = 0
+
+    def add(self, arxiv_id: str, published: datetime, vec: str) -> None:
+        terms, tfs = _parse(vec, self.vocab)
+        self._ids.append(arxiv_id)
+        self._published.append(_micros(published))
+        self._lengths.append(len(terms))
+        self._terms += terms
+        self._tfs += tfs
+        self._postings += len(terms)
+        if len(self._terms) >= BATCH * 100:  # Python lists cost ~30 bytes a posting: to numpy often
+            self._chunk()
+        if self._postings >= SEGMENT_POSTINGS:
+            self.flush()
+
+    def _chunk(self) -> None:
+        self._term_chunks.append(np.array(self._terms, dtype=np.int32))
+        self._tf_chunks.append(np.array(self._tfs, dtype=np.float32))
+        self._terms, self._tfs = [], []
+
+    def flush(self) -> None:
+        """Writes the documents gathered so far as the next segment."""
+        if not self._ids:
+            return
+        self._chunk()
+        n_terms, first_doc, n_docs = len(self.vocab), self.n_docs, len(self._ids)
+        term = np.concatenate(self._term_chunks)
+        tf = np.concatenate(self._tf_chunks)
+        doc = np.repeat(np.arange(first_doc, first_doc + n_docs, dtype=np.int32),
+                        np.array(self._lengths, dtype=np.int64))
+        self.dl.append(np.bincount(doc - first_doc, weights=tf, minlength=n_docs))
+        counts = np.bincount(term, minlength=n_terms)
+        self.df = np.concatenate([self.df, np.zeros(n_terms - len(self.df), dtype=np.int64)])
+        self.df += counts
+        order = np.argsort(term, kind="stable")  # by term; documents stay ascending within a term
+        folder = self.folder / f"{len(self.segments):06d}"
+        folder.mkdir()
+        doc[order].tofile(folder / "doc.bin")
+        tf[order].tofile(folder / "tf.bin")
+        term_ptr = np.zeros(n_terms + 1, dtype=np.int64)
+        np.cumsum(counts, out=term_ptr[1:])
+        _write(folder, "term_ptr", term_ptr)
+        self.segments.append(_Segment(folder, n_terms))
+        self.ids.append(np.array([i.encode() for i in self._ids], dtype=f"S{max(len(i) for i in self._ids)}"))
+        self.published.append(np.array(self._published, dtype=np.int64))
+        self.n_docs += n_docs
+        self._clear()
+
+
+def _merge(writer: _SegmentWriter, tmp: Path, df: np.ndarray, idf: np.ndarray, norm: np.ndarray) -> None:
+    """The second pass: term_ptr, post_doc and post_w, the last two written a block of terms at a time
+    (about MERGE_POSTINGS postings; a longer term is a block of its own).
+
+    A term's postings are its postings in each segment, one segment after another: segments hold
+    consecutive documents in order. Each weight is computed as a one-pass build would, in float32."""
+    n_terms = len(df)
     term_ptr = np.zeros(n_terms + 1, dtype=np.int64)
-    np.cumsum(np.bincount(term, minlength=n_terms), out=term_ptr[1:])
+    np.cumsum(df, out=term_ptr[1:])
     _write(tmp, "term_ptr", term_ptr)
+    n_postings = int(term_ptr[-1])
+    block_starts = np.searchsorted(term_ptr, np.arange(MERGE_POSTINGS, n_postings, MERGE_POSTINGS),
+                                   side="right") - 1
+    bounds = np.unique(np.concatenate([[0], block_starts, [n_terms]]))
+    seg_ptrs = [segment.term_ptr(bounds) for segment in writer.segments]
+    idf32 = idf.astype(np.float32)
+    k1_plus_1 = np.float32(K1 + 1)
+    with _npy_writer(tmp / "post_doc.npy", np.int32, n_postings) as doc_out, \
+            _npy_writer(tmp / "post_w.npy", np.float32, n_postings) as w_out:
+        for b in range(len(bounds) - 1):
+            t0, t1 = int(bounds[b]), int(bounds[b + 1])
+            base = int(term_ptr[t0])
+            block_doc = np.empty(int(term_ptr[t1]) - base, dtype=np.int32)
+            block_w = np.empty(len(block_doc), dtype=np.float32)
+            filled = term_ptr[t0:t1] - base  # where each term's next postings go in the block
+            for segment, ptr in zip(writer.segments, seg_ptrs, strict=True):
+                start, stop = int(ptr[b]), int(ptr[b + 1])
+                if start == stop:
+                    continue
+                local = segment.term_ptr(np.arange(t0, t1 + 1))
+                counts = np.diff(local)
+                term = np.repeat(np.arange(t0, t1, dtype=np.int64), counts)
+                doc = segment.read("doc", np.int32, start, stop)
+                tf = segment.read("tf", np.float32, start, stop)
+                weight = tf * k1_plus_1
+                denominator = norm[doc]
+                denominator += tf
+                weight /= denominator
+                weight *= idf32[term]
+                dest = np.arange(stop - start, dtype=np.int64)
+                dest -= np.repeat(local[:-1] - start, counts)  # the posting's place within its term here
+                dest += np.repeat(filled, counts)
+                block_doc[dest] = doc
+                block_w[dest] = weight
+                filled += counts
+            block_doc.tofile(doc_out)
+            block_w.tofile(w_out)
+
+
+@contextlib.contextmanager
+def _npy_writer(path: Path, dtype: type, length: int) -> Iterator[BinaryIO]:
+    """A one-dimensional .npy file (the header np.save writes) whose data the caller appends in order."""
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                                                 "fortran_order": False, "shape": (length,)})
+        data_start = f.tell()
+        yield f
+        if f.tell() - data_start != length * np.dtype(dtype).itemsize:
+            raise RuntimeError(f"{path.name}: wrote {f.tell() - data_start} bytes for {length} values")
+
+
+def _build_into(conn: sa.Connection, tmp: Path) -> str:
+    """Reads the corpus in one snapshot and writes the index files into `tmp`; returns its fingerprint.
+
+    Two passes, in memory bounded by SEGMENT_POSTINGS and MERGE_POSTINGS (plus the vocabulary and a few
+    numbers per document): sorted segments written to disk, then merged term by term into the final files."""
+    fingerprint = corpus_fingerprint(conn)
+    work = tmp / "segments"
+    work.mkdir()
+    writer = _SegmentWriter(work)
+    result = conn.execution_options(stream_results=True, yield_per=BATCH).execute(_ROWS_SQL)
+    for rows in result.partitions(BATCH):  # without a size the driver hands over every row at once
+        for arxiv_id, pub, vec in rows:
+            writer.add(arxiv_id, pub, vec or "")
+    writer.flush()
+    n_docs, n_terms = writer.n_docs, len(writer.vocab)
+    dl = np.concatenate(writer.dl) if writer.dl else np.zeros(0, dtype=np.float64)
+    avgdl = float(dl.mean()) if n_docs else 1.0
+    df = np.concatenate([writer.df, np.zeros(n_terms - len(writer.df), dtype=np.int64)])
+    idf = np.log1p((n_docs - df.astype(np.float64) + 0.5) / (df.astype(np.float64) + 0.5))
+    norm = (K1 * (1 - B + B * dl / avgdl)).astype(np.float32)
+    _merge(writer, tmp, df, idf, norm)
+    shutil.rmtree(work)
+    ids = np.concatenate(writer.ids) if writer.ids else np.zeros(0, dtype="S1")
+    published = np.concatenate(writer.published) if writer.published else np.zeros(0, dtype=np.int64)
     _write_documents(tmp, ids, published)
-    _write_vocab(tmp, vocab)
+    _write_vocab(tmp, writer.vocab)
     meta = {"format": FORMAT, "fingerprint": fingerprint, "n_docs": n_docs, "n_terms": n_terms, "avgdl": avgdl,
             "k1": K1, "b": B, "title_weight": TITLE_WEIGHT, "built_at": datetime.now(UTC).isoformat()}
     (tmp / "meta.json").write_text(json.dumps(meta), encoding="utf-8")  # last: marks the folder complete
     return fingerprint
 
 
-def _write_documents(tmp: Path, ids: list[str], published: list[int]) -> None:
+def _write_documents(tmp: Path, id_array: np.ndarray, published: np.ndarray) -> None:
     """The per-document files: arXiv ids and publication times in document order, and the ids sorted with
     their documents (and each document's place in that order), so `doc_of` finds ids by binary search."""
-    n_docs = len(ids)
-    id_array = np.array([i.encode() for i in ids], dtype=f"S{max((len(i) for i in ids), default=1)}")
+    n_docs = len(id_array)
     by_id = np.argsort(id_array, kind="stable").astype(np.int32)
     id_rank = np.empty(n_docs, dtype=np.int32)
     id_rank[by_id] = np.arange(n_docs, dtype=np.int32)
-    _write(tmp, "published", np.array(published, dtype=np.int64))
+    _write(tmp, "published", published)
     _write(tmp, "ids", id_array)
     _write(tmp, "id_rank", id_rank)
     _write(tmp, "sorted_ids", id_array[by_id])
