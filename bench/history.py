@@ -315,7 +315,10 @@ def measure_pages(engine, months: list[str], args) -> dict:
     results: dict = {}
     with serve(create_app(lambda: engine)) as base:
         routes = page_routes(engine, months)
-        limits = httpx.Limits(max_connections=args.load_readers + 5)
+        # Idle connections are dropped after 2 s, before the server's keep-alive timeout (uvicorn's 5 s):
+        # httpx's default expiry is also 5 s, so a pooled connection could be reused at the moment the server
+        # closes it, a ReadError that a browser retries and this client would count as a failed read.
+        limits = httpx.Limits(max_connections=args.load_readers + 5, keepalive_expiry=2.0)
         with httpx.Client(base_url=base, timeout=60, limits=limits) as client:
             def get(path: str, errors: dict[str, int]) -> float:
                 t = time.perf_counter()

@@ -291,16 +291,19 @@ def system_reports(conn: sa.Connection, system_id: str, release_id: str, judge_c
         LEFT JOIN deepscholar.release_queries q ON q.release_id = rp.release_id AND q.arxiv_id = rp.arxiv_id
         WHERE rp.system_id = :s AND rp.release_id = :r
         ORDER BY rp.arxiv_id""", s=system_id, r=release_id)
+    core = registry.metric_names(registry.CORE)
     scores = _rows(conn, """
         SELECT ms.report_id, ms.metric, ms.variant, ms.value, ms.unscored_reason
-        FROM deepscholar.metric_scores ms JOIN deepscholar.reports rp ON rp.report_id = ms.report_id
+        FROM deepscholar.reports rp
+        JOIN deepscholar.metric_scores ms ON ms.report_id = rp.report_id
+        JOIN unnest(CAST(:metrics AS text[]), CAST(:variants AS text[])) AS h (metric, variant)
+          ON h.metric = ms.metric AND h.variant = ms.variant
         WHERE rp.system_id = :s AND rp.release_id = :r AND ms.judge_config = :j""",
-                   s=system_id, r=release_id, j=judge_config)
-    known = set(registry.metric_names(registry.CORE))
+                   s=system_id, r=release_id, j=judge_config, metrics=list(core),
+                   variants=[registry.headline_variant(m) for m in core])
     by_report: dict[int, dict[str, dict]] = {}
-    for s in scores:
-        if s["metric"] in known and registry.headline_variant(s["metric"]) == s["variant"]:
-            by_report.setdefault(s["report_id"], {})[s["metric"]] = s
+    for s in scores:  # the core's headline scores only (a report has every variant of every family's metrics)
+        by_report.setdefault(s["report_id"], {})[s["metric"]] = s
     for r in reports:
         r["scores"] = by_report.get(r["report_id"], {})
     return reports
