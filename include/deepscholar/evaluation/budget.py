@@ -52,6 +52,12 @@ class JudgingEstimate:
             return None
         return float(sum(line["cost_usd"] or 0.0 for line in self.lines))
 
+    @property
+    def month_total_usd(self) -> float | None:
+        """The month's judging once this work is done: what is spent plus the prediction (None: unpriced).
+        What an approval of this estimate allows."""
+        return None if self.cost_usd is None else self.spent_usd + self.cost_usd
+
     def verdict(self, budget_usd: float | None) -> tuple[bool, str]:
         """(whether it needs an operator's approval, one line saying why or why not)."""
         what = f"judging {self.release_id} under {self.judge_config}: {self.calls:,.0f} calls predicted"
@@ -61,8 +67,7 @@ class JudgingEstimate:
         if self.cost_usd is None:
             return True, (f"{what}{spent}, at a cost nobody can predict: {', '.join(self.unpriced_models)} "
                           f"has no price, so the {dollars(budget_usd)} budget cannot be checked")
-        total = self.spent_usd + self.cost_usd
-        if total > budget_usd:
+        if self.spent_usd + self.cost_usd > budget_usd:
             return True, f"{what}, {dollars(self.cost_usd)}{spent}: over the {dollars(budget_usd)} budget"
         return False, f"{what}, {dollars(self.cost_usd)}{spent}: within the {dollars(budget_usd)} budget"
 
@@ -127,10 +132,9 @@ def estimate_for_month(engine: Engine, release_id: str, judge: str | JudgeSpec, 
     units = plan_units(engine, release_id, systems or None, metrics or None, spec, tracks=tracks)
     estimate = estimate_judging(engine, release_id, units, spec)
     needs, line = estimate.verdict(budget_usd)
-    predicted = estimate.cost_usd
     return {"needs_approval": needs, "line": line, "table": estimate.table(), "budget_usd": budget_usd,
-            "predicted_usd": predicted, "spent_usd": estimate.spent_usd,
-            "approved_total_usd": None if predicted is None else estimate.spent_usd + predicted}
+            "predicted_usd": estimate.cost_usd, "spent_usd": estimate.spent_usd,
+            "approved_total_usd": estimate.month_total_usd}
 
 
 def check_before_judging(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeSpec,
@@ -145,5 +149,5 @@ def check_before_judging(engine: Engine, release_id: str, units: Sequence[dict],
     if needs_approval and not approve:
         raise OverBudget(f"{line}; nothing was sent (`deepscholar cost --release {release_id} --judge "
                          f"{spec.config_id.removeprefix('llm:')}` itemises it): {GO_ON}")
-    approved = estimate.spent_usd + estimate.cost_usd if approve and estimate.cost_usd is not None else None
-    return estimate, limit_for(engine, release_id, spec, budget_usd, approved_usd=approved)
+    return estimate, limit_for(engine, release_id, spec, budget_usd,
+                               approved_usd=estimate.month_total_usd if approve else None)

@@ -102,47 +102,30 @@ def predicted_unit_costs(conn: sa.Connection, spec: JudgeSpec, units: Sequence[d
     return out
 
 
+# The month's judge requests as (metric, request hash), distinct: its reports' judgments read per report through
+# their primary key, never by scanning every month's (migration 0028 says why).
+_ASKED_SQL = """
+    SELECT DISTINCT j.metric, h.request_hash
+    FROM reports r
+    CROSS JOIN LATERAL (SELECT j.metric, j.request_hashes FROM judgments j
+                        WHERE j.report_id = r.report_id AND j.judge_config = :j OFFSET 0) j
+    CROSS JOIN LATERAL unnest(j.request_hashes) AS h (request_hash)
+    WHERE r.release_id = :r AND (CAST(:s AS text[]) IS NULL OR r.system_id = ANY(:s))"""
+
+
 def month_judge_spend(engine: Engine, release_id: str, judge_config: str) -> float:
     """What a month's judging under one judge has cost so far by the audit trail (its stored judgments'
     distinct requests; unpriced ones count 0)."""
     with engine.connect() as conn:
-        return float(_judge_requests(conn, release_id, judge_config)[4])
+        return float(conn.execute(sa.text(f"""
+            SELECT coalesce(sum(c.cost_usd), 0)
+            FROM (SELECT DISTINCT a.request_hash FROM ({_ASKED_SQL}) a) d
+            JOIN llm_calls c ON c.request_hash = d.request_hash"""),
+            {"r": release_id, "j": judge_config, "s": None}).scalar_one())
 
 
-_REQUESTS_SQL = """
-    SELECT {group} count(*), sum(c.prompt_tokens), sum(c.completion_tokens),
-           CASE WHEN bool_and(c.cost_usd IS NOT NULL) THEN sum(c.cost_usd) END, coalesce(sum(c.cost_usd), 0)
-    FROM (SELECT DISTINCT {pick} h.request_hash
-          FROM reports r
-          CROSS JOIN LATERAL (SELECT j.metric, j.request_hashes FROM judgments j
-                              WHERE j.report_id = r.report_id AND j.judge_config = :j
-                                AND (CAST(:m AS text) IS NULL OR j.metric = :m) OFFSET 0) j
-          CROSS JOIN LATERAL unnest(j.request_hashes) AS h (request_hash)
-          WHERE r.release_id = :r
-            AND (CAST(:s AS text[]) IS NULL OR r.system_id = ANY(:s))) d
-    LEFT JOIN llm_calls c ON c.request_hash = d.request_hash
-    {group_by}"""
-
-
-def _judge_requests(conn: sa.Connection, release_id: str, judge_config: str, *, metric: str | None = None,
-                    systems: Sequence[str] | None = None) -> sa.Row:
-    """(distinct requests, prompt tokens, completion tokens, cost or None when a price is unknown, cost of the
-    priced ones) of the judge's llm_calls behind a month's judgments (one metric's, some systems', or all): a
-    request two judgments share counts once. The judgments are read per report of the month (their primary
-    key), never by scanning every month's (migration 0028 says why)."""
-    return conn.execute(sa.text(_REQUESTS_SQL.format(group="", pick="", group_by="")),
-                        {"r": release_id, "j": judge_config, "m": metric,
-                         "s": list(systems) if systems else None}).one()
-
-
-_MONTH_REQUESTS_SQL = """
-    WITH asked AS MATERIALIZED (
-        SELECT DISTINCT j.metric, h.request_hash
-        FROM reports r
-        CROSS JOIN LATERAL (SELECT j.metric, j.request_hashes FROM judgments j
-                            WHERE j.report_id = r.report_id AND j.judge_config = :j OFFSET 0) j
-        CROSS JOIN LATERAL unnest(j.request_hashes) AS h (request_hash)
-        WHERE r.release_id = :r AND (CAST(:s AS text[]) IS NULL OR r.system_id = ANY(:s))
+_MONTH_REQUESTS_SQL = f"""
+    WITH asked AS MATERIALIZED ({_ASKED_SQL}
     ), calls AS MATERIALIZED (
         SELECT a.metric, a.request_hash, coalesce(c.transport, 'direct') AS transport, c.provider_model, c.model,
                c.prompt_tokens, c.completion_tokens, c.cost_usd
