@@ -389,13 +389,16 @@ def deepscholar_benchmark():
         from airflow.sdk.exceptions import AirflowFailException
 
         from deepscholar.db import get_engine
-        from deepscholar.scheduling import finish_run
+        from deepscholar.scheduling import finish_run, run_state
 
         ctx = get_current_context()
         states = ctx["ti"].get_task_states(dag_id=ctx["dag"].dag_id, run_ids=[ctx["run_id"]])
         failed = sorted({task_id for task_id, state in (states.get(ctx["run_id"]) or {}).items()
                          if state == "failed"})
-        refusal = ctx["ti"].xcom_pull(task_ids="approve_budget", key=REFUSAL_KEY) if "approve_budget" in failed else None
+        refusal = None
+        if "approve_budget" in failed:  # its one line: the XCom, else the message it left on the run's row
+            refusal = ctx["ti"].xcom_pull(task_ids="approve_budget", key=REFUSAL_KEY) or (
+                run_state(get_engine(), _month(), ctx["run_id"]) or (None, None))[1]
         ok, message = finish_run(get_engine(), _run(), failed, reason=refusal)
         print(message)
         if not ok:

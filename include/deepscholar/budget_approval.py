@@ -60,5 +60,13 @@ class BudgetApproval(ApprovalOperator):
         return result
 
     def _refuse(self, context: Any, message: str) -> None:
+        """Fail with the reason, kept where the run's `finish` reads it: the XCom `refusal`, and the run's row
+        in benchmark_runs (a failed task's XCom was once missing when `finish` read it)."""
+        from deepscholar.db import get_engine
+        from deepscholar.scheduling import note_run_message
+
         context["ti"].xcom_push(key=REFUSAL_KEY, value=message)
+        release_id = self._estimate(context).get("release_id")
+        if release_id:
+            note_run_message(get_engine(), release_id, context["run_id"], message)
         raise AirflowFailException(message)

@@ -115,6 +115,14 @@ def record_run(engine: Engine, run: BenchmarkRun, state: str, message: str | Non
                                  "WHERE release_id = :r AND run_id = :i"), {"r": run.release_id, "i": run.run_id})
 
 
+def note_run_message(engine: Engine, release_id: str, run_id: str, message: str) -> None:
+    """Set the message of a run's row, its state kept: a task's own reason (the budget approval's refusal),
+    which the run's final verdict repeats (finish_run)."""
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE benchmark_runs SET message = :m WHERE release_id = :r AND run_id = :i"),
+                     {"m": message, "r": release_id, "i": run_id})
+
+
 def run_state(engine: Engine, release_id: str, run_id: str) -> tuple[str, str | None] | None:
     with engine.connect() as conn:
         row = conn.execute(sa.text("SELECT state, message FROM benchmark_runs WHERE release_id = :r AND run_id = :i"),

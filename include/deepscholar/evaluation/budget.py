@@ -125,14 +125,16 @@ def estimate_for_month(engine: Engine, release_id: str, judge: str | JudgeSpec, 
 
     spec = JudgeSpec.of(judge)
     if budget_usd is None or spec.is_local:
-        return {"needs_approval": False, "line": f"judging {release_id} under {spec.config_id}: no budget to check"
+        return {"release_id": release_id, "needs_approval": False,
+                "line": f"judging {release_id} under {spec.config_id}: no budget to check"
                 + (" (the local judge costs nothing)" if spec.is_local else ""), "table": "",
                 "budget_usd": budget_usd, "predicted_usd": 0.0 if spec.is_local else None, "spent_usd": 0.0,
                 "approved_total_usd": None}
     units = plan_units(engine, release_id, systems or None, metrics or None, spec, tracks=tracks)
     estimate = estimate_judging(engine, release_id, units, spec)
     needs, line = estimate.verdict(budget_usd)
-    return {"needs_approval": needs, "line": line, "table": estimate.table(), "budget_usd": budget_usd,
+    return {"release_id": release_id, "needs_approval": needs, "line": line, "table": estimate.table(),
+            "budget_usd": budget_usd,
             "predicted_usd": estimate.cost_usd, "spent_usd": estimate.spent_usd,
             "approved_total_usd": estimate.month_total_usd}
 
