@@ -265,6 +265,20 @@ class LocalAirflow:
             out.append(text if len(paths) == 1 else f"--- {path.name} ---\n{text}")
         return "\n".join(out)
 
+    def failed_task_logs(self, dag_id: str, run_id: str, chars: int = 2000) -> str:
+        """The end of each failed task's log of a run (read from the log folder): why a run failed, for a
+        test's message, where the standalone's own log says only that it did."""
+        out = []
+        for t in self.task_instances(dag_id, run_id):
+            if t["state"] != "failed":
+                continue
+            folder = self.home / "airflow" / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={t['task_id']}"
+            if t.get("map_index", -1) >= 0:
+                folder = folder / f"map_index={t['map_index']}"
+            for path in sorted(folder.glob("attempt=*.log")):
+                out.append(f"--- {t['task_id']} {path.name} ---\n{path.read_text(errors='replace')[-chars:]}")
+        return "\n".join(out)
+
     # -- the REST API, as an operator would use it --
 
     def admin_password(self) -> str:

@@ -109,14 +109,22 @@ def _wait(predicate, airflow: LocalAirflow, timeout: float, what: str):
 
 
 def _diagnose(airflow: LocalAirflow) -> str:
-    """Every run's state and its unfinished or failed tasks, then the end of the standalone log."""
-    lines = []
+    """Every run's state and its unfinished or failed tasks, the failed tasks' own logs, then the end of
+    the standalone log."""
+    lines, failed_logs = [], []
     for dag_id in (RELEASE_DAG_ID, BENCHMARK_DAG_ID):
         for run in airflow.dag_runs(dag_id):
             tasks = {t["task_id"]: t["state"] for t in airflow.task_instances(dag_id, run["dag_run_id"])}
             lines.append(f"{dag_id} {run['dag_run_id']} {run['state']}: "
                          + ", ".join(f"{k}={v}" for k, v in tasks.items() if v != "success"))
-    return "\n".join(lines) + "\n" + airflow.log_tail(3000)
+            failed_logs.append(airflow.failed_task_logs(dag_id, run["dag_run_id"]))
+    return "\n".join(lines + failed_logs) + "\n" + airflow.log_tail(3000)
+
+
+def _not_failed(airflow: LocalAirflow, dag_id: str) -> None:
+    """Stop waiting at once when a run the test expects to succeed has failed (not after the timeout)."""
+    failed = [r for r in airflow.dag_runs(dag_id) if r["state"] == "failed"]
+    assert not failed, f"{dag_id} failed:\n{_diagnose(airflow)}"
 
 
 def _leaderboard(engine) -> list[tuple]:
@@ -202,6 +210,7 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
 
             def approving_until_the_board() -> list:
                 approved.extend(_answer_budget(airflow, "Approve"))
+                _not_failed(airflow, BENCHMARK_DAG_ID)
                 return _leaderboard(engine)
 
             board = _wait(approving_until_the_board, airflow, 600, "the leaderboard of the month")
