@@ -22,7 +22,15 @@ what the provider's latency alone forces at the run's configured parallelism; ju
 the first judge task's start to the last one's end. scheduler: per task instance, seconds from being
 scheduled to queued and from queued to running (the executor's start-up), medians and 90th percentiles.
 
-Usage: .venv/bin/python bench/benchmark_scale.py [--systems 20] [--queries 200] [--latency 0.2]
+--batch judges the month through the stub's batch API instead (DEEPSCHOLAR_JUDGE_TRANSPORT=batch: the DAG's
+`judge_batches` sensor in reschedule mode), the stub ending each batch --batch-delay s after its creation, and
+adds {"batch": {"requests", "batches", "sent_one_by_one", "pokes", "working_pokes", "slot_seconds_working",
+"waiting_pokes", "slot_seconds_waiting", "provider_seconds", "judging_wall_seconds"}}: a poke is working when
+a batch was submitted or collected during it (or it judged the last round), waiting when it only asked the
+provider; provider_seconds sums the batches' submitted-to-ended spans. The goal: the slot is held for the
+working pokes and for nothing but short polls while the provider works.
+
+Usage: .venv/bin/python bench/benchmark_scale.py [--systems 20] [--queries 200] [--latency 0.2] [--batch]
 (embedded PostgreSQL in a throwaway DEEPSCHOLAR_HOME unless --db-url; ~12 min on 2 cores at the defaults;
 `--systems 2 --queries 20` checks the set-up in a few minutes).
 """
@@ -110,6 +118,35 @@ def _judge_results(metadata_url: str, run_id: str) -> list[dict]:
     return out
 
 
+def _batch_figures(metadata_url: str, run_id: str, engine, stub_stats: tuple) -> dict:
+    """The batch run's pokes (task_reschedule: one row per poke that asked to be rescheduled, then the task
+    instance's last try), each working or waiting (see the module's docstring), against the batches' own
+    spans (llm_batches) and the stub's counts."""
+    pokes = _metadata_rows(metadata_url, """
+        SELECT r.start_date, r.end_date FROM task_reschedule r JOIN task_instance t ON t.id = r.ti_id
+        WHERE t.dag_id = :d AND t.run_id = :r AND t.task_id = 'judge_batches'
+        UNION ALL
+        SELECT start_date, end_date FROM task_instance
+        WHERE dag_id = :d AND run_id = :r AND task_id = 'judge_batches' AND end_date IS NOT NULL
+        ORDER BY 1""", run_id)
+    with engine.connect() as conn:
+        batches = conn.exec_driver_sql(
+            "SELECT submitted_at, finished_at, collected_at FROM llm_batches").all()
+    events = [t for b in batches for t in (b.submitted_at, b.collected_at) if t is not None]
+    working = [p for i, p in enumerate(pokes) if i == len(pokes) - 1
+               or any(p["start_date"] <= e <= p["end_date"] for e in events)]
+    waiting = [p for p in pokes if p not in working]
+    seconds = lambda ps: round(sum((p["end_date"] - p["start_date"]).total_seconds() for p in ps), 2)  # noqa: E731
+    chat, answered, creates, errors = stub_stats
+    return {"requests": answered, "batches": creates, "sent_one_by_one": chat, "stub_errors": errors,
+            "pokes": len(pokes), "working_pokes": len(working), "slot_seconds_working": seconds(working),
+            "waiting_pokes": len(waiting), "slot_seconds_waiting": seconds(waiting),
+            "provider_seconds": round(sum((b.finished_at - b.submitted_at).total_seconds() for b in batches
+                                          if b.submitted_at and b.finished_at), 1),
+            "judging_wall_seconds": round((pokes[-1]["end_date"] - pokes[0]["start_date"]).total_seconds(), 1)
+            if pokes else None}
+
+
 def _reports_by_metric(runs: list[dict]) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in runs:
@@ -129,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallelism", type=int, default=8)
     parser.add_argument("--timeout", type=float, default=4 * 3600)
     parser.add_argument("--db-url", help="a PostgreSQL URL (default: embedded PostgreSQL, throwaway)")
+    parser.add_argument("--batch", action="store_true", help="judge through the stub's batch API")
+    parser.add_argument("--batch-delay", type=float, default=60.0, help="seconds the stub takes to end a batch")
+    parser.add_argument("--batch-poll", type=float, default=10.0, help="DEEPSCHOLAR_BATCH_POLL_SECONDS")
     args = parser.parse_args(argv)
     database = args.db_url or os.environ.get("DEEPSCHOLAR_DB_URL") or "embedded"
     with throwaway_warehouse("deepscholar_bench_scale_", database=database) as (engine, home):
@@ -167,12 +207,14 @@ def _run(args, engine, home: Path) -> int:
             else:
                 add_system(engine, f"oracle_{i + 1}", "oracle")
 
-        stub = RemoteStub(args.latency)
+        stub = RemoteStub(args.latency, batch_delay=args.batch_delay if args.batch else None)
         env = replay_endpoints(replay, manifest, db_url) | demo_schedule_env(month) | {
             "DEEPSCHOLAR_OPENALEX_INTERVAL_SECONDS": "0",
             "DEEPSCHOLAR_JUDGE": "openai/bench-judge", "DEEPSCHOLAR_JUDGE_API_BASE": stub.url,
             "OPENAI_API_KEY": "bench", "DEEPSCHOLAR_JUDGE_CONCURRENCY": str(args.judge_concurrency),
-            "DEEPSCHOLAR_JUDGE_TASKS": str(args.judge_tasks)}
+            "DEEPSCHOLAR_JUDGE_TASKS": str(args.judge_tasks)} | ({
+                "DEEPSCHOLAR_JUDGE_TRANSPORT": "batch", "DEEPSCHOLAR_BATCH_POLL_SECONDS": str(args.batch_poll)}
+                if args.batch else {})
         metadata_url = fresh_metadata_database(db_url, metadata)
         from deepscholar.connection_budget import compute_budget
         from deepscholar.settings import Settings
@@ -189,7 +231,9 @@ def _run(args, engine, home: Path) -> int:
                     runs = wait_for_month(airflow, engine, month, args.timeout, progress=say)
                     wall = time.monotonic() - t
                 calls = stub.requests - calls_before
+                stub_stats = stub.stats()
                 run = next(r for r in runs if r["dag_id"] == BENCHMARK_DAG_ID)
+                batch = _batch_figures(metadata_url, run["dag_run_id"], engine, stub_stats) if args.batch else None
                 tis = _task_instances(metadata_url, run["dag_run_id"])
                 failed = _failed_attempts(metadata_url, run["dag_run_id"])
                 judge_results = _judge_results(metadata_url, run["dag_run_id"])
@@ -236,6 +280,7 @@ def _run(args, engine, home: Path) -> int:
         "peak_connections": connections.peak, "peak_connections_by_database": connections.peak_by_database,
         "max_connections": connections.max_connections, "connection_samples": connections.samples,
         "connection_budget": budget.worst_case,
+        "transport": "batch" if args.batch else "direct", "batch": batch,
     }), flush=True)
     return 0
 

@@ -62,17 +62,33 @@ def serve_stub(latency: float, conn) -> None:
             conn.send((stub.requests, stub.max_in_flight, [repr(e) for e in stub.errors]))
 
 
+def serve_batch_stub(delay: float, conn) -> None:
+    """The judge's batch API (and its one-by-one endpoint) in its own process: a batch ends `delay` s after
+    its creation. Reports (one-by-one requests, batch lines answered, batches created, errors)."""
+    from support.judge_stub import scripted_judge
+
+    from deepscholar.replay.openai_batches import BatchStub
+
+    with BatchStub(answer=scripted_judge, delay=delay) as stub:
+        conn.send(stub.url)
+        while conn.recv() != "stop":
+            conn.send((stub.chat_requests, len(stub.lines_answered), stub.creates, [repr(e) for e in stub.errors]))
+
+
 class RemoteStub:
-    def __init__(self, latency: float) -> None:
+    def __init__(self, latency: float, *, batch_delay: float | None = None) -> None:
+        """The scripted judge in a process of its own: one by one at `latency` s a request, or (`batch_delay`
+        given) its batch API too, answering a batch that long after its creation."""
         import multiprocessing
 
         ctx = multiprocessing.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._process = ctx.Process(target=serve_stub, args=(latency, child), daemon=True)
+        target, arg = (serve_stub, latency) if batch_delay is None else (serve_batch_stub, batch_delay)
+        self._process = ctx.Process(target=target, args=(arg, child), daemon=True)
         self._process.start()
         self.url = self._conn.recv()
 
-    def stats(self) -> tuple[int, int, list]:
+    def stats(self) -> tuple:
         self._conn.send("count")
         return self._conn.recv()
 
@@ -224,9 +240,10 @@ def _run(args, engine, home: Path) -> int:
     from support.demo_month import build_demo_month
 
     from deepscholar.evaluation.boards.rollup import roll_up
+    from deepscholar.evaluation.judging.evaluate import evaluate_release
     from deepscholar.evaluation.judging.judges import JudgeSpec
     from deepscholar.evaluation.judging.report_contexts import load_reports
-    from deepscholar.evaluation.judging.runner import evaluate_release, judge_metric
+    from deepscholar.evaluation.judging.runner import judge_metric
     from deepscholar.evaluation.metrics import registry
     from deepscholar.replay.server import ReplayServer
 

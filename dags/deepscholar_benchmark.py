@@ -84,6 +84,7 @@ LEADERBOARD_PUBLISHED = Asset(name=LEADERBOARD_ASSET_NAME, uri=LEADERBOARD_ASSET
 
 
 WAIT_TASK_ID = "wait_for_release"
+MIN_BATCH_POKE_SECONDS = 10.0
 
 
 def _month() -> str:
@@ -159,6 +160,10 @@ def _run():
         "tracks": Param(list(SETTINGS.tracks), type="array", items={"type": "string"},
                         description="Evaluation tracks judged besides the core seven (metric registry families, "
                                     "e.g. reportbench); default DEEPSCHOLAR_TRACKS."),
+        "judge_transport": Param(SETTINGS.judge_transport, type="string", enum=["direct", "batch"],
+                                 description="How judge requests reach the provider: 'direct' (one by one) or "
+                                             "'batch' (its batch API: about half the price, within 24 h; "
+                                             "openai/<model> judges). Default DEEPSCHOLAR_JUDGE_TRANSPORT."),
         "budget_usd": Param(SETTINGS.judge_budget_usd, type=["null", "number"], minimum=0,
                             description="The most this month's judging may cost in USD: predicted over it (or "
                                         "unpriced), an operator approves first; empty = no bound. Default "
@@ -266,7 +271,9 @@ def deepscholar_benchmark():
 
         params = get_current_context()["params"]
         estimate = estimate_for_month(get_engine(), _month(), _judge(), _budget(), systems=params.get("systems"),
-                                      metrics=params.get("metrics"), tracks=params.get("tracks"))
+                                      metrics=params.get("metrics"), tracks=params.get("tracks"),
+                                      batch=params.get("judge_transport") == "batch",
+                                      run_id=get_current_context()["run_id"])
         print(estimate["line"])
         if estimate["table"]:
             print(estimate["table"])
@@ -293,6 +300,35 @@ def deepscholar_benchmark():
             return judge_job(judge_engine(), job, _judge(), budget_usd=_budget(), approved_usd=approved)
         except UserError as exc:  # a judge misconfigured (missing API key, unknown metric): no retries
             raise AirflowFailException(str(exc)) from exc
+
+    @task.branch
+    def choose_transport() -> str:
+        """The judge tasks of the run's transport: `judge` (mapped, direct) or `judge_batches`."""
+        transport = get_current_context()["params"].get("judge_transport") or "direct"
+        print(f"judging {_month()} under {_judge_config()}: {transport} transport")
+        return "judge_batches" if transport == "batch" else "judge"
+
+    # Reschedule mode: each poke is one short step (look at the batches; once they ended, collect, judge from
+    # the cache, submit what is still missing); between pokes the task holds no worker slot. At least
+    # MIN_BATCH_POKE_SECONDS apart: a poke queued again before the scheduler has taken in the previous poke's
+    # end (same try number) is marked failed by Airflow 3.3 ("state changed externally"), which a loaded
+    # 2-core machine showed at 2 s.
+    @task.sensor(mode="reschedule", poke_interval=max(SETTINGS.batch_poll_seconds, MIN_BATCH_POKE_SECONDS),
+                 timeout=SETTINGS.batch_wait_hours * 3600, pool=SETTINGS.judge_pool)
+    def judge_batches(jobs: list[dict]) -> PokeReturnValue:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from deepscholar.db import judge_engine
+        from deepscholar.errors import UserError
+        from deepscholar.evaluation.judging.batch_rounds import batch_job_step
+
+        estimate = get_current_context()["ti"].xcom_pull(task_ids="estimate_budget") or {}
+        approved = estimate.get("approved_total_usd") if estimate.get("needs_approval") else None
+        try:
+            summary = batch_job_step(judge_engine(), jobs, _judge(), budget_usd=_budget(), approved_usd=approved)
+        except UserError as exc:  # misconfigured, or over the budget: a retry cannot fix it
+            raise AirflowFailException(str(exc)) from exc
+        return PokeReturnValue(is_done=summary is not None, xcom_value=summary)
 
     @task(trigger_rule="none_failed")  # judge tasks with nothing left to judge are skipped
     def roll_up() -> dict:
@@ -419,10 +455,12 @@ def deepscholar_benchmark():
     checked >> jobs
     jobs >> estimate_budget() >> approve_budget
     judged = judge.expand(job=jobs)
-    approve_budget >> judged
+    batch_judged = judge_batches(jobs)
+    approve_budget >> choose_transport() >> [judged, batch_judged]
     published = publish_leaderboard()
     rolled = roll_up()
-    judged >> rolled >> check_judge_drift() >> check_leaderboard() >> published
+    [judged, batch_judged] >> rolled
+    rolled >> check_judge_drift() >> check_leaderboard() >> published
     compared = compare_judges()  # optional: beside the checks and publication, never before them
     rolled >> compared
     [published, compared] >> finish()

@@ -270,7 +270,12 @@ class Settings:
         "again) before it is marked failed and its judgment stored unscored with the provider's error")
     batch_poll_seconds: float = _setting(
         "DEEPSCHOLAR_BATCH_POLL_SECONDS", 60.0, POSITIVE_SECONDS, "LLM calls",
-        "how often a judge run in batch mode asks the provider whether its batches have ended")
+        "how often a judge run in batch mode asks the provider whether its batches have ended (the benchmark "
+        "DAG's `judge_batches` sensor: its poke interval, at least 10 s)")
+    batch_wait_hours: float = _setting(
+        "DEEPSCHOLAR_BATCH_WAIT_HOURS", 72.0, HOURS, "LLM calls",
+        "how long the benchmark DAG's `judge_batches` waits for a month judged through batches before it fails "
+        "(OpenAI answers a batch within 24 h; an expired one is submitted again)")
     # judging
     judge: str = _setting(
         "DEEPSCHOLAR_JUDGE", "local", TEXT, "judging",
@@ -319,6 +324,11 @@ class Settings:
         "DEEPSCHOLAR_FAMILY_PACKAGES", (), NAMES, "judging",
         "Python packages outside the library that each hold one more metric family (a track), laid out like "
         "the folders of evaluation/metrics/ (docs/ARCHITECTURE.md, \"Adding a track\"); empty: the library's only")
+    judge_transport: str = _setting(
+        "DEEPSCHOLAR_JUDGE_TRANSPORT", "direct", choice("direct", "batch"), "judging",
+        "how a month's judge requests reach the provider: `direct` (one by one, at once) or `batch` (the "
+        "provider's batch API: about half the price, answered within 24 h; OpenAI's format, `openai/<model>`); "
+        "the benchmark DAG's `judge_transport` param")
     judge_tasks: int = _setting("DEEPSCHOLAR_JUDGE_TASKS", 4, POSITIVE_INT, "judging",
                                 "parallel judge tasks per benchmark run")
     judge_pool: str = _setting("DEEPSCHOLAR_JUDGE_POOL", "default_pool", TEXT, "judging",

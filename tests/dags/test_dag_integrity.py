@@ -75,7 +75,13 @@ def test_benchmark_dag_runs_generation_lanes_in_their_provider_pools_then_judges
     # Judging starts only once every lane is generated and the reports passed their check.
     assert dag.get_task("check_reports").upstream_task_ids == {f"generate_{lane}" for lane in GENERATION_LANES}
     assert "check_reports" in dag.get_task("plan_judging").upstream_task_ids
-    assert dag.get_task("roll_up").upstream_task_ids == {"judge"}
+    assert dag.get_task("roll_up").upstream_task_ids == {"judge", "judge_batches"}
+    # One transport per run: the branch after the budget's approval picks the direct judge tasks or the
+    # batch sensor, which waits between pokes in reschedule mode (no worker slot while the provider works).
+    assert dag.get_task("choose_transport").upstream_task_ids == {"approve_budget"}
+    assert dag.get_task("choose_transport").downstream_task_ids == {"judge", "judge_batches"}
+    batches = dag.get_task("judge_batches")
+    assert batches.mode == "reschedule" and batches.timeout >= 24 * 3600 and batches.pool == pools["judge"]
     # The judge drift check runs on the rolled-up month, before the board's check that it can fail.
     assert dag.get_task("check_judge_drift").upstream_task_ids == {"roll_up"}
     assert dag.get_task("check_leaderboard").upstream_task_ids == {"check_judge_drift"}

@@ -16,7 +16,6 @@ import pytest
 import sqlalchemy as sa
 from support.demo_month import write_unresolvable_snapshot
 from support.judge_stub import scripted_judge
-from support.openai_stub import OpenAIStub
 from support.warehouse import ConnectionSampler, throwaway_warehouse
 
 from deepscholar.demo import demo_schedule_env, replay_endpoints
@@ -25,6 +24,7 @@ from deepscholar.evaluation.metrics import registry
 from deepscholar.local_airflow import LocalAirflow, drop_database, fresh_metadata_database
 from deepscholar.orchestration import BENCHMARK_DAG_ID, RELEASE_DAG_ID
 from deepscholar.replay.demo_snapshot import write_demo_snapshot
+from deepscholar.replay.openai_batches import BatchStub
 from deepscholar.replay.server import Delay, ReplayServer
 from deepscholar.systems.registry import add_system
 
@@ -32,6 +32,8 @@ pytestmark = pytest.mark.slow
 
 MONTH = "2025-06"
 RELEASE_STALL_SECONDS = 25  # longer than the benchmark run needs to start and look at the release
+BATCH_SECONDS = 6  # how long the judge's batch API takes to answer a batch
+BATCH_JUDGE = "openai/gpt-4o-mini"  # the third run's judge, through the batch API
 
 
 @pytest.fixture
@@ -80,10 +82,10 @@ def limited_warehouse(monkeypatch):
 
 @pytest.fixture
 def judge_stub():
-    """The benchmark's LLM judge: an OpenAI-compatible server answering every metric's prompt over HTTP."""
-    with OpenAIStub() as stub:
-        stub.default = scripted_judge
-        stub.delay = 0.2
+    """The benchmark's LLM judge: an OpenAI-compatible server answering every metric's prompt over HTTP, one
+    by one and through its Files + Batches API (a batch ends BATCH_SECONDS after its creation)."""
+    with BatchStub(answer=scripted_judge, delay=BATCH_SECONDS) as stub:
+        stub.chat_delay = 0.2
         yield stub
 
 
@@ -151,13 +153,33 @@ def _answer_budget(airflow: LocalAirflow, choice: str) -> list[str]:
     """Answer every budget approval waiting for input (as an operator would in the UI, through the same REST
     API): the run ids answered."""
     answered = []
+    log = airflow.log_path.read_text(errors="replace") if airflow.log_path else ""
     for run in airflow.dag_runs(BENCHMARK_DAG_ID):
         for t in airflow.task_instances(BENCHMARK_DAG_ID, run["dag_run_id"]):
-            if t["task_id"] == "approve_budget" and t["state"] == "awaiting_input":
+            # Only once the scheduler has taken in the paused process's end: an answer before that (seconds
+            # after the pause, which no operator manages) races it in Airflow 3.3's LocalExecutor, which then
+            # sees the resumed task queued under a finished process and marks it failed ("task state changed
+            # externally"; CI hit it under load).
+            paused = (f"Received executor event with state success for task instance TaskInstanceKey(dag_id="
+                      f"'{BENCHMARK_DAG_ID}', task_id='approve_budget', run_id='{run['dag_run_id']}'")
+            if t["task_id"] == "approve_budget" and t["state"] == "awaiting_input" and paused in log:
                 airflow.api("PATCH", f"/dags/{BENCHMARK_DAG_ID}/dagRuns/{run['dag_run_id']}/taskInstances/"
                                      "approve_budget/-1/hitlDetails", json={"chosen_options": [choice]})
                 answered.append(run["dag_run_id"])
     return answered
+
+
+def _first_running_batch(engine, timeout: float) -> str:
+    """The provider's id of the first batch submitted and not ended yet (watched closely: it runs seconds)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with engine.connect() as conn:
+            found = conn.execute(sa.text("SELECT provider_batch_id FROM llm_batches WHERE state = 'submitted' "
+                                         "ORDER BY created_at LIMIT 1")).scalar()
+        if found:
+            return found
+        time.sleep(0.3)
+    raise AssertionError(f"no batch was submitted within {timeout:.0f} s")
 
 
 def _budget_request(airflow: LocalAirflow, run_id: str) -> dict:
@@ -199,7 +221,7 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
              "DEEPSCHOLAR_JUDGE_JOB_REPORTS": "24", "DEEPSCHOLAR_TRACKS": ",".join(registry.tracks()),
              # The drift check re-judges a small calibration slice past the cache (the stub has no price).
              "DEEPSCHOLAR_CALIBRATION_ITEMS": "5", "DEEPSCHOLAR_CALIBRATION_MAX_COST_USD": "none",
-             "DEEPSCHOLAR_JUDGE_BUDGET_USD": "100"}
+             "DEEPSCHOLAR_JUDGE_BUDGET_USD": "100", "DEEPSCHOLAR_BATCH_POLL_SECONDS": "10"}
     with ReplayServer(snapshot) as server, ConnectionSampler(warehouse_url, interval=0.1) as connections:
         server.inject_failures("/api/query", [Delay(RELEASE_STALL_SECONDS)])
         with _airflow(tmp_path, metadata_url, server, snapshot, warehouse_url, judge) as airflow:
@@ -219,7 +241,7 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
             approval = _budget_request(airflow, benchmark_runs[0]["dag_run_id"])
 
             # The same month again under a priced judge and a budget of $0.001: asked, rejected, nothing sent.
-            sent = judge_stub.requests
+            sent = judge_stub.chat_requests
             rejected_run = airflow.api("POST", f"/dags/{BENCHMARK_DAG_ID}/dagRuns", json={
                 "logical_date": None, "conf": {"month": MONTH, "judge": "openai/gpt-4o-mini", "budget_usd": 0.001}})
             rejected: list[str] = []
@@ -229,6 +251,22 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
                 return _all_ended(airflow)
 
             _wait(rejecting_until_it_ends, airflow, 300, "the over-budget run to end")
+            sent_by_then = judge_stub.chat_requests
+
+            # Once more under another judge, through its batch API (core metrics only): the sensor holds no
+            # slot between pokes; cleared while a batch runs (its state gone, as after a lost worker), it
+            # picks the same batch up again: nothing submitted twice.
+            batch_run = airflow.api("POST", f"/dags/{BENCHMARK_DAG_ID}/dagRuns", json={
+                "logical_date": None, "conf": {"month": MONTH, "judge": BATCH_JUDGE, "judge_transport": "batch",
+                                               "tracks": []}})["dag_run_id"]
+            running = _first_running_batch(engine, 300)
+            airflow.api("POST", f"/dags/{BENCHMARK_DAG_ID}/clearTaskInstances", json={
+                "dag_run_id": batch_run, "task_ids": ["judge_batches"], "only_failed": False, "dry_run": False,
+                "reset_dag_runs": False})
+            _wait(lambda: _all_ended(airflow), airflow, 400, "the batch run to end")
+            batch_tasks = {t["task_id"]: t for t in airflow.task_instances(BENCHMARK_DAG_ID, batch_run)}
+            batch_summary = _xcom(airflow, batch_run, "judge_batches", -1)
+            batch_state = [r["state"] for r in _runs(airflow, BENCHMARK_DAG_ID) if r["dag_run_id"] == batch_run]
             second = [r for r in _runs(airflow, BENCHMARK_DAG_ID) if r["dag_run_id"] == rejected_run["dag_run_id"]]
             second_tasks = {t["task_id"]: t["state"] for t in airflow.task_instances(
                 BENCHMARK_DAG_ID, rejected_run["dag_run_id"])}
@@ -239,6 +277,19 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
             pinned = _xcom(airflow, benchmark_runs[0]["dag_run_id"], "wait_for_release", -1)
 
     assert board == sorted([(MONTH, "human_exemplar")] + [(MONTH, name) for name in ORACLES])
+    # The batch run: judged through batches only, resumed after the clear, published.
+    assert batch_state == ["success"], {k: t["state"] for k, t in batch_tasks.items()}
+    assert batch_tasks["judge"]["state"] == "skipped" and batch_tasks["judge_batches"]["state"] == "success"
+    assert batch_tasks["judge_batches"]["try_number"] >= 2  # the clear made it start again from nothing
+    assert batch_summary["reports_judged"] > 0, batch_summary
+    with engine.connect() as conn:
+        batches = conn.execute(sa.text("SELECT provider_batch_id, state FROM llm_batches ORDER BY created_at")).all()
+        batched_calls = conn.execute(sa.text(
+            "SELECT count(*) FROM llm_calls WHERE transport = 'openai-batch' AND model = :m"),
+            {"m": BATCH_JUDGE}).scalar_one()
+    assert running in [b for b, _ in batches] and {s for _, s in batches} == {"collected"}
+    assert judge_stub.creates == len(batches) >= 2  # one create per batch: the resumed sensor made none again
+    assert len(judge_stub.lines_answered) == len(set(judge_stub.lines_answered)) == batched_calls
     # The budget: asked once for the scheduled run (the stub judge has no price), approved, judged.
     assert approved == [benchmark_runs[0]["dag_run_id"]]
     assert approval["chosen_options"] == ["Approve"] and "has no price" in approval["body"]
@@ -247,7 +298,7 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
     assert rejected == [rejected_run["dag_run_id"]] and [r["state"] for r in second] == ["failed"]
     assert second_tasks["approve_budget"] == "failed" and second_tasks["finish"] == "failed"
     assert second_tasks["roll_up"] == "upstream_failed"
-    assert judge_stub.requests == sent
+    assert sent_by_then == sent
     second_row = [r for r in _benchmark_rows(engine) if r["run_id"] == rejected_run["dag_run_id"]]
     assert second_row and second_row[0]["state"] == "failed", second_row
     assert "failed: approve_budget; rejected by" in second_row[0]["message"]
@@ -260,7 +311,7 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
     assert release_runs[0]["logical_date"] == benchmark_runs[0]["logical_date"]
     assert pinned == MONTH
     # The benchmark started before the release was published, waited for it, and no second run was started.
-    rows = [r for r in _benchmark_rows(engine) if r["run_id"] != rejected_run["dag_run_id"]]
+    rows = [r for r in _benchmark_rows(engine) if r["run_id"] not in (rejected_run["dag_run_id"], batch_run)]
     assert [(r["run_id"], r["state"]) for r in rows] == [(benchmark_runs[0]["dag_run_id"], "published")]
     with engine.connect() as conn:
         published_at = conn.execute(sa.text("SELECT published_at FROM releases WHERE release_id = :r"),
@@ -280,10 +331,11 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
                                {"m": MONTH}).scalar_one()
         # The run checked and published the board it rolled up: version 1, which never changes again.
         board_versions = conn.execute(sa.text(
-            "SELECT board_version, status FROM board_versions WHERE release_id = :m"), {"m": MONTH}).all()
+            "SELECT judge_config, board_version, status FROM board_versions WHERE release_id = :m ORDER BY 1"),
+            {"m": MONTH}).all()
         drift = conn.execute(sa.text("SELECT metric, status, tripped, agreement FROM judge_drift_checks "
                                      "WHERE release_id = :m"), {"m": MONTH}).all()
-    assert board_versions == [(1, "published")]
+    assert board_versions == [(f"llm:{BATCH_JUDGE}", 1, "published"), ("llm:openai/stub-judge", 1, "published")]
     # The judge's calibration slice (its first answers on this, its first month) was asked again past the
     # cache before the board's check; the unchanged stub agrees with itself, so no alarm holds the board back.
     assert "relevance_rate" in {m for m, *_ in drift} <= set(annotatable_metric_names())
@@ -300,7 +352,7 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
     # At the connection limit: the LLM judge did the judging, three or four judge tasks ran at once (their
     # old pools could have opened 32 connections each against 40), no task attempt failed, and the
     # server never ran out (the sampler's own connection is the one more).
-    assert judged_by == ["llm:openai/stub-judge"] and judge_stub.requests > 0
+    assert judged_by == [f"llm:{BATCH_JUDGE}", "llm:openai/stub-judge"] and judge_stub.chat_requests > 0
     assert _overlap(tasks, "judge") >= 3, {t["map_index"]: (t["start_date"], t["end_date"]) for t in tasks
                                            if t["task_id"] == "judge"}
     assert [(t["task_id"], t["try_number"]) for t in tasks if t["try_number"] > 1 or t["state"] == "failed"] == []

@@ -112,7 +112,7 @@ DEBUG_MARKERS = {"litellm": ("Params passed to completion()", "LiteLLM"),
 def canary_run(db_url, request):
     """Generation and LLM judging with the canary keys, once per transport; what every channel captured."""
     transport = request.param
-    from deepscholar.evaluation.judging.runner import evaluate_release
+    from deepscholar.evaluation.judging.evaluate import evaluate_release
     from deepscholar.systems.generation import generate_release
     from deepscholar.systems.registry import add_system
 

@@ -27,7 +27,7 @@ from support.demo_month import served_demo_month
 from support.openai_stub import OpenAIStub, RawBody
 
 from deepscholar.errors import InfrastructureError
-from deepscholar.evaluation.judging.runner import evaluate_release
+from deepscholar.evaluation.judging.evaluate import evaluate_release
 from deepscholar.http_guard import BREAKER
 from faults.conftest import assert_no_loss, unchanged, warehouse_fingerprint
 
@@ -122,7 +122,7 @@ def test_a_provider_that_recovers_within_the_retries_leaves_every_report_scored(
     with OpenAIStub() as stub:
         stub.default = _verdict
         stub.script = [s if s is not None else _verdict for s in script]
-        with unchanged(engine, allowed_to_change=["metric_scores", "judgments", *JUDGE_BOOKKEEPING]):
+        with unchanged(engine, allowed_to_change=["metric_scores", "judgments", "judging_estimates", *JUDGE_BOOKKEEPING]):
             result = _evaluate(engine, release, stub)
         failures = sum(isinstance(s, int) for s in script)
         assert result["unscored_reports"] == 0 and result["llm_requests"] == stub.requests - failures
@@ -145,7 +145,8 @@ def test_a_provider_down_past_the_retries_fails_the_task_and_stores_no_score(fre
         before = warehouse_fingerprint(engine)
         result = _evaluate(engine, release, stub)
     assert result["unscored_reports"] == 0
-    assert_no_loss(before, warehouse_fingerprint(engine), ["metric_scores", "judgments", *JUDGE_BOOKKEEPING])
+    assert_no_loss(before, warehouse_fingerprint(engine), ["metric_scores", "judgments", "judging_estimates",
+                                                          *JUDGE_BOOKKEEPING])
     _all_scored_once(engine, release)
 
 
@@ -168,7 +169,7 @@ def test_an_answer_the_judge_cannot_use_is_unscored_with_its_reason(fresh_judge,
     engine, release = fresh_judge
     with OpenAIStub() as stub:
         stub.default = lambda body: answer
-        with unchanged(engine, allowed_to_change=["metric_scores", "judgments", *JUDGE_BOOKKEEPING]):
+        with unchanged(engine, allowed_to_change=["metric_scores", "judgments", "judging_estimates", *JUDGE_BOOKKEEPING]):
             result = _evaluate(engine, release, stub)
         n = _reports(engine, release)
         assert result["unscored_reports"] == n > 0

@@ -4,19 +4,27 @@ given the same answers, in a stated number of rounds; every audit row at the bat
 
 from __future__ import annotations
 
+import urllib.request
+
 import pytest
 import sqlalchemy as sa
+from support.chromium import parse_html, serve
 from support.demo_month import served_demo_month
 from support.judge_stub import scripted_judge
 
-from deepscholar.evaluation.judging.batch_rounds import collect_round, judge_by_batches
-from deepscholar.evaluation.judging.jobs import plan_units
+from deepscholar.errors import OverBudget
+from deepscholar.evaluation.boards.rollup import roll_up
+from deepscholar.evaluation.budget import estimate_for_month
+from deepscholar.evaluation.costs import judging_spend
+from deepscholar.evaluation.judging.batch_rounds import batch_job_step, collect_round, judge_by_batches
+from deepscholar.evaluation.judging.jobs import plan_judging, plan_units
 from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.evaluation.judging.runner import judge_units
 from deepscholar.evaluation.metrics import registry
 from deepscholar.llm.batches import OpenAIBatches
 from deepscholar.llm.prices import cost_usd
 from deepscholar.replay.openai_batches import BatchStub
+from deepscholar.web import create_app
 
 pytestmark = pytest.mark.slow  # builds and judges the demo month
 
@@ -39,6 +47,16 @@ def _stored(engine, judge_config) -> dict[str, list[str]]:
             for table in ("judgments", "metric_scores")}
 
 
+def _boards(engine, month, judge_config) -> dict[str, list[str]]:
+    """The month's boards rolled up from the stored scores, every row as JSON text, without its time."""
+    roll_up(engine, month, judge_config)
+    with engine.connect() as conn:
+        return {table: sorted(conn.execute(sa.text(
+            f"SELECT (to_jsonb(t) - 'computed_at' - 'created_at' - 'updated_at')::text FROM {table} t "
+            f"WHERE release_id = :m AND judge_config = :j"), {"m": month, "j": judge_config}).scalars())
+            for table in ("leaderboard_systems", "leaderboard_metrics", "track_boards", "track_board_metrics")}
+
+
 def _forget(engine, judge_config) -> None:
     with engine.begin() as conn:
         for table in ("judgments", "metric_scores"):
@@ -57,11 +75,16 @@ def test_a_month_judged_through_batches_equals_the_direct_path_byte_for_byte(dem
         _forget(engine, spec.config_id)
         direct_runs = judge_units(engine, month, units, spec, api_base=stub.url, concurrency=8)
         direct = _stored(engine, spec.config_id)
+        direct_boards = _boards(engine, month, spec.config_id)
         sent_one_by_one = stub.chat_requests
         assert sent_one_by_one > 50 and sum(r.reports for r in direct_runs) > 0
         assert all(direct.values())
 
         _forget(engine, spec.config_id)
+        # What the run predicts before judging is kept beside what the month then costs.
+        predicted = estimate_for_month(engine, month, spec, None, systems=SYSTEMS, metrics=metrics, batch=True,
+                                       run_id="run-before")
+        assert "(through the batch API, at its price)" in predicted["line"] and predicted["predicted_usd"] > 0
         polls: list[float] = []
         result = judge_by_batches(engine, month, units, spec, api_base=stub.url, concurrency=8, poll=0.01,
                                   api=lambda base: OpenAIBatches(stub.url, "test"), sleep=polls.append)
@@ -72,6 +95,8 @@ def test_a_month_judged_through_batches_equals_the_direct_path_byte_for_byte(dem
         # nuggets (and whose extraction asks until nothing new comes): more rounds than two.
         assert result["rounds"] >= 3 and result["batches"] == result["rounds"] - 1
         assert _stored(engine, spec.config_id) == direct
+        # ... and so are the boards rolled up from them: the core board and every track's, byte for byte.
+        assert _boards(engine, month, spec.config_id) == direct_boards
         assert all(r["llm_requests"] == 0 for r in result["runs"])  # the last pass: all from the cache
 
         with engine.connect() as conn:
@@ -90,9 +115,56 @@ def test_a_month_judged_through_batches_equals_the_direct_path_byte_for_byte(dem
         assert summary["actual_cost_usd"] == pytest.approx(batch_cost)
         assert summary["batch_saving_usd"] == pytest.approx(batch_cost)  # half price: it saved as much as it cost
         assert "batching saved $" in format_cost_summary(summary)
+        assert "Predicted before judging (run run-before, batch transport" in format_cost_summary(summary)
+        # The page: predicted against actual, by transport, and the saving (stored at the roll-up).
+        with engine.connect() as conn:
+            spend = judging_spend(conn, month, spec.config_id)
+        assert spend["estimate"]["predicted_usd"] == pytest.approx(predicted["predicted_usd"])
+        assert [(t["transport"], t["requests"]) for t in spend["transports"]] == [("openai-batch", len(rows))]
+        assert float(spend["actual_usd"]) == pytest.approx(batch_cost)
+        assert float(spend["batch_saving_usd"]) == pytest.approx(batch_cost)
+        with serve(create_app(lambda: engine)) as base:
+            page = parse_html(urllib.request.urlopen(
+                f"{base}/?release={month}&judge_config={spec.config_id}").read().decode())
+        line = page.one("p", {"data-spend": "true"})
+        assert "batch transport, run run-before" in line.text() and "openai-batch: " in line.text()
+        assert float(line.one("span", {"data-metric": "actual_usd"}).attrs["data-value"]) == pytest.approx(batch_cost)
+        assert "batching saved $" in line.text()
         # Judged again: nothing waits, nothing is submitted.
         runs, waiting = collect_round(engine, month, units, spec, api_base=stub.url)
         assert waiting == 0 and stub.creates == result["batches"]
     stub.raise_errors()
     print(f"batch judging of {month}: {result['rounds']} rounds, {result['batches']} batches, "
           f"{result['answered']} requests")
+
+
+def test_the_dag_step_waits_without_sending_past_the_budget_and_a_raised_budget_resumes_asking_nothing_twice(
+        demo, monkeypatch):
+    """batch_job_step, one poke of the DAG's sensor: over the budget nothing is submitted and the requests
+    wait; with the budget raised the same steps finish the month, every question asked once."""
+    engine, month = demo["engine"], demo["month"]
+    spec = JudgeSpec.parse(MODEL)
+    with BatchStub(answer=scripted_judge) as stub:
+        _forget(engine, spec.config_id)
+        monkeypatch.setenv("OPENAI_API_KEY", "test")
+        monkeypatch.setenv("DEEPSCHOLAR_JUDGE_API_BASE", stub.url)
+        jobs = plan_judging(engine, month, SYSTEMS, ["relevance_rate", "nugget_coverage"], spec, 24, 2)
+        assert jobs
+        with pytest.raises(OverBudget) as refused:
+            batch_job_step(engine, jobs, spec, budget_usd=1e-9)
+        assert "stopped at $0.0000 of $0.0000; the next batch would cost about $" in str(refused.value)
+        assert "it was not submitted and its requests wait; raise the budget" in str(refused.value)
+        assert stub.creates == 0 and stub.chat_requests == 0
+        with engine.connect() as conn:
+            waiting = conn.execute(sa.text("SELECT count(*) FROM llm_batch_requests WHERE state = 'pending'")
+                                   ).scalar_one()
+        assert waiting > 0
+
+        steps = []
+        while (summary := batch_job_step(engine, jobs, spec, budget_usd=100.0)) is None:
+            steps.append(stub.creates)
+            assert len(steps) < 40
+        assert summary["reports_judged"] > 0 and summary["rounds"] == 1
+        assert stub.creates >= 1 and stub.chat_requests == 0
+        assert len(stub.lines_answered) == len(set(stub.lines_answered))  # every question asked once
+    stub.raise_errors()

@@ -127,11 +127,17 @@ def _demo_release(_):
     assert "release via the library only" in out and "snapshot generation" in out
 
 
-@case("benchmark_scale.py", pytest.mark.slow)
+@case("benchmark_scale.py --batch", pytest.mark.slow)
 def _benchmark_scale(_):
+    """In batch mode: the direct one's judge tasks are what tests/dags/test_scheduled_month.py runs first."""
     (out,) = _json_lines(_run("benchmark_scale.py", "--systems", "1", "--queries", "2", "--latency", "0.01",
-                              "--judge-tasks", "1", "--parallelism", "4", "--timeout", "1200", timeout=1500))
+                              "--judge-tasks", "1", "--parallelism", "4", "--timeout", "1200", "--batch",
+                              "--batch-delay", "4", "--batch-poll", "10", timeout=1500))
     assert out["run_state"] == "success" and out["systems"] == 1 and out["reports"] >= 1
+    batch = out["batch"]
+    assert out["transport"] == "batch" and batch["requests"] > 0 and batch["batches"] >= 2, batch
+    assert not batch["stub_errors"] and batch["pokes"] == batch["working_pokes"] + batch["waiting_pokes"]
+    assert batch["working_pokes"] >= batch["batches"] and batch["provider_seconds"] >= 4 * batch["batches"] - 1
 
 
 @case("history.py", pytest.mark.slow)  # about a minute: two scratch warehouses, cold CLI processes, GX

@@ -16,10 +16,10 @@ from support.demo_month import served_demo_month
 from support.openai_stub import OpenAIStub, first_user_text
 
 from deepscholar import db
+from deepscholar.evaluation.judging.evaluate import evaluate_release
 from deepscholar.evaluation.judging.jobs import SHARDS_PER_JOB, plan_judging, plan_units
 from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.evaluation.judging.runner import (
-    evaluate_release,
     judge_job,
     judge_metric,
     pending_of_units,

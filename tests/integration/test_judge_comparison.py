@@ -23,8 +23,8 @@ from deepscholar.evaluation.judge_validation.annotation_units import judged_unit
 from deepscholar.evaluation.judge_validation.judge_comparison import compare_judges, load_comparison
 from deepscholar.evaluation.judge_validation.judge_vs_humans import agreement_report
 from deepscholar.evaluation.judge_validation.rater_agreement import cohen_kappa, percent_agreement
+from deepscholar.evaluation.judging.evaluate import evaluate_release
 from deepscholar.evaluation.judging.judges import JudgeSpec
-from deepscholar.evaluation.judging.runner import evaluate_release
 
 pytestmark = pytest.mark.slow  # builds and judges the demo month
 

@@ -18,8 +18,8 @@ from support.openai_stub import OpenAIStub, first_user_text
 from deepscholar import cli
 from deepscholar.evaluation.boards.leaderboard_quality import check_leaderboard
 from deepscholar.evaluation.judge_validation.drift import check_drift
+from deepscholar.evaluation.judging.evaluate import evaluate_release
 from deepscholar.evaluation.judging.judges import JudgeSpec
-from deepscholar.evaluation.judging.runner import evaluate_release
 from deepscholar.scheduling import BenchmarkRun, finish_run, record_run
 
 pytestmark = pytest.mark.slow  # builds and judges the demo month

@@ -20,7 +20,7 @@ from support.demo_month import served_demo_month
 from deepscholar.errors import InvalidInput
 from deepscholar.evaluation.boards.leaderboard import format_leaderboard, load_leaderboard
 from deepscholar.evaluation.boards.rollup import roll_up
-from deepscholar.evaluation.judging.runner import evaluate_release
+from deepscholar.evaluation.judging.evaluate import evaluate_release
 from deepscholar.evaluation.metrics import registry
 from deepscholar.evaluation.metrics.base import (
     Item,

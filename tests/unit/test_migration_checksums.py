@@ -43,6 +43,7 @@ RELEASED = {
     "0027_month_costs": "0a4d04be02031b4cf5636f377a1efb0dcf45235c49c7c4329dd720bdfca7c1ce",
     "0028_month_costs_by_report": "3bb17b648d77cb04714a3910f3ce537542270de6765e507fc43a4f625b411963",
     "0029_llm_batches": "88f11349a2b63ebed060dfd5ac192576cbd3e40d3df3496300b6609b1f34cc8c",
+    "0030_judging_spend": "c39b256587ced49df2750f3957ff2c32b6320665a1cc359a32f263e4b7591e53",
 }
 # The sha256 the pre-migration init_db recorded in schema_files for sql/001..004: the baseline is
 # exactly those files, so adopted warehouses match it.

@@ -59,6 +59,10 @@ def _add_evaluate(sub) -> None:
                         "DEEPSCHOLAR_JUDGE_BUDGET_MARGIN (default: DEEPSCHOLAR_JUDGE_BUDGET_USD, else no bound)")
     p.add_argument("--yes", action="store_true",
                    help="approve a prediction over --max-cost (or an unpriced one): judge it, up to what was predicted")
+    p.add_argument("--transport", choices=("direct", "batch"), default=None,
+                   help="'direct': requests one by one; 'batch': the provider's batch API (about half the price, "
+                        "answered within 24 h; this command waits, polling every DEEPSCHOLAR_BATCH_POLL_SECONDS; "
+                        "openai/<model> judges) (default: DEEPSCHOLAR_JUDGE_TRANSPORT)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--publish", action="store_true",
                    help="then check the board (Great Expectations) and publish it, as the benchmark DAG does: a "
@@ -106,7 +110,7 @@ def _metric_models(pairs: list[str] | None) -> dict[str, str]:
 
 
 def cmd_evaluate(args) -> int:
-    from deepscholar.evaluation.judging.runner import evaluate_release
+    from deepscholar.evaluation.judging.evaluate import evaluate_release
     from deepscholar.settings import current_settings
 
     engine = ready_engine()
@@ -115,7 +119,8 @@ def cmd_evaluate(args) -> int:
                               metric_models=_metric_models(args.metric_model), metrics=args.metrics or None,
                               systems=args.system or None, api_base=args.api_base, concurrency=args.concurrency,
                               tracks=comma_list(args.tracks), budget_usd=args.max_cost,
-                              approve_over_budget=args.yes)
+                              approve_over_budget=args.yes,
+                              transport=args.transport or current_settings().judge_transport)
     published = _publish_board(args.release, result["judge_config"]) if args.publish else None
     if published is not None:
         result["publish"] = published

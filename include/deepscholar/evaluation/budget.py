@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.errors import OverBudget
@@ -22,7 +23,8 @@ from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.llm.spend import SpendLimit, dollars
 from deepscholar.settings import current_settings
 
-__all__ = ["JudgingEstimate", "estimate_judging", "estimate_for_month", "check_before_judging", "limit_for"]
+__all__ = ["JudgingEstimate", "estimate_judging", "estimate_for_month", "check_before_judging", "limit_for",
+           "record_estimate"]
 
 GO_ON = ("raise the budget (DEEPSCHOLAR_JUDGE_BUDGET_USD, or `deepscholar evaluate --max-cost`) and run again, "
          "or approve it (`--yes`)")
@@ -36,6 +38,7 @@ class JudgingEstimate:
     judge_config: str
     lines: tuple[dict, ...]  # system_id, metric, model, reports, calls, cost_usd (None: no price)
     spent_usd: float
+    batch: bool = False  # priced at the batch API's rate
 
     @property
     def calls(self) -> float:
@@ -60,7 +63,8 @@ class JudgingEstimate:
 
     def verdict(self, budget_usd: float | None) -> tuple[bool, str]:
         """(whether it needs an operator's approval, one line saying why or why not)."""
-        what = f"judging {self.release_id} under {self.judge_config}: {self.calls:,.0f} calls predicted"
+        what = (f"judging {self.release_id} under {self.judge_config}: {self.calls:,.0f} calls predicted"
+                + (" (through the batch API, at its price)" if self.batch else ""))
         spent = f" ({dollars(self.spent_usd)} already spent this month)" if self.spent_usd else ""
         if budget_usd is None:
             return False, f"{what}, {dollars(self.cost_usd) if self.cost_usd is not None else 'unknown'}{spent}; no budget set"
@@ -93,12 +97,14 @@ class JudgingEstimate:
         return "\n\n".join(parts)
 
 
-def estimate_judging(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeSpec) -> JudgingEstimate:
-    """The estimate of the planned units (jobs.plan_units) and the month's spend so far under this judge."""
+def estimate_judging(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeSpec, *,
+                     batch: bool = False) -> JudgingEstimate:
+    """The estimate of the planned units (jobs.plan_units) and the month's spend so far under this judge
+    (`batch`: judged through the provider's batch API, at its price)."""
     with engine.connect() as conn:
-        lines = predicted_unit_costs(conn, spec, units)
+        lines = predicted_unit_costs(conn, spec, units, batch=batch)
     return JudgingEstimate(release_id, spec.config_id, tuple(lines),
-                           month_judge_spend(engine, release_id, spec.config_id))
+                           month_judge_spend(engine, release_id, spec.config_id), batch)
 
 
 def limit_for(engine: Engine, release_id: str, spec: JudgeSpec, budget_usd: float | None, *,
@@ -116,37 +122,60 @@ def limit_for(engine: Engine, release_id: str, spec: JudgeSpec, budget_usd: floa
 
 def estimate_for_month(engine: Engine, release_id: str, judge: str | JudgeSpec, budget_usd: float | None, *,
                        systems: Sequence[str] | None = None, metrics: Sequence[str] | None = None,
-                       tracks: Sequence[str] | None = None) -> dict:
+                       tracks: Sequence[str] | None = None, batch: bool = False,
+                       run_id: str | None = None) -> dict:
     """What the benchmark DAG's approval step reads (an XCom: plain values): whether judging the month's
     pending work (planned as the run's judge jobs are: jobs.plan_units with the same selection) needs an
     operator's approval, the one line saying why, the estimate by system, metric and model, and the month's
-    total an approval allows (spent + predicted; None when a price is unknown)."""
+    total an approval allows (spent + predicted; None when a price is unknown). `batch`: the run judges
+    through the provider's batch API, priced at its rate. `run_id`: the estimate is kept as that run's
+    (judging_estimates), for predicted against actual."""
     from deepscholar.evaluation.judging.jobs import plan_units
 
     spec = JudgeSpec.of(judge)
-    if budget_usd is None or spec.is_local:
+    if spec.is_local:
         return {"release_id": release_id, "needs_approval": False,
-                "line": f"judging {release_id} under {spec.config_id}: no budget to check"
-                + (" (the local judge costs nothing)" if spec.is_local else ""), "table": "",
-                "budget_usd": budget_usd, "predicted_usd": 0.0 if spec.is_local else None, "spent_usd": 0.0,
-                "approved_total_usd": None}
+                "line": f"judging {release_id} under {spec.config_id}: the local judge costs nothing", "table": "",
+                "budget_usd": budget_usd, "predicted_usd": 0.0, "spent_usd": 0.0, "approved_total_usd": None}
     units = plan_units(engine, release_id, systems or None, metrics or None, spec, tracks=tracks)
-    estimate = estimate_judging(engine, release_id, units, spec)
+    estimate = estimate_judging(engine, release_id, units, spec, batch=batch)
     needs, line = estimate.verdict(budget_usd)
+    if run_id is not None:
+        record_estimate(engine, estimate, run_id, budget_usd)
     return {"release_id": release_id, "needs_approval": needs, "line": line, "table": estimate.table(),
             "budget_usd": budget_usd,
             "predicted_usd": estimate.cost_usd, "spent_usd": estimate.spent_usd,
             "approved_total_usd": estimate.month_total_usd}
 
 
+def record_estimate(engine: Engine, estimate: JudgingEstimate, run_id: str, budget_usd: float | None) -> None:
+    """Keep what a run predicted before judging (judging_estimates; the page and `deepscholar cost` set it
+    beside what the month then cost). A retried estimate of the same run replaces its row."""
+    with engine.begin() as conn:
+        conn.execute(sa.text("""
+            INSERT INTO judging_estimates (release_id, judge_config, run_id, transport, predicted_calls,
+                                           predicted_usd, spent_before_usd, budget_usd, needs_approval)
+            VALUES (:r, :j, :run, :t, :calls, :usd, :spent, :budget, :needs)
+            ON CONFLICT (release_id, judge_config, run_id) DO UPDATE SET transport = EXCLUDED.transport,
+                predicted_calls = EXCLUDED.predicted_calls, predicted_usd = EXCLUDED.predicted_usd,
+                spent_before_usd = EXCLUDED.spent_before_usd, budget_usd = EXCLUDED.budget_usd,
+                needs_approval = EXCLUDED.needs_approval, estimated_at = now()"""),
+            {"r": estimate.release_id, "j": estimate.judge_config, "run": run_id,
+             "t": "batch" if estimate.batch else "direct", "calls": estimate.calls, "usd": estimate.cost_usd,
+             "spent": estimate.spent_usd, "budget": budget_usd, "needs": estimate.verdict(budget_usd)[0]})
+
+
 def check_before_judging(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeSpec,
-                         budget_usd: float | None, *, approve: bool = False) -> tuple[JudgingEstimate | None,
-                                                                                    SpendLimit | None]:
-    """Before any request: (the estimate, the running limit). Raises OverBudget, having sent nothing, when
-    the estimate needs an approval that `approve` does not give."""
-    if budget_usd is None or spec.is_local:
+                         budget_usd: float | None, *, approve: bool = False,
+                         batch: bool = False) -> tuple[JudgingEstimate | None, SpendLimit | None]:
+    """Before any request: (the estimate, the running limit; None for the local judge, the limit None
+    without a budget). Raises OverBudget, having sent nothing, when the estimate needs an approval that
+    `approve` does not give."""
+    if spec.is_local:
         return None, None
-    estimate = estimate_judging(engine, release_id, units, spec)
+    estimate = estimate_judging(engine, release_id, units, spec, batch=batch)
+    if budget_usd is None:
+        return estimate, None
     needs_approval, line = estimate.verdict(budget_usd)
     if needs_approval and not approve:
         raise OverBudget(f"{line}; nothing was sent (`deepscholar cost --release {release_id} --judge "

@@ -20,11 +20,12 @@ from sqlalchemy.engine import Engine
 
 from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.evaluation.metrics import registry
-from deepscholar.llm.prices import price_of
+from deepscholar.llm.prices import batch_price_of, price_of
 from deepscholar.settings import current_settings
 
 __all__ = ["judge_cost_summary", "format_cost_summary", "predicted_judge_cost", "predicted_call_cost", "usd_text",
-           "predicted_unit_costs", "month_judge_spend", "month_requests"]
+           "predicted_unit_costs", "month_judge_spend", "month_requests", "predicted_pending_batch_cost",
+           "store_month_spend", "judging_spend"]
 
 
 TOKEN_SAMPLE_CALLS = 5000  # a metric's tokens per call are measured over at most this many audited calls
@@ -45,10 +46,10 @@ def _tokens_per_call(conn: sa.Connection, purpose: str, model: str) -> tuple[flo
     return float(row[0]), float(row[1] or 0.0), int(row[2])
 
 
-def _per_call_prediction(conn: sa.Connection, spec: JudgeSpec, name: str) -> tuple[float, float, float, int,
-                                                                                       float | None]:
+def _per_call_prediction(conn: sa.Connection, spec: JudgeSpec, name: str, *, batch: bool = False
+                         ) -> tuple[float, float, float, int, float | None]:
     """(calls per report, prompt tokens, completion tokens, how many audited calls those are over, USD per
-    call or None when the model has no price) of one metric under one judge."""
+    call or None when the model has no price) of one metric under one judge; `batch`: at the batch price."""
     from deepscholar.evaluation.metrics.registry import get
 
     metric = get(name)
@@ -57,9 +58,26 @@ def _per_call_prediction(conn: sa.Connection, spec: JudgeSpec, name: str) -> tup
         return 0.0, 0.0, 0.0, 0, 0.0
     model = spec.model_for(name)
     prompt, completion, basis = _tokens_per_call(conn, purpose, model)
-    price = price_of(model)
+    price = batch_price_of(model) if batch else price_of(model)
     return (float(getattr(metric, "calls_per_report", 1.0)), prompt, completion, basis,
             None if price is None else prompt * price[0] + completion * price[1])
+
+
+def predicted_pending_batch_cost(conn: sa.Connection) -> tuple[float, int]:
+    """(USD, requests of unpriced models) that the requests waiting for their next batch should cost at the
+    batch price: per (model, purpose), their number × the tokens one such call took in the audit trail (else
+    the configured defaults). What the batch transport's budget check adds to the spend before it submits."""
+    total, unpriced = 0.0, 0
+    for model, purpose, n in conn.execute(sa.text("""
+            SELECT model, coalesce(purpose, ''), count(*) FROM llm_batch_requests WHERE state = 'pending'
+            GROUP BY 1, 2""")).all():
+        price = batch_price_of(model)
+        if price is None:
+            unpriced += n
+            continue
+        prompt, completion, _ = _tokens_per_call(conn, purpose, model)
+        total += n * (prompt * price[0] + completion * price[1])
+    return total, unpriced
 
 
 def predicted_call_cost(conn: sa.Connection, spec: JudgeSpec, name: str) -> float | None:
@@ -82,16 +100,18 @@ def predicted_judge_cost(conn: sa.Connection, spec: JudgeSpec, metrics: Sequence
     return calls, cost
 
 
-def predicted_unit_costs(conn: sa.Connection, spec: JudgeSpec, units: Sequence[dict]) -> list[dict]:
+def predicted_unit_costs(conn: sa.Connection, spec: JudgeSpec, units: Sequence[dict], *,
+                         batch: bool = False) -> list[dict]:
     """Per planned unit (jobs.plan_units: a metric and a system, with its `distinct` pending reports): the
-    calls and USD judging it should take (USD None when the model has no price). Reports already judged are
-    not pending, and reports of equal content are judged once, so what the cache will answer is left out."""
+    calls and USD judging it should take (USD None when the model has no price; `batch`: at the batch
+    price). Reports already judged are not pending, and reports of equal content are judged once, so what
+    the cache will answer is left out."""
     per_metric: dict[str, tuple[float, float | None]] = {}
     out = []
     for unit in units:
         name = unit["metric"]
         if name not in per_metric:
-            per_report, _, _, _, per_call = _per_call_prediction(conn, spec, name)
+            per_report, _, _, _, per_call = _per_call_prediction(conn, spec, name, batch=batch)
             per_metric[name] = (per_report, per_call)
         per_report, per_call = per_metric[name]
         reports = int(unit.get("distinct", unit.get("pending", 0)))
@@ -162,20 +182,66 @@ def month_requests(conn: sa.Connection, release_id: str, judge_config: str, *,
         if row.kind == "metric":
             metrics[row.name] = entry
             continue
-        for total in (month, transports.setdefault(row.name, {"transport": row.name, "requests": 0,
-                                                              "prompt_tokens": 0, "completion_tokens": 0,
-                                                              "cost_usd": 0.0})):
+        sent = transports.setdefault(row.name, {"transport": row.name, "requests": 0, "prompt_tokens": 0,
+                                                "completion_tokens": 0, "cost_usd": 0.0, "direct_price_usd": 0.0})
+        for total in (month, sent):
             total["requests"] += entry["requests"]
             total["prompt_tokens"] += entry["prompt_tokens"] or 0
             total["completion_tokens"] += entry["completion_tokens"] or 0
             total["cost_usd"] = None if total["cost_usd"] is None or row.cost_usd is None else (
                 total["cost_usd"] + row.cost_usd)
+        direct = row.cost_usd if row.name == "direct" else cost_usd(row.provider_model, row.model, row.prompt_tokens,
+                                                                    row.completion_tokens)
+        sent["direct_price_usd"] = None if sent["direct_price_usd"] is None or direct is None else (
+            sent["direct_price_usd"] + direct)
         if row.name != "direct":
-            direct = cost_usd(row.provider_model, row.model, row.prompt_tokens, row.completion_tokens)
             saved = None if saved is None or direct is None or row.cost_usd is None else saved + direct - row.cost_usd
     batched = any(name != "direct" for name in transports)
     return {"metrics": metrics, "month": month, "transports": sorted(transports.values(), key=lambda t: t["transport"]),
             "batch_saving_usd": saved if batched else 0.0}
+
+
+def store_month_spend(conn: sa.Connection, release_id: str, judge_config: str) -> None:
+    """The month's judge requests by transport as of now (month_requests), kept in month_judging_spend for
+    the page and `deepscholar cost`, which must not re-read the month's audit trail on every request."""
+    asked = month_requests(conn, release_id, judge_config)
+    conn.execute(sa.text("DELETE FROM month_judging_spend WHERE release_id = :r AND judge_config = :j"),
+                 {"r": release_id, "j": judge_config})
+    if asked["transports"]:
+        conn.execute(sa.text("""
+            INSERT INTO month_judging_spend (release_id, judge_config, transport, requests, prompt_tokens,
+                                             completion_tokens, cost_usd, direct_price_usd)
+            VALUES (:r, :j, :transport, :requests, :prompt_tokens, :completion_tokens, :cost_usd,
+                    :direct_price_usd)"""), [{"r": release_id, "j": judge_config, **t} for t in asked["transports"]])
+
+
+def judging_spend(conn: sa.Connection, release_id: str, judge_config: str) -> dict | None:
+    """Predicted against actual for one month and judge: the latest estimate made before judging
+    (judging_estimates) and the stored requests by transport (month_judging_spend, as of the roll-up), with
+    what batching saved. None when neither is stored."""
+    estimate = conn.execute(sa.text("""
+        SELECT run_id, transport, predicted_calls, predicted_usd::float8 AS predicted_usd,
+               spent_before_usd::float8 AS spent_before_usd, budget_usd::float8 AS budget_usd, estimated_at
+        FROM deepscholar.judging_estimates WHERE release_id = :r AND judge_config = :j
+        ORDER BY estimated_at DESC LIMIT 1"""), {"r": release_id, "j": judge_config}).mappings().first()
+    sent = [dict(r) for r in conn.execute(sa.text("""
+        SELECT transport, requests, prompt_tokens, completion_tokens, cost_usd::float8 AS cost_usd,
+               direct_price_usd::float8 AS direct_price_usd, computed_at
+        FROM deepscholar.month_judging_spend WHERE release_id = :r AND judge_config = :j ORDER BY transport"""),
+        {"r": release_id, "j": judge_config}).mappings()]
+    if estimate is None and not sent:
+        return None
+
+    def total(key: str) -> float | None:
+        values = [t[key] for t in sent]
+        return None if any(v is None for v in values) else float(sum(values))
+
+    actual, at_direct = total("cost_usd"), total("direct_price_usd")
+    batched = any(t["transport"] != "direct" for t in sent)
+    return {"estimate": dict(estimate) if estimate else None, "transports": sent,
+            "actual_requests": sum(t["requests"] for t in sent), "actual_usd": actual,
+            "batch_saving_usd": (None if actual is None or at_direct is None else at_direct - actual) if batched
+            else 0.0}
 
 
 def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: Sequence[str] | None = None,
@@ -219,6 +285,7 @@ def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: 
             SELECT * FROM leaderboard_costs WHERE release_id = :r AND judge_config = :j ORDER BY system_id"""),
             {"r": release_id, "j": spec.config_id}).mappings()]
         month = asked["month"]
+        stored = judging_spend(conn, release_id, spec.config_id)
 
     def total(key: str) -> float | None:
         values = [r[key] for r in rows]
@@ -232,6 +299,7 @@ def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: 
             "actual_requests": month["requests"],
             "actual_cost_usd": 0.0 if month["requests"] == 0 else month["cost_usd"],
             "transports": asked["transports"], "batch_saving_usd": asked["batch_saving_usd"],
+            "estimate_before_judging": stored["estimate"] if stored else None,
             "per_system": systems_rows}
 
 
@@ -267,6 +335,16 @@ def format_cost_summary(summary: dict) -> str:
         batched = any(t["transport"] != "direct" for t in summary["transports"])
         lines.append(f"Sent {sent}" + (f"; batching saved {usd(summary['batch_saving_usd'])} against the direct "
                                        "price" if batched else "") + ".")
+    before = summary.get("estimate_before_judging")
+    if before is not None:
+        spent = float(before["spent_before_usd"])
+        predicted = None if before["predicted_usd"] is None else spent + float(before["predicted_usd"])
+        actual = summary["actual_cost_usd"]
+        ratio = (f" ({actual / predicted:.2f}x the prediction)" if predicted and actual is not None else "")
+        lines.append(f"Predicted before judging (run {before['run_id']}, {before['transport']} transport, "
+                     f"{before['estimated_at']:%Y-%m-%d %H:%M} UTC): {before['predicted_calls']:,.0f} more calls, "
+                     f"a month of {usd(predicted)}" + (f" with the {usd(spent)} spent before" if spent else "")
+                     + f"; the month then cost {usd(actual)}{ratio}.")
     if summary["per_system"]:
         lines.append("")
         lines.append(tabulate([[s["system_id"], s["gen_prompt_tokens"], s["gen_completion_tokens"],

@@ -327,6 +327,8 @@ def collect_results(engine: Engine, *, api: Api = _default_api) -> dict:
             if file_id:
                 lines += _parse_lines(client.content(file_id))
         outcome = _store_batch(engine, batch, lines, max_attempts)
+        if outcome is None:  # collected by another process
+            continue
         for k, v in outcome.items():
             total[k] += v
         total["batches"] += 1
@@ -362,9 +364,15 @@ def _line_outcome(line: dict) -> tuple[dict | None, str | None, bool]:
     return None, text, isinstance(status, int) and status in _FINAL_STATUSES
 
 
-def _store_batch(engine: Engine, batch, lines: list[dict], max_attempts: int) -> dict:
+def _store_batch(engine: Engine, batch, lines: list[dict], max_attempts: int) -> dict | None:
     key = batch["batch_key"]
     with engine.begin() as conn:
+        # One collector per batch: another process collecting it holds the row (skipped, not waited for),
+        # and one that collected it first leaves it 'collected' (nothing to do, its counts kept).
+        if conn.execute(sa.text("""
+                SELECT 1 FROM llm_batches WHERE batch_key = :k AND state = 'ended' FOR UPDATE SKIP LOCKED"""),
+                {"k": key}).first() is None:
+            return None
         members = {r.request_hash: r for r in conn.execute(sa.text("""
             SELECT request_hash, model, api_base, purpose, request, attempts FROM llm_batch_requests
             WHERE batch_key = :k AND state = 'submitted' FOR UPDATE"""), {"k": key})}

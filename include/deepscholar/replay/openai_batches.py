@@ -55,6 +55,7 @@ class BatchStub(ThreadedServer):
                  port: int = 0) -> None:
         self.answer = answer
         self.delay = delay
+        self.chat_delay = 0.0  # seconds each request sent one by one takes (to make concurrency observable)
         self.usage = usage
         self.model_suffix = model_suffix
         self.fail_lines = 0
@@ -68,7 +69,7 @@ class BatchStub(ThreadedServer):
         self.lines_answered: list[str] = []  # custom ids, in the order their lines were processed
         self.errors: list[BaseException] = []
         self._ids = itertools.count(1)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # _completion takes it too, also from _advance (which holds it)
         super().__init__(self._wsgi, host, port)
 
     # -- lifecycle --
@@ -105,8 +106,9 @@ class BatchStub(ThreadedServer):
             body = request.get_json(silent=True) or {}
             with self._lock:
                 self.chat_requests += 1
-                completion = self._completion(body)
-            return _json(completion)
+            if self.chat_delay:
+                time.sleep(self.chat_delay)
+            return _json(self._completion(body))
         if parts == ["files"] and request.method == "POST":
             return self._upload(request)
         if len(parts) == 3 and parts[0] == "files" and parts[2] == "content" and request.method == "GET":
@@ -213,7 +215,8 @@ class BatchStub(ThreadedServer):
         try:
             answer = self.answer(body)
         except Exception as exc:  # a bug in the test's answer function
-            self.errors.append(exc)
+            with self._lock:
+                self.errors.append(exc)
             answer = f"stub answer function failed: {exc}"
         message = answer if isinstance(answer, dict) else {"role": "assistant", "content": str(answer)}
         prompt_tokens, completion_tokens = self.usage

@@ -74,6 +74,7 @@ class Board:
     board_version: int | None = None
     versions: list[dict] = field(default_factory=list)  # every version of this board, newest first
     costs: dict[str, dict] | None = None  # {system: its month_costs row}; None: not a stored board
+    spend: dict | None = None  # the month's judging predicted and actual (costs.judging_spend)
 
     @property
     def version_info(self) -> dict | None:
@@ -153,12 +154,14 @@ def load_board(conn: sa.Connection, judge_config: str | None = None, release_id:
                        f"{', '.join(str(v['board_version']) for v in versions) or 'none'}")
     rows = _rows(conn, "SELECT * FROM deepscholar.leaderboard_versions WHERE release_id = :r AND judge_config = :j "
                        "AND board_version = :v", r=release, j=chosen, v=shown)
+    from deepscholar.evaluation.costs import judging_spend
+
     costs = {c["system_id"]: c for c in _rows(
         conn, "SELECT * FROM deepscholar.month_costs WHERE release_id = :r AND judge_config = :j",
         r=release, j=chosen)}
     return Board(release, chosen, _board_judge_configs(conn, release), _sort_board(rows),
                  _metric_cells(conn, release, chosen, shown or 0), latest=release_id is None, board_version=shown,
-                 versions=versions, costs=costs)
+                 versions=versions, costs=costs, spend=judging_spend(conn, release, chosen))
 
 
 @dataclass
@@ -410,7 +413,7 @@ def trust_rows(engine, release_id: str | None, judge_config: str | None) -> list
 
 
 def board_stamp(conn: sa.Connection) -> str:
-    """What a board read depends on, in one statement over two small tables: every board version's last
+    """What a board read depends on, in one statement over three small tables: every board version's last
     change (a roll-up, a new version, a publication) and the judge-vs-humans statistics' (the trust rows: also
     the sum of their rows' xmin, which any write changes, so an entry rewritten by hand shows at once; the
     table holds a row per month, judge and labelled metric).
@@ -421,5 +424,6 @@ def board_stamp(conn: sa.Connection) -> str:
                 FROM board_versions) AS boards_changed,
                (SELECT count(*) FROM human_agreement_stats) AS stats,
                (SELECT max(computed_at) FROM human_agreement_stats) AS stats_changed,
-               (SELECT coalesce(sum(xmin::text::bigint), 0) FROM human_agreement_stats) AS stats_written""")).one()
-    return f"{row.versions}/{row.boards_changed}/{row.stats}/{row.stats_changed}/{row.stats_written}"
+               (SELECT coalesce(sum(xmin::text::bigint), 0) FROM human_agreement_stats) AS stats_written,
+               (SELECT max(estimated_at) FROM judging_estimates) AS estimated""")).one()
+    return f"{row.versions}/{row.boards_changed}/{row.stats}/{row.stats_changed}/{row.stats_written}/{row.estimated}"

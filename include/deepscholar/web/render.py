@@ -329,7 +329,32 @@ def board_context(board: Board, base: str, tracks: Sequence[TrackBoard] = (),
         "version": _version_shown(board.version_info),
         "n_versions": len(board.versions),
         "versions_link": f"{base}/versions{qs(release=board.release_id, judge_config=board.judge_config)}",
+        "spend": _spend_shown(board.spend),
     }
+
+
+def _usd(x: Any) -> str:
+    return "unknown (no price)" if x is None else f"${float(x):,.4f}"
+
+
+def _spend_shown(spend: Mapping | None) -> dict | None:
+    """The month's judging, predicted before the run against what it cost, per transport, as text."""
+    if not spend:
+        return None
+    estimate = spend["estimate"]
+    predicted = None
+    if estimate is not None:
+        total = (None if estimate["predicted_usd"] is None
+                 else float(estimate["spent_before_usd"]) + float(estimate["predicted_usd"]))
+        predicted = {"run_id": estimate["run_id"], "transport": estimate["transport"],
+                     "calls": f"{estimate['predicted_calls']:,.0f}", "usd": _usd(total),
+                     "value": total, "at": estimate["estimated_at"].strftime("%Y-%m-%d %H:%M UTC")}
+    return {"predicted": predicted, "actual": _usd(spend["actual_usd"]), "actual_value": spend["actual_usd"],
+            "requests": f"{spend['actual_requests']:,}",
+            "transports": [{"transport": t["transport"], "requests": f"{t['requests']:,}", "usd": _usd(t["cost_usd"])}
+                           for t in spend["transports"]],
+            "saving": None if not any(t["transport"] != "direct" for t in spend["transports"])
+            else _usd(spend["batch_saving_usd"])}
 
 
 @overload

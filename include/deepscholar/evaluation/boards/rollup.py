@@ -32,6 +32,7 @@ from deepscholar.evaluation.boards import board_versions
 from deepscholar.evaluation.boards.contamination import MAY_HAVE_SEEN
 from deepscholar.evaluation.boards.contamination import contamination as contamination_of
 from deepscholar.evaluation.boards.rank_agreement import competition_ranks, rank_agreement
+from deepscholar.evaluation.costs import store_month_spend
 from deepscholar.evaluation.metrics import registry
 from deepscholar.migrations.wide_views import sync_query_views, sync_track_views, sync_wide_views
 
@@ -478,6 +479,7 @@ def _store_month_costs(conn: sa.Connection, release_id: str, judge_config: str) 
                  {"r": release_id, "j": judge_config})
     conn.execute(sa.text("INSERT INTO month_costs SELECT * FROM month_costs_of(:r) WHERE judge_config = :j"),
                  {"r": release_id, "j": judge_config})
+    store_month_spend(conn, release_id, judge_config)  # and the judge's requests by transport
 
 
 def _board_inputs(conn: sa.Connection, release_id: str) -> dict:

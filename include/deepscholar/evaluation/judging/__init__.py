@@ -1,18 +1,20 @@
 """Judging: turning a month's reports into stored judgments and scores.
 
 Public (the DAGs, the CLI, the page and the other evaluation sub-packages may import these modules):
-- `runner`: `evaluate_release` (a whole month, then the roll-up), `judge_job` (one Airflow task's units)
-  and `judge_metric` (one metric over given reports);
+- `runner`: `judge_job` (one Airflow task's units), `judge_units` and `judge_metric` (one metric over given
+  reports);
+- `evaluate`: `evaluate_release` (a whole month outside Airflow, direct or through batches, then the roll-up);
 - `jobs`: how a month's judging is cut into Airflow tasks of equal work;
 - `judges`: `JudgeSpec`, a judge config id parsed, rendered and turned into clients (the local embedding
   judge or LLMs through litellm), shared by the runner and the drift check;
 - `report_contexts`: loading the reports, sources and query data that metrics read;
 - `source_counts`: the cited-by counts frozen per release (document importance reads them);
-- `batch_rounds`: judging through a provider's batch API, in rounds (collect, submit, wait, collect results).
+- `batch_rounds`: judging through a provider's batch API, in rounds (collect, submit, wait, collect results),
+  one step at a time for the benchmark DAG's sensor.
 
 Private (`_`): `_leases` (two evaluations of a month never ask the provider twice for one judgment) and
 `_pending` (what is left to judge, as SQL). Nothing outside this package imports them
 (tests/unit/test_layering.py).
 """
 
-__all__ = ["batch_rounds", "jobs", "judges", "report_contexts", "runner", "source_counts"]
+__all__ = ["batch_rounds", "evaluate", "jobs", "judges", "report_contexts", "runner", "source_counts"]

@@ -9,12 +9,16 @@ answer (a second step, a re-ask after an unparseable answer) is recorded in a la
 nothing waiting has judged everything from the cache: the judgments and scores are the ones the direct path
 stores for the same answers.
 
-`judge_by_batches` runs the rounds in one process (the CLI, tests, benches). A deferrable Airflow task runs
-the steps apart instead, holding no worker slot while the provider works: `collect_round` and
-`batch_transport.submit_pending` in one task, a trigger or a sensor in reschedule mode calling
-`batch_transport.poll_batches` until nothing is open, then `batch_transport.collect_results` and the next
-`collect_round`. Every step is idempotent (natural keys, upserts), so a retried or restarted task resumes
-the same batches.
+`advance` is one step of that: it looks at the running batches and, once none runs, collects their results,
+judges again, and submits what is still missing. `judge_by_batches` calls it until done, in one process (the
+CLI, tests, benches); the benchmark DAG's `judge_batches` sensor calls it once per poke in reschedule mode, so
+between pokes the task holds no worker slot while the provider works. Every step is idempotent (natural keys,
+upserts, the batch rows in the warehouse): a retried, cleared or restarted task resumes the same batches.
+
+The budget: before a submission, the month's audited spend plus what the waiting requests should cost at the
+batch price is held to the run's limit (evaluation/budget.py `limit_for`). Over it, nothing is submitted and
+OverBudget says by how much; the requests stay pending, so a run with a raised budget submits them, asking
+nothing twice.
 """
 
 from __future__ import annotations
@@ -25,13 +29,14 @@ from collections.abc import Callable, Sequence
 
 from sqlalchemy.engine import Engine
 
-from deepscholar.errors import InfrastructureError, InvalidInput
+from deepscholar.errors import InfrastructureError, InvalidInput, OverBudget
 from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.evaluation.judging.runner import JudgeRun, judge_units
 from deepscholar.llm import batch_transport
+from deepscholar.llm.spend import SpendLimit, dollars
 from deepscholar.settings import current_settings
 
-__all__ = ["collect_round", "judge_by_batches", "MAX_ROUNDS"]
+__all__ = ["advance", "collect_round", "judge_by_batches", "MAX_ROUNDS"]
 
 log = logging.getLogger("deepscholar.evaluation")
 
@@ -56,40 +61,116 @@ def collect_round(engine: Engine, release_id: str, units: Sequence[dict], spec: 
     return runs, sum(r.awaiting_reports for r in runs)
 
 
+_COUNTS = ("rounds", "batches", "answered", "retried", "failed", "polls")
+
+
+def _check_budget(engine: Engine, limit: SpendLimit | None) -> None:
+    """Refuse a submission that would take the month past its limit (the spend so far and what the waiting
+    requests should cost at the batch price)."""
+    if limit is None:
+        return
+    from deepscholar.evaluation.costs import predicted_pending_batch_cost
+
+    with engine.connect() as conn:
+        pending_usd, unpriced = predicted_pending_batch_cost(conn)
+    spent = limit.spent
+    if spent + pending_usd > limit.limit_usd:
+        raise OverBudget(f"{limit.what}: stopped at {dollars(spent)} of {dollars(limit.limit_usd)}; the next batch "
+                         f"would cost about {dollars(pending_usd)}"
+                         + (f" besides {unpriced} requests of unpriced models" if unpriced else "")
+                         + f"; it was not submitted and its requests wait{limit.how_to_go_on}")
+
+
+def advance(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeSpec, *,
+            api_base: str | None = None, concurrency: int | None = None, api: batch_transport.Api | None = None,
+            limit: SpendLimit | None = None) -> dict:
+    """One step of judging through batches: ask about the running batches; while any runs (or one is not
+    sent yet), that is all. Else collect the ended ones, judge again from the cache and submit what is
+    still missing. Returns the step's counts (_COUNTS), `waiting` (report-metrics still waiting for a
+    batch), `status` (batch_transport.batch_status) and, when nothing waits any more, `runs` (the last
+    pass's runs): then the units are judged."""
+    steps = {"api": api} if api is not None else {}
+    step = dict.fromkeys(_COUNTS, 0)
+    status = batch_transport.poll_batches(engine, **steps)
+    step["polls"] = 1
+    if status["unsent"]:  # left half sent by a killed step, or held by another sender (its lease runs out)
+        step["batches"] += len(batch_transport.submit_pending(engine, **steps))
+        status = batch_transport.batch_status(engine)
+    if status["open"] or status["unsent"]:
+        return {**step, "waiting": None, "status": status}
+    if status["ended"]:
+        collected = batch_transport.collect_results(engine, **steps)
+        for k in ("answered", "retried", "failed"):
+            step[k] = collected[k]
+    runs, waiting = collect_round(engine, release_id, units, spec, api_base=api_base, concurrency=concurrency)
+    step["rounds"] = 1
+    log.info("batch round of %s: %d report-metrics wait for a batch", release_id, waiting)
+    if waiting:
+        _check_budget(engine, limit)
+        step["batches"] += len(batch_transport.submit_pending(engine, **steps))
+    out = {**step, "waiting": waiting, "status": batch_transport.batch_status(engine)}
+    if not waiting:
+        out["runs"] = runs
+    return out
+
+
 def judge_by_batches(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeSpec, *,
                      api_base: str | None = None, concurrency: int | None = None, poll: float | None = None,
                      api: batch_transport.Api | None = None, sleep: Callable[[float], None] = time.sleep,
-                     max_rounds: int = MAX_ROUNDS) -> dict:
+                     max_rounds: int = MAX_ROUNDS, limit: SpendLimit | None = None,
+                     summary: Callable[[str, JudgeSpec, list[JudgeRun]], dict] | None = None) -> dict:
     """Judge the units through the batch API until a collect pass finds nothing waiting, in this process.
 
     `poll`: seconds between looks at running batches (default DEEPSCHOLAR_BATCH_POLL_SECONDS); `api`: the
-    batch API client of an endpoint (default: OpenAI's, or `api_base`'s, with OPENAI_API_KEY). Returns the
-    last pass's runs (everything judged from the cache then) and what the rounds took: rounds, batches
-    submitted, requests answered, re-submitted and failed."""
+    batch API client of an endpoint (default: OpenAI's, or `api_base`'s, with OPENAI_API_KEY); `limit`: the
+    month's spend limit checked before each submission. Returns the last pass's runs (everything judged from
+    the cache then; `summary(release_id, spec, runs)` adds its keys, as `deepscholar evaluate` reports a
+    direct run) and what the steps took: rounds, batches submitted, requests answered, re-submitted and
+    failed."""
     poll = current_settings().batch_poll_seconds if poll is None else poll
-    steps = {"api": api} if api is not None else {}
-    totals = {"rounds": 0, "batches": 0, "answered": 0, "retried": 0, "failed": 0, "polls": 0}
+    totals = dict.fromkeys(_COUNTS, 0)
     while True:
-        totals["rounds"] += 1
-        runs, waiting = collect_round(engine, release_id, units, spec, api_base=api_base, concurrency=concurrency)
-        log.info("batch round %d of %s: %d report-metrics wait for a batch", totals["rounds"], release_id, waiting)
-        if not waiting:
-            return {"release_id": release_id, "judge_config": spec.config_id, **totals,
-                    "runs": [r.as_dict() for r in runs],
-                    "reports_judged": sum(r.reports for r in runs),
-                    "unscored_reports": sum(r.unscored_reports for r in runs)}
-        if totals["rounds"] >= max_rounds:
-            raise InfrastructureError("batch judging", f"{waiting} report-metrics still wait after {max_rounds} "
-                                      f"rounds: {batch_transport.batch_status(engine)}")
-        totals["batches"] += len(batch_transport.submit_pending(engine, **steps))
-        while True:
-            status = batch_transport.poll_batches(engine, **steps)
-            totals["polls"] += 1
-            if status["unsent"]:  # another sender held one (its lease runs out if it died): try again
-                totals["batches"] += len(batch_transport.submit_pending(engine, **steps))
-            if not status["open"] and not status["unsent"]:
-                break
+        step = advance(engine, release_id, units, spec, api_base=api_base, concurrency=concurrency, api=api,
+                       limit=limit)
+        for k in _COUNTS:
+            totals[k] += step[k]
+        if "runs" in step:
+            done = batch_summary(release_id, spec, step["runs"], totals)
+            return done if summary is None else done | summary(release_id, spec, step["runs"])
+        if step["rounds"] and totals["rounds"] >= max_rounds:
+            raise InfrastructureError("batch judging", f"{step['waiting']} report-metrics still wait after "
+                                      f"{max_rounds} rounds: {step['status']}")
+        if not step["rounds"]:  # batches still running: look again later
             sleep(poll)
-        collected = batch_transport.collect_results(engine, **steps)
-        for k in ("answered", "retried", "failed"):
-            totals[k] += collected[k]
+
+
+def batch_summary(release_id: str, spec: JudgeSpec, runs: Sequence[JudgeRun], totals: dict) -> dict:
+    return {"release_id": release_id, "judge_config": spec.config_id, **totals,
+            "runs": [r.as_dict() for r in runs], "reports_judged": sum(r.reports for r in runs),
+            "unscored_reports": sum(r.unscored_reports for r in runs)}
+
+
+def batch_job_step(engine: Engine, jobs: Sequence[dict], judge: str | JudgeSpec, *, budget_usd: float | None = None,
+                   approved_usd: float | None = None) -> dict | None:
+    """What one poke of the benchmark DAG's `judge_batches` sensor runs: one `advance` over every planned
+    job's units (a month judged through batches is one set of batches, not one per job). None while batches
+    run or were just submitted; the summary (as a direct judge job's, with the step's counts) once judged.
+
+    `budget_usd` (default DEEPSCHOLAR_JUDGE_BUDGET_USD) and `approved_usd` bound the month's spend as for
+    a direct judge job (evaluation/budget.py `limit_for`), checked before each submission."""
+    from deepscholar.evaluation.budget import limit_for
+
+    if not jobs:
+        return {"reports_judged": 0, "rounds": 0, "batches": 0, "runs": []}
+    release_id = jobs[0]["release_id"]
+    spec = JudgeSpec.of(judge)
+    units = [u for job in jobs for u in job["units"]]
+    budget = current_settings().judge_budget_usd if budget_usd is None else budget_usd
+    step = advance(engine, release_id, units, spec, limit=limit_for(engine, release_id, spec, budget,
+                                                                     approved_usd=approved_usd))
+    log.info("judging %s through batches: %s; batches %s", release_id,
+             "done" if "runs" in step else f"{step['waiting']} report-metrics wait" if step["rounds"]
+             else "waiting for the provider", step["status"])
+    if "runs" not in step:
+        return None
+    return batch_summary(release_id, spec, step["runs"], {k: step[k] for k in _COUNTS})

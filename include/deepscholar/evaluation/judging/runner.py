@@ -2,7 +2,7 @@
 
 `judge_metric` judges one metric over one system's (or every system's) reports; `judge_job` is what one
 mapped Airflow task runs (the (metric, system) units packed into one job by evaluation.jobs);
-`evaluate_release` runs every unit outside Airflow with the same functions. Only reports without a score at the current
+evaluation/judging/evaluate.py runs every unit outside Airflow with the same functions. Only reports without a score at the current
 metric_version under this judge_config are judged, so a re-run, a retry and a backfill do only the
 missing work, and a prompt change (a new metric_version) re-judges exactly that metric.
 
@@ -12,9 +12,7 @@ so `concurrency` requests are in flight however the items are spread over report
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
-import importlib
 import json
 import logging
 import resource
@@ -28,13 +26,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar import db
-from deepscholar.errors import UserError
 from deepscholar.evaluation.judging._pending import PENDING_CONDITION, SHARD_OF_QUERY, pending_params
 from deepscholar.evaluation.judging.judges import JudgeSpec, record_judge_config
 from deepscholar.evaluation.metrics.base import ItemJudgment, Metric, ReportContext, Score
 from deepscholar.settings import current_settings
 
-__all__ = ["pending_reports", "judge_metric", "judge_units", "judge_job", "evaluate_release", "JudgeRun"]
+__all__ = ["pending_reports", "judge_metric", "judge_units", "judge_job", "JudgeRun", "run_summary"]
 
 log = logging.getLogger("deepscholar.evaluation")
 
@@ -480,7 +477,7 @@ def judge_job(engine: Engine, job: dict, judge: str | JudgeSpec = "local", *, bu
     with track_usage() as usage, spend_limit(limit):
         runs = db.with_outage_retries(lambda: judge_units(engine, job["release_id"], job["units"], spec),
                                       f"judge job of {job['release_id']}")
-    summary = _summary(job["release_id"], spec, runs)
+    summary = run_summary(job["release_id"], spec, runs)
     summary["timings"] = timings = {
         "process_age_at_start_s": None if age is None else round(age, 2),
         "first_request_s": _since(started, usage.first_attempt_at),
@@ -506,7 +503,7 @@ def _process_age() -> float | None:
     return max(0.0, time.time() - psutil.Process().create_time())
 
 
-def _summary(release_id: str, spec: JudgeSpec, runs: Sequence[JudgeRun]) -> dict:
+def run_summary(release_id: str, spec: JudgeSpec, runs: Sequence[JudgeRun]) -> dict:
     costs = [r.cost_usd for r in runs if r.cost_usd is not None]
     return {"release_id": release_id, "judge_config": spec.config_id, "runs": [r.as_dict() for r in runs],
             "reports_judged": sum(r.reports for r in runs), "llm_requests": sum(r.llm_requests for r in runs),
@@ -517,71 +514,3 @@ def _summary(release_id: str, spec: JudgeSpec, runs: Sequence[JudgeRun]) -> dict
             "unscored_reports": sum(r.unscored_reports for r in runs),
             "awaiting_reports": sum(r.awaiting_reports for r in runs),
             "peak_rss_mb": max((r.peak_rss_mb for r in runs if r.peak_rss_mb), default=None)}
-
-
-def evaluate_release(
-    engine: Engine,
-    release_id: str,
-    *,
-    judge: str = "local",
-    metric_models: dict[str, str] | None = None,
-    metrics: Sequence[str] | None = None,
-    systems: Sequence[str] | None = None,
-    api_base: str | None = None,
-    concurrency: int | None = None,
-    roll_up: bool = True,
-    tracks: Sequence[str] | None = None,
-    budget_usd: float | None = None,
-    approve_over_budget: bool = False,
-) -> dict:
-    """The evaluation half outside Airflow: every (metric, system) unit in this process, then the roll-up.
-    Without `metrics`: the core's and those of `tracks` (default DEEPSCHOLAR_TRACKS).
-
-    `budget_usd` (default DEEPSCHOLAR_JUDGE_BUDGET_USD): the planned work's predicted cost is checked against
-    it before any request (evaluation/budget.py: OverBudget, nothing sent, unless `approve_over_budget`), and
-    judging stops once the month's spend passes it by the margin."""
-    from deepscholar.evaluation.budget import check_before_judging
-    from deepscholar.evaluation.judging.jobs import plan_units, refresh_judging_statistics
-    from deepscholar.llm.spend import spend_limit
-    from deepscholar.release.context import require_published
-
-    require_published(engine, release_id)
-    spec = JudgeSpec.parse(judge, metric_models)
-    refresh_judging_statistics(engine)
-    units = plan_units(engine, release_id, systems, metrics, spec, tracks=tracks)
-    if not units:
-        which = f" of {', '.join(systems)}" if systems else ""
-        raise UserError(f"release {release_id} has no ok reports{which} to judge: write them first with "
-                        f"`deepscholar reports generate --release {release_id}` (or the benchmark DAG), or import them "
-                        "with `deepscholar reports import`")
-    # The roll-up's imports (scipy.stats, pandas: about 1 s) load while the judge waits for its provider,
-    # instead of after the last answer; the import below then finds them loaded (or raises their error).
-    budget = current_settings().judge_budget_usd if budget_usd is None else budget_usd
-    estimate, limit = check_before_judging(engine, release_id, units, spec, budget, approve=approve_over_budget)
-    loading = _import_in_background("deepscholar.evaluation.boards.rollup") if roll_up and not spec.is_local else None
-    with spend_limit(limit):
-        result = _summary(release_id, spec, judge_units(engine, release_id, units, spec, api_base=api_base,
-                                                       concurrency=concurrency))
-    if estimate is not None:
-        result["budget"] = {"budget_usd": budget, "predicted_cost_usd": estimate.cost_usd,
-                            "predicted_calls": round(estimate.calls, 1), "spent_before_usd": estimate.spent_usd,
-                            "limit_usd": None if limit is None else limit.limit_usd,
-                            "approved_over_budget": approve_over_budget and estimate.verdict(budget)[0]}
-    if roll_up:
-        if loading is not None:
-            loading.join()
-        from deepscholar.evaluation.boards.rollup import roll_up as do_roll_up
-
-        result["leaderboard_rows"] = len(do_roll_up(engine, release_id, spec.config_id))
-    return result
-
-
-def _import_in_background(module: str) -> threading.Thread:
-    """Import `module` in a daemon thread; a failure is left for the caller's own import to raise."""
-    def load() -> None:
-        with contextlib.suppress(Exception):
-            importlib.import_module(module)
-
-    thread = threading.Thread(target=load, name=f"import {module}", daemon=True)
-    thread.start()
-    return thread
