@@ -135,9 +135,9 @@ def _benchmark_scale(_):
                               "--batch-delay", "4", "--batch-poll", "10", timeout=1500))
     assert out["run_state"] == "success" and out["systems"] == 1 and out["reports"] >= 1
     batch = out["batch"]
-    assert out["transport"] == "batch" and batch["requests"] > 0 and batch["batches"] >= 2, batch
+    assert out["transport"] == "batch" and batch["requests"] > 0 and batch["batches"] >= 1, batch
     assert not batch["stub_errors"] and batch["pokes"] == batch["working_pokes"] + batch["waiting_pokes"]
-    assert batch["working_pokes"] >= batch["batches"] and batch["provider_seconds"] >= 4 * batch["batches"] - 1
+    assert batch["working_pokes"] >= 1 and batch["provider_seconds"] >= 4 * batch["batches"] - 1
 
 
 @case("history.py", pytest.mark.slow)  # about a minute: two scratch warehouses, cold CLI processes, GX
