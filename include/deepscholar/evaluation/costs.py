@@ -238,7 +238,11 @@ def judging_spend(conn: sa.Connection, release_id: str, judge_config: str) -> di
 
     actual, at_direct = total("cost_usd"), total("direct_price_usd")
     batched = any(t["transport"] != "direct" for t in sent)
-    return {"estimate": dict(estimate) if estimate else None, "transports": sent,
+    before = None
+    if estimate is not None:  # the month it predicted: the spend before plus the pending work's prediction
+        before = dict(estimate) | {"predicted_month_usd": None if estimate["predicted_usd"] is None
+                                   else estimate["spent_before_usd"] + estimate["predicted_usd"]}
+    return {"estimate": before, "transports": sent,
             "actual_requests": sum(t["requests"] for t in sent), "actual_usd": actual,
             "batch_saving_usd": (None if actual is None or at_direct is None else at_direct - actual) if batched
             else 0.0}
@@ -337,8 +341,7 @@ def format_cost_summary(summary: dict) -> str:
                                        "price" if batched else "") + ".")
     before = summary.get("estimate_before_judging")
     if before is not None:
-        spent = float(before["spent_before_usd"])
-        predicted = None if before["predicted_usd"] is None else spent + float(before["predicted_usd"])
+        spent, predicted = before["spent_before_usd"], before["predicted_month_usd"]
         actual = summary["actual_cost_usd"]
         ratio = (f" ({actual / predicted:.2f}x the prediction)" if predicted and actual is not None else "")
         lines.append(f"Predicted before judging (run {before['run_id']}, {before['transport']} transport, "

@@ -66,12 +66,23 @@ class SpendLimit:
                 return
             self._refreshing = True  # one thread reads; the others go on with the figure they have
         try:
-            base = self._audited()
+            self._reread()
         finally:
             with self._lock:
                 self._refreshing = False
+
+    def _reread(self) -> None:
+        assert self._audited is not None
+        base = self._audited()
         with self._lock:
             self._base, self._since_read, self._read_at = base, 0.0, time.monotonic()
+
+    def refreshed(self) -> float:
+        """The spend with the warehouse's figure re-read now: what a batch submission is checked against (the
+        answers it paid for arrive as stored batches, never as this process's requests)."""
+        if self._audited is not None:
+            self._reread()
+        return self.spent
 
     def before_request(self) -> None:
         """Raises OverBudget when the spend is past the limit: the request is not sent."""

@@ -333,8 +333,10 @@ def board_context(board: Board, base: str, tracks: Sequence[TrackBoard] = (),
     }
 
 
-def _usd(x: Any) -> str:
-    return "unknown (no price)" if x is None else f"${float(x):,.4f}"
+def _usd(x: float | None) -> str:
+    from deepscholar.evaluation.costs import usd_text  # the cost tables' money format (imported when shown)
+
+    return usd_text(x, unknown="unknown (no price)")
 
 
 def _spend_shown(spend: Mapping | None) -> dict | None:
@@ -344,8 +346,7 @@ def _spend_shown(spend: Mapping | None) -> dict | None:
     estimate = spend["estimate"]
     predicted = None
     if estimate is not None:
-        total = (None if estimate["predicted_usd"] is None
-                 else float(estimate["spent_before_usd"]) + float(estimate["predicted_usd"]))
+        total = estimate["predicted_month_usd"]
         predicted = {"run_id": estimate["run_id"], "transport": estimate["transport"],
                      "calls": f"{estimate['predicted_calls']:,.0f}", "usd": _usd(total),
                      "value": total, "at": estimate["estimated_at"].strftime("%Y-%m-%d %H:%M UTC")}

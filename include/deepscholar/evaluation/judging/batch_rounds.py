@@ -73,7 +73,7 @@ def _check_budget(engine: Engine, limit: SpendLimit | None) -> None:
 
     with engine.connect() as conn:
         pending_usd, unpriced = predicted_pending_batch_cost(conn)
-    spent = limit.spent
+    spent = limit.refreshed()
     if spent + pending_usd > limit.limit_usd:
         raise OverBudget(f"{limit.what}: stopped at {dollars(spent)} of {dollars(limit.limit_usd)}; the next batch "
                          f"would cost about {dollars(pending_usd)}"
@@ -83,10 +83,11 @@ def _check_budget(engine: Engine, limit: SpendLimit | None) -> None:
 
 def advance(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeSpec, *,
             api_base: str | None = None, concurrency: int | None = None, api: batch_transport.Api | None = None,
-            limit: SpendLimit | None = None) -> dict:
+            limit: Callable[[], SpendLimit | None] | None = None) -> dict:
     """One step of judging through batches: ask about the running batches; while any runs (or one is not
     sent yet), that is all. Else collect the ended ones, judge again from the cache and submit what is
-    still missing. Returns the step's counts (_COUNTS), `waiting` (report-metrics still waiting for a
+    still missing, within `limit()` (made only when something is to be submitted: a step that only looks
+    at the provider reads no spend). Returns the step's counts (_COUNTS), `waiting` (report-metrics still waiting for a
     batch), `status` (batch_transport.batch_status) and, when nothing waits any more, `runs` (the last
     pass's runs): then the units are judged."""
     steps = {"api": api} if api is not None else {}
@@ -106,7 +107,7 @@ def advance(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeS
     step["rounds"] = 1
     log.info("batch round of %s: %d report-metrics wait for a batch", release_id, waiting)
     if waiting:
-        _check_budget(engine, limit)
+        _check_budget(engine, limit() if limit else None)
         step["batches"] += len(batch_transport.submit_pending(engine, **steps))
     out = {**step, "waiting": waiting, "status": batch_transport.batch_status(engine)}
     if not waiting:
@@ -131,7 +132,7 @@ def judge_by_batches(engine: Engine, release_id: str, units: Sequence[dict], spe
     totals = dict.fromkeys(_COUNTS, 0)
     while True:
         step = advance(engine, release_id, units, spec, api_base=api_base, concurrency=concurrency, api=api,
-                       limit=limit)
+                       limit=(lambda: limit) if limit else None)
         for k in _COUNTS:
             totals[k] += step[k]
         if "runs" in step:
@@ -166,8 +167,8 @@ def batch_job_step(engine: Engine, jobs: Sequence[dict], judge: str | JudgeSpec,
     spec = JudgeSpec.of(judge)
     units = [u for job in jobs for u in job["units"]]
     budget = current_settings().judge_budget_usd if budget_usd is None else budget_usd
-    step = advance(engine, release_id, units, spec, limit=limit_for(engine, release_id, spec, budget,
-                                                                     approved_usd=approved_usd))
+    step = advance(engine, release_id, units, spec, limit=lambda: limit_for(engine, release_id, spec, budget,
+                                                                            approved_usd=approved_usd))
     log.info("judging %s through batches: %s; batches %s", release_id,
              "done" if "runs" in step else f"{step['waiting']} report-metrics wait" if step["rounds"]
              else "waiting for the provider", step["status"])
