@@ -119,22 +119,26 @@ def _judge_results(metadata_url: str, run_id: str) -> list[dict]:
 
 
 def _batch_figures(metadata_url: str, run_id: str, engine, stub_stats: tuple) -> dict:
-    """The batch run's pokes (task_reschedule: one row per poke that asked to be rescheduled, then the task
-    instance's last try), each working or waiting (see the module's docstring), against the batches' own
-    spans (llm_batches) and the stub's counts."""
-    pokes = _metadata_rows(metadata_url, """
-        SELECT r.start_date, r.end_date FROM task_reschedule r JOIN task_instance t ON t.id = r.ti_id
-        WHERE t.dag_id = :d AND t.run_id = :r AND t.task_id = 'judge_batches'
-        UNION ALL
-        SELECT start_date, end_date FROM task_instance
-        WHERE dag_id = :d AND run_id = :r AND task_id = 'judge_batches' AND end_date IS NOT NULL
-        ORDER BY 1""", run_id)
+    """The batch run's pokes, each working or waiting (see the module's docstring), against the batches' own
+    spans (llm_batches) and the stub's counts. A poke's span is from its task's "running" event to the state
+    it ended in, in Airflow's event log (`log`): task_reschedule keeps only each poke's end (3.3 stamps its
+    start at the reschedule request) and task_instance only the last poke's start."""
+    events = _metadata_rows(metadata_url, """
+        SELECT dttm, event FROM log WHERE dag_id = :d AND run_id = :r AND task_id = 'judge_batches'
+        AND event IN ('running', 'up_for_reschedule', 'success', 'failed', 'up_for_retry') ORDER BY dttm""", run_id)
+    pokes, started = [], None
+    for e in events:
+        if e["event"] == "running":
+            started = e["dttm"]
+        elif started is not None:
+            pokes.append({"start_date": started, "end_date": e["dttm"]})
+            started = None
     with engine.connect() as conn:
         batches = conn.exec_driver_sql(
             "SELECT submitted_at, finished_at, collected_at FROM llm_batches").all()
-    events = [t for b in batches for t in (b.submitted_at, b.collected_at) if t is not None]
+    moments = [t for b in batches for t in (b.submitted_at, b.collected_at) if t is not None]
     working = [p for i, p in enumerate(pokes) if i == len(pokes) - 1
-               or any(p["start_date"] <= e <= p["end_date"] for e in events)]
+               or any(p["start_date"] <= m <= p["end_date"] for m in moments)]
     waiting = [p for p in pokes if p not in working]
     seconds = lambda ps: round(sum((p["end_date"] - p["start_date"]).total_seconds() for p in ps), 2)  # noqa: E731
     chat, answered, creates, errors = stub_stats

@@ -14,6 +14,7 @@ import math
 import os
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cache
@@ -94,8 +95,14 @@ def _apply_max_connections(server, pgdata: Path, wanted: int) -> None:
     if _psql_value(server, "SHOW max_connections;") == str(wanted):
         return
     server.psql(f"ALTER SYSTEM SET max_connections = {int(wanted)};")
-    others = _psql_value(server, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
-                                 "AND pid <> pg_backend_pid();")
+    # The backends of the psql calls just made (pgserver's own at start, the two above) may still be listed
+    # for a moment after their client left, longer on a loaded machine: look again for up to 3 s.
+    for _ in range(10):
+        others = _psql_value(server, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                                     "AND pid <> pg_backend_pid();")
+        if others == "0":
+            break
+        time.sleep(0.3)
     if others != "0":
         log.warning("the embedded PostgreSQL runs with another max_connections than "
                     "DEEPSCHOLAR_EMBEDDED_MAX_CONNECTIONS=%d and has %s clients: it takes the new value at its next "

@@ -442,9 +442,9 @@ class Settings:
     catchup: bool = _setting("DEEPSCHOLAR_CATCHUP", False, BOOL, "orchestration",
                              "whether the scheduler catches up the months between start and now (or end)")
     warm_imports: tuple[str, ...] = _setting(
-        "DEEPSCHOLAR_WARM_IMPORTS", ("litellm",), NAMES, "orchestration",
+        "DEEPSCHOLAR_WARM_IMPORTS", ("litellm", "sentence_transformers"), NAMES, "orchestration",
         "modules the scheduler and Celery workers import once before forking task processes (`warm.py`; "
-        "`none`: off)", blank_is_unset=False)
+        "`none`: off; a module not installed is skipped with a warning)", blank_is_unset=False)
     worker_hostname: str | None = _setting(
         "DEEPSCHOLAR_WORKER_HOSTNAME", None, TEXT, "orchestration",
         "the name a local Celery worker records on its task instances", shown_default="the machine's name")

@@ -9,8 +9,12 @@ memory per task).
 `warm_airflow_process()` runs from plugins/airflow_local_settings.py, which Airflow imports in each of
 its processes; it warms only the processes that fork tasks and leaves the others (API server, DAG
 processor, CLI commands) as fast to start as before. DEEPSCHOLAR_WARM_IMPORTS lists the modules
-(default: litellm; `none` turns it off). Importing is fork-safe here: it happens synchronously before any
-fork, and litellm starts no thread when imported.
+(default: litellm, and sentence_transformers for the local judge's model code: torch and transformers
+cost a task that uses the default `local` judge 8-15 s of import, the release's importance and nuggets
+tasks, every local judge task and drift check; `none` turns it off). Importing is fork-safe here: it
+happens synchronously before any fork, litellm starts no thread when imported, and torch creates its
+thread pools at the first computation, never at import (the model itself loads in the task, after the
+fork).
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ MONTH = "2025-06"
 RELEASE_STALL_SECONDS = 25  # longer than the benchmark run needs to start and look at the release
 BATCH_SECONDS = 6  # how long the judge's batch API takes to answer a batch
 BATCH_JUDGE = "openai/gpt-4o-mini"  # the third run's judge, through the batch API
+REJECTED_JUDGE = "openai/gpt-4o"  # the second run's judge: priced, and over its budget
 
 
 @pytest.fixture
@@ -240,30 +241,27 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
             release_runs, benchmark_runs = _runs(airflow, RELEASE_DAG_ID), _runs(airflow, BENCHMARK_DAG_ID)
             approval = _budget_request(airflow, benchmark_runs[0]["dag_run_id"])
 
-            # The same month again under a priced judge and a budget of $0.001: asked, rejected, nothing sent.
-            sent = judge_stub.chat_requests
+            # Two more runs of the month at once (the DAG runs two months at a time):
+            # - under another priced judge and a budget of $0.001: asked, rejected, nothing sent;
+            # - under a third judge through its batch API (core metrics only): the sensor holds no slot
+            #   between pokes; cleared while a batch runs (its state gone, as after a lost worker), it picks
+            #   the same batch up again: nothing submitted twice.
             rejected_run = airflow.api("POST", f"/dags/{BENCHMARK_DAG_ID}/dagRuns", json={
-                "logical_date": None, "conf": {"month": MONTH, "judge": "openai/gpt-4o-mini", "budget_usd": 0.001}})
-            rejected: list[str] = []
-
-            def rejecting_until_it_ends() -> bool:
-                rejected.extend(_answer_budget(airflow, "Reject"))
-                return _all_ended(airflow)
-
-            _wait(rejecting_until_it_ends, airflow, 300, "the over-budget run to end")
-            sent_by_then = judge_stub.chat_requests
-
-            # Once more under another judge, through its batch API (core metrics only): the sensor holds no
-            # slot between pokes; cleared while a batch runs (its state gone, as after a lost worker), it
-            # picks the same batch up again: nothing submitted twice.
+                "logical_date": None, "conf": {"month": MONTH, "judge": REJECTED_JUDGE, "budget_usd": 0.001}})
             batch_run = airflow.api("POST", f"/dags/{BENCHMARK_DAG_ID}/dagRuns", json={
                 "logical_date": None, "conf": {"month": MONTH, "judge": BATCH_JUDGE, "judge_transport": "batch",
                                                "tracks": []}})["dag_run_id"]
+            rejected: list[str] = []
             running = _first_running_batch(engine, 300)
             airflow.api("POST", f"/dags/{BENCHMARK_DAG_ID}/clearTaskInstances", json={
                 "dag_run_id": batch_run, "task_ids": ["judge_batches"], "only_failed": False, "dry_run": False,
                 "reset_dag_runs": False})
-            _wait(lambda: _all_ended(airflow), airflow, 400, "the batch run to end")
+
+            def rejecting_until_both_end() -> bool:
+                rejected.extend(_answer_budget(airflow, "Reject"))
+                return _all_ended(airflow)
+
+            _wait(rejecting_until_both_end, airflow, 400, "the over-budget and the batch runs to end")
             batch_tasks = {t["task_id"]: t for t in airflow.task_instances(BENCHMARK_DAG_ID, batch_run)}
             batch_summary = _xcom(airflow, batch_run, "judge_batches", -1)
             batch_state = [r["state"] for r in _runs(airflow, BENCHMARK_DAG_ID) if r["dag_run_id"] == batch_run]
@@ -298,7 +296,10 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
     assert rejected == [rejected_run["dag_run_id"]] and [r["state"] for r in second] == ["failed"]
     assert second_tasks["approve_budget"] == "failed" and second_tasks["finish"] == "failed"
     assert second_tasks["roll_up"] == "upstream_failed"
-    assert sent_by_then == sent
+    with engine.connect() as conn:
+        asked_rejected = conn.execute(sa.text("SELECT count(*) FROM llm_calls WHERE model = :m"),
+                                      {"m": REJECTED_JUDGE}).scalar_one()
+    assert asked_rejected == 0 and REJECTED_JUDGE.split("/")[1] not in judge_stub.models_asked
     second_row = [r for r in _benchmark_rows(engine) if r["run_id"] == rejected_run["dag_run_id"]]
     assert second_row and second_row[0]["state"] == "failed", second_row
     assert "failed: approve_budget; rejected by" in second_row[0]["message"]
@@ -390,10 +391,16 @@ def test_failed_gate_blocks_the_month_cleanly_and_a_rebuild_publishes_it_by_itse
                 BENCHMARK_DAG_ID, benchmark_runs[0]["dag_run_id"])}
             assert states["wait_for_release"] == "failed" and states["finish"] == "failed"
             assert states["plan"] == "upstream_failed"
-            # Nothing half-written.
+            # The release failed its quality gate, says so in the failed task's log, and stays unpublished with
+            # the gate's checks kept; nothing half-written.
+            assert "failed its quality gate" in airflow.failed_task_logs(RELEASE_DAG_ID, release_runs[0]["dag_run_id"])
             with engine.connect() as conn:
+                release = conn.execute(sa.text("SELECT * FROM releases WHERE release_id = :r"),
+                                       {"r": MONTH}).mappings().one()
                 counts = {t: conn.execute(sa.text(f"SELECT count(*) FROM {t}")).scalar_one()
                           for t in ("reports", "judgments", "metric_scores", "leaderboard")}
+            assert release["status"] == "failed" and release["published_at"] is None
+            assert release["gx_success"] is False and release["gx_result"]["checks"]
             assert counts == dict.fromkeys(counts, 0)
 
             # The operator fixes the source and re-builds the month; nothing else is done by hand.

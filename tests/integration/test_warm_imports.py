@@ -1,5 +1,5 @@
-"""The scheduler and Celery workers import litellm once, before they fork task processes; other Airflow
-processes do not pay it (Airflow's real settings initialisation reading plugins/airflow_local_settings.py).
+"""The scheduler and Celery workers import litellm and the local judge's model code (sentence_transformers)
+once, before they fork task processes; other Airflow processes do not pay it (Airflow's real settings initialisation reading plugins/airflow_local_settings.py).
 """
 
 from __future__ import annotations
@@ -21,13 +21,14 @@ import sys, time
 sys.argv = {argv!r}
 import airflow  # initialises settings: imports airflow_local_settings from the plugins folder
 sys.stdout.flush()
-print("PROBE", "litellm" in sys.modules, flush=True)
+print("PROBE", "litellm" in sys.modules and "sentence_transformers" in sys.modules, flush=True)
 if "litellm" in sys.modules:
     import os
     pid = os.fork()  # what LocalExecutor does per task
     if pid == 0:
         started = time.monotonic()
         import litellm  # noqa: F401 - already there in the task process
+        import sentence_transformers  # noqa: F401 - so is the local judge's model code
         print(f"PROBE {{time.monotonic() - started:.3f}}", flush=True)
         os._exit(0)
     os.waitpid(pid, 0)

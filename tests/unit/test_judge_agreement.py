@@ -127,3 +127,27 @@ def test_kendall_tau_by_hand():
     assert tau == pytest.approx(1 / 3) and 0 < p <= 1
     assert kendall_tau([0.5, 0.5], [0.1, 0.2]) == (None, None)  # one board ties them all
     assert kendall_tau([0.5], [0.1]) == (None, None)
+
+
+@pytest.mark.parametrize("n_items, labels, agree, seed", [
+    (50, ["yes", "no"], 0.7, 7), (12, ["yes", "no"], 0.95, 1), (80, ["a", "b", "c", "d"], 0.5, 2),
+    (6, ["x", "y", "z"], 0.8, 3)])
+def test_kappa_interval_is_scikit_learns_kappa_on_each_seeded_resample(n_items, labels, agree, seed):
+    """kappa_ci computes its resamples' kappas together; the interval is the one a call of scikit-learn's
+    cohen_kappa_score per resample gives (the same draws, undefined resamples left out), a label outside
+    `labels` left out of both."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    a = list(rng.choice(labels, n_items))
+    b = [x if rng.random() < agree else str(rng.choice(labels)) for x in a]
+    b[0] = "stray"  # a label neither allowed nor counted
+    draws = np.random.default_rng(seed)
+    kappas = [cohen_kappa([a[i] for i in idx], [b[i] for i in idx], labels)
+              for idx in (draws.integers(0, n_items, n_items) for _ in range(300))]
+    defined = [k for k in kappas if k is not None]
+    expected = None if len(defined) < 150 else tuple(np.percentile(defined, [2.5, 97.5]))
+    found = kappa_ci(a, b, labels, seed=seed, n_resamples=300)
+    assert (found is None) == (expected is None)
+    if expected is not None:
+        assert found == pytest.approx(expected, abs=1e-12)

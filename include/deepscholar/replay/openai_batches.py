@@ -67,6 +67,7 @@ class BatchStub(ThreadedServer):
         self.creates = 0  # create requests received (lost ones too)
         self.chat_requests = 0  # requests sent one by one (POST /v1/chat/completions)
         self.lines_answered: list[str] = []  # custom ids, in the order their lines were processed
+        self.models_asked: set[str] = set()  # every model named by a request, sent one by one or in a batch
         self.errors: list[BaseException] = []
         self._ids = itertools.count(1)
         self._lock = threading.RLock()  # _completion takes it too, also from _advance (which holds it)
@@ -212,6 +213,8 @@ class BatchStub(ThreadedServer):
                 batch[kind] = file_id
 
     def _completion(self, body: dict) -> dict:
+        with self._lock:
+            self.models_asked.add(str(body.get("model")))
         try:
             answer = self.answer(body)
         except Exception as exc:  # a bug in the test's answer function
