@@ -393,7 +393,8 @@ def test_failed_gate_blocks_the_month_cleanly_and_a_rebuild_publishes_it_by_itse
             assert states["plan"] == "upstream_failed"
             # The release failed its quality gate, says so in the failed task's log, and stays unpublished with
             # the gate's checks kept; nothing half-written.
-            assert "failed its quality gate" in airflow.failed_task_logs(RELEASE_DAG_ID, release_runs[0]["dag_run_id"])
+            assert "failed its quality gate" in airflow.failed_task_logs(
+                RELEASE_DAG_ID, release_runs[0]["dag_run_id"], chars=200_000)
             with engine.connect() as conn:
                 release = conn.execute(sa.text("SELECT * FROM releases WHERE release_id = :r"),
                                        {"r": MONTH}).mappings().one()

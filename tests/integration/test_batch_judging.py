@@ -4,6 +4,7 @@ given the same answers, in a stated number of rounds; every audit row at the bat
 
 from __future__ import annotations
 
+import re
 import urllib.request
 
 import pytest
@@ -12,6 +13,7 @@ from support.chromium import parse_html, serve
 from support.demo_month import served_demo_month
 from support.judge_stub import scripted_judge
 
+from deepscholar import cli
 from deepscholar.errors import OverBudget
 from deepscholar.evaluation.boards.rollup import roll_up
 from deepscholar.evaluation.budget import estimate_for_month
@@ -65,7 +67,7 @@ def _forget(engine, judge_config) -> None:
             conn.execute(sa.text(f"DELETE FROM {table}"))
 
 
-def test_a_month_judged_through_batches_equals_the_direct_path_byte_for_byte(demo, monkeypatch):
+def test_a_month_judged_through_batches_equals_the_direct_path_byte_for_byte(demo, monkeypatch, db_url, capsys):
     engine, month = demo["engine"], demo["month"]
     monkeypatch.setenv("OPENAI_API_KEY", "test")
     spec = JudgeSpec.parse(MODEL)
@@ -133,6 +135,23 @@ def test_a_month_judged_through_batches_equals_the_direct_path_byte_for_byte(dem
         # Judged again: nothing waits, nothing is submitted.
         runs, waiting = collect_round(engine, month, units, spec, api_base=stub.url)
         assert waiting == 0 and stub.creates == result["batches"]
+
+        # On the command line, a system not judged yet: through batches, saying how many and what they cost.
+        monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
+        monkeypatch.setenv("DEEPSCHOLAR_BATCH_POLL_SECONDS", "1")
+        stub.usage = (20_000, 5_000)  # tokens enough for the run's cost to show at four decimals
+        capsys.readouterr()
+        assert cli.main(["evaluate", "--release", month, "--judge", MODEL, "--api-base", stub.url, "--metrics",
+                         "relevance_rate", "--system", "human_exemplar", "--transport", "batch",
+                         "--max-cost", "5"]) == 0
+        out = capsys.readouterr().out
+        through = re.search(r"(\d+) requests answered through (\d+) batches \(0 sent again, 0 failed\)", out)
+        spent = re.search(r"\$([0-9.]+) spent by this run", out)
+        assert through and spent, out
+        assert int(through[1]) > 0 and int(through[2]) == stub.creates - result["batches"] >= 1
+        per_call = cost_usd(None, MODEL, 20_000, 5_000) / 2  # at the batch price
+        assert float(spent[1]) == pytest.approx(int(through[1]) * per_call, abs=0.0001)
+        assert stub.chat_requests == sent_one_by_one
     stub.raise_errors()
     print(f"batch judging of {month}: {result['rounds']} rounds, {result['batches']} batches, "
           f"{result['answered']} requests")

@@ -137,9 +137,11 @@ def _print_evaluation(result: dict, published: dict | None) -> None:
     cols = ["metric", "system_id", "reports", "items", "unscored_reports", "llm_requests", "seconds"]
     print(tabulate([[r[c] if c != "seconds" else round(r[c], 2) for c in cols] for r in result["runs"]],
                    headers=cols))
+    asked = (f"{result['answered']} requests answered through {result['batches']} batches ({result['retried']} "
+             f"sent again, {result['failed']} failed)" if "batches" in result
+             else f"{result['llm_requests']} LLM requests")
     print(f"\n{result['reports_judged']} report scores written under {result['judge_config']}, "
-          f"{result['llm_requests']} LLM requests, {result['unscored_reports']} unscored; "
-          f"leaderboard rows: {result.get('leaderboard_rows', 0)}")
+          f"{asked}, {result['unscored_reports']} unscored; leaderboard rows: {result.get('leaderboard_rows', 0)}")
     if budget := result.get("budget"):
         from deepscholar.llm.spend import dollars
 

@@ -64,6 +64,10 @@ def evaluate_release(
     if transport == "batch":
         result = judge_by_batches(engine, release_id, units, spec, api_base=api_base, concurrency=concurrency,
                                   limit=limit, summary=run_summary)
+        if estimate is not None:  # the batches' answers were paid for in the steps, not in the last pass
+            from deepscholar.evaluation.costs import month_judge_spend
+
+            result["cost_usd"] = month_judge_spend(engine, release_id, spec.config_id) - estimate.spent_usd
     else:
         with spend_limit(limit):
             result = run_summary(release_id, spec, judge_units(engine, release_id, units, spec, api_base=api_base,
