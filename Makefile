@@ -32,7 +32,8 @@ demo-ui: install
 
 # Three pytest workers (pytest-xdist) on 2 cores: the Airflow end-to-end tests spend most of their time
 # waiting on the scheduler, so they overlap well with each other and with the rest (the whole suite took
-# 15:45 with three workers and 16:50 with two, on the same tree). TEST_WORKERS=0 runs in one process.
+# 15:45 with three workers and 16:50 with two, on the same tree; CPU is then busy throughout: four took
+# 18:16 where three took 16:07). TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 3
 test: install
 	$(VENV)/bin/ruff check .

@@ -9,6 +9,7 @@ import importlib
 import threading
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Engine
 
@@ -17,6 +18,10 @@ from deepscholar.evaluation.judging.batch_rounds import judge_by_batches
 from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.evaluation.judging.runner import judge_units, run_summary
 from deepscholar.settings import current_settings
+
+if TYPE_CHECKING:
+    from deepscholar.evaluation.budget import JudgingEstimate
+    from deepscholar.llm.spend import SpendLimit
 
 __all__ = ["evaluate_release"]
 
@@ -62,12 +67,7 @@ def evaluate_release(
                                            batch=transport == "batch")
     loading = _import_in_background("deepscholar.evaluation.boards.rollup") if roll_up and not spec.is_local else None
     if transport == "batch":
-        result = judge_by_batches(engine, release_id, units, spec, api_base=api_base, concurrency=concurrency,
-                                  limit=limit, summary=run_summary)
-        if estimate is not None:  # the batches' answers were paid for in the steps, not in the last pass
-            from deepscholar.evaluation.costs import month_judge_spend
-
-            result["cost_usd"] = month_judge_spend(engine, release_id, spec.config_id) - estimate.spent_usd
+        result = _judge_by_batches(engine, release_id, units, spec, api_base, concurrency, limit, estimate)
     else:
         with spend_limit(limit):
             result = run_summary(release_id, spec, judge_units(engine, release_id, units, spec, api_base=api_base,
@@ -87,6 +87,20 @@ def evaluate_release(
     return result
 
 
+
+
+def _judge_by_batches(engine: Engine, release_id: str, units: list[dict], spec: JudgeSpec, api_base: str | None,
+                      concurrency: int | None, limit: SpendLimit | None,
+                      estimate: JudgingEstimate | None) -> dict:
+    """Judged through batches in this process; the run's cost is the month's spend since the estimate (the
+    batches' answers were paid for in the steps, and the last pass answers from the cache)."""
+    result = judge_by_batches(engine, release_id, units, spec, api_base=api_base, concurrency=concurrency,
+                              limit=limit, summary=run_summary)
+    if estimate is not None:
+        from deepscholar.evaluation.costs import month_judge_spend
+
+        result["cost_usd"] = month_judge_spend(engine, release_id, spec.config_id) - estimate.spent_usd
+    return result
 
 
 def _import_in_background(module: str) -> threading.Thread:
