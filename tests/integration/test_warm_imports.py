@@ -1,5 +1,6 @@
 """The scheduler and Celery workers import litellm and the local judge's model code (sentence_transformers)
-once, before they fork task processes; other Airflow processes do not pay it (Airflow's real settings initialisation reading plugins/airflow_local_settings.py).
+once, before they fork task processes; other Airflow processes do not pay it (Airflow's real settings
+initialisation reading plugins/airflow_local_settings.py).
 """
 
 from __future__ import annotations

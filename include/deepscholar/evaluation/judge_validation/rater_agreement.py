@@ -161,13 +161,21 @@ def _percentile_resample(n_items: int, statistic: Callable[[np.ndarray], float |
     the resamples are defined (the interval would describe a different population)."""
     if n_items < 2:
         return None
+    values = [statistic(idx) for idx in _resample_draws(n_items, seed=seed, n_resamples=n_resamples)]
+    return _percentile_interval(np.array([np.nan if v is None else v for v in values], dtype=float), n_resamples)
+
+
+def _resample_draws(n_items: int, *, seed: int, n_resamples: int) -> np.ndarray:
+    """The resamples' item indices, one row each, drawn one resample after another from the seeded `rng`."""
     rng = np.random.default_rng(seed)
-    values = []
-    for _ in range(n_resamples):
-        value = statistic(rng.integers(0, n_items, n_items))
-        if value is not None and not np.isnan(value):
-            values.append(value)
-    if len(values) < n_resamples / 2:
+    return np.stack([rng.integers(0, n_items, n_items) for _ in range(n_resamples)])
+
+
+def _percentile_interval(values: np.ndarray, n_resamples: int) -> tuple[float, float] | None:
+    """The 2.5th and 97.5th percentiles of the defined (not NaN) resampled values; None when fewer than half
+    the resamples are defined."""
+    values = values[~np.isnan(values)]
+    if values.size < n_resamples / 2:
         return None
     tail = (1 - CI_LEVEL) / 2 * 100
     low, high = np.percentile(values, [tail, 100 - tail])
@@ -181,20 +189,13 @@ def kappa_ci(a: Sequence[str], b: Sequence[str], labels: Sequence[str], *, seed:
     The resamples' kappas are computed together (`_resampled_kappas`) rather than by a call of
     scikit-learn's `cohen_kappa_score` per resample: its input checks cost about 1.5 ms a call, 1.5 s per
     metric at 1,000 resamples, which made `judges compare` on a small month take 26 s of a loaded machine.
-    The same resamples (drawn as `_percentile_resample` draws them) and scikit-learn's formula give the same
-    interval (tests/unit/test_rater_agreement.py compares both ways)."""
+    The same resamples (`_resample_draws`, as `_percentile_resample` draws them) and scikit-learn's formula
+    give the same interval (tests/unit/test_judge_agreement.py compares both ways)."""
     x, y = _pairs(a, b)
     if x.size < 2:
         return None
-    rng = np.random.default_rng(seed)
-    draws = np.stack([rng.integers(0, x.size, x.size) for _ in range(n_resamples)])
-    values = _resampled_kappas(x, y, labels, draws)
-    values = values[~np.isnan(values)]
-    if values.size < n_resamples / 2:
-        return None
-    tail = (1 - CI_LEVEL) / 2 * 100
-    low, high = np.percentile(values, [tail, 100 - tail])
-    return float(low), float(high)
+    draws = _resample_draws(x.size, seed=seed, n_resamples=n_resamples)
+    return _percentile_interval(_resampled_kappas(x, y, labels, draws), n_resamples)
 
 
 def _resampled_kappas(x: np.ndarray, y: np.ndarray, labels: Sequence[str], draws: np.ndarray) -> np.ndarray:
