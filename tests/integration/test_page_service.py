@@ -63,8 +63,19 @@ def test_an_unchanged_board_is_a_304_and_a_new_version_is_not(engine):
         for route in BOARD_ROUTES:
             fresh = client.get(route, headers={"If-None-Match": tags[route]})
             assert fresh.status_code == 200 and fresh.headers["etag"] != tags[route], route
-        # Pages of one report or system are not conditional (they are not board reads).
-        assert "etag" not in client.get(f"/system/{SYSTEMS[0]}").headers
+        # A report's page is not conditional; a system's is, and its registration is part of its tag.
+        assert "etag" not in client.get("/report/1").headers
+        system_page = client.get(f"/system/{SYSTEMS[0]}")
+        assert system_page.status_code == 200 and "etag" in system_page.headers
+        assert client.get(f"/system/{SYSTEMS[0]}",
+                          headers={"If-None-Match": system_page.headers["etag"]}).status_code == 304
+        assert client.get(f"/system/{SYSTEMS[1]}").headers["etag"] != system_page.headers["etag"]
+        with engine.begin() as conn:
+            conn.execute(sa.text("UPDATE deepscholar.systems SET version = 'v2-registered' WHERE system_id = :s"),
+                         {"s": SYSTEMS[0]})
+        changed = client.get(f"/system/{SYSTEMS[0]}", headers={"If-None-Match": system_page.headers["etag"]})
+        assert changed.status_code == 200 and changed.headers["etag"] != system_page.headers["etag"]
+        assert b"v2-registered" in changed.content and b"v2-registered" not in system_page.content
 
 
 def test_a_board_read_is_rendered_once_per_board_stamp(engine):

@@ -223,7 +223,8 @@ class _BoardReads:
 
 
 def _conditional(request: Request, engine: Callable[[], Engine], reads: _BoardReads,
-                 build: Callable[[str], Response]) -> Response:
+                 build: Callable[[str], Response],
+                 also: Callable[[sa.Connection], str] | None = None) -> Response:
     """A board read, answered 304 when nothing it shows has changed since the client's copy.
 
     The ETag digests the request (mount, path, query) and the warehouse's board stamp (q.board_stamp: one
@@ -235,9 +236,10 @@ def _conditional(request: Request, engine: Callable[[], Engine], reads: _BoardRe
     The rendered answer is kept by its tag (`reads.rendered`): every later reader of the same page under the
     same stamp, with or without a conditional request, gets it for the stamp's read alone, and readers
     arriving together while it is built wait for that one build. At 20 concurrent readers on 2 cores the
-    pages' own CPU (30-85 ms a board page) was most of their time; errors (a 404) are not kept."""
+    pages' own CPU (30-85 ms a board page) was most of their time; errors (a 404) are not kept.
+    `also`: what else the page shows, read in the stamp's statement's connection (a system's own row)."""
     with engine().connect() as conn:
-        stamp = q.board_stamp(conn)
+        stamp = q.board_stamp(conn) + ("/" + also(conn) if also is not None else "")
     key = "\0".join([reads.code_stamp, request.scope.get("root_path", ""), request.url.path,
                      *sorted(f"{k}={v}" for k, v in request.query_params.multi_items()), stamp])
     tag = '"' + hashlib.sha256(key.encode()).hexdigest()[:32] + '"'
@@ -415,10 +417,15 @@ def _install_pages(app: FastAPI, engine: Callable[[], Engine], reads: _BoardRead
 
     @app.get("/system/{system_id}", response_class=HTMLResponse)
     def system(request: Request, system_id: str, judge_config: str | None = None, release: str | None = None):
-        with engine().connect() as conn:
-            data = _system_page_data(conn, system_id, judge_config, release)
-        base = _base_of(request)
-        return _page("system.html", f"System {system_id}", base, **system_context(base=base, **data))
+        """Conditional and kept like a board read: it shows the board's months of the system and their
+        reports' scores, which change with a roll-up, and the system's registration (its row's stamp)."""
+        def build(_: str) -> HTMLResponse:
+            with engine().connect() as conn:
+                data = _system_page_data(conn, system_id, judge_config, release)
+            base = _base_of(request)
+            return _page("system.html", f"System {system_id}", base, **system_context(base=base, **data))
+
+        return _conditional(request, engine, reads, build, also=lambda conn: q.system_stamp(conn, system_id))
 
     @app.get("/report/{report_id}", response_class=HTMLResponse)
     def report(request: Request, report_id: int, judge_config: str | None = None):

@@ -22,7 +22,7 @@ from deepscholar.web.stamped_cache import StampedCache
 
 __all__ = ["Board", "TrackBoard", "NotFound", "load_board", "board_versions_of", "load_track_boards", "load_agreement_rows", "trust_rows", "board_json",
            "tracks_json", "metric_mean", "finite", "json_value", "pick",
-           "history_rows", "history_judge_configs", "system_info", "system_reports", "report_detail"]
+           "history_rows", "history_judge_configs", "system_info", "system_stamp", "system_reports", "report_detail"]
 
 
 class NotFound(errors.NotFound):
@@ -284,6 +284,14 @@ def system_info(conn: sa.Connection, system_id: str) -> dict | None:
     rows = _rows(conn, "SELECT system_id, kind, version, active FROM deepscholar.systems WHERE system_id = :s",
                  s=system_id)
     return rows[0] if rows else None
+
+
+def system_stamp(conn: sa.Connection, system_id: str) -> str:
+    """The system's registration as the page shows it: its row's xmin, which every update changes (a
+    re-registration, a new version, deactivation); "-" for no such system. One primary-key read."""
+    value = conn.execute(sa.text("SELECT xmin::text FROM deepscholar.systems WHERE system_id = :s"),
+                         {"s": system_id}).scalar()
+    return value or "-"
 
 
 def system_reports(conn: sa.Connection, system_id: str, release_id: str, judge_config: str) -> list[dict]:
