@@ -21,7 +21,7 @@ This module imports nothing heavy so every layer (DAG files included) can use it
 from __future__ import annotations
 
 __all__ = ["DeepScholarError", "UserError", "NotFound", "InvalidInput", "MissingCredentials", "OverBudget",
-           "InfrastructureError", "SystemFailure", "JudgeError", "infrastructure_cause", "is_warehouse_outage"]
+           "InfrastructureError", "ProviderTooSlow", "SystemFailure", "JudgeError", "infrastructure_cause", "is_warehouse_outage"]
 
 
 class DeepScholarError(Exception):
@@ -63,6 +63,16 @@ class InfrastructureError(DeepScholarError):
         self.service = service
         detail = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
         super().__init__(f"{service} unavailable: {detail}")
+
+
+class ProviderTooSlow(InfrastructureError):
+    """A provider that is up (it answers a cheap probe) but does not answer requests within the timeout:
+    busy, not down. Sending more would pile prompts onto a server still working on the abandoned ones, so
+    the work stops with the settings to change (`detail` names them)."""
+
+    def __init__(self, service: str, detail: str) -> None:
+        self.service = service
+        DeepScholarError.__init__(self, f"{service} answers, but too slowly: {detail}")
 
 
 class SystemFailure(DeepScholarError):

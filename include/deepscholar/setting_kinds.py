@@ -4,6 +4,7 @@ list of settings."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable
@@ -90,6 +91,31 @@ def _month(raw: str) -> str:
     return raw
 
 
+def _positive(value: Any, whole: bool) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
+        return False
+    return math.isfinite(value) and value > 0
+
+
+def _serving(raw: str) -> tuple[tuple[str, float | None, int | None], ...]:
+    """(model, timeout_seconds or None, concurrency or None) per entry of a JSON object
+    {"<model>": {"timeout_seconds": s, "concurrency": n}}; a tuple, so Settings stays hashable."""
+    data = json.loads(raw) if raw.strip() else {}
+    if not isinstance(data, dict):
+        raise ValueError(raw)
+    out = []
+    for model, entry in data.items():
+        if not model.strip() or not isinstance(entry, dict) or not entry or set(entry) - {"timeout_seconds",
+                                                                                         "concurrency"}:
+            raise ValueError(raw)
+        timeout, concurrency = entry.get("timeout_seconds"), entry.get("concurrency")
+        if (timeout is not None and not _positive(timeout, False)) or (
+                concurrency is not None and not _positive(concurrency, True)):
+            raise ValueError(raw)
+        out.append((model.strip(), None if timeout is None else float(timeout), concurrency))
+    return tuple(out)
+
+
 TEXT = Kind("text", str)
 URL = Kind("an http(s) URL", _url)
 DATABASE_URL = Kind("a database URL (postgresql://user:password@host:port/database)", _database_url)
@@ -109,6 +135,7 @@ POSITIVE_SECONDS = number(float, "a positive number of seconds", 0, above=True)
 PORT = number(int, "a port number (0: any free one)", 0, maximum=65535)
 FRACTION = number(float, "a number from 0 to 1", 0, maximum=1)
 USD = number(float, "an amount of US dollars >= 0", 0)
+SERVING = Kind('a JSON object {"<model>": {"timeout_seconds": s, "concurrency": n}, ...}', _serving)
 
 
 def or_none(kind: Kind) -> Kind:

@@ -47,6 +47,7 @@ from deepscholar.setting_kinds import (
     POSITIVE_INT,
     POSITIVE_SECONDS,
     SECONDS,
+    SERVING,
     TEXT,
     URL,
     URL_PREFIXES,
@@ -250,6 +251,12 @@ class Settings:
     llm_timeout_seconds: float | None = _setting(
         "DEEPSCHOLAR_LLM_TIMEOUT_SECONDS", None, POSITIVE_SECONDS, "LLM calls",
         "every LLM client's (systems and judges) per-request timeout", tolerant=True, shown_default="`60`")
+    llm_serving: tuple = _setting(
+        "DEEPSCHOLAR_LLM_SERVING", (), SERVING, "LLM calls",
+        "per model (as the judge or system names it, e.g. `openai/smollm2`): the server's own per-request "
+        "`timeout_seconds` (over the timeout above) and `concurrency`, the most requests in flight to it (a cap "
+        "on every client's: a 1-slot local server wants 1-2 and minutes, a frontier API 16+ and seconds)",
+        tolerant=True, shown_default="none")
     llm_retries: int | None = _setting(
         "DEEPSCHOLAR_LLM_RETRIES", None, COUNT, "LLM calls", "retries of a 429/5xx/timeout by every LLM client",
         tolerant=True, shown_default="`4`")

@@ -150,7 +150,7 @@ def test_an_expired_batch_is_submitted_again_boundedly_then_the_item_is_unscored
     def parse(text):
         raise ParseError("never reached")
 
-    judged = client.ask([{"role": "user", "content": "late"}], parse, purpose="test")
+    judged = client.ask([{"role": "user", "content": "late"}], parse, purpose="test", max_tokens=None)
     assert not judged.scored and "batch_expired" in judged.unscored_reason and "2 submissions" in judged.unscored_reason
 
 

@@ -411,8 +411,9 @@ def test_a_month_over_its_budget_sends_nothing_and_a_run_past_it_stops_and_resum
     monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
     model, judge_config = "openai/gpt-4o-mini", "llm:openai/gpt-4o-mini"
     _forget(engine, judge_config, model)
-    # 100k prompt and 10k completion tokens a call: $0.021 at gpt-4o-mini's price, so a few calls pass $0.10.
-    with OpenAIStub(model_suffix="", usage=(100_000, 10_000)) as stub:
+    # 139.6k prompt and 100 completion tokens a call (within every answer budget): $0.021 at gpt-4o-mini's
+    # price, so a few calls pass $0.10.
+    with OpenAIStub(model_suffix="", usage=(139_600, 100)) as stub:
         stub.default = lambda body: json.dumps({"grade": 1, "explanation": "scripted"})
         argv = ["evaluate", "--release", month, "--judge", model, "--metrics", "relevance_rate", "--system",
                 "extractive", "--system", "oracle", "--api-base", stub.url, "--concurrency", "2"]

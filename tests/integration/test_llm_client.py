@@ -72,7 +72,7 @@ def test_429_then_500_then_success_is_one_result_and_one_logged_call(engine, fak
 def test_garbage_twice_then_valid_json_is_parsed_with_reasks_counted(engine, fake_llm):
     fake_llm.script = ["Sure! The answer is yes.", '{"a": 1', '```json\n{"a": 1}\n```']
     client = make_client(engine, fake_llm, max_reasks=2)
-    judged = client.ask(user("give me a"), parse_json_object, purpose="test.reask")
+    judged = client.ask(user("give me a"), parse_json_object, purpose="test.reask", max_tokens=None)
     assert judged.value == {"a": 1} and judged.scored and judged.unscored_reason is None
     assert judged.calls == 3 and fake_llm.requests == 3
     last = fake_llm.bodies[-1]["messages"]
@@ -83,7 +83,7 @@ def test_garbage_twice_then_valid_json_is_parsed_with_reasks_counted(engine, fak
 def test_garbage_every_time_is_unscored_with_the_parse_error(engine, fake_llm):
     fake_llm.default = lambda body: "I refuse to answer in JSON."
     client = make_client(engine, fake_llm, max_reasks=2)
-    judged = client.ask(user("give me a"), parse_json_object, purpose="test.reask")
+    judged = client.ask(user("give me a"), parse_json_object, purpose="test.reask", max_tokens=None)
     assert judged.value is None and not judged.scored
     assert "not valid JSON" in judged.unscored_reason
     assert judged.calls == 3 and fake_llm.requests == 3
@@ -98,7 +98,7 @@ def test_a_provider_down_past_the_retries_is_an_infrastructure_error_never_unsco
     # A judge cannot be blamed for an outage: ask() raises (the task fails and is retried) instead of
     # leaving the item unscored.
     with pytest.raises(InfrastructureError, match=f"LLM provider openai/judge-a at {fake_llm.url} unavailable") as err:
-        client.ask(user("anything"), parse_json_object, purpose="test.fail")
+        client.ask(user("anything"), parse_json_object, purpose="test.fail", max_tokens=None)
     cause = err.value.__cause__  # the provider's error, kept as the cause (litellm's subclass the SDK's)
     assert isinstance(cause, openai.APIStatusError) and cause.status_code == status
     assert fake_llm.requests == 3  # max_retries + 1
@@ -113,7 +113,7 @@ def test_a_200_that_is_not_json_is_an_outage_not_the_judges_answer(engine, fake_
     fake_llm.default = lambda body: RawText("<html><body>Gateway login required</body></html>")
     client = make_client(engine, fake_llm, max_retries=1)
     with pytest.raises(InfrastructureError, match="unavailable"):
-        client.ask(user("anything"), parse_json_object, purpose="test.html")
+        client.ask(user("anything"), parse_json_object, purpose="test.html", max_tokens=None)
     assert fake_llm.requests == 2 and llm_call_rows(engine) == []
 
 
@@ -137,10 +137,10 @@ def test_bad_request_is_unscored_but_a_bad_key_raises(engine, fake_llm):
 
     fake_llm.script = [400, 401]
     client = make_client(engine, fake_llm)
-    judged = client.ask(user("too long"), parse_json_object, purpose="test.fail")
+    judged = client.ask(user("too long"), parse_json_object, purpose="test.fail", max_tokens=None)
     assert judged.value is None and "BadRequestError" in judged.unscored_reason
     with pytest.raises(openai.AuthenticationError):  # every item would fail the same way: stop the run
-        client.ask(user("anything"), parse_json_object, purpose="test.fail")
+        client.ask(user("anything"), parse_json_object, purpose="test.fail", max_tokens=None)
     assert fake_llm.requests == 2  # neither is retried
 
 
@@ -163,7 +163,7 @@ def test_rerun_makes_zero_requests_and_any_parameter_change_makes_one(engine, fa
 
     again_client = make_client(engine, fake_llm)  # a new process would see the same: the cache is the DB
     again = [again_client.complete(user(f"p{i}"), purpose="test.cache") for i in range(3)]
-    judged = again_client.ask(user("p0"), lambda text: text.upper(), purpose="test.cache")
+    judged = again_client.ask(user("p0"), lambda text: text.upper(), purpose="test.cache", max_tokens=None)
     assert fake_llm.requests == 3 and len(fake_llm.server.log) == 3
     assert all(r.cached for r in again) and judged.value == "P0" and judged.calls == 1
     assert [(r.text, r.request_hash, r.provider_model, r.prompt_tokens) for r in again] == [
@@ -209,7 +209,7 @@ def test_identical_concurrent_asks_are_one_request_and_distinct_asks_are_one_eac
 
     def ask(question: str):
         together.wait()  # all eight are in flight at once
-        return client.ask(user(question), parse_json_object, purpose="test.flight")
+        return client.ask(user(question), parse_json_object, purpose="test.flight", max_tokens=None)
 
     with track_usage() as usage:
         same = client.map(lambda _: ask("the same question"), range(8))
@@ -234,7 +234,7 @@ def test_a_failed_request_in_flight_is_not_shared_the_waiter_asks_itself(engine,
 
     def ask(_):
         together.wait()
-        return client.ask(user("rejected once"), parse_json_object, purpose="test.flight")
+        return client.ask(user("rejected once"), parse_json_object, purpose="test.flight", max_tokens=None)
 
     first, second = client.map(ask, range(2))
     outcomes = sorted([first, second], key=lambda j: j.scored)
@@ -297,7 +297,7 @@ def test_a_missing_api_key_fails_at_once_naming_the_variable(engine, fake_llm, m
     client = LLMClient(engine, "openai/judge-a", api_base=fake_llm.url, backoff_base=0.01)
     started = time.monotonic()
     with pytest.raises(MissingCredentials, match="^OPENAI_API_KEY is not set") as err:
-        client.ask(user("is this ok?"), parse_json_object, purpose="test.no_key")
+        client.ask(user("is this ok?"), parse_json_object, purpose="test.no_key", max_tokens=None)
     assert isinstance(err.value, UserError) and err.value.variable == "OPENAI_API_KEY"
     assert fake_llm.requests == 0 and time.monotonic() - started < 5
     # A call already in llm_calls needs no key: nothing is sent.
@@ -339,6 +339,6 @@ def test_empty_choices_are_reasked_then_unscored_not_raised(engine, httpserver):
         {"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": [],
          "usage": {"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1}})
     client = LLMClient(engine, "openai/m", api_base=httpserver.url_for("/v1"), api_key="test", backoff_base=0.01)
-    judged = client.ask(user("verdict?"), parse_json_object, purpose="test.empty")
+    judged = client.ask(user("verdict?"), parse_json_object, purpose="test.empty", max_tokens=None)
     assert judged.unscored_reason == "unparseable after 3 answers: empty answer" and judged.calls == 3
     assert len(httpserver.log) == 3

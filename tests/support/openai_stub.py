@@ -13,6 +13,7 @@ Answers come from `script` (served first, one item per request, in arrival order
 - a `RawBody`: the whole 200 response body as given (e.g. `RawBody({"choices": []})`, what a broken
   provider or proxy may send);
 - a `RawText`: a 200 whose body is that text, not JSON (e.g. a proxy's HTML page).
+A text longer than the request's `max_tokens` (counted in words) is cut there with finish reason "length".
 
 Usage:
     with OpenAIStub() as stub:
@@ -93,6 +94,11 @@ class OpenAIStub:
         self.bodies: list[dict] = []
         self.errors: list[BaseException] = []  # failures of answer functions (a test bug, surfaced later)
         self.in_flight = self.max_in_flight = 0
+        # A model server with this many generation slots (None: as many as come): a request beyond them waits
+        # for one, as on llama.cpp's server, and an abandoned request keeps its slot until its answer is done.
+        self.slots: int | None = None
+        self._slot_gate: threading.Semaphore | None = None
+        self.models_probes = 0  # GET /v1/models requests seen (the client's probe of a busy server)
         self._lock = threading.Lock()
 
     # -- lifecycle --
@@ -100,7 +106,14 @@ class OpenAIStub:
     def start(self) -> OpenAIStub:
         self.server.start()
         self.server.expect_request("/v1/chat/completions", method="POST").respond_with_handler(self._handle)
+        self.server.expect_request("/v1/models", method="GET").respond_with_handler(self._models)
         return self
+
+    def _models(self, request: Request) -> Response:
+        with self._lock:
+            self.models_probes += 1
+        return Response(json.dumps({"object": "list", "data": [{"id": "stub", "object": "model"}]}),
+                        content_type="application/json")
 
     def stop(self) -> None:
         self.server.clear()
@@ -148,6 +161,9 @@ class OpenAIStub:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             item = self.script.pop(0) if self.script else self.default
+        gate = self._gate()
+        if gate is not None:
+            gate.acquire()
         try:
             if self.delay:
                 time.sleep(self.delay)
@@ -159,8 +175,16 @@ class OpenAIStub:
                 return _error(400, f"stub answer function failed: {type(exc).__name__}: {exc}")
             return self._respond(body, answer, number)
         finally:
+            if gate is not None:
+                gate.release()
             with self._lock:
                 self.in_flight -= 1
+
+    def _gate(self) -> threading.Semaphore | None:
+        with self._lock:
+            if self.slots is not None and self._slot_gate is None:
+                self._slot_gate = threading.Semaphore(self.slots)
+            return self._slot_gate
 
     def _respond(self, body: dict, answer: Any, number: int) -> Response:
         if isinstance(answer, bool) or not isinstance(answer, (str, int, dict)):
@@ -173,11 +197,15 @@ class OpenAIStub:
             return Response(json.dumps(dict(answer)), content_type="application/json")
         message = answer if isinstance(answer, dict) else {"role": "assistant", "content": answer}
         prompt_tokens, completion_tokens = self.usage
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        budget, words = body.get("max_tokens"), str(message.get("content") or "").split(" ")
+        if isinstance(budget, int) and len(words) > budget:  # a word a token: cut at the budget, as servers do
+            message = {**message, "content": " ".join(words[:budget])}
+            finish, completion_tokens = "length", budget
         completion = {
             "id": f"chatcmpl-{number}", "object": "chat.completion", "created": 1700000000,
             "model": f"{body['model']}{self.model_suffix}",
-            "choices": [{"index": 0, "message": message,
-                         "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
         }

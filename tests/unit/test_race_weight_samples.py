@@ -14,6 +14,7 @@ from deepscholar.errors import InvalidInput
 from deepscholar.evaluation.metrics.race import rubrics as race_rubrics
 from deepscholar.evaluation.metrics.race.rubrics import (
     DIMENSIONS,
+    WEIGHTS_ANSWER,
     WeightSample,
     mean_weights,
     sample_params,
@@ -61,7 +62,9 @@ def test_the_weights_are_the_mean_of_the_samples():
     assert [s.stored("comprehensiveness")["weight"] for s in rubric.weight_samples] == [0.4, 0.2, 0.3]
     # Three distinct requests of the same question: the sample's index is its seed, at temperature 1.
     asked = [p for p in judge.params if p["purpose"] == "release.race_weights"]
-    assert asked == [{"purpose": "release.race_weights", "temperature": 1.0, "seed": k} for k in range(3)]
+    budget = WEIGHTS_ANSWER["max_tokens"]  # every question carries its answer budget (no schema: unconstrained)
+    assert asked == [{"purpose": "release.race_weights", "max_tokens": budget, "temperature": 1.0, "seed": k}
+                     for k in range(3)]
     assert len({prompt for purpose, prompt in judge.asked if purpose == "release.race_weights"}) == 1
 
 
@@ -103,7 +106,8 @@ def test_no_sample_answered_leaves_the_query_unscored():
 def test_one_sample_is_the_deterministic_call_of_before():
     judged, judge = rubric_of([weights(0.4, 0.3, 0.2, 0.1)], samples=1)
     assert [judged.value.weights[d] for d in DIMENSIONS] == [0.4, 0.3, 0.2, 0.1]
-    assert judge.params[0] == {"purpose": "release.race_weights"}  # the client's defaults: temperature 0, seed 0
+    # the client's defaults (temperature 0, seed 0) and the answer's budget
+    assert judge.params[0] == {"purpose": "release.race_weights", "max_tokens": WEIGHTS_ANSWER["max_tokens"]}
     assert len(judged.value.weight_samples) == 1
 
 

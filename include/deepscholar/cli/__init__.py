@@ -16,7 +16,7 @@ import traceback
 
 from deepscholar.cli import boards, db, judges, release, reports, systems, tools
 from deepscholar.cli.common import CommandParser
-from deepscholar.errors import InfrastructureError, UserError, is_warehouse_outage
+from deepscholar.errors import InfrastructureError, ProviderTooSlow, UserError, is_warehouse_outage
 from deepscholar.progress import terminal_bars
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -76,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"deepscholar: error: {_one_line(exc)}", file=sys.stderr)
         return 2
+    except ProviderTooSlow as exc:  # up but slow: waiting will not help, the settings it names will
+        print(f"deepscholar: {' '.join(str(exc).split())}; nothing was stored for the interrupted work",
+              file=sys.stderr)
+        return 1
     except InfrastructureError as exc:
         print(f"deepscholar: {' '.join(str(exc).split())}; nothing was stored for the interrupted work, "
               "run the command again once it is back", file=sys.stderr)

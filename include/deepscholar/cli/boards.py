@@ -10,11 +10,13 @@ from deepscholar.cli.common import (
     comma_list,
     existing_release,
     named_release,
+    positive_float,
     positive_int,
     ready_engine,
     usd_amount,
 )
 from deepscholar.errors import UserError
+from deepscholar.llm.answer_shapes import CONSTRAINED_OUTPUTS
 
 
 def add_commands(sub) -> None:
@@ -52,7 +54,16 @@ def _add_evaluate(sub) -> None:
                         "reportbench; none after the flag: the core only (default: DEEPSCHOLAR_TRACKS)")
     p.add_argument("--system", action="append", help="only this system's reports (repeatable)")
     p.add_argument("--api-base", default=None, help="judge API base URL (default: DEEPSCHOLAR_JUDGE_API_BASE)")
-    p.add_argument("--concurrency", type=positive_int, default=None, help="judge requests in flight (default 16)")
+    p.add_argument("--concurrency", type=positive_int, default=None,
+                   help="judge requests in flight (default: DEEPSCHOLAR_JUDGE_CONCURRENCY, 16; DEEPSCHOLAR_LLM_SERVING "
+                        "caps it per model)")
+    p.add_argument("--timeout", type=positive_float, default=None, metavar="SECONDS",
+                   help="each judge request's timeout for this run (direct transport), over DEEPSCHOLAR_LLM_SERVING "
+                        "and DEEPSCHOLAR_LLM_TIMEOUT_SECONDS (a 1-slot local server wants minutes)")
+    p.add_argument("--constrained", choices=CONSTRAINED_OUTPUTS, default=None,
+                   help="constrain the judge's answers: 'json_schema' sends each question's JSON schema as "
+                        "response_format (vLLM, SGLang, llama.cpp's server), 'json_object' asks for any JSON "
+                        "object; a judge config of its own (...;output=json_schema)")
     p.add_argument("--max-cost", type=usd_amount, default=None, metavar="USD",
                    help="the most this month's judging may cost: predicted over it (or unpriced), nothing is sent "
                         "unless --yes; while judging, it stops once the month's spend passes it by "
@@ -114,10 +125,14 @@ def cmd_evaluate(args) -> int:
     from deepscholar.settings import current_settings
 
     engine = ready_engine()
+    judge = args.judge or current_settings().judge
+    if args.constrained:
+        judge = f"{judge};output={args.constrained}"
     result = evaluate_release(engine, named_release(engine, args.release),
-                              judge=args.judge or current_settings().judge,
+                              judge=judge,
                               metric_models=_metric_models(args.metric_model), metrics=args.metrics or None,
                               systems=args.system or None, api_base=args.api_base, concurrency=args.concurrency,
+                              timeout=args.timeout,
                               tracks=comma_list(args.tracks), budget_usd=args.max_cost,
                               approve_over_budget=args.yes,
                               transport=args.transport or current_settings().judge_transport)

@@ -72,6 +72,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_float(text: str) -> float:
+    """A finite number > 0 (a number of seconds)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
 def usd_amount(text: str) -> float:
     """An amount of US dollars >= 0 (a budget); `inf`, `nan` and negative amounts are refused."""
     try:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-import functools
 import json
 import logging
 import os
@@ -33,7 +32,8 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 
 from deepscholar.errors import InfrastructureError, JudgeError, MissingCredentials
 from deepscholar.http_guard import BREAKER, host_of
-from deepscholar.llm import cache, prices, spend
+from deepscholar.llm import answer_shapes, busy_server, cache, prices, spend
+from deepscholar.llm.answer_shapes import CONSTRAINED_OUTPUTS
 from deepscholar.llm.usage import (
     LLMResult,
     Usage,
@@ -54,6 +54,7 @@ __all__ = [
     "parse_json_object",
     "parse_json_array",
     "is_transient_error",
+    "CONSTRAINED_OUTPUTS",
     # usage tracking lives in llm/usage.py; its names stay importable from here, where callers look
     "Usage",
     "track_usage",
@@ -153,12 +154,7 @@ def parse_json_array(text: str) -> list:
 
 DIRECT_KEY_VARIABLE = "OPENAI_API_KEY"  # what the direct OpenAI-compatible path sends (openai_compatible.py)
 
-def _litellm():
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map at import
-    import litellm
-
-    litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banner per failed call in task logs
-    return litellm
+_litellm = prices.litellm_module  # imported when first needed (seconds)
 
 
 def _is_direct(model: str, api_base: str | None) -> bool:
@@ -249,6 +245,7 @@ class LLMClient:
         extra_params: Mapping[str, Any] | None = None,
         cache_salt: str | None = None,
         batch: bool = False,
+        constrained: str | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
@@ -257,9 +254,13 @@ class LLMClient:
         self.api_base = api_base.rstrip("/") if api_base else None
         self._api_key = api_key
         self.concurrency = concurrency
-        # None: DEEPSCHOLAR_LLM_RETRIES / _TIMEOUT_SECONDS / _BACKOFF_SECONDS when set, else 4, 60 s, 0.5 s.
+        # None: DEEPSCHOLAR_LLM_RETRIES / _TIMEOUT_SECONDS / _BACKOFF_SECONDS when set, else 4, 60 s, 0.5 s;
+        # DEEPSCHOLAR_LLM_SERVING's entry for this model comes first for the timeout and caps the concurrency.
+        served_timeout, served_concurrency = busy_server.serving_of(model)
         self.max_retries = int(llm_setting("retries", max_retries, 4))
-        self.timeout = llm_setting("timeout", timeout, 60.0)
+        self.timeout = llm_setting("timeout", timeout if timeout is not None else served_timeout, 60.0)
+        if served_concurrency is not None and served_concurrency < concurrency:
+            concurrency = self.concurrency = served_concurrency
         self.max_reasks = max_reasks
         self.backoff_base = llm_setting("backoff", backoff_base, 0.5)
         self.params: dict[str, Any] = {**DEFAULT_PARAMS, **(extra_params or {})}
@@ -268,8 +269,9 @@ class LLMClient:
         # get (a cached answer cannot show that a provider's model changed); the salted rows keep the audit
         # trail and the costs, and a retry with the same salt replays them rather than paying twice.
         self.cache_salt = cache_salt
-        # Bounds requests in flight across all threads using this client, including nested map() calls.
-        self._in_flight = threading.BoundedSemaphore(concurrency)
+        # Bounds requests in flight across all threads using this client, including nested map() calls;
+        # a server found busy (a timeout while it answers a probe) takes one slot away (busy_server.InFlight).
+        self._in_flight = busy_server.InFlight(concurrency)
         # Answers this client already had, kept in memory: llm_calls rows never change once written, and
         # the same question recurs across a judge task's systems (one paper's relevance, identical reports).
         self._recent = cache.RecentCalls()
@@ -283,6 +285,10 @@ class LLMClient:
         self._batch_lock = threading.Lock()
         # OpenAI-compatible endpoints skip litellm's per-call work (llm/openai_compatible.py).
         self._direct = _is_direct(model, self.api_base)
+        # How judge answers are constrained (ask's `schema`): None, "json_schema" or "json_object".
+        if constrained is not None and constrained not in CONSTRAINED_OUTPUTS:
+            raise ValueError(f"constrained output must be one of {', '.join(CONSTRAINED_OUTPUTS)}, not {constrained!r}")
+        self.constrained = constrained
 
     def __repr__(self) -> str:
         return f"LLMClient(model={self.model!r}, api_base={self.api_base!r}, concurrency={self.concurrency})"
@@ -332,6 +338,8 @@ class LLMClient:
             if _missing_credentials(exc):
                 variable = DIRECT_KEY_VARIABLE if self._direct else _key_variable(self.model)
                 raise MissingCredentials(variable, self.model) from exc
+            if isinstance(exc, busy_server.ServerBusy):  # a busy server's last retry was spent on another error
+                raise exc.too_slow from exc.__cause__
             if is_transient_error(exc):  # the provider is down or throttling us past our retries
                 raise InfrastructureError(self.service, exc) from exc
             raise
@@ -391,17 +399,25 @@ class LLMClient:
             stop=stop_after_attempt(self.max_retries + 1),
             wait=wait_exponential_jitter(initial=self.backoff_base, max=MAX_BACKOFF_SECONDS,
                                          jitter=self.backoff_base),
-            retry=retry_if_exception(is_transient_error),
+            retry=retry_if_exception(lambda exc: isinstance(exc, busy_server.ServerBusy) or is_transient_error(exc)),
             before_sleep=lambda rs: log.warning(
                 "LLM call %s (%s) attempt %d failed: %s; retrying", self.model, purpose,
                 rs.attempt_number, rs.outcome.exception() if rs.outcome else None),
             reraise=True,
         )
         host = self.breaker_host
+        timeouts = 0
 
         def attempt() -> cache.CachedCall:
+            nonlocal timeouts
             BREAKER.check(host)  # opened by another thread meanwhile: no more retries, fail at once
-            return self._call_once(key, request, messages, call_params, purpose)
+            try:
+                return self._call_once(key, request, messages, call_params, purpose)
+            except Exception as exc:
+                if not busy_server.is_timeout(exc):
+                    raise
+                timeouts += 1
+                raise busy_server.after_timeout(self, exc, timeouts, purpose) from exc
 
         # A provider that stays down trips its breaker after a few calls: the items still queued in
         # map() then fail at once instead of each waiting out its own retries.
@@ -417,7 +433,7 @@ class LLMClient:
         usage = body.get("usage") or {}
         cost = (prices.cost_usd(body.get("model"), self.model, usage.get("prompt_tokens"),
                                 usage.get("completion_tokens")) if self._direct
-                else _cost(body.get("model"), self.model, usage))
+                else prices.litellm_cost(body.get("model"), self.model, usage))
         return cache.call_from_body(key, request, self.model, self.api_base, purpose, body, cost_usd=cost,
                                     latency_ms=latency_ms)
 
@@ -453,9 +469,17 @@ class LLMClient:
         parse: Callable[[str], T],
         *,
         purpose: str,
+        max_tokens: int | None,
+        schema: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> Judged[T]:
         """A judged question: parsed strictly, re-asked on a bad answer, unscored when it cannot be had.
+
+        `max_tokens`: the answer's budget, sent with the request (every judge question states one; None
+        only where the answer is the work itself, a system's report). An answer that reached it (finish
+        reason "length", or more completion tokens than asked: a server ignoring the field) is a parse
+        failure like any other: re-asked, then unscored with the reason. `schema`: the answer's JSON
+        schema, sent as `response_format` when this client constrains its output (`constrained`).
 
         Never raises for a bad answer or a request the provider rejects (e.g. a 400: the item becomes
         unscored with the reason). Raises InfrastructureError when the provider stays down or throttles
@@ -463,6 +487,10 @@ class LLMClient:
         configuration errors (missing key, authentication, unknown model), which would make every
         item unscored.
         """
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
+        if schema is not None and self.constrained is not None:
+            kwargs["response_format"] = answer_shapes.response_format(self.constrained, purpose, schema)
         conversation = list(messages)
         calls = 0
         while True:
@@ -474,6 +502,8 @@ class LLMClient:
                 return Judged(None, f"call failed: {type(exc).__name__}: {exc}", calls + 1)
             calls += 1
             try:
+                if problem := answer_shapes.over_budget(result.finish_reason, result.completion_tokens, max_tokens):
+                    raise ParseError(problem)
                 return Judged(parse(result.text), None, calls)
             except ParseError as exc:
                 error = str(exc)
@@ -522,31 +552,6 @@ class LLMClient:
             raise
 
 
-@functools.lru_cache(maxsize=256)
-def _priced_model(served: str | None, requested: str) -> str | None:
-    """The name litellm's price table knows: the served model (a dated snapshot), else the requested one.
-    Resolved once per pair: litellm's completion_cost resolves it again on every call (~1 ms each)."""
-    litellm = _litellm()
-    for name in (served, requested):
-        if not name:
-            continue
-        try:
-            litellm.cost_per_token(model=name, prompt_tokens=1, completion_tokens=1)
-            return name
-        except Exception:  # unmapped model: litellm raises rather than returning None
-            continue
-    return None
-
-
-def _cost(served: str | None, requested: str, usage: Mapping[str, Any]) -> float | None:
-    """From the response's own token counts; None, not 0, when no price is known."""
-    name = _priced_model(served, requested)
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    if name is None or prompt is None or completion is None:
-        return None
-    return float(sum(_litellm().cost_per_token(model=name, prompt_tokens=prompt, completion_tokens=completion)))
-
-
 def _is_api_error(exc: BaseException) -> bool:
     """litellm/openai errors (and a request the batch API gave up on) end an item as unscored; anything else
     (a bug, a DB failure, a request awaiting its batch) must surface."""
@@ -567,9 +572,11 @@ def _message_of(body: Mapping[str, Any]) -> dict:
 def _result_from_row(row: cache.CachedCall, *, cached: bool) -> LLMResult:
     # Built from the stored JSON in both cases, so a cached result is identical to the fresh one.
     message = {k: v for k, v in _message_of(row.response or {}).items() if v is not None}
+    choices = (row.response or {}).get("choices") or []
     return LLMResult(
         text=row.response_text or "",
         message=message,
+        finish_reason=(choices[0].get("finish_reason") if choices and isinstance(choices[0], dict) else None),
         cached=cached,
         provider_model=row.provider_model,
         prompt_tokens=row.prompt_tokens,

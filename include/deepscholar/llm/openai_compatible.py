@@ -19,12 +19,13 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
 
-__all__ = ["chat_completion", "request_body", "status_error", "invalid_response"]
+__all__ = ["chat_completion", "request_body", "status_error", "invalid_response", "probe"]
 
 PREFIX = "openai/"  # which models come here: see client._is_direct
 
@@ -118,3 +119,20 @@ def chat_completion(model: str, messages: Sequence[Mapping[str, Any]], *, api_ba
     if not isinstance(body, dict):
         raise invalid_response(response)
     return body
+
+
+PROBE_SECONDS = 5.0
+
+
+def probe(api_base: str, api_key: str | None, timeout: float = PROBE_SECONDS) -> float | None:
+    """Seconds the server took to answer GET {api_base}/models, None when it did not (refused, timed out, a
+    5xx): whether a server whose requests time out is busy (it answers this at once: a model server lists
+    its models without waiting for a generation slot) or down. Any answer under 500 counts, a 401 too."""
+    key = api_key or os.environ.get("OPENAI_API_KEY") or ""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    started = time.perf_counter()
+    try:
+        response = httpx.get(api_base.rstrip("/") + "/models", headers=headers, timeout=timeout)
+    except httpx.HTTPError:
+        return None
+    return None if response.status_code >= 500 else time.perf_counter() - started

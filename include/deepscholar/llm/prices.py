@@ -14,9 +14,12 @@ import functools
 import importlib.util
 import json
 import logging
+import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-__all__ = ["batch_cost_usd", "batch_price_of", "cost_usd", "price_of"]
+__all__ = ["batch_cost_usd", "batch_price_of", "cost_usd", "litellm_cost", "litellm_module", "price_of"]
 
 BATCH_DISCOUNT = 0.5  # OpenAI's (and Anthropic's) batch APIs charge half the list price
 
@@ -88,3 +91,38 @@ def batch_cost_usd(served: str | None, requested: str, prompt_tokens: int | None
     if price is None:
         return None
     return prompt_tokens * price[0] + completion_tokens * price[1]
+
+
+def litellm_module():
+    """litellm, imported on first use (seconds of start-up), never fetching its cost map from the network."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banner per failed call in task logs
+    return litellm
+
+
+@functools.lru_cache(maxsize=256)
+def _priced_model(served: str | None, requested: str) -> str | None:
+    """The name litellm's price table knows: the served model (a dated snapshot), else the requested one.
+    Resolved once per pair: litellm's completion_cost resolves it again on every call (~1 ms each)."""
+    litellm = litellm_module()
+    for name in (served, requested):
+        if not name:
+            continue
+        try:
+            litellm.cost_per_token(model=name, prompt_tokens=1, completion_tokens=1)
+            return name
+        except Exception:  # unmapped model: litellm raises rather than returning None
+            continue
+    return None
+
+
+def litellm_cost(served: str | None, requested: str, usage: Mapping[str, Any]) -> float | None:
+    """The litellm path's price of one answer, from its own token counts and litellm's cost function;
+    None, not 0, when no price is known."""
+    name = _priced_model(served, requested)
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if name is None or prompt is None or completion is None:
+        return None
+    return float(sum(litellm_module().cost_per_token(model=name, prompt_tokens=prompt, completion_tokens=completion)))

@@ -30,6 +30,7 @@ class LLMResult:
     cost_usd: float | None
     latency_ms: float | None  # of the original call, also when served from the cache
     request_hash: str
+    finish_reason: str | None = None  # "stop", or "length" when the answer reached its max_tokens
 
 
 @dataclass

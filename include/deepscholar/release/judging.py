@@ -13,10 +13,11 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, cast, runtime_checkable
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 from sqlalchemy.engine import Engine
 
+from deepscholar.llm import answer_shapes
 from deepscholar.llm.client import Judged, LLMClient, ParseError, parse_json_array, parse_json_object
 from deepscholar.prompts import Prompt, load_prompt_file
 from deepscholar.settings import current_settings
@@ -94,6 +95,17 @@ def load_prompt(name: str) -> Prompt:
 
 # --- LLM judge -------------------------------------------------------------------------------------
 
+IMPORTANCE_ANSWER: dict[str, Any] = {"max_tokens": answer_shapes.EXPLAINED_BUDGET, "schema": answer_shapes.object_schema(
+    {"important": {"type": "boolean"}, "reason": answer_shapes.TEXT})}
+NUGGET_ANSWER_TOKENS = 64  # one nugget: a short factual statement
+
+
+def nuggets_answer(remaining: int) -> dict[str, Any]:
+    """A nugget round's budget and schema: at most `remaining` more nuggets."""
+    return {"max_tokens": answer_shapes.per_item_budget(remaining, NUGGET_ANSWER_TOKENS),
+            "schema": answer_shapes.array_of(answer_shapes.TEXT) | {"maxItems": remaining}}
+
+
 def parse_importance(text: str) -> tuple[bool, str]:
     obj = parse_json_object(text)
     important, reason = obj.get("important"), obj.get("reason")
@@ -143,7 +155,7 @@ class LLMReleaseJudge:
             ref_title=ref.title or "(unknown)", ref_authors=_authors_text(ref.authors) or "(unknown)",
             ref_snippet=ref.snippet or "(none)")
         judged = self.client.ask([{"role": "user", "content": prompt}], parse_importance,
-                                 purpose="release.importance")
+                                 purpose="release.importance", **IMPORTANCE_ANSWER)
         if judged.value is None:
             return Judged(None, judged.unscored_reason, judged.calls)
         important, reason = judged.value
@@ -161,7 +173,7 @@ class LLMReleaseJudge:
                 title=query.title, abstract=query.abstract, section=section, count=len(nuggets),
                 nuggets=listed, remaining=MAX_NUGGETS - len(nuggets))
             judged = self.client.ask([{"role": "user", "content": prompt}], parse_nugget_list,
-                                     purpose="release.nuggetize")
+                                     purpose="release.nuggetize", **nuggets_answer(MAX_NUGGETS - len(nuggets)))
             calls += judged.calls
             if judged.value is None:
                 # A partial list would silently shrink the denominator of nugget coverage.
@@ -183,7 +195,9 @@ class LLMReleaseJudge:
                                            nuggets=listed, count=len(nuggets))
         labelled = self.client.ask([{"role": "user", "content": prompt}],
                                    lambda text: parse_labels(text, len(nuggets)),
-                                   purpose="release.nugget_labels")
+                                   purpose="release.nugget_labels", max_tokens=answer_shapes.per_item_budget(
+                                       len(nuggets), answer_shapes.LABEL_BUDGET),
+                                   schema=answer_shapes.labels_schema(("vital", "okay"), len(nuggets)))
         calls += labelled.calls
         if labelled.value is None:
             return Judged(None, f"nugget labelling: {labelled.unscored_reason}", calls)

@@ -174,7 +174,9 @@ class DeepScholarBase(System):
 
     def _ask(self, client: LLMClient, stage: str, calls: CallCounter, prompt: str,
              parse: Callable[[str], Any]) -> Any:
-        judged = client.ask([{"role": "user", "content": prompt}], parse, purpose=f"{self.kind}.{stage}")
+        # No answer budget: a system's answers are its work (a query list, a filter, the section itself).
+        judged = client.ask([{"role": "user", "content": prompt}], parse, purpose=f"{self.kind}.{stage}",
+                            max_tokens=None)
         return _value_or_fail(judged, stage, calls)
 
     def _filter(self, client: LLMClient, query: Query, batch: list[Candidate],

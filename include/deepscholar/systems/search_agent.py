@@ -160,7 +160,7 @@ class SearchAgent(System):
                 follow_up = [*messages, {"role": "assistant", "content": answer}, {"role": "user", "content": (
                     f"Your answer could not be used: {exc}. Answer again with only the section.")}]
         judged = client.ask(follow_up, lambda t: parse_section(t, n), purpose=f"{self.kind}.final",
-                            tools=[SEARCH_TOOL], tool_choice="none")
+                            max_tokens=None, tools=[SEARCH_TOOL], tool_choice="none")  # the section: no budget
         calls["final"] += judged.calls
         if not judged.scored:
             raise SystemFailure(f"final answer: {judged.unscored_reason}")

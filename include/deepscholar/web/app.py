@@ -46,7 +46,6 @@ from deepscholar.web.render import (
     board_context,
     format_value,
     history_context,
-    months_of,
     render,
     report_context,
     svg_line_chart,
@@ -330,22 +329,11 @@ def _install_guards(app: FastAPI) -> None:
         return _error_page("Bad request", message, _base_of(request), 400)
 
 
-def _system_page_data(conn: sa.Connection, system_id: str, judge_config: str | None, release: str | None) -> dict:
-    info = q.system_info(conn, system_id)
-    configs = q.history_judge_configs(conn, system_id)
-    if info is None and not configs:
-        raise NotFound(f"no system {system_id!r}")
-    chosen = q.pick(configs, judge_config)
-    if judge_config is not None and chosen is None:
-        raise NotFound(f"no leaderboard rows for {system_id!r} with judge config {judge_config!r}")
-    rows = q.history_rows(conn, chosen, system_id) if chosen else []
-    months = months_of(rows)
-    if release is not None and release not in months:
-        raise NotFound(f"no leaderboard row for {system_id!r} in {release!r}")
-    release_id = release or (months[-1] if months else None)
-    reports = q.system_reports(conn, system_id, release_id, chosen) if release_id and chosen else []
-    return {"system": info, "system_id": system_id, "rows": rows, "judge_config": chosen, "configs": configs,
-            "release_id": release_id, "reports": reports}
+def _system_page(request: Request, engine: Callable[[], Engine], system_id: str, judge_config: str | None,
+                 release: str | None) -> HTMLResponse:
+    with engine().connect() as conn:
+        data = q.system_page_data(conn, system_id, judge_config, release)
+    return _page("system.html", f"System {system_id}", _base_of(request), **system_context(base=_base_of(request), **data))
 
 
 def _leaderboard_page(request: Request, engine: Callable[[], Engine], stamp: str, judge_config: str | None,
@@ -417,15 +405,10 @@ def _install_pages(app: FastAPI, engine: Callable[[], Engine], reads: _BoardRead
 
     @app.get("/system/{system_id}", response_class=HTMLResponse)
     def system(request: Request, system_id: str, judge_config: str | None = None, release: str | None = None):
-        """Conditional and kept like a board read: it shows the board's months of the system and their
-        reports' scores, which change with a roll-up, and the system's registration (its row's stamp)."""
-        def build(_: str) -> HTMLResponse:
-            with engine().connect() as conn:
-                data = _system_page_data(conn, system_id, judge_config, release)
-            base = _base_of(request)
-            return _page("system.html", f"System {system_id}", base, **system_context(base=base, **data))
-
-        return _conditional(request, engine, reads, build, also=lambda conn: q.system_stamp(conn, system_id))
+        """Kept like a board read: its months and scores change with a roll-up, its registration with its row."""
+        return _conditional(request, engine, reads, lambda _: _system_page(request, engine, system_id, judge_config,
+                                                                           release),
+                            also=lambda conn: q.system_stamp(conn, system_id))
 
     @app.get("/report/{report_id}", response_class=HTMLResponse)
     def report(request: Request, report_id: int, judge_config: str | None = None):

@@ -22,7 +22,7 @@ from deepscholar.web.stamped_cache import StampedCache
 
 __all__ = ["Board", "TrackBoard", "NotFound", "load_board", "board_versions_of", "load_track_boards", "load_agreement_rows", "trust_rows", "board_json",
            "tracks_json", "metric_mean", "finite", "json_value", "pick",
-           "history_rows", "history_judge_configs", "system_info", "system_stamp", "system_reports", "report_detail"]
+           "history_rows", "history_judge_configs", "system_info", "system_page_data", "system_stamp", "system_reports", "report_detail"]
 
 
 class NotFound(errors.NotFound):
@@ -284,6 +284,26 @@ def system_info(conn: sa.Connection, system_id: str) -> dict | None:
     rows = _rows(conn, "SELECT system_id, kind, version, active FROM deepscholar.systems WHERE system_id = :s",
                  s=system_id)
     return rows[0] if rows else None
+
+
+def system_page_data(conn: sa.Connection, system_id: str, judge_config: str | None, release: str | None) -> dict:
+    """What a system's page shows: its registration, its board months under the chosen judge, and one
+    month's reports with their headline scores (NotFound for an unknown system, judge or month)."""
+    info = system_info(conn, system_id)
+    configs = history_judge_configs(conn, system_id)
+    if info is None and not configs:
+        raise NotFound(f"no system {system_id!r}")
+    chosen = pick(configs, judge_config)
+    if judge_config is not None and chosen is None:
+        raise NotFound(f"no leaderboard rows for {system_id!r} with judge config {judge_config!r}")
+    rows = history_rows(conn, chosen, system_id) if chosen else []
+    months = list(dict.fromkeys(r["release_id"] for r in rows))
+    if release is not None and release not in months:
+        raise NotFound(f"no leaderboard row for {system_id!r} in {release!r}")
+    release_id = release or (months[-1] if months else None)
+    reports = system_reports(conn, system_id, release_id, chosen) if release_id and chosen else []
+    return {"system": info, "system_id": system_id, "rows": rows, "judge_config": chosen, "configs": configs,
+            "release_id": release_id, "reports": reports}
 
 
 def system_stamp(conn: sa.Connection, system_id: str) -> str:

@@ -36,6 +36,7 @@ def evaluate_release(
     systems: Sequence[str] | None = None,
     api_base: str | None = None,
     concurrency: int | None = None,
+    timeout: float | None = None,  # each direct request's, over the settings'
     roll_up: bool = True,
     tracks: Sequence[str] | None = None,
     budget_usd: float | None = None,
@@ -71,7 +72,7 @@ def evaluate_release(
     else:
         with spend_limit(limit):
             result = run_summary(release_id, spec, judge_units(engine, release_id, units, spec, api_base=api_base,
-                                                           concurrency=concurrency))
+                                                           concurrency=concurrency, timeout=timeout))
     if estimate is not None:
         record_estimate(engine, estimate, f"cli:{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}", budget)
         result["budget"] = {"budget_usd": budget, "predicted_cost_usd": estimate.cost_usd,

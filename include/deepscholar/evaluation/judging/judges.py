@@ -25,19 +25,34 @@ LOCAL_JUDGE_VERSION = "v1"
 class JudgeSpec:
     model: str  # "local" or a litellm model string
     metric_models: Mapping[str, str] = field(default_factory=dict)
+    # Constrained output (llm/answer_shapes.CONSTRAINED_OUTPUTS), None for free text. Part of the config id:
+    # a schema changes what a model answers, so its boards are not the unconstrained judge's.
+    output: str | None = None
 
     @classmethod
     def parse(cls, spec: str, metric_models: Mapping[str, str] | None = None) -> JudgeSpec:
-        spec = (spec or "").strip()
-        if not spec:
+        """'local', or a model with options after semicolons as the config id writes them:
+        "openai/smollm2;output=json_schema" (constrained output), "openai/gpt-4o;nugget_coverage=openai/gpt-4.1"."""
+        from deepscholar.llm.answer_shapes import CONSTRAINED_OUTPUTS
+
+        model, *options = (spec or "").strip().split(";")
+        model = model.strip()
+        if not model:
             raise InvalidInput("a judge is required: 'local' or a litellm model string such as openai/gpt-4o")
-        overrides = dict(metric_models or {})
+        pairs = [o.split("=", 1) for o in options if o.strip()]
+        if any(len(pair) != 2 for pair in pairs):
+            raise InvalidInput(f"judge options are name=value after a semicolon: {spec!r}")
+        named = {k.strip(): v.strip() for k, v in pairs}
+        output = named.pop("output", None)
+        if output is not None and output not in CONSTRAINED_OUTPUTS:
+            raise InvalidInput(f"output={output!r}: constrained output is one of {', '.join(CONSTRAINED_OUTPUTS)}")
+        overrides = {**named, **dict(metric_models or {})}
         unknown = sorted(set(overrides) - set(registry.metric_names()))
         if unknown:
             raise InvalidInput(f"per-metric judge models for unknown metrics: {', '.join(unknown)}")
-        if spec == "local" and overrides:
-            raise InvalidInput("the local judge takes no per-metric models")
-        return cls(spec, overrides)
+        if model == "local" and (overrides or output):
+            raise InvalidInput("the local judge takes no per-metric models and no constrained output")
+        return cls(model, overrides, output)
 
     @classmethod
     def from_config_id(cls, config_id: str) -> JudgeSpec:
@@ -48,8 +63,7 @@ class JudgeSpec:
         if text.startswith("local:"):
             return cls.parse("local")
         if text.startswith("llm:"):
-            model, *overrides = text[len("llm:"):].split(";")
-            return cls.parse(model, dict(o.split("=", 1) for o in overrides if "=" in o))
+            return cls.parse(text[len("llm:"):])
         raise InvalidInput(f"not a judge config id (local:... or llm:...): {config_id!r}")
 
     @classmethod
@@ -72,25 +86,27 @@ class JudgeSpec:
 
             return f"local:{MODEL_ID}:{LOCAL_JUDGE_VERSION}"
         extra = "".join(f";{m}={model}" for m, model in sorted(self.metric_models.items()) if model != self.model)
-        return f"llm:{self.model}{extra}"
+        return f"llm:{self.model}{f';output={self.output}' if self.output else ''}{extra}"
 
     def model_for(self, metric: str) -> str:
         return self.metric_models.get(metric, self.model)
 
     def client_for(self, engine: Engine, metric: str, *, api_base: str | None = None, api_key: str | None = None,
-                   concurrency: int = 16, cache_salt: str | None = None, batch: bool = False):
+                   concurrency: int = 16, cache_salt: str | None = None, batch: bool = False,
+                   timeout: float | None = None):
         """`cache_salt`: a client that bypasses the shared llm_calls answers (LLMClient; the drift check);
-        `batch`: a client recording what the cache cannot answer for a batch API (llm/batch_transport.py)."""
+        `batch`: a client recording what the cache cannot answer for a batch API (llm/batch_transport.py);
+        `timeout`: None for the settings' (DEEPSCHOLAR_LLM_SERVING's entry for the model first)."""
         from deepscholar.llm.client import LLMClient
 
         if self.is_local:
             raise ValueError("the local judge has no LLM client")
         return LLMClient(engine, self.model_for(metric), api_base=api_base, api_key=api_key, concurrency=concurrency,
-                         cache_salt=cache_salt, batch=batch)
+                         cache_salt=cache_salt, batch=batch, constrained=self.output, timeout=timeout)
 
     def clients_for(self, engine: Engine, metrics: Iterable[str], *, api_base: str | None = None,
                     api_key: str | None = None, concurrency: int = 16, cache_salt: str | None = None,
-                    batch: bool = False) -> dict:
+                    batch: bool = False, timeout: float | None = None) -> dict:
         """{model: LLMClient}, one per model these metrics are judged with (none for the local judge), so the
         metrics sharing a model share one client and its concurrency bound: the runner's clients and the
         drift check's are made here alike."""
@@ -101,7 +117,8 @@ class JudgeSpec:
             model = self.model_for(metric)
             if model not in clients:
                 clients[model] = self.client_for(engine, metric, api_base=api_base, api_key=api_key,
-                                                 concurrency=concurrency, cache_salt=cache_salt, batch=batch)
+                                                 concurrency=concurrency, cache_salt=cache_salt, batch=batch,
+                                                 timeout=timeout)
         return clients
 
 

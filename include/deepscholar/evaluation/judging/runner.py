@@ -413,7 +413,8 @@ def _check_judge_credentials(spec: JudgeSpec, units: Sequence[dict], pending: Se
 
 
 def judge_units(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeSpec, *,
-                api_base: str | None = None, concurrency: int | None = None, batch: bool = False) -> list[JudgeRun]:
+                api_base: str | None = None, concurrency: int | None = None, batch: bool = False,
+                timeout: float | None = None) -> list[JudgeRun]:
     """Judge (metric, system) units: one after another with the local judge (CPU-bound embeddings), all at
     once through one client per model with an LLM judge, so `concurrency` requests stay in flight for the
     whole set instead of draining at the end of every small unit.
@@ -427,7 +428,7 @@ def judge_units(engine: Engine, release_id: str, units: Sequence[dict], spec: Ju
     if not spec.is_local:
         concurrency = concurrency or _concurrency()
         clients = spec.clients_for(engine, [u["metric"] for u in units], api_base=api_base or _api_base(),
-                                   concurrency=concurrency, batch=batch)
+                                   concurrency=concurrency, batch=batch, timeout=timeout)
     pending = pending_of_units(engine, release_id, units, spec.config_id)
     if clients:
         _check_judge_credentials(spec, units, pending, clients)

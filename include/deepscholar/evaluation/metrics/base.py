@@ -19,6 +19,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from deepscholar.evaluation.metrics.papers import resolve_papers
+from deepscholar.llm import answer_shapes
 from deepscholar.text.sentences import Sentence
 
 if TYPE_CHECKING:
@@ -343,9 +344,19 @@ class LLMJudgedMetric:
     bounded: bool = True
     # The DeepScholar paper's judge-human agreement for this metric, when it measured one (Metric protocol).
     paper_human_agreement: float | None = None
+    # The most tokens one answer may take (llm/answer_shapes.py); `answer_budget` when it grows with the item.
+    answer_tokens: int = answer_shapes.EXPLAINED_BUDGET
 
     def __init__(self) -> None:
         self.prompt = family_prompt(self, self.prompt_name)
+
+    def answer_budget(self, item: Item) -> int:
+        """max_tokens of the question about `item`: a cut answer is re-asked, then unscored."""
+        return self.answer_tokens
+
+    def answer_schema(self, item: Item) -> dict[str, Any] | None:
+        """The answer's JSON schema, what `parse` accepts; sent when the judge constrains its output."""
+        return None
 
     @property
     def version(self) -> str:
@@ -385,7 +396,7 @@ class LLMJudgedMetric:
         """One judged question with this metric's prompt: a `Judged` (scored, or unscored with its reason)."""
         prompt = self.prompt.render(**fields)
         return client.ask([{"role": "user", "content": prompt}], lambda text: self.parse(text, item),
-                          purpose=self.purpose)
+                          purpose=self.purpose, max_tokens=self.answer_budget(item), schema=self.answer_schema(item))
 
     def judge_llm(self, client: LLMClient, report: ReportContext, item: Item) -> ItemJudgment:
         fields = self.prompt_fields(report, item)
@@ -492,6 +503,12 @@ class BatchJudgedMetric(LLMJudgedMetric):
 
     def parse(self, text: str, item: Item) -> list[str]:
         return parse_batch_labels(text, len(item.payload.texts), self.labels)
+
+    def answer_budget(self, item: Item) -> int:
+        return answer_shapes.per_item_budget(len(item.payload.texts), answer_shapes.LABEL_BUDGET)
+
+    def answer_schema(self, item: Item) -> dict[str, Any]:
+        return answer_shapes.labels_schema(self.labels, len(item.payload.texts))
 
     def label_of(self, item: Item, answer: list[str]) -> tuple[list[dict], None]:
         return self._labelled(item, answer), None

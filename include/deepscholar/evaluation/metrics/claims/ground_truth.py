@@ -41,6 +41,7 @@ import sqlalchemy as sa
 from deepscholar import db
 from deepscholar.db import SCHEMA
 from deepscholar.gx import Check
+from deepscholar.llm import answer_shapes
 from deepscholar.llm.client import Judged, ParseError, parse_json_array
 from deepscholar.release.track_declaration import TrackArtefacts
 from deepscholar.text.markers import cited_keys, strip_citation_markers
@@ -85,6 +86,9 @@ def citing_sentences(section_text: str) -> dict[str, list[str]]:
     return {k: list(v) for k, v in out.items()}
 
 
+CONNECTION_ANSWER_TOKENS = 96  # one reference's connection: a sentence
+
+
 def parse_connections(text: str, count: int) -> list[str]:
     """Exactly `count` non-empty strings, each made one line (runs of white space become one space)."""
     items = parse_json_array(text)
@@ -124,7 +128,9 @@ def _llm_connections(client, prompt, query: dict, refs: Sequence[GroundTruthRefe
     """One call for all of a query's important references: their connections, in order."""
     return client.ask([{"role": "user", "content": prompt.render(
         title=query["title"], abstract=query["abstract"], references=_listed(refs), count=len(refs))}],
-        lambda text: parse_connections(text, len(refs)), purpose="release.gt_claims")
+        lambda text: parse_connections(text, len(refs)), purpose="release.gt_claims",
+        max_tokens=answer_shapes.per_item_budget(len(refs), CONNECTION_ANSWER_TOKENS),
+        schema=answer_shapes.array_of(answer_shapes.TEXT, len(refs)))
 
 
 def _is_local(ctx) -> bool:

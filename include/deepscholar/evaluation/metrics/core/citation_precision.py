@@ -21,6 +21,7 @@ from deepscholar.evaluation.metrics.base import (
     Score,
     judgments_in_order,
 )
+from deepscholar.llm import answer_shapes
 from deepscholar.llm.client import ParseError, parse_json_object
 from deepscholar.text.citations import strip_citation_numbers
 from deepscholar.text.sentences import split_report_sentences
@@ -43,6 +44,9 @@ def parse_support(text: str) -> tuple[bool, str]:
     if not isinstance(explanation, str) or not explanation.strip():
         raise ParseError('"explanation" must be a non-empty string')
     return supported, explanation.strip()
+
+
+SUPPORT_SCHEMA = answer_shapes.object_schema({"supported": {"type": "boolean"}, "explanation": answer_shapes.TEXT})
 
 
 def resolved_text(report: ReportContext, number: int) -> str | None:
@@ -117,6 +121,9 @@ class CitationPrecision(LLMJudgedMetric):
 
     def parse(self, text: str, item: Item) -> tuple[bool, str]:
         return parse_support(text)
+
+    def answer_schema(self, item: Item) -> dict:
+        return SUPPORT_SCHEMA
 
     def label_of(self, item: Item, answer: tuple[bool, str]) -> tuple[int, str]:
         supported, explanation = answer

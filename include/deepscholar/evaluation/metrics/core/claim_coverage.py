@@ -28,6 +28,7 @@ from deepscholar.evaluation.metrics.base import (
     unscored_item,
 )
 from deepscholar.evaluation.metrics.core.citation_precision import (
+    SUPPORT_SCHEMA,
     parse_support,
     resolved_text,
     support_cosines,
@@ -172,6 +173,9 @@ class ClaimCoverage(LLMJudgedMetric):
 
     def parse(self, text: str, item: Item) -> tuple[bool, str]:
         return parse_support(text)
+
+    def answer_schema(self, item: Item) -> dict:
+        return SUPPORT_SCHEMA
 
     def fixed_scores(self, report: ReportContext) -> list[Score] | None:
         if self.items(report):

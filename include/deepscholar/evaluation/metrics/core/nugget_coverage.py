@@ -18,6 +18,7 @@ from deepscholar.evaluation.metrics.base import (
     ReportContext,
     Score,
 )
+from deepscholar.llm import answer_shapes
 from deepscholar.llm.client import ParseError, parse_json_array
 from deepscholar.text.citations import strip_citation_numbers
 
@@ -93,6 +94,12 @@ class NuggetCoverage(LLMJudgedMetric):
 
     def parse(self, text: str, item: Item) -> list[str]:
         return parse_nugget_labels(text, len(item.payload))
+
+    def answer_budget(self, item: Item) -> int:
+        return answer_shapes.per_item_budget(len(item.payload), answer_shapes.LABEL_BUDGET)
+
+    def answer_schema(self, item: Item) -> dict:
+        return answer_shapes.labels_schema(LABELS, len(item.payload))
 
     def label_of(self, item: Item, answer: list[str]) -> tuple[dict, None]:
         return _label(item.payload, answer), None

@@ -22,6 +22,7 @@ from deepscholar.evaluation.metrics.base import (
     ReportContext,
     Score,
 )
+from deepscholar.llm import answer_shapes
 from deepscholar.llm.client import ParseError, parse_json_object
 from deepscholar.text.citations import strip_citation_numbers
 
@@ -111,6 +112,10 @@ class Organization(LLMJudgedMetric):
 
     def parse(self, text: str, item: Item) -> tuple[str, str]:
         return parse_decision(text)
+
+    def answer_schema(self, item: Item) -> dict:
+        return answer_shapes.object_schema({"decision": {"type": "string", "enum": ["A", "B"]},
+                                            "explanation": answer_shapes.TEXT})
 
     def label_of(self, item: Item, answer: tuple[str, str]) -> tuple[dict, str]:
         decision, explanation = answer

@@ -19,6 +19,7 @@ from deepscholar.evaluation.metrics.base import (
     Score,
     SourceDoc,
 )
+from deepscholar.llm import answer_shapes
 from deepscholar.llm.client import ParseError, parse_json_object
 
 __all__ = ["RelevanceRate", "METRIC", "GRADES", "DIRECT_COSINE", "RELATED_COSINE", "parse_grade",
@@ -90,6 +91,10 @@ class RelevanceRate(LLMJudgedMetric):
 
     def parse(self, text: str, item: Item) -> tuple[int, str]:
         return parse_grade(text)
+
+    def answer_schema(self, item: Item) -> dict:
+        return answer_shapes.object_schema({"grade": {"type": "integer", "enum": sorted(GRADES)},
+                                            "explanation": answer_shapes.TEXT})
 
     def label_of(self, item: Item, answer: tuple[int, str]) -> tuple[dict, str]:
         grade, explanation = answer

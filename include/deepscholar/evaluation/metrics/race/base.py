@@ -44,6 +44,7 @@ from deepscholar.evaluation.metrics.base import (
     Score,
 )
 from deepscholar.evaluation.metrics.race.query_data import rubric_of
+from deepscholar.llm import answer_shapes
 from deepscholar.llm.client import ParseError, parse_json_array
 from deepscholar.text.citations import reference_spans, strip_citation_numbers
 from deepscholar.text.markers import strip_citation_markers
@@ -97,6 +98,9 @@ class CriterionGrade(NamedTuple):
     analysis: str
     article_1: float
     article_2: float
+
+
+CRITERION_ANSWER_TOKENS = 240  # one criterion's analysis and scores, at most (answer_budget)
 
 
 def parse_criterion_scores(text: str, count: int) -> list[CriterionGrade]:
@@ -208,6 +212,15 @@ class RaceMetric(LLMJudgedMetric):
 
     def parse(self, text: str, item: Item) -> list[CriterionGrade]:
         return parse_criterion_scores(text, len(item.payload))
+
+    def answer_budget(self, item: Item) -> int:
+        # Two to four sentences of analysis and two scores per criterion: about 60-120 tokens each.
+        return answer_shapes.per_item_budget(len(item.payload), CRITERION_ANSWER_TOKENS)
+
+    def answer_schema(self, item: Item) -> dict:
+        score = {"type": "number", "minimum": 0, "maximum": MAX_SCORE}
+        return answer_shapes.array_of(answer_shapes.object_schema(
+            {"analysis": answer_shapes.TEXT, "article_1": score, "article_2": score}), len(item.payload))
 
     def label_of(self, item: Item, answer: list[CriterionGrade]) -> tuple[list[dict], str]:
         # The analysis is stored with each criterion's scores, so the drill-down shows why.

@@ -46,6 +46,7 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -53,6 +54,7 @@ from deepscholar import db
 from deepscholar.db import SCHEMA
 from deepscholar.evaluation.metrics.race.query_data import RaceCriterion
 from deepscholar.gx import Check
+from deepscholar.llm import answer_shapes
 from deepscholar.llm.client import Judged, ParseError, parse_json_array, parse_json_object
 from deepscholar.release.track_declaration import TrackArtefacts
 
@@ -167,6 +169,15 @@ def parse_criteria(text: str) -> list[RaceCriterion]:
 
 # ----------------------------------------------------------------------------------------------- judges
 
+# The weights: four numbers and a sentence. The criteria: 3-8 of a short name, a sentence and a weight.
+WEIGHTS_ANSWER: dict[str, Any] = {"max_tokens": answer_shapes.EXPLAINED_BUDGET, "schema": answer_shapes.object_schema(
+    {**{d: {"type": "number", "minimum": 0, "maximum": 1} for d in DIMENSIONS}, "reason": answer_shapes.TEXT})}
+CRITERIA_ANSWER: dict[str, Any] = {"max_tokens": answer_shapes.per_item_budget(MAX_CRITERIA, 96), "schema": answer_shapes.array_of(
+    answer_shapes.object_schema({"criterion": answer_shapes.TEXT, "explanation": answer_shapes.TEXT,
+                                 "weight": {"type": "number", "minimum": 0, "maximum": 1}}))
+    | {"minItems": MIN_CRITERIA, "maxItems": MAX_CRITERIA}}
+
+
 def sample_params(sample: int, samples: int) -> dict:
     """The request parameters of weight sample `sample` (0-based) of `samples`, part of its cache key: none
     for a single sample (the client's deterministic defaults, temperature 0 and seed 0: the call made before
@@ -187,7 +198,8 @@ def _weight_samples(client, weights_prompt, query: dict, samples: int) -> tuple[
     messages = [{"role": "user", "content": weights_prompt.render(title=query["title"], abstract=query["abstract"])}]
     drawn, calls = [], 0
     for k in range(samples):
-        judged = client.ask(messages, parse_weights, purpose="release.race_weights", **sample_params(k, samples))
+        judged = client.ask(messages, parse_weights, purpose="release.race_weights", **WEIGHTS_ANSWER,
+                            **sample_params(k, samples))
         calls += judged.calls
         if judged.value is None:
             log.warning("race weight sample %d of %s unscored: %s", k, query["arxiv_id"], judged.unscored_reason)
@@ -210,7 +222,7 @@ def _llm_rubric(client, prompts, query: dict, samples: int = 1) -> Judged[Rubric
     for dim, description in DIMENSIONS.items():
         answer = client.ask([{"role": "user", "content": criteria_prompt.render(
             title=query["title"], abstract=query["abstract"], dimension=dim, dimension_description=description)}],
-            parse_criteria, purpose="release.race_criteria")
+            parse_criteria, purpose="release.race_criteria", **CRITERIA_ANSWER)
         calls += answer.calls
         if answer.value is None:
             return Judged(None, f"{dim} criteria: {answer.unscored_reason}", calls)

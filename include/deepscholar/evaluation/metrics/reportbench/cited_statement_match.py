@@ -38,6 +38,7 @@ from deepscholar.evaluation.metrics.base import (
 )
 from deepscholar.evaluation.metrics.core.citation_precision import resolved_text
 from deepscholar.evaluation.metrics.fact.base import states_something
+from deepscholar.llm import answer_shapes
 from deepscholar.llm.client import ParseError, parse_json_object
 from deepscholar.text.citations import strip_citation_numbers
 from deepscholar.text.sentences import split_report_sentences
@@ -124,6 +125,12 @@ class CitedStatementMatch(LLMJudgedMetric):
 
     def parse(self, text: str, item: Item) -> tuple[str | None, bool, str]:
         return parse_match(text)
+
+    answer_tokens = answer_shapes.QUOTE_BUDGET  # the quote is a passage of the source
+
+    def answer_schema(self, item: Item) -> dict:
+        return answer_shapes.object_schema({"quote": answer_shapes.TEXT, "match": {"type": "boolean"},
+                                            "reason": answer_shapes.TEXT})
 
     def label_of(self, item: Item, answer: tuple[str | None, bool, str]) -> tuple[dict, str]:
         quote, match, reason = answer

@@ -79,6 +79,7 @@ from deepscholar.evaluation.metrics.base import (
     unscored_item,
 )
 from deepscholar.evaluation.metrics.fact.base import states_something
+from deepscholar.llm import answer_shapes
 from deepscholar.llm.client import ParseError, parse_json_array, parse_json_object
 from deepscholar.search import registry as search_registry
 from deepscholar.search.base import SearchResult, SearchScope, SearchTool
@@ -194,6 +195,25 @@ def parse_verdict(text: str, n_papers: int) -> tuple[str, list[int], str]:
     if not isinstance(reason, str) or not reason.strip():
         raise ParseError('"reason" must be a non-empty string')
     return verdict, papers, reason.strip()
+
+
+CLAIM_ANSWER_TOKENS = 96  # one extracted claim: a sentence's checkable statement, restated
+
+
+def claims_answer(numbers: Sequence[int]) -> dict[str, Any]:
+    """The extraction's budget and schema: at most one claim per listed sentence."""
+    element = answer_shapes.object_schema({"sentence": {"type": "integer", "enum": list(numbers)},
+                                           "claim": answer_shapes.TEXT})
+    return {"max_tokens": answer_shapes.per_item_budget(len(numbers), CLAIM_ANSWER_TOKENS),
+            "schema": answer_shapes.array_of(element) | {"maxItems": len(numbers)}}
+
+
+def verdict_answer(n_papers: int) -> dict[str, Any]:
+    """A verdict's budget and schema: the verdict, the papers it rests on (1..n), a reason."""
+    paper = {"type": "integer", "minimum": 1, "maximum": n_papers}
+    return {"max_tokens": answer_shapes.EXPLAINED_BUDGET, "schema": answer_shapes.object_schema(
+        {"verdict": {"type": "string", "enum": list(VERDICTS)}, "papers": answer_shapes.array_of(paper),
+         "reason": answer_shapes.TEXT})}
 
 
 def _evidence_text(paper: SearchResult) -> str:
@@ -339,7 +359,7 @@ class UncitedClaimSupport(LLMJudgedMetric):
         prompt = self.prompt.render(paper=paper, report=report.text.strip(),
                                     sentences="\n".join(f"{n}. {t}" for n, t in item.payload))
         extracted = client.ask([{"role": "user", "content": prompt}], lambda text: parse_claims(text, list(sentences)),
-                               purpose=f"{self.purpose}.extract")
+                               purpose=f"{self.purpose}.extract", **claims_answer(list(sentences)))
         calls = extracted.calls
         if not extracted.scored:
             return unscored_item(item.key, f"claim extraction: {extracted.unscored_reason}", calls)
@@ -352,7 +372,8 @@ class UncitedClaimSupport(LLMJudgedMetric):
                 continue
             asked = self.verdict_prompt.render(claim=claim, evidence=render_evidence(found))
             judged = client.ask([{"role": "user", "content": asked}],
-                                partial(parse_verdict, n_papers=len(found)), purpose=f"{self.purpose}.verdict")
+                                partial(parse_verdict, n_papers=len(found)), purpose=f"{self.purpose}.verdict",
+                                **verdict_answer(len(found)))
             calls += judged.calls
             if not judged.scored:
                 return unscored_item(item.key, f"claim {i} (sentence {n}): {judged.unscored_reason}", calls)

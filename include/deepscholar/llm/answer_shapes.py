@@ -1,0 +1,84 @@
+"""What a judge's answer may be: its budget in tokens and its JSON schema, declared beside each question.
+
+Every judge question carries a budget (`max_tokens`): a normal answer of a frontier model takes 40-70
+tokens for a label with its explanation, so a budget a few times that cuts only a runaway (a small model
+that rambles on for thousands of tokens, which on a paid API is output billed at the highest price). An
+answer cut at its budget is a parse failure (LLMClient.ask): re-asked, then unscored with the reason.
+
+The schemas say in JSON Schema what the parsers (`parse_*` beside each metric) accept, so a server that
+constrains its decoding (vLLM, SGLang, llama.cpp's server: `response_format` with a JSON schema) can only
+produce answers that parse. They are written for the strict subset those servers and OpenAI share: every
+property required, no other properties. The parsers stay the judge of an answer: a schema narrows what a
+model can say, it does not replace the checks (e.g. "papers" must be distinct numbers up to n).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["CONSTRAINED_OUTPUTS", "LABEL_BUDGET", "EXPLAINED_BUDGET", "QUOTE_BUDGET", "TEXT", "object_schema", "array_of",
+           "labels_schema", "per_item_budget", "response_format", "over_budget"]
+
+# How a judge's answers can be constrained (JudgeSpec.output, LLMClient.constrained): `json_schema` sends each
+# question's schema the OpenAI way (response_format), `json_object` asks for any JSON object.
+CONSTRAINED_OUTPUTS = ("json_schema", "json_object")
+
+# A label and a sentence or two of explanation: about 40-70 tokens from a frontier model.
+EXPLAINED_BUDGET = 320
+# An answer that quotes a passage of a source besides its label and reason.
+QUOTE_BUDGET = 640
+# One label in an array of labels ("partial_support", with its quotes and comma: under 10 tokens).
+LABEL_BUDGET = 12
+# What a JSON array answer costs besides its elements (brackets, a fence, white space).
+_ARRAY_OVERHEAD = 48
+
+TEXT: dict[str, Any] = {"type": "string", "minLength": 1}
+
+
+def object_schema(properties: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """An object with exactly these properties, all required."""
+    return {"type": "object", "properties": {k: dict(v) for k, v in properties.items()},
+            "required": list(properties), "additionalProperties": False}
+
+
+def array_of(element: Mapping[str, Any], count: int | None = None) -> dict[str, Any]:
+    """An array of `element`s; exactly `count` of them when given."""
+    schema: dict[str, Any] = {"type": "array", "items": dict(element)}
+    if count is not None:
+        schema |= {"minItems": count, "maxItems": count}
+    return schema
+
+
+def labels_schema(labels: Sequence[str], count: int) -> dict[str, Any]:
+    """Exactly `count` labels, each one of `labels`."""
+    return array_of({"type": "string", "enum": list(labels)}, count)
+
+
+def per_item_budget(count: int, tokens_each: int) -> int:
+    """The budget of an array answer of `count` elements of about `tokens_each` tokens at most."""
+    return _ARRAY_OVERHEAD + max(count, 1) * tokens_each
+
+
+def response_format(mode: str, purpose: str, schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The `response_format` asking a server for an answer of this shape: `json_schema` the OpenAI way
+    (vLLM, SGLang, llama.cpp's server and OpenAI itself accept it and decode only answers the schema allows),
+    `json_object` any JSON object (servers without schemas: the schema is then only the prompt's)."""
+    if mode == "json_object":
+        return {"type": "json_object"}
+    if mode != "json_schema":
+        raise ValueError(f"constrained output must be one of {', '.join(CONSTRAINED_OUTPUTS)}, not {mode!r}")
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", purpose)[:64] or "answer"
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": dict(schema), "strict": True}}
+
+
+def over_budget(finish_reason: str | None, completion_tokens: int | None, max_tokens: int | None) -> str | None:
+    """Why an answer cannot be used for its length (the client's ParseError), None when it is within budget:
+    cut at it (finish reason "length"), or longer than it (a server that ignored max_tokens)."""
+    if finish_reason == "length":
+        return (f"the answer was cut at its budget of {max_tokens} tokens (finish reason length); it must be short"
+                if max_tokens is not None else "the answer was cut at the server's length limit (finish reason length)")
+    if max_tokens is not None and (completion_tokens or 0) > max_tokens:
+        return f"the answer took {completion_tokens} tokens, over its budget of {max_tokens}"
+    return None
