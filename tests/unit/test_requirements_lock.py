@@ -25,6 +25,8 @@ LOCKS = {
     "requirements-models.lock": ["requirements.txt", "requirements-models.txt"],
     "requirements-celery.lock": ["requirements.txt", "requirements-celery.txt"],
     "requirements-dev.lock": ["requirements.txt", "requirements-models.txt", "requirements-celery.txt"],
+    # The local judge server's own venv (`make localjudge`), apart from the others.
+    "requirements-localjudge.lock": ["requirements-localjudge.txt"],
 }
 _ENTRY_RE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>\S+?)(?:\s*;\s*(?P<marker>[^\\]+?))?\s*\\?$")
 _HASH_RE = re.compile(r"^\s+--hash=sha256:(?P<hash>[0-9a-f]{64})\s*\\?$")
