@@ -108,13 +108,24 @@ def pytest_testnodedown(node, error) -> None:
     fault_tally.merge_from_worker(node)
 
 
+# The longest tests (minutes each: the Airflow end-to-end runs, the open-model judge's bench) start first.
+_LONGEST = ("tests/dags/", "[local_judge.py]", "[benchmark_scale.py")
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    """The end-to-end tests marked slow (minutes each) first, alternating between the two halves of the
-    list: pytest-xdist's worksteal hands each worker one contiguous half, so `make test`'s two workers
-    each start on half of the long Airflow runs instead of one worker running them all at the end."""
+    """The tests marked slow first, dealt round-robin over the workers' contiguous parts of the list (longest
+    first): pytest-xdist's worksteal hands each of `make test`'s N workers one contiguous part, so each starts
+    on its share of the long runs instead of one worker running them at the end while the others idle."""
     slow = [item for item in items if item.get_closest_marker("slow")]
     if not slow:
         return
+    slow.sort(key=lambda item: not any(mark in item.nodeid for mark in _LONGEST))  # stable: longest first
     fast = [item for item in items if not item.get_closest_marker("slow")]
-    half = len(fast) // 2
-    items[:] = slow[0::2] + fast[:half] + slow[1::2] + fast[half:]
+    try:  # -n 3 (make test); -n auto or no xdist: two parts, as before
+        workers = max(2, int(getattr(config.option, "numprocesses", None) or 2))
+    except (TypeError, ValueError):
+        workers = 2
+    ordered = []
+    for k in range(workers):
+        ordered += slow[k::workers] + fast[k * len(fast) // workers:(k + 1) * len(fast) // workers]
+    items[:] = ordered

@@ -256,7 +256,7 @@ class Settings:
         "per model (as the judge or system names it, e.g. `openai/smollm2`): the server's own per-request "
         "`timeout_seconds` (over the timeout above) and `concurrency`, the most requests in flight to it (a cap "
         "on every client's: a 1-slot local server wants 1-2 and minutes, a frontier API 16+ and seconds)",
-        tolerant=True, shown_default="none")
+        shown_default="none")
     llm_retries: int | None = _setting(
         "DEEPSCHOLAR_LLM_RETRIES", None, COUNT, "LLM calls", "retries of a 429/5xx/timeout by every LLM client",
         tolerant=True, shown_default="`4`")

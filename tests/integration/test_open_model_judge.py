@@ -80,7 +80,7 @@ def test_constrained_output_sends_the_schema_and_is_another_question(engine, ser
     assert server.requests == 2 and free.value == constrained.value  # not answered from the other's cache
     client_of(engine, server, constrained="json_object").ask(user("q"), parse_json_object, purpose="metric.x",
                                                              max_tokens=30, schema=SCHEMA)
-    assert server.bodies[-1]["response_format"] == {"type": "json_object"}
+    assert server.bodies[-1]["response_format"] == {"type": "json_object", "schema": SCHEMA}
 
 
 def test_a_busy_server_is_told_from_a_dead_one_and_not_piled_on(engine, server):

@@ -113,6 +113,11 @@ def test_an_empty_value_is_the_default_except_where_empty_means_something():
     ("DEEPSCHOLAR_PROGRESS", "fancy", "one of auto, bar, plain"),
     ("DEEPSCHOLAR_CATEGORIES", ",", "a comma-separated list of arXiv categories"),
     ("DEEPSCHOLAR_DEMO_PORT", "70000", "a port number"),
+    ("DEEPSCHOLAR_LLM_SERVING", '{"openai/m": {"timeout_seconds": 0}}', '{"<model>": {"timeout_seconds": s'),
+    ("DEEPSCHOLAR_LLM_SERVING", '{"openai/m": {"concurrency": 1.5}}', "a JSON object"),
+    ("DEEPSCHOLAR_LLM_SERVING", '{"openai/m": {"slots": 1}}', "a JSON object"),
+    ("DEEPSCHOLAR_LLM_SERVING", '["openai/m"]', "a JSON object"),
+    ("DEEPSCHOLAR_LLM_SERVING", "{not json", "a JSON object"),
 ])
 def test_a_malformed_value_names_the_variable_and_what_was_expected(env, raw, expected):
     with pytest.raises(InvalidInput) as caught:
@@ -323,3 +328,10 @@ ok = os.environ.get("HF_HUB_OFFLINE"), os.environ.setdefault("LITELLM_LOCAL_MODE
         "line 9: DEEPSCHOLAR_POOL_{...}", "line 10: DEEPSCHOLAR_F", "line 11: DEEPSCHOLAR_G",
         "line 12: an unknown variable"]
     assert settings_violations(source, dynamic_allowed=True)[-1] == "line 11: DEEPSCHOLAR_G"
+
+
+def test_per_model_serving_is_read_into_model_timeout_and_concurrency():
+    s = Settings.from_env({"DEEPSCHOLAR_LLM_SERVING": '{"openai/a": {"timeout_seconds": 600, "concurrency": 1}, '
+                                                      '" openai/b ": {"concurrency": 32}}'})
+    assert s.llm_serving == (("openai/a", 600.0, 1), ("openai/b", None, 32))
+    assert Settings.from_env({"DEEPSCHOLAR_LLM_SERVING": ""}).llm_serving == () == Settings().llm_serving

@@ -61,9 +61,9 @@ def _add_evaluate(sub) -> None:
                    help="each judge request's timeout for this run (direct transport), over DEEPSCHOLAR_LLM_SERVING "
                         "and DEEPSCHOLAR_LLM_TIMEOUT_SECONDS (a 1-slot local server wants minutes)")
     p.add_argument("--constrained", choices=CONSTRAINED_OUTPUTS, default=None,
-                   help="constrain the judge's answers: 'json_schema' sends each question's JSON schema as "
-                        "response_format (vLLM, SGLang, llama.cpp's server), 'json_object' asks for any JSON "
-                        "object; a judge config of its own (...;output=json_schema)")
+                   help="constrain the judge's answers to each question's JSON schema: 'json_schema' sends it "
+                        "OpenAI's way (vLLM, SGLang, llama-server), 'json_object' as JSON mode with the schema "
+                        "(llama-cpp-python's server); a judge config of its own (...;output=json_schema)")
     p.add_argument("--max-cost", type=usd_amount, default=None, metavar="USD",
                    help="the most this month's judging may cost: predicted over it (or unpriced), nothing is sent "
                         "unless --yes; while judging, it stops once the month's spend passes it by "

@@ -125,7 +125,8 @@ def predicted_unit_costs(conn: sa.Connection, spec: JudgeSpec, units: Sequence[d
 
 
 # The month's judge requests as (metric, request hash), distinct: its reports' judgments read per report through
-# their primary key, never by scanning every month's (migration 0028 says why).
+# their primary key, never by scanning every month's (migration 0028 says why); their llm_calls rows are read
+# per hash likewise (0031).
 _ASKED_SQL = """
     SELECT DISTINCT j.metric, h.request_hash
     FROM reports r
@@ -142,7 +143,7 @@ def month_judge_spend(engine: Engine, release_id: str, judge_config: str) -> flo
         return float(conn.execute(sa.text(f"""
             SELECT coalesce(sum(c.cost_usd), 0)
             FROM (SELECT DISTINCT a.request_hash FROM ({_ASKED_SQL}) a) d
-            JOIN llm_calls c ON c.request_hash = d.request_hash"""),
+            CROSS JOIN LATERAL (SELECT c.cost_usd FROM llm_calls c WHERE c.request_hash = d.request_hash OFFSET 0) c"""),
             {"r": release_id, "j": judge_config, "s": None}).scalar_one())
 
 
@@ -151,7 +152,9 @@ _MONTH_REQUESTS_SQL = f"""
     ), calls AS MATERIALIZED (
         SELECT a.metric, a.request_hash, coalesce(c.transport, 'direct') AS transport, c.provider_model, c.model,
                c.prompt_tokens, c.completion_tokens, c.cost_usd
-        FROM asked a LEFT JOIN llm_calls c ON c.request_hash = a.request_hash
+        FROM asked a
+        LEFT JOIN LATERAL (SELECT c.transport, c.provider_model, c.model, c.prompt_tokens, c.completion_tokens,
+                                  c.cost_usd FROM llm_calls c WHERE c.request_hash = a.request_hash OFFSET 0) c ON true
     )
     SELECT 'metric' AS kind, metric AS name, NULL AS provider_model, NULL AS model, count(*) AS requests,
            sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens,

@@ -21,8 +21,8 @@ from typing import Any
 __all__ = ["CONSTRAINED_OUTPUTS", "LABEL_BUDGET", "EXPLAINED_BUDGET", "QUOTE_BUDGET", "TEXT", "object_schema", "array_of",
            "labels_schema", "per_item_budget", "response_format", "over_budget"]
 
-# How a judge's answers can be constrained (JudgeSpec.output, LLMClient.constrained): `json_schema` sends each
-# question's schema the OpenAI way (response_format), `json_object` asks for any JSON object.
+# How a judge's answers can be constrained (JudgeSpec.output, LLMClient.constrained): each question's schema
+# in `response_format`, OpenAI's way (`json_schema`) or as JSON mode with the schema beside it (`json_object`).
 CONSTRAINED_OUTPUTS = ("json_schema", "json_object")
 
 # A label and a sentence or two of explanation: about 40-70 tokens from a frontier model.
@@ -62,11 +62,12 @@ def per_item_budget(count: int, tokens_each: int) -> int:
 
 
 def response_format(mode: str, purpose: str, schema: Mapping[str, Any]) -> dict[str, Any]:
-    """The `response_format` asking a server for an answer of this shape: `json_schema` the OpenAI way
-    (vLLM, SGLang, llama.cpp's server and OpenAI itself accept it and decode only answers the schema allows),
-    `json_object` any JSON object (servers without schemas: the schema is then only the prompt's)."""
+    """The `response_format` asking a server for an answer of this shape. `json_schema`: OpenAI's shape,
+    which vLLM, SGLang, llama.cpp's own llama-server and OpenAI accept. `json_object`: JSON mode with the
+    schema beside it, llama-cpp-python's server's shape (it refuses OpenAI's with a 500 and turns this one
+    into a grammar); a server that knows JSON mode but not the field still answers with a JSON object."""
     if mode == "json_object":
-        return {"type": "json_object"}
+        return {"type": "json_object", "schema": dict(schema)}
     if mode != "json_schema":
         raise ValueError(f"constrained output must be one of {', '.join(CONSTRAINED_OUTPUTS)}, not {mode!r}")
     name = re.sub(r"[^A-Za-z0-9_-]", "_", purpose)[:64] or "answer"

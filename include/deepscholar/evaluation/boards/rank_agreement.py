@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import sqlalchemy as sa
-from scipy import stats
 from sqlalchemy.engine import Engine
 
 from deepscholar.evaluation.metrics import registry
@@ -44,6 +43,9 @@ def kendall_tau(a: Sequence[float], b: Sequence[float]) -> tuple[float | None, f
         raise ValueError(f"two boards must rank the same systems: {len(a)} values against {len(b)}")
     if len(a) < 2 or np.ptp(a) <= 0 or np.ptp(b) <= 0:
         return None, None
+    # Imported here, not at the top: `leaderboard --agreement` only reads stored rows (scipy.stats: 0.5 s).
+    from scipy import stats
+
     result = stats.kendalltau(a, b)
     return _clean(float(result.statistic)), _clean(float(result.pvalue))
 
