@@ -18,20 +18,7 @@ from deepscholar.errors import InfrastructureError, MissingCredentials, UserErro
 from deepscholar.llm.cache import request_hash
 from deepscholar.llm.client import LLMClient, ParseError, parse_json_array, parse_json_object, track_usage
 
-pytestmark = pytest.mark.slow  # HTTP stubs with real retries and backoff
-
-
-@pytest.fixture(autouse=True, params=["direct", "litellm"])
-def transport(request, monkeypatch):
-    monkeypatch.setenv("DEEPSCHOLAR_LLM_TRANSPORT", request.param)
-    return request.param
-
-
-@pytest.fixture
-def fake_llm():
-    with OpenAIStub() as stub:
-        yield stub
-    stub.raise_errors()
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("each_transport")]  # HTTP stubs, real retries and backoff
 
 
 def make_client(engine, fake: OpenAIStub, model: str = "openai/judge-a", **kwargs) -> LLMClient:

@@ -20,22 +20,11 @@ SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required
           "additionalProperties": False}
 
 
-@pytest.fixture(autouse=True, params=["direct", "litellm"])
-def transport(request, monkeypatch):
-    monkeypatch.setenv("DEEPSCHOLAR_LLM_TRANSPORT", request.param)
-    return request.param
+pytestmark = pytest.mark.usefixtures("each_transport")
 
 
-@pytest.fixture
-def server():
-    with OpenAIStub() as stub:
-        yield stub
-    stub.raise_errors()
-    BREAKER.reset(host_of(stub.url))
-
-
-def client_of(engine, server: OpenAIStub, **kwargs) -> LLMClient:
-    return LLMClient(engine, "openai/small", api_base=server.url, api_key="test",
+def client_of(engine, fake_llm: OpenAIStub, **kwargs) -> LLMClient:
+    return LLMClient(engine, "openai/small", api_base=fake_llm.url, api_key="test",
                      **{"backoff_base": 0.01, **kwargs})
 
 
@@ -43,53 +32,53 @@ def user(text: str) -> list[dict]:
     return [{"role": "user", "content": text}]
 
 
-def test_an_answer_cut_at_its_budget_is_re_asked_then_unscored_with_the_reason(engine, server):
+def test_an_answer_cut_at_its_budget_is_re_asked_then_unscored_with_the_reason(engine, fake_llm):
     rambling = '{"ok": true, "reason": "' + "and so on " * 400 + '"}'
-    server.default = lambda body: rambling
-    judged = client_of(engine, server, max_reasks=1).ask(user("is it ok?"), parse_json_object, purpose="test.budget",
+    fake_llm.default = lambda body: rambling
+    judged = client_of(engine, fake_llm, max_reasks=1).ask(user("is it ok?"), parse_json_object, purpose="test.budget",
                                                          max_tokens=40)
-    assert not judged.scored and judged.calls == 2 == server.requests
+    assert not judged.scored and judged.calls == 2 == fake_llm.requests
     assert "cut at its budget of 40 tokens" in judged.unscored_reason
-    assert all(body["max_tokens"] == 40 for body in server.bodies)
-    assert "cut at its budget" in server.bodies[1]["messages"][-1]["content"]  # the re-ask says why
+    assert all(body["max_tokens"] == 40 for body in fake_llm.bodies)
+    assert "cut at its budget" in fake_llm.bodies[1]["messages"][-1]["content"]  # the re-ask says why
     # A short answer under the same budget is scored; no budget, no max_tokens sent.
-    server.default = lambda body: '{"ok": true}'
-    assert client_of(engine, server).ask(user("short?"), parse_json_object, purpose="test.budget",
+    fake_llm.default = lambda body: '{"ok": true}'
+    assert client_of(engine, fake_llm).ask(user("short?"), parse_json_object, purpose="test.budget",
                                          max_tokens=40).value == {"ok": True}
-    client_of(engine, server).ask(user("free?"), parse_json_object, purpose="test.budget", max_tokens=None)
-    assert "max_tokens" not in server.bodies[-1]
+    client_of(engine, fake_llm).ask(user("free?"), parse_json_object, purpose="test.budget", max_tokens=None)
+    assert "max_tokens" not in fake_llm.bodies[-1]
 
 
-def test_a_server_that_ignores_the_budget_is_still_held_to_it(engine, server):
-    server.default = lambda body: '{"ok": true}'
-    server.usage = (12, 900)  # the answer parses, but the server says it took 900 tokens
-    judged = client_of(engine, server, max_reasks=0).ask(user("q"), parse_json_object, purpose="test.budget",
+def test_a_server_that_ignores_the_budget_is_still_held_to_it(engine, fake_llm):
+    fake_llm.default = lambda body: '{"ok": true}'
+    fake_llm.usage = (12, 900)  # the answer parses, but the server says it took 900 tokens
+    judged = client_of(engine, fake_llm, max_reasks=0).ask(user("q"), parse_json_object, purpose="test.budget",
                                                          max_tokens=50)
     assert not judged.scored and "took 900 tokens, over its budget of 50" in judged.unscored_reason
 
 
-def test_constrained_output_sends_the_schema_and_is_another_question(engine, server):
-    server.default = lambda body: '{"ok": true}'
-    free = client_of(engine, server).ask(user("q"), parse_json_object, purpose="metric.x", max_tokens=30,
+def test_constrained_output_sends_the_schema_and_is_another_question(engine, fake_llm):
+    fake_llm.default = lambda body: '{"ok": true}'
+    free = client_of(engine, fake_llm).ask(user("q"), parse_json_object, purpose="metric.x", max_tokens=30,
                                          schema=SCHEMA)
-    assert "response_format" not in server.bodies[-1]  # a schema is sent only by a constrained client
-    constrained = client_of(engine, server, constrained="json_schema").ask(
+    assert "response_format" not in fake_llm.bodies[-1]  # a schema is sent only by a constrained client
+    constrained = client_of(engine, fake_llm, constrained="json_schema").ask(
         user("q"), parse_json_object, purpose="metric.x", max_tokens=30, schema=SCHEMA)
-    sent = server.bodies[-1]["response_format"]
+    sent = fake_llm.bodies[-1]["response_format"]
     assert sent == {"type": "json_schema", "json_schema": {"name": "metric_x", "schema": SCHEMA, "strict": True}}
-    assert server.requests == 2 and free.value == constrained.value  # not answered from the other's cache
-    client_of(engine, server, constrained="json_object").ask(user("q"), parse_json_object, purpose="metric.x",
+    assert fake_llm.requests == 2 and free.value == constrained.value  # not answered from the other's cache
+    client_of(engine, fake_llm, constrained="json_object").ask(user("q"), parse_json_object, purpose="metric.x",
                                                              max_tokens=30, schema=SCHEMA)
-    assert server.bodies[-1]["response_format"] == {"type": "json_object", "schema": SCHEMA}
+    assert fake_llm.bodies[-1]["response_format"] == {"type": "json_object", "schema": SCHEMA}
 
 
-def test_a_busy_server_is_told_from_a_dead_one_and_not_piled_on(engine, server):
+def test_a_busy_server_is_told_from_a_dead_one_and_not_piled_on(engine, fake_llm):
     """One slot, answers taking 1.5 s, a 0.4 s timeout: the server answers its models endpoint, so the
     client says it is busy (naming the settings), takes a request out of flight, sends the timed-out
     prompt once more only, and the host's breaker counts nothing against it."""
-    server.slots, server.delay = 1, 1.5
-    server.default = lambda body: '{"ok": true}'
-    client = client_of(engine, server, timeout=0.4, concurrency=2, max_retries=3)
+    fake_llm.slots, fake_llm.delay = 1, 1.5
+    fake_llm.default = lambda body: '{"ok": true}'
+    client = client_of(engine, fake_llm, timeout=0.4, concurrency=2, max_retries=3)
     started = time.monotonic()
     with pytest.raises(ProviderTooSlow) as err:
         client.ask(user("slow?"), parse_json_object, purpose="metric.x", max_tokens=30)
@@ -97,9 +86,9 @@ def test_a_busy_server_is_told_from_a_dead_one_and_not_piled_on(engine, server):
     assert "answers, but too slowly" in message and "busy, not down" in message
     assert "DEEPSCHOLAR_LLM_SERVING" in message and "--timeout" in message and "--concurrency" in message
     assert "unavailable" not in message
-    assert server.requests == 2, "the timed-out prompt is sent once more, not max_retries more times"
-    assert server.models_probes == 2 and client._in_flight.slots == 1
-    assert BREAKER.failures_of(host_of(server.url)) == 0
+    assert fake_llm.requests == 2, "the timed-out prompt is sent once more, not max_retries more times"
+    assert fake_llm.models_probes == 2 and client._in_flight.slots == 1
+    assert BREAKER.failures_of(host_of(fake_llm.url)) == 0
     assert time.monotonic() - started < 5
 
 
@@ -114,12 +103,12 @@ def test_a_dead_server_is_still_unavailable(engine):
     BREAKER.reset(host_of(url))
 
 
-def test_per_model_serving_sets_the_timeout_and_caps_the_requests_in_flight(engine, server, monkeypatch):
+def test_per_model_serving_sets_the_timeout_and_caps_the_requests_in_flight(engine, fake_llm, monkeypatch):
     monkeypatch.setenv("DEEPSCHOLAR_LLM_SERVING", json.dumps(
         {"openai/small": {"timeout_seconds": 240, "concurrency": 1}, "openai/other": {"concurrency": 3}}))
     monkeypatch.setenv("DEEPSCHOLAR_LLM_TIMEOUT_SECONDS", "30")
-    server.delay = 0.2
-    client = client_of(engine, server, concurrency=8)
+    fake_llm.delay = 0.2
+    client = client_of(engine, fake_llm, concurrency=8)
     assert client.timeout == 240 and client.concurrency == 1
     threads = [threading.Thread(target=client.complete, args=(user(f"q{i}"),), kwargs={"purpose": "t"})
                for i in range(4)]
@@ -127,11 +116,11 @@ def test_per_model_serving_sets_the_timeout_and_caps_the_requests_in_flight(engi
         t.start()
     for t in threads:
         t.join()
-    assert server.requests == 4 and server.max_in_flight == 1
+    assert fake_llm.requests == 4 and fake_llm.max_in_flight == 1
     # Another model keeps the general timeout; a caller's explicit timeout wins over the entry.
-    assert LLMClient(engine, "openai/other", api_base=server.url, concurrency=8).timeout == 30
-    assert LLMClient(engine, "openai/other", api_base=server.url, concurrency=8).concurrency == 3
-    assert client_of(engine, server, timeout=5).timeout == 5
+    assert LLMClient(engine, "openai/other", api_base=fake_llm.url, concurrency=8).timeout == 30
+    assert LLMClient(engine, "openai/other", api_base=fake_llm.url, concurrency=8).concurrency == 3
+    assert client_of(engine, fake_llm, timeout=5).timeout == 5
 
 
 def test_the_judge_config_names_its_constrained_output():
