@@ -18,7 +18,7 @@ a 0.3 s timeout against the one-slot server (exit code, seconds, the message it 
 slowly ... busy, not down ...").
 
 Usage: .venv/bin/python bench/local_judge.py [--system extractive] [--metrics relevance_rate,nugget_coverage]
-  [--modes free,json_object] [--query-shards 1] [--timeout 300] [--concurrency 1] [--threads 2]
+  [--modes free,json_object] [--query-shard 0/1] [--timeout 300] [--concurrency 1] [--threads 2]
 """
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ def judge_config_of(output: str | None) -> str:
 
 
 def judge_mode(engine, month: str, api_base: str, system: str, metrics: list[str], output: str | None, *,
-               timeout: float, concurrency: int, query_shards: int = 1) -> dict:
+               timeout: float, concurrency: int, query_shard: tuple[int, int] = (0, 1)) -> dict:
     """Judge `metrics` of `system`'s reports through the server under one output mode; its figures.
-    `query_shards` > 1: only the first of that many query shards (the judge jobs' own split of a month)."""
+    `query_shard` (k, n): only query shard k of n (the judge jobs' own split of a month, by a hash of the id)."""
     from deepscholar.evaluation.boards.rollup import roll_up
     from deepscholar.evaluation.judging.jobs import plan_units
     from deepscholar.evaluation.judging.judges import JudgeSpec
@@ -58,8 +58,8 @@ def judge_mode(engine, month: str, api_base: str, system: str, metrics: list[str
 
     spec = JudgeSpec.parse(judge_config_of(output))
     config = spec.config_id
-    units = [u for u in plan_units(engine, month, [system], metrics, spec, shards=query_shards)
-             if query_shards == 1 or u["shard"][0] == 0]
+    k, n = query_shard
+    units = [u for u in plan_units(engine, month, [system], metrics, spec, shards=n) if n == 1 or u["shard"][0] == k]
     started = time.perf_counter()
     judge_units(engine, month, units, spec, api_base=api_base, concurrency=concurrency, timeout=timeout)
     roll_up(engine, month, config)
@@ -141,10 +141,10 @@ def _round(value: float | None) -> float | None:
 
 
 def run(engine, month: str, api_base: str, system: str, metrics: list[str], modes: list[str | None], *,
-        timeout: float, concurrency: int, query_shards: int = 1) -> list[dict]:
+        timeout: float, concurrency: int, query_shard: tuple[int, int] = (0, 1)) -> list[dict]:
     """The modes one after the other, on a month whose `metrics` the local judge already judged."""
     return [judge_mode(engine, month, api_base, system, metrics, output, timeout=timeout, concurrency=concurrency,
-                       query_shards=query_shards) for output in modes]
+                       query_shard=query_shard) for output in modes]
 
 
 def main() -> None:
@@ -155,11 +155,14 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--threads", type=int, default=2, help="the server's CPU threads")
     parser.add_argument("--modes", default="free,json_object", help="free and/or constrained output modes")
-    parser.add_argument("--query-shards", type=int, default=1,
-                        help="judge only the first of this many query shards of the month (the tests' size)")
+    parser.add_argument("--query-shard", default="0/1", metavar="K/N",
+                        help="judge only query shard K of N (the judge jobs' split of a month by a hash of the arXiv "
+                             "id; the tests' size), e.g. 3/8: one of the demo month's queries")
     args = parser.parse_args()
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     modes = [None if m.strip() == "free" else m.strip() for m in args.modes.split(",") if m.strip()]
+    k, _, n = args.query_shard.partition("/")
+    query_shard = (int(k), int(n or 1))
 
     from support.demo_month import build_demo_month
     from support.llama_server import local_judge_server
@@ -176,7 +179,7 @@ def main() -> None:
             evaluate_release(engine, month, judge="local", metrics=metrics, systems=[args.system])
             with local_judge_server(n_threads=args.threads) as api_base:
                 for line in run(engine, month, api_base, args.system, metrics, modes, timeout=args.timeout,
-                                concurrency=args.concurrency, query_shards=args.query_shards):
+                                concurrency=args.concurrency, query_shard=query_shard):
                     print(json.dumps(line), flush=True)
                 unjudged = [m for m in CORE_JUDGED if m not in metrics]  # a question no mode asked yet
                 if unjudged:
