@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -72,15 +73,16 @@ def judge_mode(engine, month: str, api_base: str, system: str, metrics: list[str
     return {"measure": "local_judge", "output": output or "free", **figures}
 
 
-def compare_cli(engine, month: str, judge_config: str) -> dict:
-    """`deepscholar judges compare --a local --b <judge_config> --format json` as a user runs it (a new
-    process on the same warehouse): its JSON."""
-    import subprocess
-
+def cli(engine, *argv: str) -> subprocess.CompletedProcess:
+    """`deepscholar ARGV` as a user runs it: a new process on this warehouse."""
     env = {**os.environ, "DEEPSCHOLAR_DB_URL": engine.url.render_as_string(hide_password=False)}
-    done = subprocess.run([sys.executable, "-m", "deepscholar.cli", "judges", "compare", "--release", month, "--a",
-                           "local", "--b", judge_config, "--format", "json"], env=env, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "deepscholar.cli", *argv], env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def compare_cli(engine, month: str, judge_config: str) -> dict:
+    """`deepscholar judges compare --a local --b <judge_config> --format json`: its JSON."""
+    done = cli(engine, "judges", "compare", "--release", month, "--a", "local", "--b", judge_config, "--format", "json")
     if done.returncode != 0:
         raise RuntimeError(f"deepscholar judges compare exited {done.returncode}: {done.stderr.strip()[-2000:]}")
     return json.loads(done.stdout)
@@ -89,13 +91,9 @@ def compare_cli(engine, month: str, judge_config: str) -> dict:
 def busy_server(engine, month: str, api_base: str, system: str, metric: str) -> dict:
     """`deepscholar evaluate` with a timeout far below one answer's time (0.3 s), as a user with the wrong
     setting would run it: the run must stop saying the server is busy, not down, naming the settings."""
-    import subprocess
-
-    env = {**os.environ, "DEEPSCHOLAR_DB_URL": engine.url.render_as_string(hide_password=False)}
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "deepscholar.cli", "evaluate", "--release", month, "--judge", MODEL,
-                           "--metrics", metric, "--system", system, "--api-base", api_base, "--concurrency", "2",
-                           "--timeout", "0.3"], env=env, capture_output=True, text=True, timeout=600)
+    done = cli(engine, "evaluate", "--release", month, "--judge", MODEL, "--metrics", metric, "--system", system,
+               "--api-base", api_base, "--concurrency", "2", "--timeout", "0.3")
     lines = [line for line in done.stderr.splitlines() if line.startswith("deepscholar:")]
     return {"measure": "busy_server", "metric": metric, "exit_code": done.returncode,
             "seconds": round(time.perf_counter() - started, 1), "message": lines[-1] if lines else done.stderr[-500:]}

@@ -95,3 +95,14 @@ def test_the_other_questions_declare_theirs_too():
     for answer in (claims, verdict, judging.IMPORTANCE_ANSWER, nuggets):
         assert answer["max_tokens"] > 0
     assert parse_json_array("[]") == [] and parse_json_object("{}") == {}
+
+
+def test_a_budget_is_one_number_only_where_it_does_not_grow_with_the_item():
+    """`deepscholar cost` caps a call's predicted output tokens at the metric's budget only where the budget is
+    one number: a RACE answer of 8 criteria may take 48 + 8 x 240 tokens, far over the 320 default."""
+    by_name = {m.name: m for m in registry.metrics() if isinstance(m, LLMJudgedMetric)}
+    assert by_name["organization"].fixed_answer_budget == by_name["organization"].answer_tokens == 320
+    assert by_name["cited_statement_match"].fixed_answer_budget == 640
+    for name in ("nugget_coverage", "race_overall"):
+        assert by_name[name].fixed_answer_budget is None, name
+    assert all(m.fixed_answer_budget is None for m in by_name.values() if isinstance(m, BatchJudgedMetric))

@@ -58,7 +58,7 @@ def _per_call_prediction(conn: sa.Connection, spec: JudgeSpec, name: str, *, bat
         return 0.0, 0.0, 0.0, 0, 0.0
     model = spec.model_for(name)
     prompt, completion, basis = _tokens_per_call(conn, purpose, model)
-    budget = getattr(metric, "answer_tokens", None)  # no answer is longer than its budget (LLMClient.ask)
+    budget = getattr(metric, "fixed_answer_budget", None)  # no answer is longer than its budget (LLMClient.ask)
     completion = min(completion, budget) if budget else completion
     price = batch_price_of(model) if batch else price_of(model)
     return (float(getattr(metric, "calls_per_report", 1.0)), prompt, completion, basis,
@@ -283,7 +283,7 @@ def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: 
             rows.append({
                 "metric": name, "family": registry.family_of(name), "model": model,
                 "predicted_calls": round(predicted_calls, 1), "tokens_per_call": [round(prompt), round(completion)],
-                "tokens_basis_calls": basis, "answer_budget": getattr(registry.get(name), "answer_tokens", None),
+                "tokens_basis_calls": basis, "answer_budget": getattr(registry.get(name), "fixed_answer_budget", None),
                 "predicted_cost_usd": 0.0 if predicted_calls == 0 else (
                     None if per_call is None else predicted_calls * per_call),
                 "actual_requests": actual["requests"], "actual_prompt_tokens": actual["prompt_tokens"],
@@ -332,7 +332,7 @@ def format_cost_summary(summary: dict) -> str:
     lines.append(tabulate([[r["metric"], r["model"], r["predicted_calls"],
                             f"{r['tokens_per_call'][0]}/{r['tokens_per_call'][1]}"
                             + ("" if r["tokens_basis_calls"] else " (default)"),
-                            r.get("answer_budget") or "", usd(r["predicted_cost_usd"]), r["actual_requests"],
+                            r.get("answer_budget") or "per item", usd(r["predicted_cost_usd"]), r["actual_requests"],
                             usd(r["actual_cost_usd"])]
                            for r in summary["metrics"]],
                           headers=["metric", "model", "predicted calls", "tokens/call in/out", "answer budget",

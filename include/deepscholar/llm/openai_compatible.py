@@ -129,10 +129,9 @@ def probe(api_base: str, api_key: str | None, timeout: float = PROBE_SECONDS) ->
     5xx): whether a server whose requests time out is busy (it answers this at once: a model server lists
     its models without waiting for a generation slot) or down. Any answer under 500 counts, a 401 too."""
     key = api_key or os.environ.get("OPENAI_API_KEY") or ""
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
     started = time.perf_counter()
     try:
-        response = httpx.get(api_base.rstrip("/") + "/models", headers=headers, timeout=timeout)
+        response = _client(api_base, key, timeout).get("models")
     except httpx.HTTPError:
         return None
     return None if response.status_code >= 500 else time.perf_counter() - started

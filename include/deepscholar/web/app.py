@@ -333,7 +333,8 @@ def _system_page(request: Request, engine: Callable[[], Engine], system_id: str,
                  release: str | None) -> HTMLResponse:
     with engine().connect() as conn:
         data = q.system_page_data(conn, system_id, judge_config, release)
-    return _page("system.html", f"System {system_id}", _base_of(request), **system_context(base=_base_of(request), **data))
+    base = _base_of(request)
+    return _page("system.html", f"System {system_id}", base, **system_context(base=base, **data))
 
 
 def _leaderboard_page(request: Request, engine: Callable[[], Engine], stamp: str, judge_config: str | None,

@@ -354,6 +354,12 @@ class LLMJudgedMetric:
         """max_tokens of the question about `item`: a cut answer is re-asked, then unscored."""
         return self.answer_tokens
 
+    @property
+    def fixed_answer_budget(self) -> int | None:
+        """The budget of every question of this metric, None when it grows with the item (answer_budget
+        overridden: a label per nugget, an analysis per RACE criterion)."""
+        return self.answer_tokens if type(self).answer_budget is LLMJudgedMetric.answer_budget else None
+
     def answer_schema(self, item: Item) -> dict[str, Any] | None:
         """The answer's JSON schema, what `parse` accepts; sent when the judge constrains its output."""
         return None
