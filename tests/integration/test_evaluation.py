@@ -291,6 +291,7 @@ def test_judge_runs_count_every_request_token_and_cost_the_provider_served(demo,
         assert logged[0] == served
         assert result["cost_usd"] == pytest.approx(unit * served) == pytest.approx(logged[1])
         _assert_costs_match_the_audit_trail(engine, month, model, judge_config, stub.url, served, logged[1])
+        _assert_the_roll_up_stores_the_months_costs(engine, month, judge_config)
         # Provenance: what the judge_config string stands for, with the prompt versions judged under it.
         with engine.connect() as conn:
             config = conn.execute(sa.text("SELECT * FROM judge_configs WHERE judge_config = :j"),
@@ -337,6 +338,13 @@ def _assert_costs_match_the_audit_trail(engine, month, model, judge_config, api_
     summary = judge_cost_summary(engine, month, model, metrics=["organization", "relevance_rate"],
                                  systems=["extractive", "oracle"])
     assert summary["actual_requests"] == served and summary["actual_cost_usd"] == pytest.approx(cost)
+    # Its per-system rows come from the same one pass, and are the view's (month_costs_of's) rows.
+    assert {r["system_id"] for r in summary["per_system"]} == set(asked)
+    for row in summary["per_system"]:
+        live = view[row["system_id"]]._asdict()
+        assert {k: row[k] for k in live if k != "judge_cost_usd"} == {
+            k: v for k, v in live.items() if k != "judge_cost_usd"}
+        assert row["judge_cost_usd"] == pytest.approx(live["judge_cost_usd"], rel=1e-12)
     by_metric = {m["metric"]: m for m in summary["metrics"]}
     assert sum(m["actual_requests"] for m in by_metric.values()) == served
     # Predicted before the run from calls per report x queries x systems x the price of a measured call.
@@ -348,6 +356,22 @@ def _assert_costs_match_the_audit_trail(engine, month, model, judge_config, api_
     assert organization["tokens_per_call"] == [12, 5] and organization["tokens_basis_calls"] > 0
     assert organization["predicted_cost_usd"] == pytest.approx(
         organization["predicted_calls"] * sum(litellm_unit_cost(model)))
+
+
+def _assert_the_roll_up_stores_the_months_costs(engine, month, judge_config) -> None:
+    """The roll-up stores month_costs from its one pass over the month's requests: the rows month_costs_of
+    (the live view's definition) computes."""
+    from deepscholar.evaluation.boards.rollup import roll_up
+
+    roll_up(engine, month, judge_config, n_boot=50)
+    query = "SELECT * FROM {} WHERE judge_config = :j AND release_id = :r ORDER BY system_id"
+    with engine.connect() as conn:
+        stored, live = ([{k: v for k, v in r.items() if k != "computed_at"} for r in conn.execute(sa.text(
+            query.format(source)), {"r": month, "j": judge_config}).mappings()]
+            for source in ("month_costs", "month_costs_of(:r)"))
+    assert stored and [r["system_id"] for r in stored] == [r["system_id"] for r in live]
+    for a, b in zip(stored, live, strict=True):
+        assert a == b | {"judge_cost_usd": pytest.approx(b["judge_cost_usd"], rel=1e-12)}
 
 
 def litellm_unit_cost(model: str) -> tuple[float, float]:

@@ -14,6 +14,7 @@ from support.chromium import parse_html, serve
 
 from deepscholar import cli
 from deepscholar.evaluation.boards import pooled
+from deepscholar.evaluation.boards.board_versions import publish_board
 from deepscholar.evaluation.boards.leaderboard import load_leaderboard
 from deepscholar.evaluation.boards.rollup import DEFAULT_N_BOOT, roll_up
 from deepscholar.web import create_app
@@ -56,6 +57,54 @@ def test_a_pooled_board_of_one_month_is_that_months_stored_board(history):
         for m, d in r["metrics"].items():
             for key in ("mean", "n", "n_unscored", "ci_low", "ci_high", "is_best", "significant", "p_value"):
                 assert d[key] == pytest.approx(s["metrics"][m][key], abs=1e-12), (m, key)
+
+
+def _board_figures(rows: list[dict]) -> dict:
+    return {r["system_id"]: (r["rank"], r["n_reports"], r["n_failed"], r["geometric_mean"],
+                             {m: (d["mean"], d["n"], d["n_unscored"], d["ci_low"], d["ci_high"])
+                              for m, d in r["metrics"].items()}) for r in rows}
+
+
+def _kept(engine, release_id: str) -> int:
+    with engine.connect() as conn:
+        return conn.execute(sa.text("SELECT count(*) FROM board_query_scores WHERE release_id = :r"),
+                            {"r": release_id}).scalar_one()
+
+
+def test_a_pooled_board_counts_the_scores_each_months_current_board_counted(history):
+    engine = history
+    march = pooled.current_releases(engine, "2025-03", "2025-03")
+    published = _board_figures(pooled.pooled_board(engine, march, JUDGE))
+    assert published["tail"][4]["citation_precision"][2] == 1  # an unscored query (NaN) stays unscored
+    assert published["tail"][4]["claim_coverage"][1] == N_QUERIES - 2  # a never-judged one stays absent
+    publish_board(engine, "2025-03", JUDGE)
+    with engine.begin() as conn:  # lead's citation precision re-judged after publication
+        conn.execute(sa.text("""
+            UPDATE metric_scores m SET value = 0.0 FROM reports r
+            WHERE r.report_id = m.report_id AND r.release_id = '2025-03' AND r.system_id = 'lead'
+              AND m.metric = 'citation_precision' AND m.value IS NOT NULL"""))
+    assert _board_figures(pooled.pooled_board(engine, march, JUDGE)) == published  # what the board counted
+    roll_up(engine, "2025-03", JUDGE, n_boot=DEFAULT_N_BOOT)  # a draft v2: readers still see v1
+    assert _board_figures(pooled.pooled_board(engine, march, JUDGE)) == published
+    publish_board(engine, "2025-03", JUDGE)
+    v2 = _board_figures(pooled.pooled_board(engine, march, JUDGE))
+    assert v2["lead"][4]["citation_precision"][0] == 0.0
+    assert v2["lead"][3] == 0.0 and v2["mid"][1:] == published["mid"][1:]  # a zero mean: a zero geometric mean
+
+    # A month whose current board was rolled up before scores were kept with it: its scores are read, the
+    # board is the same, and its next roll-up (unchanged, published) keeps them.
+    with engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM board_queries WHERE release_id = '2025-03'"))
+    assert _kept(engine, "2025-03") == 0
+    live = _board_figures(pooled.pooled_board(engine, march, JUDGE))
+    assert live.keys() == v2.keys()
+    for system, (rank, n_reports, n_failed, gm, metrics) in live.items():
+        assert (rank, n_reports, n_failed) == v2[system][:3]
+        assert gm == pytest.approx(v2[system][3], abs=1e-12)
+        for m, figures in metrics.items():
+            assert figures == pytest.approx(v2[system][4][m], abs=1e-12, nan_ok=True), (system, m)
+    roll_up(engine, "2025-03", JUDGE, n_boot=DEFAULT_N_BOOT)
+    assert _kept(engine, "2025-03") > 0
 
 
 def test_window_category_and_published_after_from_the_cli_and_sql(history, db_url, monkeypatch, capsys):

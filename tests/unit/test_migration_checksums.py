@@ -45,6 +45,8 @@ RELEASED = {
     "0029_llm_batches": "88f11349a2b63ebed060dfd5ac192576cbd3e40d3df3496300b6609b1f34cc8c",
     "0030_judging_spend": "c39b256587ced49df2750f3957ff2c32b6320665a1cc359a32f263e4b7591e53",
     "0031_month_calls_by_hash": "f6fcf114a2a8805039e507b79892c6d58866ee2f0f0b5d2dd92d23a3a9d98d0e",
+    "0032_board_query_scores": "4b4f5d4d705a94e47fd9344c4a5fe3c7855524c2f6347a417f5faeaa86716dcc",
+    "0033_month_generation_costs": "99c1508eec57ce5371c828ec411268df74a0463e09d9ce5787eb514119d6c07a",
 }
 # The sha256 the pre-migration init_db recorded in schema_files for sql/001..004: the baseline is
 # exactly those files, so adopted warehouses match it.

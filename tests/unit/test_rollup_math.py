@@ -180,3 +180,24 @@ def test_the_human_reference_row_is_ranked_but_never_marked_best():
     best = {(d["system_id"], d["metric"]) for d in details if d["is_best"]}
     assert best == {("system", m) for m in METRIC_ORDER}
     assert all(d["runner_up"] == "runner" for d in details if d["is_best"])
+
+
+def test_the_paired_t_test_and_geometric_mean_are_scipy_stats_to_the_bit():
+    """paired_t_pvalue and geometric_mean redo scipy.stats.ttest_rel's and gmean's arithmetic so that a cold
+    board process does not import scipy.stats; a stored board compares its numbers exactly (a differing last
+    bit would open a new board version), so they must be equal, not close."""
+    from scipy import stats
+
+    from deepscholar.evaluation.boards.rollup import paired_t_pvalue
+
+    rng = np.random.default_rng(7)
+    for trial in range(400):
+        n = int(rng.integers(2, 2500))
+        a = rng.random(n).round(int(rng.integers(1, 6)))  # scores as stored: a few decimals, many ties
+        b = np.clip(a - rng.normal(0.02 * (trial % 5), 0.2, n), 0, 1) if trial % 3 else rng.random(n)
+        diff = a - b
+        if np.ptp(diff) == 0:
+            continue
+        assert paired_t_pvalue(diff) == float(stats.ttest_rel(a, b).pvalue), (trial, n)
+        means = rng.random(7) + 0.01
+        assert geometric_mean(list(means)) == float(stats.gmean(means)), trial

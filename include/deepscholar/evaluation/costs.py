@@ -18,6 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from deepscholar import db
 from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.evaluation.metrics import registry
 from deepscholar.llm.prices import batch_price_of, price_of
@@ -25,7 +26,7 @@ from deepscholar.settings import current_settings
 
 __all__ = ["judge_cost_summary", "format_cost_summary", "predicted_judge_cost", "predicted_call_cost", "usd_text",
            "predicted_unit_costs", "month_judge_spend", "month_requests", "predicted_pending_batch_cost",
-           "store_month_spend", "judging_spend"]
+           "store_month_spend", "judging_spend", "month_cost_rows"]
 
 
 TOKEN_SAMPLE_CALLS = 5000  # a metric's tokens per call are measured over at most this many audited calls
@@ -124,11 +125,11 @@ def predicted_unit_costs(conn: sa.Connection, spec: JudgeSpec, units: Sequence[d
     return out
 
 
-# The month's judge requests as (metric, request hash), distinct: its reports' judgments read per report through
-# their primary key, never by scanning every month's (migration 0028 says why); their llm_calls rows are read
-# per hash likewise (0031).
+# The month's judge requests as (system, metric, request hash), distinct: its reports' judgments read per report
+# through their primary key, never by scanning every month's (migration 0028 says why); their llm_calls rows
+# are read per hash likewise (0031).
 _ASKED_SQL = """
-    SELECT DISTINCT j.metric, h.request_hash
+    SELECT DISTINCT r.system_id, j.metric, h.request_hash
     FROM reports r
     CROSS JOIN LATERAL (SELECT j.metric, j.request_hashes FROM judgments j
                         WHERE j.report_id = r.report_id AND j.judge_config = :j OFFSET 0) j
@@ -147,36 +148,45 @@ def month_judge_spend(engine: Engine, release_id: str, judge_config: str) -> flo
             {"r": release_id, "j": judge_config, "s": None}).scalar_one())
 
 
+# One pass over the month's requests, counted three ways: per metric, per transport (a request counts once
+# for the month) and per system (as month_costs_of counts a system's judge requests).
 _MONTH_REQUESTS_SQL = f"""
     WITH asked AS MATERIALIZED ({_ASKED_SQL}
     ), calls AS MATERIALIZED (
-        SELECT a.metric, a.request_hash, coalesce(c.transport, 'direct') AS transport, c.provider_model, c.model,
-               c.prompt_tokens, c.completion_tokens, c.cost_usd
+        SELECT a.system_id, a.metric, a.request_hash, coalesce(c.transport, 'direct') AS transport,
+               c.provider_model, c.model, c.prompt_tokens, c.completion_tokens, c.cost_usd
         FROM asked a
         LEFT JOIN LATERAL (SELECT c.transport, c.provider_model, c.model, c.prompt_tokens, c.completion_tokens,
                                   c.cost_usd FROM llm_calls c WHERE c.request_hash = a.request_hash OFFSET 0) c ON true
     )
     SELECT 'metric' AS kind, metric AS name, NULL AS provider_model, NULL AS model, count(*) AS requests,
-           sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens,
+           sum(prompt_tokens)::bigint AS prompt_tokens, sum(completion_tokens)::bigint AS completion_tokens,
            CASE WHEN bool_and(cost_usd IS NOT NULL) THEN sum(cost_usd) END AS cost_usd
-    FROM calls GROUP BY metric
+    FROM (SELECT DISTINCT ON (metric, request_hash) * FROM calls ORDER BY metric, request_hash) d GROUP BY metric
     UNION ALL
-    SELECT 'transport', transport, provider_model, model, count(*), sum(prompt_tokens), sum(completion_tokens),
-           CASE WHEN bool_and(cost_usd IS NOT NULL) THEN sum(cost_usd) END
+    SELECT 'transport', transport, provider_model, model, count(*), sum(prompt_tokens)::bigint,
+           sum(completion_tokens)::bigint, CASE WHEN bool_and(cost_usd IS NOT NULL) THEN sum(cost_usd) END
     FROM (SELECT DISTINCT ON (request_hash) * FROM calls ORDER BY request_hash) d
-    GROUP BY transport, provider_model, model"""
+    GROUP BY transport, provider_model, model
+    UNION ALL
+    SELECT 'system', system_id, NULL, NULL, count(*), sum(prompt_tokens)::bigint, sum(completion_tokens)::bigint,
+           CASE WHEN bool_and(cost_usd IS NOT NULL) THEN sum(cost_usd) END
+    FROM (SELECT DISTINCT ON (system_id, request_hash) * FROM calls ORDER BY system_id, request_hash) d
+    GROUP BY system_id"""
 
 
 def month_requests(conn: sa.Connection, release_id: str, judge_config: str, *,
                    systems: Sequence[str] | None = None) -> dict:
     """The judge's requests behind a month's judgments, read in one pass of the month (its reports' judgments
     through their primary key, then llm_calls): per metric (distinct requests, tokens, cost or None when a
-    price is unknown); for the month (a request two metrics share counts once); per transport (`direct`, or
-    the batch API that answered, llm_calls.transport); and what batching saved against the direct price of
-    the same tokens (None when a batched model has no direct price)."""
+    price is unknown); per system (its distinct requests, as month_costs counts them); for the month (a
+    request two metrics or systems share counts once); per transport (`direct`, or the batch API that
+    answered, llm_calls.transport); and what batching saved against the direct price of the same tokens
+    (None when a batched model has no direct price)."""
     from deepscholar.llm.prices import cost_usd
 
     metrics: dict[str, dict] = {}
+    per_system: dict[str, dict] = {}
     transports: dict[str, dict[str, Any]] = {}
     month: dict[str, Any] = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
     saved: float | None = 0.0
@@ -184,8 +194,8 @@ def month_requests(conn: sa.Connection, release_id: str, judge_config: str, *,
                                                            "s": list(systems) if systems else None}):
         entry = {"requests": int(row.requests), "prompt_tokens": row.prompt_tokens,
                  "completion_tokens": row.completion_tokens, "cost_usd": row.cost_usd}
-        if row.kind == "metric":
-            metrics[row.name] = entry
+        if row.kind != "transport":
+            (metrics if row.kind == "metric" else per_system)[row.name] = entry
             continue
         sent = transports.setdefault(row.name, {"transport": row.name, "requests": 0, "prompt_tokens": 0,
                                                 "completion_tokens": 0, "cost_usd": 0.0, "direct_price_usd": 0.0})
@@ -202,14 +212,43 @@ def month_requests(conn: sa.Connection, release_id: str, judge_config: str, *,
         if row.name != "direct":
             saved = None if saved is None or direct is None or row.cost_usd is None else saved + direct - row.cost_usd
     batched = any(name != "direct" for name in transports)
-    return {"metrics": metrics, "month": month, "transports": sorted(transports.values(), key=lambda t: t["transport"]),
+    return {"metrics": metrics, "systems": per_system, "month": month,
+            "transports": sorted(transports.values(), key=lambda t: t["transport"]),
             "batch_saving_usd": saved if batched else 0.0}
 
 
+def month_cost_rows(conn: sa.Connection, release_id: str, judge_config: str, asked: dict) -> list[dict]:
+    """A month's costs per system under one judge, shaped as month_costs (and month_costs_of) has them: its
+    generation (month_generation_costs) and its judge requests from `asked` (month_requests' pass), for every
+    system on the month's boards or judged in it. What the roll-up stores and `deepscholar cost` shows, without
+    reading the month's requests a second time."""
+    generation = {r["system_id"]: r for r in conn.execute(sa.text(
+        "SELECT * FROM month_generation_costs(:r)"), {"r": release_id}).mappings()}
+    on_boards = set(conn.execute(sa.text("SELECT DISTINCT system_id FROM leaderboard_systems WHERE release_id = :r"),
+                                 {"r": release_id}).scalars())
+    rows = []
+    for system in sorted(on_boards | set(asked["systems"])):
+        made: dict = dict(generation.get(system, {}))
+        judged: dict = asked["systems"].get(system, {})
+        rows.append({"release_id": release_id, "system_id": system, "judge_config": judge_config,
+                     **{k: made.get(k) for k in ("n_reports", "gen_calls", "gen_prompt_tokens",
+                                                  "gen_completion_tokens", "gen_cost_usd", "mean_latency_ms")},
+                     "judge_requests": judged.get("requests", 0), "judge_prompt_tokens": judged.get("prompt_tokens"),
+                     "judge_completion_tokens": judged.get("completion_tokens"),
+                     "judge_cost_usd": judged.get("cost_usd")})
+    return rows
+
+
 def store_month_spend(conn: sa.Connection, release_id: str, judge_config: str) -> None:
-    """The month's judge requests by transport as of now (month_requests), kept in month_judging_spend for
-    the page and `deepscholar cost`, which must not re-read the month's audit trail on every request."""
+    """The month's costs per system (month_costs, which leaderboard pages read beside the board) and its judge
+    requests by transport (month_judging_spend, for the page and `deepscholar cost`) as of now, from one pass
+    over the month's requests (month_requests): readers must not re-read the month's audit trail."""
     asked = month_requests(conn, release_id, judge_config)
+    conn.execute(sa.text("DELETE FROM month_costs WHERE release_id = :r AND judge_config = :j"),
+                 {"r": release_id, "j": judge_config})
+    costs = month_cost_rows(conn, release_id, judge_config, asked)
+    if costs:
+        db.upsert(conn, "month_costs", costs, key=["release_id", "judge_config", "system_id"])
     conn.execute(sa.text("DELETE FROM month_judging_spend WHERE release_id = :r AND judge_config = :j"),
                  {"r": release_id, "j": judge_config})
     if asked["transports"]:
@@ -290,9 +329,8 @@ def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: 
                 "actual_completion_tokens": actual["completion_tokens"],
                 "actual_cost_usd": 0.0 if actual["requests"] == 0 else actual["cost_usd"],
             })
-        systems_rows = [dict(r) for r in conn.execute(sa.text("""
-            SELECT * FROM leaderboard_costs WHERE release_id = :r AND judge_config = :j ORDER BY system_id"""),
-            {"r": release_id, "j": spec.config_id}).mappings()]
+        systems_rows = [r for r in month_cost_rows(conn, release_id, spec.config_id, asked)
+                        if not systems or r["system_id"] in systems]
         month = asked["month"]
         stored = judging_spend(conn, release_id, spec.config_id)
 

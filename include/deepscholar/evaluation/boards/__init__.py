@@ -6,6 +6,7 @@ Public (for the DAGs, the CLI and the page):
 - `leaderboard`: reading a stored board and printing it like the paper's Table 2;
 - `leaderboard_quality`: the Great Expectations check a board passes before it is published;
 - `pooled`: boards over a window of months, a category or a cutoff, computed on request;
+- `query_scores`: the per-query scores a board version counted, kept beside it (what `pooled` reads);
 - `rank_agreement`: Kendall's tau between two families' boards of a month (do the benchmarks agree?);
 - `contamination`: could a system have seen a month's papers (knowledge cutoffs);
 - `published`: a track's numbers aggregated as its authors' released scorer does, beside ours.
@@ -14,4 +15,4 @@ Boards read judging's public modules only (`judging.judges`), never its private 
 """
 
 __all__ = ["board_versions", "contamination", "leaderboard", "leaderboard_quality", "pooled", "published",
-           "rank_agreement", "rollup"]
+           "query_scores", "rank_agreement", "rollup"]

@@ -1,5 +1,6 @@
 """Boards over any set of queries: a window of months, one arXiv primary category, or only the queries
-published after a date. Computed on request from the stored per-query scores, never stored.
+published after a date. Computed on request from the per-query scores each month's current board counted
+(evaluation/boards/query_scores.py; a month rolled up before those were kept: its scores), never stored.
 
 Scores are kept per query, so a board over several months or one category is the roll-up's own
 computation (evaluation/boards/rollup.py `compute_leaderboard`) over the pooled queries: each metric's mean, the
@@ -23,6 +24,7 @@ from sqlalchemy.engine import Engine
 from deepscholar.errors import InvalidInput, NotFound
 from deepscholar.evaluation.boards.contamination import MAY_HAVE_SEEN
 from deepscholar.evaluation.boards.contamination import contamination as contamination_of
+from deepscholar.evaluation.boards.query_scores import stored_query_scores
 from deepscholar.evaluation.boards.rollup import DEFAULT_N_BOOT, compute_leaderboard
 from deepscholar.evaluation.metrics import registry
 from deepscholar.migrations.wide_views import current_releases_sql
@@ -39,8 +41,16 @@ _QUERIES_SQL = """
     LEFT JOIN papers p ON p.arxiv_id = q.arxiv_id AND p.version = q.version
     WHERE q.release_id = ANY(:releases)"""
 
-_REPORTS_SQL = """
-    SELECT release_id, arxiv_id, system_id, status FROM reports WHERE release_id = ANY(:releases)"""
+# Each system's ok and failed reports per primary category over the selected queries, counted where they are.
+_REPORT_COUNTS_SQL = """
+    SELECT r.system_id, p.primary_category, count(*) FILTER (WHERE r.status = 'ok') AS ok,
+           count(*) FILTER (WHERE r.status = 'system_error') AS failed
+    FROM reports r
+    JOIN release_queries q ON q.release_id = r.release_id AND q.arxiv_id = r.arxiv_id
+    LEFT JOIN papers p ON p.arxiv_id = q.arxiv_id AND p.version = q.version
+    WHERE r.release_id = ANY(:releases)
+      AND (CAST(:after AS date) IS NULL OR (q.published AT TIME ZONE 'UTC')::date > CAST(:after AS date))
+    GROUP BY r.system_id, p.primary_category"""
 
 _SCORES_SQL = """
     SELECT r.release_id, r.system_id, r.arxiv_id, m.metric, m.value, m.metric_version
@@ -118,12 +128,16 @@ def _frames(engine: Engine, selection: Selection, judge_config: str,
     with engine.connect() as conn:
         queries = pd.DataFrame([tuple(r) for r in conn.execute(sa.text(_QUERIES_SQL), params)],
                                columns=["release_id", "arxiv_id", "published", "primary_category"])
-        reports = pd.DataFrame([tuple(r) for r in conn.execute(sa.text(_REPORTS_SQL), params)],
-                               columns=["release_id", "arxiv_id", "system_id", "status"])
-        scores = pd.DataFrame([tuple(r) for r in conn.execute(sa.text(_SCORES_SQL), params | {
-            "j": judge_config, "metrics": list(metrics),
-            "variants": [registry.headline_variant(m) for m in metrics]})],
-            columns=["release_id", "system_id", "arxiv_id", "metric", "value", "metric_version"])
+        reports = pd.DataFrame([tuple(r) for r in conn.execute(sa.text(_REPORT_COUNTS_SQL), params | {
+            "after": selection.published_after})], columns=["system_id", "primary_category", "ok", "failed"])
+        kept, missing = stored_query_scores(conn, selection.releases, judge_config, metrics)
+        scores = kept
+        if missing:  # months whose current board was rolled up before the scores were kept with it
+            live = pd.DataFrame([tuple(r) for r in conn.execute(sa.text(_SCORES_SQL), {
+                "releases": missing, "j": judge_config, "metrics": list(metrics),
+                "variants": [registry.headline_variant(m) for m in metrics]})],
+                columns=["release_id", "system_id", "arxiv_id", "metric", "value", "metric_version"])
+            scores = live if kept.empty else pd.concat([kept, live], ignore_index=True)
         systems = {r.system_id: r for r in conn.execute(sa.text(
             "SELECT system_id, kind, knowledge_cutoff, model_knowledge FROM systems"))}
     if selection.category:
@@ -153,9 +167,9 @@ def _board(queries: pd.DataFrame, reports: pd.DataFrame, scores: pd.DataFrame, s
     if not keys:
         return []
     scores = scores[_pooled_key(scores).isin(keys)].assign(arxiv_id=lambda f: _pooled_key(f))
-    reports = reports[_pooled_key(reports).isin(keys)]
-    counts = {s: (int((g["status"] == "ok").sum()), int((g["status"] == "system_error").sum()))
-              for s, g in reports.groupby("system_id")}
+    if selection.category:
+        reports = reports[reports["primary_category"] == selection.category]
+    counts = {s: (int(g["ok"].sum()), int(g["failed"].sum())) for s, g in reports.groupby("system_id")}
     published = pd.to_datetime(queries["published"], utc=True).dropna()
     first = published.min().date() if len(published) == len(queries) else None
     marks = {s: contamination_of(row.knowledge_cutoff, row.model_knowledge, first) for s, row in systems.items()}

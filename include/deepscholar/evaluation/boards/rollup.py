@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import sqlalchemy as sa
-from scipy import stats
+from scipy import special
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Engine
 
@@ -31,6 +31,7 @@ from deepscholar.errors import NotFound
 from deepscholar.evaluation.boards import board_versions
 from deepscholar.evaluation.boards.contamination import MAY_HAVE_SEEN
 from deepscholar.evaluation.boards.contamination import contamination as contamination_of
+from deepscholar.evaluation.boards.query_scores import has_query_scores, store_query_scores
 from deepscholar.evaluation.boards.rank_agreement import competition_ranks, rank_agreement
 from deepscholar.evaluation.costs import store_month_spend
 from deepscholar.evaluation.metrics import registry
@@ -46,7 +47,7 @@ __all__ = [
     "geometric_mean",
     "geometric_means",
     "bootstrap_intervals",
-    "paired_test",
+    "paired_test", "paired_t_pvalue",
     "rank_by_geometric_mean",
     "compute_leaderboard",
     "headline_values",
@@ -92,8 +93,8 @@ def geometric_mean(means: Sequence[float | None]) -> float | None:
     if arr.size == 0 or np.isnan(arr).any():
         return None
     if (arr == 0).any():
-        return 0.0  # gmean would say so too, with a log(0) warning on the way
-    return float(stats.gmean(arr))
+        return 0.0  # the logarithm would say so too, with a log(0) warning on the way
+    return float(np.exp(np.mean(np.log(arr))))  # scipy.stats.gmean's arithmetic (paired_t_pvalue says why not it)
 
 
 def geometric_means(matrix: np.ndarray) -> np.ndarray:
@@ -169,12 +170,24 @@ def paired_test(best: Mapping[str, float | None] | pd.Series, other: Mapping[str
         # test's normal-errors model does not hold, so we claim nothing (typically identical scores).
         # "Zero" up to float noise: .9 - .8 and .8 - .7 differ in the 17th digit and would give p ~ 1e-31.
         return PairedTest(None, n, False, "the paired differences have zero variance: t-test undefined")
-    p = float(stats.ttest_rel(pairs["a"], pairs["b"]).pvalue)
+    p = paired_t_pvalue(diff)
     if diff.mean() <= 0:
         # Best by its mean over all its scored queries, yet not ahead on the shared ones: a small p would
         # then point the other way, so it cannot mark the best as significantly better.
         return PairedTest(p, n, False, "not ahead of the runner-up on the shared queries")
     return PairedTest(p, n, p < alpha, f"paired t-test over {n} queries: p = {p:.3g}")
+
+
+def paired_t_pvalue(diff: np.ndarray) -> float:
+    """The two-sided p-value of the paired t-test over these differences: scipy.stats.ttest_rel's arithmetic,
+    step for step (a unit test holds the two equal to the bit), with the Student t of scipy.special that it
+    calls. Not ttest_rel itself: importing scipy.stats takes 1-2 s (SciPy 1.17 rewrites its docstrings at
+    import), which every cold `deepscholar leaderboard --from/--category` process paid for one formula."""
+    n = diff.shape[0]
+    variance = np.mean((diff - np.mean(diff, keepdims=True)) ** 2)
+    variance *= np.float64(n) / np.float64(n - 1)
+    t = np.mean(diff) / np.sqrt(variance / n)
+    return float(2 * special.stdtr(np.float64(n - 1), -np.abs(t)))
 
 
 def rank_by_geometric_mean(gms: Sequence[float | None]) -> list[int]:
@@ -184,13 +197,13 @@ def rank_by_geometric_mean(gms: Sequence[float | None]) -> list[int]:
 
 
 def _versions(scores: pd.DataFrame) -> dict[tuple[str, str], str]:
-    """metric_version per (system, metric); comma-joined when a system's scores mix versions."""
-    found: dict[tuple[str, str], list[str]] = {}
+    """metric_version per (system, metric); comma-joined when a system's scores mix versions (a kept month's
+    scores carry their board's comma-joined versions: split, so each version is named once)."""
+    found: dict[tuple[str, str], set[str]] = {}
     unique = scores[["system_id", "metric", "metric_version"]].dropna().drop_duplicates()
-    for system, metric, version in unique.sort_values(["system_id", "metric", "metric_version"]).itertuples(
-            index=False):
-        found.setdefault((system, metric), []).append(version)
-    return {k: ",".join(v) for k, v in found.items()}
+    for system, metric, version in unique.itertuples(index=False):
+        found.setdefault((system, metric), set()).update(version.split(","))
+    return {k: ",".join(sorted(v)) for k, v in found.items()}
 
 
 def _clean(x) -> float | None:
@@ -462,24 +475,16 @@ def roll_up(engine: Engine, release_id: str, judge_config: str, *, seed: int = 0
         if not target.unchanged:
             board_versions.record_version(conn, release_id, judge_config, target, provenance, len(rows))
             _write_boards(conn, release_id, judge_config, target.version, boards, agreement)
+        if not target.unchanged or not has_query_scores(conn, release_id, judge_config, target.version):
+            store_query_scores(conn, release_id, judge_config, target.version, scores)  # what pooled boards read
         _sync_views(conn)
-        _store_month_costs(conn, release_id, judge_config)
+        # The month's costs per system and its requests by transport, from one pass over its requests.
+        store_month_spend(conn, release_id, judge_config)
     state = ("unchanged (published)" if target.unchanged else "new draft" if target.new else "draft")
     log.info("leaderboard %s (%s) version %d %s: %d systems, %d scores, tracks %s, %.2f s", release_id,
              judge_config, target.version, state, len(rows), len(scores),
              ", ".join(f for f in headlines if f != registry.CORE) or "none", time.perf_counter() - started)
     return [r | {"board_version": target.version} for r in rows]
-
-
-def _store_month_costs(conn: sa.Connection, release_id: str, judge_config: str) -> None:
-    """The month's generation and judging costs under this judge, as of this roll-up (month_costs, which
-    the leaderboard_costs view reads): computed from the month's own rows (month_costs_of, migration 0027),
-    so a year of history does not slow the page, `deepscholar leaderboard` or this roll-up."""
-    conn.execute(sa.text("DELETE FROM month_costs WHERE release_id = :r AND judge_config = :j"),
-                 {"r": release_id, "j": judge_config})
-    conn.execute(sa.text("INSERT INTO month_costs SELECT * FROM month_costs_of(:r) WHERE judge_config = :j"),
-                 {"r": release_id, "j": judge_config})
-    store_month_spend(conn, release_id, judge_config)  # and the judge's requests by transport
 
 
 def _board_inputs(conn: sa.Connection, release_id: str) -> dict:

@@ -1,0 +1,95 @@
+"""The per-query headline scores a board version counted, kept beside it as one array per system and metric
+(board_queries, board_query_scores: migration 0032).
+
+Why: a board over several months (evaluation/boards/pooled.py) is the roll-up's computation over their
+pooled queries. Read from metric_scores a year's window is some 340,000 rows; kept per board version it is
+a few thousand short arrays, and each month counts exactly the scores its current board was computed from.
+The roll-up writes them with the board version; a version rolled up before they existed has none until its
+next roll-up, and the readers then read that month's scores from metric_scores as before.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import sqlalchemy as sa
+
+__all__ = ["store_query_scores", "has_query_scores", "stored_query_scores"]
+
+_COLUMNS = ["release_id", "system_id", "arxiv_id", "metric", "value", "metric_version"]
+
+
+def has_query_scores(conn: sa.Connection, release_id: str, judge_config: str, version: int) -> bool:
+    return conn.execute(sa.text("""
+        SELECT EXISTS (SELECT 1 FROM board_queries WHERE release_id = :r AND judge_config = :j AND board_version = :v)
+        """), {"r": release_id, "j": judge_config, "v": version}).scalar_one()
+
+
+def store_query_scores(conn: sa.Connection, release_id: str, judge_config: str, version: int,
+                       scores: pd.DataFrame) -> None:
+    """Keep `scores` (load_scores' frame: one row per system, query and metric, NaN = unscored) as board
+    version `version`'s arrays, aligned with the release's queries sorted by arXiv id. Rewrites the version's
+    arrays whole (a draft's roll-up), so a system or metric that left the board leaves its array too."""
+    queries = set(conn.execute(sa.text("SELECT arxiv_id FROM release_queries WHERE release_id = :r"),
+                               {"r": release_id}).scalars())
+    order = sorted(queries | set(scores["arxiv_id"]))
+    position = {a: i for i, a in enumerate(order)}
+    key = {"r": release_id, "j": judge_config, "v": version}
+    conn.execute(sa.text("DELETE FROM board_queries WHERE release_id = :r AND judge_config = :j "
+                         "AND board_version = :v"), key)  # its arrays cascade
+    conn.execute(sa.text("INSERT INTO board_queries (release_id, judge_config, board_version, arxiv_ids) "
+                         "VALUES (:r, :j, :v, :ids)"), key | {"ids": order})
+    rows = []
+    for (system, metric), group in scores.groupby(["system_id", "metric"], sort=True):
+        values: list[float | None] = [None] * len(order)
+        for arxiv_id, value in zip(group["arxiv_id"], group["value"], strict=True):
+            values[position[arxiv_id]] = float("nan") if value is None or math.isnan(value) else float(value)
+        found = sorted(set(group["metric_version"].dropna()))
+        rows.append(key | {"s": system, "m": metric, "mv": ",".join(found) or None, "x": values})
+    if rows:
+        conn.execute(sa.text("""
+            INSERT INTO board_query_scores (release_id, judge_config, board_version, system_id, metric,
+                                            metric_version, scores)
+            VALUES (:r, :j, :v, :s, :m, :mv, :x)"""), rows)
+
+
+def stored_query_scores(conn: sa.Connection, releases: Sequence[str], judge_config: str,
+                        metrics: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
+    """The kept scores of these metrics on the current board version of each release (board_current) as one
+    row per (release, system, query, metric) with value (NaN = unscored) and metric_version, like the rows
+    read from metric_scores; and the releases that have no kept scores (read them from metric_scores).
+    Columns hold plain Python strings (object), not pandas' inferred string type, whose conversion of some
+    300,000 repeated names would cost more than the whole read."""
+    kept = {r: np.asarray(ids, dtype=object) for r, ids in conn.execute(sa.text("""
+        SELECT c.release_id, q.arxiv_ids
+        FROM board_current c
+        JOIN board_queries q USING (release_id, judge_config, board_version)
+        WHERE c.release_id = ANY(:r) AND c.judge_config = :j"""), {"r": list(releases), "j": judge_config})}
+    missing = [r for r in releases if r not in kept]
+    # NULL (no score) comes back as -Infinity, which no score is, so the arrays convert to floats in one go.
+    rows = conn.execute(sa.text("""
+        SELECT s.release_id, s.system_id, s.metric, s.metric_version,
+               array_replace(s.scores, NULL, '-Infinity'::float8)
+        FROM board_current c
+        JOIN board_query_scores s USING (release_id, judge_config, board_version)
+        WHERE c.release_id = ANY(:r) AND c.judge_config = :j AND s.metric = ANY(:m)
+        ORDER BY s.release_id, s.system_id, s.metric"""),
+        {"r": list(kept), "j": judge_config, "m": list(metrics)}).all()
+    if not rows:
+        return pd.DataFrame({c: pd.Series(dtype=float if c == "value" else object) for c in _COLUMNS}), missing
+    lengths = np.fromiter((len(r[4]) for r in rows), dtype=np.int64, count=len(rows))
+    values = np.fromiter(itertools.chain.from_iterable(r[4] for r in rows), dtype=float, count=int(lengths.sum()))
+    present = values != -np.inf
+    columns: dict[str, np.ndarray] = {}
+    for name, index in (("release_id", 0), ("system_id", 1), ("metric", 2), ("metric_version", 3)):
+        per_row = np.empty(len(rows), dtype=object)
+        per_row[:] = [r[index] for r in rows]
+        columns[name] = np.repeat(per_row, lengths)[present]
+    columns["arxiv_id"] = np.concatenate([kept[r[0]] for r in rows])[present]
+    columns["value"] = values[present]
+    return pd.DataFrame({c: pd.Series(columns[c], dtype=float if c == "value" else object)
+                         for c in _COLUMNS}), missing
