@@ -11,14 +11,15 @@ next roll-up, and the readers then read that month's scores from metric_scores a
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
-__all__ = ["store_query_scores", "has_query_scores", "stored_query_scores"]
+from deepscholar import db
+
+__all__ = ["store_query_scores", "has_query_scores", "stored_query_scores", "metric_versions"]
 
 _COLUMNS = ["release_id", "system_id", "arxiv_id", "metric", "value", "metric_version"]
 
@@ -37,24 +38,42 @@ def store_query_scores(conn: sa.Connection, release_id: str, judge_config: str, 
     queries = set(conn.execute(sa.text("SELECT arxiv_id FROM release_queries WHERE release_id = :r"),
                                {"r": release_id}).scalars())
     order = sorted(queries | set(scores["arxiv_id"]))
-    position = {a: i for i, a in enumerate(order)}
-    key = {"r": release_id, "j": judge_config, "v": version}
-    conn.execute(sa.text("DELETE FROM board_queries WHERE release_id = :r AND judge_config = :j "
-                         "AND board_version = :v"), key)  # its arrays cascade
-    conn.execute(sa.text("INSERT INTO board_queries (release_id, judge_config, board_version, arxiv_ids) "
-                         "VALUES (:r, :j, :v, :ids)"), key | {"ids": order})
-    rows = []
-    for (system, metric), group in scores.groupby(["system_id", "metric"], sort=True):
-        values: list[float | None] = [None] * len(order)
-        for arxiv_id, value in zip(group["arxiv_id"], group["value"], strict=True):
-            values[position[arxiv_id]] = float("nan") if value is None or math.isnan(value) else float(value)
-        found = sorted(set(group["metric_version"].dropna()))
-        rows.append(key | {"s": system, "m": metric, "mv": ",".join(found) or None, "x": values})
-    if rows:
-        conn.execute(sa.text("""
-            INSERT INTO board_query_scores (release_id, judge_config, board_version, system_id, metric,
-                                            metric_version, scores)
-            VALUES (:r, :j, :v, :s, :m, :mv, :x)"""), rows)
+    key = {"release_id": release_id, "judge_config": judge_config, "board_version": version}
+    conn.execute(sa.text("DELETE FROM board_queries WHERE release_id = :release_id "
+                         "AND judge_config = :judge_config AND board_version = :board_version"),
+                 key)  # its arrays cascade
+    conn.execute(db.table(conn, "board_queries").insert(), [key | {"arxiv_ids": order}])
+    if scores.empty:
+        return
+    # One (system, metric) per row of a matrix over the queries: -inf (no score row) becomes NULL.
+    position = pd.Index(order).get_indexer(scores["arxiv_id"])
+    pairs = pd.MultiIndex.from_frame(scores[["system_id", "metric"]])
+    keys, row = np.unique(pairs.codes[0].astype(np.int64) * len(pairs.levels[1]) + pairs.codes[1],
+                          return_inverse=True)
+    matrix = np.full((len(keys), len(order)), -np.inf)
+    matrix[row, position] = scores["value"].to_numpy(dtype=float)
+    versions = metric_versions(scores)
+    names = [(pairs.levels[0][k // len(pairs.levels[1])], pairs.levels[1][k % len(pairs.levels[1])]) for k in keys]
+    # One statement, each array as PostgreSQL's array text (repr is the shortest exact form of a float): an
+    # executemany of 84,000 numbers as SQL literals took most of a second.
+    arrays = ["{" + ",".join("NULL" if v == -np.inf else repr(v) for v in values) + "}" for values in matrix.tolist()]
+    conn.execute(sa.text("""
+        INSERT INTO board_query_scores (release_id, judge_config, board_version, system_id, metric, metric_version,
+                                        scores)
+        SELECT :release_id, :judge_config, :board_version, s, m, v, CAST(x AS double precision[])
+        FROM unnest(CAST(:s AS text[]), CAST(:m AS text[]), CAST(:v AS text[]), CAST(:x AS text[])) AS u (s, m, v, x)"""),
+        key | {"s": [n[0] for n in names], "m": [n[1] for n in names], "v": [versions.get(n) for n in names],
+               "x": arrays})
+
+
+def metric_versions(scores: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """metric_version per (system, metric); comma-joined when a system's scores mix versions (kept scores carry
+    their board's comma-joined versions: split, so each version is named once)."""
+    found: dict[tuple[str, str], set[str]] = {}
+    unique = scores[["system_id", "metric", "metric_version"]].dropna().drop_duplicates()
+    for system, metric, version in unique.itertuples(index=False):
+        found.setdefault((system, metric), set()).update(version.split(","))
+    return {k: ",".join(sorted(v)) for k, v in found.items()}
 
 
 def stored_query_scores(conn: sa.Connection, releases: Sequence[str], judge_config: str,

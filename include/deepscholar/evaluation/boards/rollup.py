@@ -31,7 +31,7 @@ from deepscholar.errors import NotFound
 from deepscholar.evaluation.boards import board_versions
 from deepscholar.evaluation.boards.contamination import MAY_HAVE_SEEN
 from deepscholar.evaluation.boards.contamination import contamination as contamination_of
-from deepscholar.evaluation.boards.query_scores import has_query_scores, store_query_scores
+from deepscholar.evaluation.boards.query_scores import has_query_scores, metric_versions, store_query_scores
 from deepscholar.evaluation.boards.rank_agreement import competition_ranks, rank_agreement
 from deepscholar.evaluation.costs import store_month_spend
 from deepscholar.evaluation.metrics import registry
@@ -196,16 +196,6 @@ def rank_by_geometric_mean(gms: Sequence[float | None]) -> list[int]:
     return competition_ranks(gms)
 
 
-def _versions(scores: pd.DataFrame) -> dict[tuple[str, str], str]:
-    """metric_version per (system, metric); comma-joined when a system's scores mix versions (a kept month's
-    scores carry their board's comma-joined versions: split, so each version is named once)."""
-    found: dict[tuple[str, str], set[str]] = {}
-    unique = scores[["system_id", "metric", "metric_version"]].dropna().drop_duplicates()
-    for system, metric, version in unique.itertuples(index=False):
-        found.setdefault((system, metric), set()).update(version.split(","))
-    return {k: ",".join(sorted(v)) for k, v in found.items()}
-
-
 def _clean(x) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
@@ -269,7 +259,7 @@ def _system_entries(scores: pd.DataFrame, names: Sequence[str], family: str, key
     bounded = [registry.is_bounded(m) for m in names]
 
     mean, n, n_unscored = _per_system_metric(scores)
-    versions = _versions(scores)
+    versions = metric_versions(scores)
     _warn_mixed_versions(versions, key["judge_config"])
     wide = _query_matrix(scores, names)
 
