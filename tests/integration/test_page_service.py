@@ -63,8 +63,23 @@ def test_an_unchanged_board_is_a_304_and_a_new_version_is_not(engine):
         for route in BOARD_ROUTES:
             fresh = client.get(route, headers={"If-None-Match": tags[route]})
             assert fresh.status_code == 200 and fresh.headers["etag"] != tags[route], route
-        # A report's page is not conditional; a system's is, and its registration is part of its tag.
-        assert "etag" not in client.get("/report/1").headers
+        # A report's page is kept by what it shows: a re-judged score or a deleted one is a new tag.
+        assert client.get("/report/999999").status_code == 404
+        report_id = _seed_report(engine)
+        report_page = client.get(f"/report/{report_id}")
+        assert report_page.status_code == 200 and b"rescored" not in report_page.content
+        tag = report_page.headers["etag"]
+        assert client.get(f"/report/{report_id}", headers={"If-None-Match": tag}).status_code == 304
+        with engine.begin() as conn:
+            conn.execute(sa.text("UPDATE deepscholar.metric_scores SET unscored_reason = 'rescored', value = NULL "
+                                 "WHERE report_id = :r"), {"r": report_id})
+        rescored = client.get(f"/report/{report_id}", headers={"If-None-Match": tag})
+        assert rescored.status_code == 200 and rescored.headers["etag"] != tag and b"rescored" in rescored.content
+        with engine.begin() as conn:
+            conn.execute(sa.text("DELETE FROM deepscholar.metric_scores WHERE report_id = :r"), {"r": report_id})
+        emptied = client.get(f"/report/{report_id}", headers={"If-None-Match": rescored.headers["etag"]})
+        assert emptied.status_code == 200 and b"rescored" not in emptied.content
+        # A system's page is conditional too, and its registration is part of its tag.
         system_page = client.get(f"/system/{SYSTEMS[0]}")
         assert system_page.status_code == 200 and "etag" in system_page.headers
         assert client.get(f"/system/{SYSTEMS[0]}",
@@ -76,6 +91,24 @@ def test_an_unchanged_board_is_a_304_and_a_new_version_is_not(engine):
         changed = client.get(f"/system/{SYSTEMS[0]}", headers={"If-None-Match": system_page.headers["etag"]})
         assert changed.status_code == 200 and changed.headers["etag"] != system_page.headers["etag"]
         assert b"v2-registered" in changed.content and b"v2-registered" not in system_page.content
+
+
+def _seed_report(engine) -> int:
+    """One ok report of SYSTEMS[0] in MONTH with one scored metric; its id."""
+    with engine.begin() as conn:
+        conn.execute(sa.text("""
+            INSERT INTO deepscholar.release_queries (release_id, arxiv_id, title, abstract, section_raw_latex,
+                                                     section_text, word_count)
+            VALUES (:m, '2506.00001', 'A query', '', '', '', 0)"""), {"m": MONTH})
+        report_id = conn.execute(sa.text("""
+            INSERT INTO deepscholar.reports (release_id, system_id, arxiv_id, status, text)
+            VALUES (:m, :s, '2506.00001', 'ok', 'A related-work section.') RETURNING report_id"""),
+            {"m": MONTH, "s": SYSTEMS[0]}).scalar_one()
+        conn.execute(sa.text("""
+            INSERT INTO deepscholar.metric_scores (report_id, metric, judge_config, variant, metric_version, value)
+            VALUES (:r, :m, :j, :v, 'v1', 0.5)"""),
+            {"r": report_id, "m": METRICS[0], "j": JUDGE, "v": registry.headline_variant(METRICS[0])})
+    return report_id
 
 
 def test_a_board_read_is_rendered_once_per_board_stamp(engine):

@@ -219,11 +219,12 @@ class _BoardReads:
     def __init__(self) -> None:
         self.code_stamp = _page_code_stamp()
         self.rendered = StampedCache(RENDERED_PAGES_KEPT)
+        self.reports = StampedCache(RENDERED_PAGES_KEPT)  # apart: a crawl of reports does not push boards out
 
 
 def _conditional(request: Request, engine: Callable[[], Engine], reads: _BoardReads,
                  build: Callable[[str], Response],
-                 also: Callable[[sa.Connection], str] | None = None) -> Response:
+                 also: Callable[[sa.Connection], str] | None = None, kept: StampedCache | None = None) -> Response:
     """A board read, answered 304 when nothing it shows has changed since the client's copy.
 
     The ETag digests the request (mount, path, query) and the warehouse's board stamp (q.board_stamp: one
@@ -236,7 +237,8 @@ def _conditional(request: Request, engine: Callable[[], Engine], reads: _BoardRe
     same stamp, with or without a conditional request, gets it for the stamp's read alone, and readers
     arriving together while it is built wait for that one build. At 20 concurrent readers on 2 cores the
     pages' own CPU (30-85 ms a board page) was most of their time; errors (a 404) are not kept.
-    `also`: what else the page shows, read in the stamp's statement's connection (a system's own row)."""
+    `also`: what else the page shows, read in the stamp's statement's connection (a system's own row);
+    `kept`: another cache than the boards' (reports)."""
     with engine().connect() as conn:
         stamp = q.board_stamp(conn) + ("/" + also(conn) if also is not None else "")
     key = "\0".join([reads.code_stamp, request.scope.get("root_path", ""), request.url.path,
@@ -246,7 +248,7 @@ def _conditional(request: Request, engine: Callable[[], Engine], reads: _BoardRe
     named = _if_none_match(request)
     if tag in named or "*" in named:
         return Response(status_code=304, headers=headers)
-    status, body, media_type = reads.rendered.get((str(engine().url), tag), lambda: _kept(build(stamp)))
+    status, body, media_type = (kept or reads.rendered).get((str(engine().url), tag), lambda: _kept(build(stamp)))
     return Response(content=body, status_code=status, media_type=media_type, headers=headers)
 
 
@@ -413,12 +415,18 @@ def _install_pages(app: FastAPI, engine: Callable[[], Engine], reads: _BoardRead
 
     @app.get("/report/{report_id}", response_class=HTMLResponse)
     def report(request: Request, report_id: int, judge_config: str | None = None):
-        with engine().connect() as conn:
-            data = q.report_detail(conn, report_id)
-        if data is None:
-            raise NotFound(f"no report {report_id}")
-        base = _base_of(request)
-        return _page("report.html", f"Report {report_id}", base, **report_context(data, judge_config, base))
+        """Kept like a board read, by what the report's page shows (its rows, scores and judgments)."""
+        return _conditional(request, engine, reads, lambda _: _report_page(request, engine, report_id, judge_config),
+                            also=lambda conn: q.report_stamp(conn, report_id), kept=reads.reports)
+
+
+def _report_page(request: Request, engine: Callable[[], Engine], report_id: int, judge_config: str | None) -> Response:
+    with engine().connect() as conn:
+        data = q.report_detail(conn, report_id)
+    if data is None:
+        raise NotFound(f"no report {report_id}")
+    base = _base_of(request)
+    return _page("report.html", f"Report {report_id}", base, **report_context(data, judge_config, base))
 
 
 def _install_registration(app: FastAPI, engine: Callable[[], Engine]) -> None:

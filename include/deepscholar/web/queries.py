@@ -314,6 +314,24 @@ def system_stamp(conn: sa.Connection, system_id: str) -> str:
     return value or "-"
 
 
+def report_stamp(conn: sa.Connection, report_id: int) -> str:
+    """Everything a report's page shows, as it stands: the report's row, its query's and system's rows (xmin,
+    which every update changes) and, per child table, how many rows and their newest xmin (an insert, update
+    or re-judge changes the latter, a delete the former). Primary-key reads of one report's rows."""
+    return conn.execute(sa.text("""
+        SELECT concat_ws('/', rp.xmin, q.xmin, s.xmin,
+               (SELECT count(*) || '.' || coalesce(max(xmin::text::bigint), 0) FROM deepscholar.report_sources
+                WHERE report_id = rp.report_id),
+               (SELECT count(*) || '.' || coalesce(max(xmin::text::bigint), 0) FROM deepscholar.metric_scores
+                WHERE report_id = rp.report_id),
+               (SELECT count(*) || '.' || coalesce(max(xmin::text::bigint), 0) FROM deepscholar.judgments
+                WHERE report_id = rp.report_id))
+        FROM deepscholar.reports rp
+        LEFT JOIN deepscholar.release_queries q ON q.release_id = rp.release_id AND q.arxiv_id = rp.arxiv_id
+        LEFT JOIN deepscholar.systems s ON s.system_id = rp.system_id
+        WHERE rp.report_id = :id"""), {"id": report_id}).scalar() or "-"
+
+
 def system_reports(conn: sa.Connection, system_id: str, release_id: str, judge_config: str) -> list[dict]:
     """A system's reports of a month, each with `scores`: {metric: its headline score under the judge}."""
     reports = _rows(conn, """
