@@ -223,12 +223,13 @@ def month_requests(conn: sa.Connection, release_id: str, judge_config: str, *,
 def month_cost_rows(conn: sa.Connection, release_id: str, judge_config: str, asked: dict) -> list[dict]:
     """A month's costs per system under one judge, shaped as month_costs (and month_costs_of) has them: its
     generation (month_generation_costs) and its judge requests from `asked` (month_requests' pass), for every
-    system on the month's boards or judged in it. What the roll-up stores and `deepscholar cost` shows, without
+    system on the month's boards under this judge or judged in it. What the roll-up stores and `deepscholar cost` shows, without
     reading the month's requests a second time."""
     generation = {r["system_id"]: r for r in conn.execute(sa.text(
         "SELECT * FROM month_generation_costs(:r)"), {"r": release_id}).mappings()}
-    on_boards = set(conn.execute(sa.text("SELECT DISTINCT system_id FROM leaderboard_systems WHERE release_id = :r"),
-                                 {"r": release_id}).scalars())
+    on_boards = set(conn.execute(sa.text(
+        "SELECT DISTINCT system_id FROM leaderboard_systems WHERE release_id = :r AND judge_config = :j"),
+        {"r": release_id, "j": judge_config}).scalars())
     rows = []
     for system in sorted(on_boards | set(asked["systems"])):
         made: dict = dict(generation.get(system, {}))
