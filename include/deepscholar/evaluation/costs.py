@@ -223,8 +223,8 @@ def month_requests(conn: sa.Connection, release_id: str, judge_config: str, *,
 def month_cost_rows(conn: sa.Connection, release_id: str, judge_config: str, asked: dict) -> list[dict]:
     """A month's costs per system under one judge, shaped as month_costs (and month_costs_of) has them: its
     generation (month_generation_costs) and its judge requests from `asked` (month_requests' pass), for every
-    system on the month's boards under this judge or judged in it. What the roll-up stores and `deepscholar cost` shows, without
-    reading the month's requests a second time."""
+    system on the month's boards under this judge or judged in it. What the roll-up stores and `deepscholar
+    cost` shows, without reading the month's requests a second time."""
     generation = {r["system_id"]: r for r in conn.execute(sa.text(
         "SELECT * FROM month_generation_costs(:r)"), {"r": release_id}).mappings()}
     on_boards = set(conn.execute(sa.text(

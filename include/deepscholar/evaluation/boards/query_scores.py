@@ -46,17 +46,16 @@ def store_query_scores(conn: sa.Connection, release_id: str, judge_config: str, 
     if scores.empty:
         return
     # One (system, metric) per row of a matrix over the queries: -inf (no score row) becomes NULL.
-    position = pd.Index(order).get_indexer(scores["arxiv_id"])
-    pairs = pd.MultiIndex.from_frame(scores[["system_id", "metric"]])
-    keys, row = np.unique(pairs.codes[0].astype(np.int64) * len(pairs.levels[1]) + pairs.codes[1],
-                          return_inverse=True)
-    matrix = np.full((len(keys), len(order)), -np.inf)
-    matrix[row, position] = scores["value"].to_numpy(dtype=float)
+    groups = scores.groupby(["system_id", "metric"], sort=True)
+    names = list(groups.size().index)  # the rows' order: ngroup numbers the sorted groups
+    matrix = np.full((len(names), len(order)), -np.inf)
+    matrix[groups.ngroup().to_numpy(), pd.Index(order).get_indexer(scores["arxiv_id"])] = \
+        scores["value"].to_numpy(dtype=float)
     versions = metric_versions(scores)
-    names = [(pairs.levels[0][k // len(pairs.levels[1])], pairs.levels[1][k % len(pairs.levels[1])]) for k in keys]
     # One statement, each array as PostgreSQL's array text (repr is the shortest exact form of a float): an
     # executemany of 84,000 numbers as SQL literals took most of a second.
-    arrays = ["{" + ",".join("NULL" if v == -np.inf else repr(v) for v in values) + "}" for values in matrix.tolist()]
+    arrays = ["{" + ",".join("NULL" if v == -np.inf else repr(v) for v in values) + "}"
+              for values in matrix.tolist()]
     conn.execute(sa.text("""
         INSERT INTO board_query_scores (release_id, judge_config, board_version, system_id, metric, metric_version,
                                         scores)
