@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import logging
 import math
+import sys
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["Check", "GateResult", "import_gx", "run_checks", "jsonable", "short"]
 
@@ -114,18 +116,21 @@ def import_gx():
 
 
 def jsonable(value: Any) -> Any:
-    """GX results carry numpy scalars, Timestamps and NaN; JSONB needs plain values."""
+    """GX results carry numpy scalars, Timestamps and NaN; JSONB needs plain values. pandas is not imported
+    here: a module that only names a Check (every metric does, through the registry) would pay a second of
+    start-up for it, and a value can be pandas' NaT or NA only once pandas is loaded."""
+    pandas = sys.modules.get("pandas")
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set):
         return [jsonable(v) for v in value]
-    if value is None or value is pd.NaT or value is pd.NA:
+    if value is None or (pandas is not None and (value is pandas.NaT or value is pandas.NA)):
         return None
     if isinstance(value, bool | str | int):
         return value
     if isinstance(value, float):
         return None if math.isnan(value) or math.isinf(value) else value
-    if isinstance(value, datetime | date | pd.Timestamp):
+    if isinstance(value, datetime | date):  # pandas' Timestamp is a datetime
         return value.isoformat()
     if hasattr(value, "item"):  # numpy scalar
         return jsonable(value.item())

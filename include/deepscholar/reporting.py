@@ -9,7 +9,7 @@ from sqlalchemy.engine import Engine
 from tabulate import tabulate
 
 from deepscholar.errors import NotFound
-from deepscholar.release.steps import release_counts
+from deepscholar.release.candidates import release_counts
 
 
 def list_releases(engine: Engine) -> list[dict]:

@@ -14,6 +14,7 @@ from support.openai_stub import OpenAIStub
 from deepscholar.errors import InfrastructureError, ProviderTooSlow
 from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.http_guard import BREAKER, host_of
+from deepscholar.llm import openai_compatible
 from deepscholar.llm.client import LLMClient, parse_json_object
 
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
@@ -90,6 +91,38 @@ def test_a_busy_server_is_told_from_a_dead_one_and_not_piled_on(engine, fake_llm
     assert fake_llm.models_probes == 2 and client._in_flight.slots == 1
     assert BREAKER.failures_of(host_of(fake_llm.url)) == 0
     assert time.monotonic() - started < 5
+
+
+def test_a_server_silent_to_the_probe_while_generating_is_busy_not_down(engine, fake_llm, monkeypatch):
+    """llama-cpp-python lists its models only between generations: while the timed-out prompt is still
+    generating, the probe's connection is taken and held. That is a busy server too: one resend, then
+    ProviderTooSlow saying so, and nothing counted against the host."""
+    monkeypatch.setattr(openai_compatible, "PROBE_SECONDS", 0.3)
+    fake_llm.slots, fake_llm.delay, fake_llm.models_between_generations = 1, 1.5, True
+    fake_llm.default = lambda body: '{"ok": true}'
+    client = client_of(engine, fake_llm, timeout=0.4, concurrency=2, max_retries=3)
+    with pytest.raises(ProviderTooSlow) as err:
+        client.ask(user("slow?"), parse_json_object, purpose="metric.x", max_tokens=30)
+    message = str(err.value)
+    assert "took a probe's connection but did not answer" in message and "busy generating" in message
+    assert "unavailable" not in message
+    assert fake_llm.requests == 2 and fake_llm.models_probes == 2
+    assert BREAKER.failures_of(host_of(fake_llm.url)) == 0
+
+
+def test_a_server_that_refuses_the_probe_is_down():
+    """The other side of the rule: a refused connection or a 5xx is no probe answer at all."""
+    with OpenAIStub() as gone:
+        url = gone.url
+    assert openai_compatible.probe(url, "test", timeout=0.5) is None
+    with OpenAIStub() as failing:
+        failing.server.clear()
+        failing.server.expect_request("/v1/models", method="GET").respond_with_data("down", status=503)
+        assert openai_compatible.probe(failing.url, "test", timeout=0.5) is None
+        failing.server.clear()
+        failing.server.expect_request("/v1/models", method="GET").respond_with_data("no key", status=401)
+        answered = openai_compatible.probe(failing.url, "test", timeout=0.5)
+        assert answered is not None and answered.answered
 
 
 def test_a_dead_server_is_still_unavailable(engine):

@@ -99,6 +99,8 @@ class OpenAIStub:
         self.slots: int | None = None
         self._slot_gate: threading.Semaphore | None = None
         self.models_probes = 0  # GET /v1/models requests seen (the client's probe of a busy server)
+        # llama-cpp-python's server lists its models only between generations: a probe waits for them.
+        self.models_between_generations = False
         self._lock = threading.Lock()
 
     # -- lifecycle --
@@ -112,6 +114,9 @@ class OpenAIStub:
     def _models(self, request: Request) -> Response:
         with self._lock:
             self.models_probes += 1
+        deadline = time.monotonic() + 30
+        while self.models_between_generations and self.in_flight and time.monotonic() < deadline:
+            time.sleep(0.01)
         return Response(json.dumps({"object": "list", "data": [{"id": "stub", "object": "model"}]}),
                         content_type="application/json")
 

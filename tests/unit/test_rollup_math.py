@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from deepscholar.evaluation.boards.rollup import (
+    _resample_counts,
     bootstrap_intervals,
     compute_leaderboard,
     geometric_mean,
@@ -81,6 +82,23 @@ def test_bootstrap_is_seeded_and_brackets_the_mean():
     gm = geometric_mean(means)
     assert a_gm[0] < gm < a_gm[1]
     assert (a_ci[:, 1] - a_ci[:, 0] < 0.2).all()  # 40 queries: a real interval, not [0, 1]
+
+
+def test_a_systems_interval_does_not_depend_on_the_systems_bootstrapped_before_it():
+    """Systems with the same number of queries share one resample-count matrix: the interval must be the
+    same whichever systems came first, and no caller can change the shared counts."""
+    rng = np.random.default_rng(3)
+    first, second, other = (rng.uniform(0.1, 0.9, size=(n, 4)) for n in (60, 60, 35))
+    _resample_counts.cache_clear()
+    alone = bootstrap_intervals(second, seed=5, n_boot=300)
+    _resample_counts.cache_clear()
+    for values in (first, other, first):
+        bootstrap_intervals(values, seed=5, n_boot=300)
+    after_others = bootstrap_intervals(second, seed=5, n_boot=300)
+    np.testing.assert_array_equal(alone[0], after_others[0])
+    np.testing.assert_array_equal(alone[1], after_others[1])
+    with pytest.raises(ValueError, match="read-only"):
+        _resample_counts(5, 60, 300)[0, 0] = 99.0
 
 
 def test_bootstrap_of_a_metric_never_scored_is_nan():

@@ -5,7 +5,8 @@ request waiting for a slot counts against its timeout, and a timed-out request k
 server after the client gives up. Treating that as an outage (retrying every timeout, counting it against
 the host's breaker) piles the same long prompts onto a server still working on the abandoned ones and ends
 in "unavailable" while the server is up. So after a timeout the client asks the server's models endpoint
-(openai_compatible.probe): no answer, it is down (retried and counted as before); an answer, it is busy:
+(openai_compatible.probe): refused, reset or a 5xx, it is down (retried and counted as before); an answer,
+or a connection taken and held silent (llama-cpp-python serves the list only between generations), it is busy:
 one request fewer in flight from then on (`InFlight.retire`), the prompt sent once more after a pause
 (SLOW_RESENDS), and then the work stops as ProviderTooSlow naming the settings to change.
 """
@@ -88,17 +89,21 @@ def after_timeout(client: Any, exc: BaseException, timeouts: int, purpose: str) 
     answer a probe (down, or no api_base to probe: retried and counted by the breaker as any outage), else
     ServerBusy after a pause (retried) or, past SLOW_RESENDS, ProviderTooSlow. Holds no connection or slot.
     `client`: the LLMClient asking (typed loosely: the client imports this module)."""
-    answered = None
-    if client.api_base:
-        from deepscholar.llm import openai_compatible
+    from deepscholar.llm import openai_compatible
 
-        answered = openai_compatible.probe(client.api_base, client._api_key)
-    if answered is None:
+    probed = openai_compatible.probe(client.api_base, client._api_key) if client.api_base else None
+    if probed is None:
         return exc
     slots = client._in_flight.retire()
+    if probed.answered:
+        seen = f"the server answered a probe of its models endpoint in {probed.seconds:.2f} s: it is busy, not down"
+    else:
+        seen = (f"the server took a probe's connection but did not answer its models endpoint within "
+                f"{probed.seconds:.1f} s, as a server that lists its models only between generations does: it "
+                f"is busy generating (or hung), not down")
     too_slow = ProviderTooSlow(client.service, (
         f"a request ({purpose}) timed out {timeouts} time{'s' if timeouts > 1 else ''} after {client.timeout:g} s "
-        f"while the server answered a probe of its models endpoint in {answered:.2f} s: it is busy, not down. "
+        f"while {seen}. "
         f"Give each request more time (\"timeout_seconds\" for {client.model} in DEEPSCHOLAR_LLM_SERVING, or "
         f"--timeout; now {client.timeout:g} s) or send fewer at once (\"concurrency\" there, or --concurrency; "
         f"now {slots} in flight)"))
@@ -106,8 +111,8 @@ def after_timeout(client: Any, exc: BaseException, timeouts: int, purpose: str) 
         log.error("%s", too_slow)
         return too_slow
     pause = min(client.timeout / 2, SLOW_PAUSE_MAX_SECONDS)
-    log.warning("%s timed out after %g s (%s) but answers a probe in %.2f s: busy, not down; %d request(s) in "
-                "flight from now on, this one sent again in %.0f s", client.service, client.timeout, purpose,
-                answered, slots, pause)
+    log.warning("%s timed out after %g s (%s) but %s a probe (%.2f s): busy, not down; %d request(s) in flight "
+                "from now on, this one sent again in %.0f s", client.service, client.timeout, purpose,
+                "answered" if probed.answered else "took the connection of", probed.seconds, slots, pause)
     time.sleep(pause)
     return ServerBusy(too_slow)

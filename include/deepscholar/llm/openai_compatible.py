@@ -21,11 +21,13 @@ import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-__all__ = ["chat_completion", "request_body", "status_error", "invalid_response", "probe"]
+__all__ = ["chat_completion", "request_body", "status_error", "invalid_response", "probe", "Probe",
+           "PROBE_SECONDS"]
 
 PREFIX = "openai/"  # which models come here: see client._is_direct
 
@@ -124,14 +126,27 @@ def chat_completion(model: str, messages: Sequence[Mapping[str, Any]], *, api_ba
 PROBE_SECONDS = 5.0
 
 
-def probe(api_base: str, api_key: str | None, timeout: float = PROBE_SECONDS) -> float | None:
-    """Seconds the server took to answer GET {api_base}/models, None when it did not (refused, timed out, a
-    5xx): whether a server whose requests time out is busy (it answers this at once: a model server lists
-    its models without waiting for a generation slot) or down. Any answer under 500 counts, a 401 too."""
+@dataclass(frozen=True)
+class Probe:
+    """What a server whose request timed out did with a probe: `answered` its models endpoint (any status
+    under 500, a 401 too) or took the connection and stayed `silent` past the probe's timeout."""
+
+    seconds: float
+    answered: bool
+
+
+def probe(api_base: str, api_key: str | None, timeout: float | None = None) -> Probe | None:
+    """GET {api_base}/models after a timeout: whether the server is busy or down. A model server that lists
+    its models at once while generating (vLLM) answers; one that serves the list only between generations
+    (llama-cpp-python) takes the connection and stays silent: both are up and busy. None, down: the
+    connection refused or not made in time, reset, or a 5xx. Timeout: PROBE_SECONDS unless given."""
     key = api_key or os.environ.get("OPENAI_API_KEY") or ""
+    wait = PROBE_SECONDS if timeout is None else timeout
     started = time.perf_counter()
     try:
-        response = _client(api_base, key, timeout).get("models")
+        response = _client(api_base, key, wait).get("models")
+    except httpx.ReadTimeout:
+        return Probe(time.perf_counter() - started, answered=False)
     except httpx.HTTPError:
         return None
-    return None if response.status_code >= 500 else time.perf_counter() - started
+    return None if response.status_code >= 500 else Probe(time.perf_counter() - started, answered=True)

@@ -12,8 +12,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from deepscholar.evaluation.metrics.base import (
     AnnotationUnit,
     Item,
@@ -204,6 +202,8 @@ def coherence(text: str) -> Coherence:
     flat = [s for p in paragraphs for s in p]
     if not flat:
         return Coherence(0.0, 0.0, 0.0, 0, 0)
+    import numpy as np  # here, not at the top: the registry imports every metric, and a board reader needs none
+
     vectors = local_judge.embed(flat)
     spans, start = [], 0
     for p in paragraphs:

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from deepscholar.evaluation.metrics.base import ItemJudgment, JudgeFreeMetric, ReportContext, Score
 from deepscholar.evaluation.metrics.papers import Paper
 from deepscholar.evaluation.metrics.reportbench.base import bibliography
@@ -38,6 +36,8 @@ def quartile_of(counts: Sequence[int]) -> list[int]:
     """The quartile (0-3) of each count among `counts` (module docstring's cut points)."""
     if not counts:
         return []
+    import numpy as np  # here, not at the top: the registry imports every metric, and a board reader needs none
+
     cuts = np.percentile(np.asarray(counts, dtype=float), [25, 50, 75])
     return [int(np.searchsorted(cuts, c, side="left")) for c in counts]
 
