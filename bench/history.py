@@ -412,7 +412,10 @@ def cli(*argv: str) -> tuple[float, str]:
     return secs, done.stdout
 
 
-def measure_cli(months: list[str], repeat: int) -> dict:
+def measure_cli(engine, months: list[str], repeat: int) -> dict:
+    """Each board command as a cold process, median of `repeat`. A pooled board (window, category) is timed
+    twice: computed (the store emptied before each run: a selection's first request, or one after its
+    inputs changed) and kept (read back: every later request), the goal judged on the kept."""
     first, last = months[0], months[-1]
     commands = {"leaderboard": ["leaderboard"], "leaderboard_month": ["leaderboard", "--release", first],
                 "leaderboard_track_race": ["leaderboard", "--track", "race"],
@@ -422,14 +425,24 @@ def measure_cli(months: list[str], repeat: int) -> dict:
                 "leaderboard_category": ["leaderboard", "--category", "cs.CL"],
                 "cost": ["cost", "--release", last, "--judge", JUDGE], "release_list": ["release", "list"],
                 "db_status": ["db", "status"]}
+    pooled = {"leaderboard_window", "leaderboard_category"}
     # An installed package carries its bytecode (pip compiles it; the Dockerfile's image has it). A source
     # checkout run with PYTHONDONTWRITEBYTECODE (as this workplace's shells are) would compile every module
     # of ours in every process, about 0.3 s a command that no deployment pays: compile once, as pip does.
     compileall.compile_dir(str(ROOT / "include" / "deepscholar"), quiet=1)
     out = {}
     for name, argv in commands.items():
+        computed = []
+        if name in pooled:
+            for _ in range(repeat):
+                with engine.begin() as conn:
+                    conn.execute(sa.text("DELETE FROM deepscholar.pooled_boards"))
+                computed.append(cli(*argv)[0])
         times = [cli(*argv)[0] for _ in range(repeat)]
         out[name] = {"argv": argv, "median_s": round(statistics.median(times), 2), "max_s": round(max(times), 2)}
+        if computed:
+            out[name] |= {"kept": True, "computed_median_s": round(statistics.median(computed), 2),
+                          "computed_max_s": round(max(computed), 2)}
         emit("cli", command=name, **out[name])
     return out
 
@@ -616,7 +629,7 @@ def main(argv: list[str] | None = None) -> int:
         emit("size", **sizes)
 
         pages = measure_pages(engine, months, args)
-        cli_times = measure_cli(months, args.cli_repeat)
+        cli_times = measure_cli(engine, months, args.cli_repeat)
         views = measure_views(engine, months)
         measure_readers_plans(engine, months)
         export = measure_export(engine, months, home)
@@ -652,7 +665,8 @@ def main(argv: list[str] | None = None) -> int:
                         "readers": args.load_readers, "seconds": args.readers_seconds},
         "cli_cold": {"pass": cli_times[worst_cli]["median_s"] <= GOALS["cli_cold_s"], "worst": worst_cli,
                      "median_s": cli_times[worst_cli]["median_s"],
-                     "failing": sorted(k for k in cli_times if cli_times[k]["median_s"] > GOALS["cli_cold_s"])},
+                     "failing": sorted(k for k in cli_times if cli_times[k]["median_s"] > GOALS["cli_cold_s"]),
+                     "computed_pooled_s": {k: v["computed_median_s"] for k, v in cli_times.items() if v.get("kept")}},
         "month13_vs_empty": {"pass": (ratios["total"] or 0) <= GOALS["month13_ratio"], "ratios": ratios},
         "export_one_month": {"pass": export["one_month_s"] <= GOALS["export_one_s"], "seconds": export["one_month_s"]},
         "upgrade": {"seconds": round(upgrade_s, 2), "judgments_rewritten": "judgments" in rewritten},

@@ -160,6 +160,8 @@ def _history(_):
     assert by["page_load"][0]["requests"] > 0 and isinstance(by["page_load"][0]["errors"], int), by["page_load"]
     assert {c["command"] for c in by["cli"]} >= {"leaderboard", "leaderboard_track_race", "leaderboard_window",
                                                  "leaderboard_category", "cost", "release_list"}
+    pooled = [c for c in by["cli"] if c["command"] in ("leaderboard_window", "leaderboard_category")]
+    assert pooled and all(c["kept"] and c["computed_median_s"] > 0 for c in pooled), pooled  # both timings
     assert {"leaderboard", "leaderboard_costs"} <= {v["view"] for v in by["view"]}
     assert [e["scope"] for e in by["export"]] == ["one month", "all months"]
     (summary,) = by["summary"]

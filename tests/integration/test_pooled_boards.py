@@ -17,6 +17,7 @@ from deepscholar.evaluation.boards import pooled
 from deepscholar.evaluation.boards.board_versions import publish_board
 from deepscholar.evaluation.boards.leaderboard import load_leaderboard
 from deepscholar.evaluation.boards.rollup import DEFAULT_N_BOOT, roll_up
+from deepscholar.evaluation.boards.selection import current_releases
 from deepscholar.web import create_app
 
 pytestmark = pytest.mark.slow  # seeds three months of boards
@@ -46,7 +47,7 @@ def test_a_pooled_board_of_one_month_is_that_months_stored_board(history):
     engine = history
     roll_up(engine, "2025-03", JUDGE, n_boot=DEFAULT_N_BOOT)
     stored = {r["system_id"]: r for r in load_leaderboard(engine, "2025-03", JUDGE)}
-    rows = pooled.pooled_board(engine, pooled.current_releases(engine, "2025-03", "2025-03"), JUDGE)
+    rows = pooled.pooled_board(engine, current_releases(engine, "2025-03", "2025-03"), JUDGE)
     assert [r["system_id"] for r in rows] == sorted(stored, key=lambda s: stored[s]["rank"])
     for r in rows:
         s = stored[r["system_id"]]
@@ -73,7 +74,7 @@ def _kept(engine, release_id: str) -> int:
 
 def test_a_pooled_board_counts_the_scores_each_months_current_board_counted(history):
     engine = history
-    march = pooled.current_releases(engine, "2025-03", "2025-03")
+    march = current_releases(engine, "2025-03", "2025-03")
     published = _board_figures(pooled.pooled_board(engine, march, JUDGE))
     assert published["tail"][4]["citation_precision"][2] == 1  # an unscored query (NaN) stays unscored
     assert published["tail"][4]["claim_coverage"][1] == N_QUERIES - 2  # a never-judged one stays absent
@@ -179,3 +180,87 @@ def test_the_page_has_a_window_selector_and_category_boards(history, monkeypatch
     with serve(create_app(lambda: engine)) as base:
         page = parse_html(urllib.request.urlopen(f"{base}/?judge_config={JUDGE}").read().decode())
         assert page.find("table", {"data-category": True}) is None
+
+
+def _text(monkeypatch, capsys, db_url, *args) -> str:
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
+    capsys.readouterr()
+    assert cli.main(["leaderboard", *args]) == 0
+    return capsys.readouterr().out
+
+
+def _kept_boards(engine) -> dict[str, tuple[str, str]]:
+    with engine.connect() as conn:
+        return {r.view: (r.stamp, r.rows_json) for r in conn.execute(sa.text(
+            "SELECT selection->>'view' || ':' || coalesce(selection->>'category', '') AS view, stamp, rows_json "
+            "FROM pooled_boards"))}
+
+
+def _tamper(engine, view: str) -> None:
+    """Rename the top system in the kept rows of one view: a read of the store shows it, a recompute does not."""
+    with engine.begin() as conn:
+        conn.execute(sa.text("""
+            UPDATE pooled_boards SET rows_json = replace(rows_json, '"system_id": "lead"', '"system_id": "kept"')
+            WHERE selection->>'view' || ':' || coalesce(selection->>'category', '') = :v"""), {"v": view})
+
+
+def test_a_pooled_board_is_kept_read_back_in_every_format_and_recomputed_when_its_inputs_change(
+        history, db_url, monkeypatch, capsys):
+    engine = history
+    window = ("--from", "2025-01", "--to", "2025-03")
+    category = ("--release", "2025-03", "--category", CATEGORIES[0])
+    computed = {(a, f): _text(monkeypatch, capsys, db_url, *a, "--format", f)
+                for a in (window, category) for f in ("table", "json", "csv", "markdown")}
+    kept = _kept_boards(engine)
+    assert set(kept) == {"window:", f"category:{CATEGORIES[0]}"}  # one row a selection, whatever the format
+    # Read back: the same bytes in every format (dates, NaN and nested details survive the store).
+    for (args, fmt), text in computed.items():
+        assert _text(monkeypatch, capsys, db_url, *args, "--format", fmt) == text, (args, fmt)
+    # ... and it is the store that answers: a tampered row shows.
+    _tamper(engine, "window:")
+    assert "kept" in _text(monkeypatch, capsys, db_url, *window)
+
+    # Each input changes the stamp, and the board is computed again.
+    def recomputed(change_sql: str, params: dict | None = None) -> None:
+        _tamper(engine, "window:")
+        before = _kept_boards(engine)["window:"][0]
+        with engine.begin() as conn:
+            conn.execute(sa.text(change_sql), params or {})
+        assert "kept" not in _text(monkeypatch, capsys, db_url, *window), change_sql
+        assert _kept_boards(engine)["window:"][0] != before, change_sql
+
+    recomputed("UPDATE systems SET knowledge_cutoff = date '2020-01-01' WHERE system_id = 'mid'")
+    recomputed("UPDATE reports SET status = status WHERE release_id = '2025-02' AND system_id = 'tail' "
+               "AND arxiv_id = (SELECT min(arxiv_id) FROM reports WHERE release_id = '2025-02')")
+    recomputed("UPDATE release_queries SET published = published WHERE release_id = '2025-01'")
+    # A score re-judged after publication is not what the month's board counted: the kept board stands until
+    # the month's next board version is the current one.
+    publish_board(engine, "2025-02", JUDGE)
+    _tamper(engine, "window:")
+    with engine.begin() as conn:
+        conn.execute(sa.text("""
+            UPDATE metric_scores m SET value = 0.0 FROM reports r
+            WHERE r.report_id = m.report_id AND r.release_id = '2025-02' AND r.system_id = 'lead'
+              AND m.metric = 'citation_precision' AND m.value IS NOT NULL"""))
+    roll_up(engine, "2025-02", JUDGE, n_boot=DEFAULT_N_BOOT)  # a draft v2: readers still count v1
+    assert "kept" in _text(monkeypatch, capsys, db_url, *window)
+    publish_board(engine, "2025-02", JUDGE)
+    assert "kept" not in _text(monkeypatch, capsys, db_url, *window)
+
+
+def test_a_selection_that_reads_live_scores_is_never_kept_and_the_store_stays_bounded(
+        history, db_url, monkeypatch, capsys):
+    from deepscholar.evaluation.boards import pooled_store
+
+    engine = history
+    with engine.begin() as conn:  # March's board predates the kept per-query scores
+        conn.execute(sa.text("DELETE FROM board_queries WHERE release_id = '2025-03'"))
+    _text(monkeypatch, capsys, db_url, "--from", "2025-01", "--to", "2025-03")
+    assert _kept_boards(engine) == {}
+    monkeypatch.setattr(pooled_store, "KEEP", 2)
+    for args in (("--from", "2025-01", "--to", "2025-01"), ("--from", "2025-01", "--to", "2025-02"),
+                 ("--from", "2025-02", "--to", "2025-02")):
+        _text(monkeypatch, capsys, db_url, *args)
+    with engine.connect() as conn:
+        kept = conn.execute(sa.text("SELECT selection->'releases' FROM pooled_boards ORDER BY computed_at")).scalars()
+        assert list(kept) == [["2025-01", "2025-02"], ["2025-02"]]  # the two most recently computed

@@ -47,6 +47,7 @@ RELEASED = {
     "0031_month_calls_by_hash": "f6fcf114a2a8805039e507b79892c6d58866ee2f0f0b5d2dd92d23a3a9d98d0e",
     "0032_board_query_scores": "4b4f5d4d705a94e47fd9344c4a5fe3c7855524c2f6347a417f5faeaa86716dcc",
     "0033_month_generation_costs": "99c1508eec57ce5371c828ec411268df74a0463e09d9ce5787eb514119d6c07a",
+    "0034_pooled_board_store": "8ef12d086f448b7979a98b023c91085d1e3fca927528dd4493b9c33431c3084e",
 }
 # The sha256 the pre-migration init_db recorded in schema_files for sql/001..004: the baseline is
 # exactly those files, so adopted warehouses match it.

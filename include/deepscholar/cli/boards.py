@@ -239,19 +239,28 @@ def _print_as_published(engine, release_id: str, judge_config: str, args) -> int
 
 def _print_pooled_board(engine, args, judge_config: str | None) -> int:
     """A board over a window of months, one primary category and/or the queries published after a date,
-    computed from the stored per-query scores (evaluation/boards/pooled.py)."""
-    from deepscholar.evaluation.boards import pooled
+    computed from the stored per-query scores (evaluation/boards/pooled.py), kept once computed
+    (evaluation/boards/pooled_store.py: a later process with nothing changed reads it back)."""
+    from deepscholar.evaluation.boards import pooled_store
     from deepscholar.evaluation.boards.leaderboard import format_leaderboard
+    from deepscholar.evaluation.boards.selection import window_judge
 
     if args.version or args.agreement:
         raise UserError("--version and --agreement read a stored board; --from/--to/--category/--after compute one")
     selection = _pooled_selection(engine, args, judge_config)
-    judge = judge_config or pooled.window_judge(engine, selection.releases)
+    judge = judge_config or window_judge(engine, selection.releases)
     family = args.track or "core"
     if args.category:
-        rows = _category_board_rows(engine, selection, judge, family, args.category)
+        rows = pooled_store.kept_board(engine, selection, judge, family, "category",
+                                       lambda: _category_board_rows(engine, selection, judge, family, args.category))
+        _note_a_small_category(rows, args.category)
     else:
-        rows = pooled.pooled_board(engine, selection, judge, family=family)
+        def window_rows() -> list[dict]:
+            from deepscholar.evaluation.boards import pooled
+
+            return pooled.pooled_board(engine, selection, judge, family=family)
+
+        rows = pooled_store.kept_board(engine, selection, judge, family, "window", window_rows)
     if not rows:
         raise UserError(f"no scored query in {selection.describe()} under {judge}")
     print(format_leaderboard(rows, args.format))
@@ -262,19 +271,19 @@ def _pooled_selection(engine, args, judge_config: str | None):
     """The months (a window, or the one board --release picks), the category and the --after date."""
     from dataclasses import replace
 
-    from deepscholar.evaluation.boards import pooled
     from deepscholar.evaluation.boards.leaderboard import pick_board
+    from deepscholar.evaluation.boards.selection import Selection, current_releases
 
     if args.window_from or args.window_to:
         if args.release:
             raise UserError("give either --release or a window (--from/--to), not both")
-        selection = pooled.current_releases(engine, args.window_from, args.window_to)
+        selection = current_releases(engine, args.window_from, args.window_to)
     else:
         with engine.connect() as conn:
             picked = pick_board(conn, args.release, judge_config)
         if picked is None:
             raise UserError(f"no leaderboard for {args.release or 'any release'} yet")
-        selection = pooled.Selection((picked[0],), picked[0])
+        selection = Selection((picked[0],), picked[0])
     after = None
     if args.after:
         from deepscholar.systems.registry import parse_cutoff
@@ -286,22 +295,28 @@ def _pooled_selection(engine, args, judge_config: str | None):
 
 
 def _category_board_rows(engine, selection, judge: str, family: str, category: str) -> list:
-    """One primary category's board (a note on stderr when it has fewer queries than the page shows)."""
+    """One primary category's board, with each system's overall rank over the selection."""
     from dataclasses import replace
 
     from deepscholar.evaluation.boards import pooled
-    from deepscholar.settings import current_settings
 
-    minimum = current_settings().category_min_queries
     _, boards = pooled.category_boards(engine, replace(selection, category=None), judge, min_queries=1,
                                        family=family)
     board = next((b for b in boards if b.category == category), None)
     if board is None:
         raise UserError(f"no query of primary category {category} in {selection.label}")
-    if board.n_queries < minimum:
-        print(f"note: only {board.n_queries} queries of {category} (the page shows category boards from "
-              f"DEEPSCHOLAR_CATEGORY_MIN_QUERIES = {minimum})", file=sys.stderr)
     return board.rows
+
+
+def _note_a_small_category(rows: list[dict], category: str) -> None:
+    """A note on stderr when the category has fewer queries than the page shows category boards from."""
+    from deepscholar.settings import current_settings
+
+    minimum = current_settings().category_min_queries
+    n_queries = rows[0]["n_queries"] if rows else 0
+    if n_queries < minimum:
+        print(f"note: only {n_queries} queries of {category} (the page shows category boards from "
+              f"DEEPSCHOLAR_CATEGORY_MIN_QUERIES = {minimum})", file=sys.stderr)
 
 
 def _print_board_versions(engine, release_id: str | None, judge_config: str | None, fmt: str) -> int:

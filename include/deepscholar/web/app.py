@@ -345,7 +345,7 @@ def _leaderboard_page(request: Request, engine: Callable[[], Engine], stamp: str
     """The board page: a month's board (a release, a board version) with its tracks, agreement and trust
     rows, or a window's pooled board (from/to) that has none of those; with the category boards and the
     months to choose a window from. Apart from the route so the page's assembly reads on its own."""
-    from deepscholar.evaluation.boards.pooled import Selection
+    from deepscholar.evaluation.boards.selection import Selection
     from deepscholar.settings import current_settings
 
     minimum = current_settings().category_min_queries

@@ -414,9 +414,10 @@ def pooled_page_board(engine, stamp: str, judge_config: str | None, window_from:
 def _pooled_page_board(engine, judge_config: str | None, window_from: str | None,
                        window_to: str | None) -> tuple[Board, list[TrackBoard], Any]:
     from deepscholar.evaluation.boards import pooled
+    from deepscholar.evaluation.boards.selection import current_releases, window_judge
 
-    selection = pooled.current_releases(engine, window_from, window_to)
-    judge = judge_config or pooled.window_judge(engine, selection.releases)
+    selection = current_releases(engine, window_from, window_to)
+    judge = judge_config or window_judge(engine, selection.releases)
     rows = pooled.pooled_board(engine, selection, judge)
     if not rows:
         raise NotFound(f"no scored query in {selection.label} under {judge}")

@@ -6,6 +6,8 @@ Public (for the DAGs, the CLI and the page):
 - `leaderboard`: reading a stored board and printing it like the paper's Table 2;
 - `leaderboard_quality`: the Great Expectations check a board passes before it is published;
 - `pooled`: boards over a window of months, a category or a cutoff, computed on request;
+- `selection`: which queries a pooled board is over (months, category, date), named without computing;
+- `pooled_store`: pooled boards the command line computed, kept with the stamp of what they read;
 - `query_scores`: the per-query scores a board version counted, kept beside it (what `pooled` reads);
 - `rank_agreement`: Kendall's tau between two families' boards of a month (do the benchmarks agree?);
 - `contamination`: could a system have seen a month's papers (knowledge cutoffs);
@@ -14,5 +16,5 @@ Public (for the DAGs, the CLI and the page):
 Boards read judging's public modules only (`judging.judges`), never its private ones.
 """
 
-__all__ = ["board_versions", "contamination", "leaderboard", "leaderboard_quality", "pooled", "published",
-           "query_scores", "rank_agreement", "rollup"]
+__all__ = ["board_versions", "contamination", "leaderboard", "leaderboard_quality", "pooled", "pooled_store",
+           "published", "query_scores", "rank_agreement", "rollup", "selection"]

@@ -1,6 +1,7 @@
 """Boards over any set of queries: a window of months, one arXiv primary category, or only the queries
 published after a date. Computed on request from the per-query scores each month's current board counted
-(evaluation/boards/query_scores.py; a month rolled up before those were kept: its scores), never stored.
+(evaluation/boards/query_scores.py; a month rolled up before those were kept: its scores). Which queries: a
+Selection (evaluation/boards/selection.py). The command line keeps what it computed (pooled_store.py).
 
 Scores are kept per query, so a board over several months or one category is the roll-up's own
 computation (evaluation/boards/rollup.py `compute_leaderboard`) over the pooled queries: each metric's mean, the
@@ -15,25 +16,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import date
 
 import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from deepscholar.errors import InvalidInput, NotFound
 from deepscholar.evaluation.boards.contamination import MAY_HAVE_SEEN
 from deepscholar.evaluation.boards.contamination import contamination as contamination_of
 from deepscholar.evaluation.boards.query_scores import stored_query_scores
 from deepscholar.evaluation.boards.rollup import DEFAULT_N_BOOT, compute_leaderboard
+from deepscholar.evaluation.boards.selection import Selection
 from deepscholar.evaluation.metrics import registry
-from deepscholar.migrations.wide_views import current_releases_sql
-from deepscholar.release.window import MONTH_RE
 
-__all__ = ["Selection", "CategoryBoard", "current_releases", "pooled_board", "category_boards", "window_judge"]
-
-# The version of every month readers count: the latest published one (release_changelog keeps the rest).
-_CURRENT_SQL = current_releases_sql()
+__all__ = ["CategoryBoard", "pooled_board", "category_boards", "unranked"]
 
 _QUERIES_SQL = """
     SELECT q.release_id, q.arxiv_id, q.published, p.primary_category
@@ -61,65 +56,11 @@ _SCORES_SQL = """
     WHERE r.release_id = ANY(:releases) AND r.status = 'ok' AND m.judge_config = :j"""
 
 
-@dataclass(frozen=True)
-class Selection:
-    """Which queries a pooled board is over."""
-
-    releases: tuple[str, ...]
-    label: str
-    category: str | None = None
-    published_after: date | None = None
-
-    def describe(self) -> str:
-        parts = [self.label]
-        if self.category:
-            parts.append(f"category {self.category}")
-        if self.published_after:
-            parts.append(f"queries published after {self.published_after.isoformat()}")
-        return " · ".join(parts)
-
-
 @dataclass
 class CategoryBoard:
     category: str
     n_queries: int
     rows: list[dict] = field(default_factory=list)
-
-
-def _month(text: str, what: str) -> date:
-    if not isinstance(text, str) or not MONTH_RE.fullmatch(text) or not 1 <= int(text[5:7]) <= 12:
-        raise InvalidInput(f"{what} must be a month YYYY-MM, got {text!r}")
-    return date(int(text[:4]), int(text[5:7]), 1)
-
-
-def current_releases(engine: Engine, from_month: str | None = None, to_month: str | None = None) -> Selection:
-    """The current version of every published month in [from_month, to_month] (either open)."""
-    low = _month(from_month, "--from") if from_month else date.min
-    high = _month(to_month, "--to") if to_month else date.max
-    if low > high:
-        raise InvalidInput(f"--from {from_month} is after --to {to_month}")
-    with engine.connect() as conn:
-        months = [(r.release_id, r.month) for r in conn.execute(sa.text(_CURRENT_SQL))
-                  if r.month is not None and low <= r.month <= high]
-    if not months:
-        raise NotFound(f"no published month between {from_month or 'the first'} and {to_month or 'the last'}; "
-                       "`deepscholar release list` lists them")
-    months.sort(key=lambda m: m[1])
-    first, last = months[0][1].strftime("%Y-%m"), months[-1][1].strftime("%Y-%m")
-    label = first if first == last else f"{first}..{last}"
-    return Selection(tuple(r for r, _ in months), label)
-
-
-def window_judge(engine: Engine, releases: Sequence[str]) -> str:
-    """The judge config with boards on most of these releases (then the most systems): the default."""
-    with engine.connect() as conn:
-        picked = conn.execute(sa.text("""
-            SELECT judge_config FROM leaderboard_releases WHERE release_id = ANY(:r)
-            GROUP BY judge_config ORDER BY count(*) DESC, sum(n_systems) DESC, judge_config LIMIT 1"""),
-            {"r": list(releases)}).scalar()
-    if picked is None:
-        raise NotFound(f"no leaderboard for any of {', '.join(releases)} yet: run `deepscholar evaluate` first")
-    return picked
 
 
 def _frames(engine: Engine, selection: Selection, judge_config: str,
