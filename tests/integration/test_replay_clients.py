@@ -179,12 +179,12 @@ def test_timeouts_are_retried(server):
 
 def _assert_spaced(times: list[float], delay: float) -> None:
     """The limiter spaces the moments requests are sent; the server sees arrivals, which a loaded machine
-    can delay by a few tens of ms each. So: the whole run takes at least the limiter's floor (less one
-    jitter), and no two requests arrive anywhere near together (an unshared or missing limiter sends
-    them at once)."""
+    can delay (one arrival 0.15 s late, right before an on-time one, was seen on 2 cores under the full
+    suite). So: the whole run takes at least the limiter's floor (less one jitter), and at most one pair of
+    requests arrives near together: an unshared or missing limiter sends them together at every step."""
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     assert times[-1] - times[0] >= (len(times) - 1) * delay - 0.05, gaps
-    assert min(gaps) >= delay * 0.5, gaps
+    assert sum(gap < delay * 0.5 for gap in gaps) <= 1, gaps
 
 
 def test_rate_limiter_spaces_requests(server, manifest):
