@@ -276,7 +276,8 @@ def test_backfill_produces_exactly_the_new_systems_missing_reports(two_published
     produced = ("reports", "report_sources", "systems", "llm_calls", "judgments", "metric_scores",
                 "source_cited_by", "leaderboard_systems", "leaderboard_metrics", "benchmark_runs", "judge_configs",
                 "board_versions", "month_costs", "calibration_items", "judge_drift_checks",  # + the monthly drift check
-                "board_queries", "board_query_scores")  # the per-query scores kept with each board version
+                "board_queries", "board_query_scores",  # the per-query scores kept with each board version
+                "month_judge_requests")  # the month's judge requests as the roll-up counted them
     assert {k: v for k, v in counts_after.items() if k not in produced} == \
         {k: v for k, v in counts_before.items() if k not in produced}
 

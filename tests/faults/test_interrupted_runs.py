@@ -231,7 +231,7 @@ def test_killed_mid_judging_then_rerun_pays_only_for_what_was_not_answered(wareh
     assert_no_loss(after_kill, warehouse_fingerprint(engine),
                    ["metric_scores", "judgments", "llm_calls", "leaderboard_systems", "leaderboard_metrics",
                     "board_versions", "month_costs", "month_judging_spend", "judging_estimates", "board_queries",
-                    "board_query_scores"])
+                    "board_query_scores", "month_judge_requests"])
     # (the roll-up stores the month's costs beside its board; the finished run, what it predicted)
     _scores_once(engine, n_reports)
     # What the killed run was answered is replayed from llm_calls: only the requests in flight at the

@@ -372,6 +372,31 @@ def _assert_the_roll_up_stores_the_months_costs(engine, month, judge_config) -> 
     assert stored and [r["system_id"] for r in stored] == [r["system_id"] for r in live]
     for a, b in zip(stored, live, strict=True):
         assert a == b | {"judge_cost_usd": pytest.approx(b["judge_cost_usd"], rel=1e-12)}
+    _assert_cost_reads_the_kept_requests_until_something_is_judged(engine, month, judge_config)
+
+
+def _assert_cost_reads_the_kept_requests_until_something_is_judged(engine, month, judge_config) -> None:
+    """The roll-up keeps its count of the month's requests (month_judge_requests): the same as counting now;
+    `deepscholar cost` reads it while the stamp matches (a tampered count shows) and counts afresh once a
+    judgment of the month changed."""
+    from deepscholar.evaluation.costs import judge_cost_summary, kept_month_requests, month_requests
+
+    with engine.connect() as conn:
+        live = month_requests(conn, month, judge_config)
+        assert kept_month_requests(conn, month, judge_config) == live and live["month"]["requests"] > 0
+    tampered = json.loads(json.dumps(live))
+    tampered["month"]["requests"] += 1000
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE month_judge_requests SET requests = :t WHERE release_id = :r AND judge_config = :j"),
+                     {"t": json.dumps(tampered), "r": month, "j": judge_config})
+    assert judge_cost_summary(engine, month, judge_config)["actual_requests"] == live["month"]["requests"] + 1000
+    with engine.begin() as conn:  # one judgment of the month written again (a re-judge)
+        conn.execute(sa.text("""
+            UPDATE judgments SET metric = metric WHERE (report_id, metric) = (
+                SELECT j.report_id, j.metric FROM judgments j JOIN reports r USING (report_id)
+                WHERE r.release_id = :r AND j.judge_config = :j LIMIT 1) AND judge_config = :j"""),
+            {"r": month, "j": judge_config})
+    assert judge_cost_summary(engine, month, judge_config)["actual_requests"] == live["month"]["requests"]
 
 
 def litellm_unit_cost(model: str) -> tuple[float, float]:

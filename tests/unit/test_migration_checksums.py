@@ -48,6 +48,7 @@ RELEASED = {
     "0032_board_query_scores": "4b4f5d4d705a94e47fd9344c4a5fe3c7855524c2f6347a417f5faeaa86716dcc",
     "0033_month_generation_costs": "99c1508eec57ce5371c828ec411268df74a0463e09d9ce5787eb514119d6c07a",
     "0034_pooled_board_store": "8ef12d086f448b7979a98b023c91085d1e3fca927528dd4493b9c33431c3084e",
+    "0035_month_judge_requests": "f4c8a0eaae3e0a6d3f4ab9696aba9d5b1ea7b46358c14053920b09dd699daed0",
 }
 # The sha256 the pre-migration init_db recorded in schema_files for sql/001..004: the baseline is
 # exactly those files, so adopted warehouses match it.

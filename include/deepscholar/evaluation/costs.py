@@ -12,6 +12,7 @@ defaults).
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,7 +27,7 @@ from deepscholar.settings import current_settings
 
 __all__ = ["judge_cost_summary", "format_cost_summary", "predicted_judge_cost", "predicted_call_cost", "usd_text",
            "predicted_unit_costs", "month_judge_spend", "month_requests", "predicted_pending_batch_cost",
-           "store_month_spend", "judging_spend", "month_cost_rows"]
+           "store_month_spend", "judging_spend", "month_cost_rows", "requests_stamp", "kept_month_requests"]
 
 
 TOKEN_SAMPLE_CALLS = 5000  # a metric's tokens per call are measured over at most this many audited calls
@@ -220,6 +221,34 @@ def month_requests(conn: sa.Connection, release_id: str, judge_config: str, *,
             "batch_saving_usd": saved if batched else 0.0}
 
 
+# What a month's request count was counted from: its reports and its judgments under the judge (row count and
+# newest xmin, read per report through the judgments' key as month_requests reads them; llm_calls rows are
+# never updated, so the judgments name everything the count reads).
+_REQUESTS_STAMP_SQL = """
+    SELECT concat_ws(':', count(DISTINCT r.report_id), max(r.xmin::text::bigint), count(j.xmin),
+                     max(j.xmin::text::bigint))
+    FROM reports r
+    LEFT JOIN LATERAL (SELECT j.xmin FROM judgments j WHERE j.report_id = r.report_id AND j.judge_config = :j
+                       OFFSET 0) j ON true
+    WHERE r.release_id = :r"""
+
+
+def requests_stamp(conn: sa.Connection, release_id: str, judge_config: str) -> str:
+    """A stamp that changes when anything month_requests counts for this month and judge changes."""
+    return conn.execute(sa.text(_REQUESTS_STAMP_SQL), {"r": release_id, "j": judge_config}).scalar_one()
+
+
+def kept_month_requests(conn: sa.Connection, release_id: str, judge_config: str) -> dict:
+    """month_requests' count of the whole month: the roll-up's kept one (month_judge_requests) while nothing
+    was judged since, else counted now. A cold `deepscholar cost` skips reading the month's audit trail."""
+    kept = conn.execute(sa.text(
+        "SELECT stamp, requests FROM month_judge_requests WHERE release_id = :r AND judge_config = :j"),
+        {"r": release_id, "j": judge_config}).first()
+    if kept is not None and kept.stamp == requests_stamp(conn, release_id, judge_config):
+        return json.loads(kept.requests)
+    return month_requests(conn, release_id, judge_config)
+
+
 def month_cost_rows(conn: sa.Connection, release_id: str, judge_config: str, asked: dict) -> list[dict]:
     """A month's costs per system under one judge, shaped as month_costs (and month_costs_of) has them: its
     generation (month_generation_costs) and its judge requests from `asked` (month_requests' pass), for every
@@ -246,8 +275,16 @@ def month_cost_rows(conn: sa.Connection, release_id: str, judge_config: str, ask
 def store_month_spend(conn: sa.Connection, release_id: str, judge_config: str) -> None:
     """The month's costs per system (month_costs, which leaderboard pages read beside the board) and its judge
     requests by transport (month_judging_spend, for the page and `deepscholar cost`) as of now, from one pass
-    over the month's requests (month_requests): readers must not re-read the month's audit trail."""
+    over the month's requests (month_requests), which it also keeps whole with its stamp (month_judge_requests,
+    for `deepscholar cost`): readers must not re-read the month's audit trail."""
+    stamp = requests_stamp(conn, release_id, judge_config)  # first: the count is then at least as new
     asked = month_requests(conn, release_id, judge_config)
+    conn.execute(sa.text("""
+        INSERT INTO month_judge_requests (release_id, judge_config, stamp, requests, computed_at)
+        VALUES (:r, :j, :stamp, :requests, now())
+        ON CONFLICT (release_id, judge_config) DO UPDATE
+        SET stamp = EXCLUDED.stamp, requests = EXCLUDED.requests, computed_at = EXCLUDED.computed_at"""),
+        {"r": release_id, "j": judge_config, "stamp": stamp, "requests": json.dumps(asked)})
     conn.execute(sa.text("DELETE FROM month_costs WHERE release_id = :r AND judge_config = :j"),
                  {"r": release_id, "j": judge_config})
     costs = month_cost_rows(conn, release_id, judge_config, asked)
@@ -316,7 +353,8 @@ def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: 
                 "SELECT system_id FROM systems WHERE active AND (CAST(:s AS text[]) IS NULL OR system_id = ANY(:s)) "
                 "ORDER BY 1"), {"s": list(systems) if systems else None}).scalars())
         rows = []
-        asked = month_requests(conn, release_id, spec.config_id, systems=systems)
+        asked = (month_requests(conn, release_id, spec.config_id, systems=systems) if systems
+                 else kept_month_requests(conn, release_id, spec.config_id))
         for name in names:
             model = spec.model_for(name)
             per_report, prompt, completion, basis, per_call = _per_call_prediction(conn, spec, name)
