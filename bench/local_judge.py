@@ -41,9 +41,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 import sqlalchemy as sa  # noqa: E402
 
 MODEL = "openai/smollm2"
-# The busy-server line asks the first of these that no mode asked. Short prompts first: llama-cpp-python's
-# server answers the busy probe (GET /models) only between generations, and organization's two whole reports
-# kept it generating past the probe's 5 s on a loaded 2-core machine (read as down, not busy).
+# The busy-server line asks the first of these that no mode asked. Short prompts first, so the line ends
+# sooner: organization's two whole reports keep the one-slot server generating for minutes on 2 cores. (Its
+# probe of GET /models, which llama-cpp-python answers only between generations, then stays silent: the
+# client reads a taken, silent connection as busy, openai_compatible.probe.)
 CORE_JUDGED = ("citation_precision", "relevance_rate", "claim_coverage", "nugget_coverage", "organization")
 
 

@@ -86,11 +86,10 @@ def stamp_of(conn: sa.Connection, selection: Selection, judge_config: str, famil
     return hashlib.sha256("\n".join(str(p) for p in parts).encode()).hexdigest()
 
 
-def _selection_doc(selection: Selection, judge_config: str, family: str, view: str,
-                   options: dict[str, Any]) -> dict:
+def _selection_doc(selection: Selection, judge_config: str, family: str, view: str) -> dict:
     return {"releases": list(selection.releases), "label": selection.label, "category": selection.category,
             "published_after": selection.published_after.isoformat() if selection.published_after else None,
-            "judge_config": judge_config, "family": family, "view": view, **options}
+            "judge_config": judge_config, "family": family, "view": view}
 
 
 def _encode(value: Any) -> Any:
@@ -113,11 +112,11 @@ def _decode(obj: dict) -> Any:
 
 
 def kept_board(engine: Engine, selection: Selection, judge_config: str, family: str, view: str,
-               compute: Callable[[], list[dict]], **options: Any) -> list[dict]:
+               compute: Callable[[], list[dict]]) -> list[dict]:
     """The rows `compute` returns for this selection, read back when kept with the current stamp, else
-    computed and kept. `view` and `options` name what `compute` makes of the selection (a window board, one
-    category's board with its overall ranks); they are part of the key."""
-    doc = _selection_doc(selection, judge_config, family, view, options)
+    computed and kept. `view` names what `compute` makes of the selection (a window board, one category's
+    board with its overall ranks); it is part of the key."""
+    doc = _selection_doc(selection, judge_config, family, view)
     key = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
     with engine.connect() as conn:
         stamp = stamp_of(conn, selection, judge_config, family)
