@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from support.demo_month import served_demo_month
 from support.openai_stub import OpenAIStub, first_user_text
 
-from deepscholar import db
+from deepscholar import cli, db
 from deepscholar.evaluation.judging.evaluate import evaluate_release
 from deepscholar.evaluation.judging.jobs import SHARDS_PER_JOB, plan_judging, plan_units
 from deepscholar.evaluation.judging.judges import JudgeSpec
@@ -26,6 +26,7 @@ from deepscholar.evaluation.judging.runner import (
     pending_reports,
 )
 from deepscholar.evaluation.metrics import get_metric, registry
+from deepscholar.evaluation.metrics.base import Score
 
 pytestmark = pytest.mark.slow  # builds and judges the demo month
 
@@ -530,3 +531,102 @@ def test_a_month_over_its_budget_sends_nothing_and_a_run_past_it_stops_and_resum
         assert "budget $0.0010 (approved over it): predicted $0.0" in out and "spent by this run" in out
         assert stub.requests > 0
     stub.raise_errors()
+
+
+def test_a_metric_version_bump_keeps_the_published_scores_and_figures_beside_the_new_ones(demo, db_url, monkeypatch,
+                                                                                          tmp_path, capsys):
+    """A definition change judged again adds a version: the published board version's per-report scores (at
+    the version it names) and its published figures read back unchanged, and the export names both."""
+    import csv
+
+    from deepscholar.evaluation.boards.board_versions import list_versions, publish_board
+    from deepscholar.evaluation.boards.published import load_published
+    from deepscholar.export import export_release
+
+    engine, month = demo["engine"], demo["month"]
+    metric = get_metric("reference_precision")
+    evaluate_release(engine, month, judge="local", metrics=["reference_precision"], tracks=["reportbench"])
+    publish_board(engine, month, LOCAL)
+    v1 = max(v["board_version"] for v in list_versions(engine, month, LOCAL))
+    old_version = metric.version
+
+    def scores_at(version: str) -> dict:
+        with engine.connect() as conn:
+            return {(r.report_id, r.variant): (r.value, r.details, r.is_current) for r in conn.execute(sa.text("""
+                SELECT report_id, variant, value, details, is_current FROM metric_score_versions
+                WHERE metric = 'reference_precision' AND judge_config = :j AND metric_version = :v"""),
+                {"j": LOCAL, "v": version})}
+
+    published_scores = scores_at(old_version)
+    published_figures = load_published(engine, month, LOCAL, "reportbench", v1)
+    assert published_scores and all(current for _, _, current in published_scores.values())
+    assert any(r["reference_precision_academic"] for r in published_figures)
+
+    # d-next: the same items, every score halved (a changed definition), judged again through the runner.
+    original = type(metric).score
+    monkeypatch.setattr(type(metric), "definition", "d99")
+    monkeypatch.setattr(type(metric), "score", lambda self, report, judgments: [
+        Score(s.variant, None if s.value is None else s.value / 2, s.unscored_reason, s.n_items, s.details)
+        for s in original(self, report, judgments)])
+    assert metric.version != old_version
+    evaluate_release(engine, month, judge="local", metrics=["reference_precision"], tracks=["reportbench"])
+    v2 = max(v["board_version"] for v in list_versions(engine, month, LOCAL))
+    assert v2 == v1 + 1
+
+    kept = scores_at(old_version)
+    assert {k: (v, d) for k, (v, d, _) in kept.items()} == {k: (v, d) for k, (v, d, _) in published_scores.items()}
+    assert not any(current for _, _, current in kept.values())  # superseded, not rewritten
+    new = scores_at(metric.version)
+    assert set(new) == set(published_scores)
+    assert all(new[k][0] == (None if published_scores[k][0] is None else published_scores[k][0] / 2) for k in new)
+    assert load_published(engine, month, LOCAL, "reportbench", v1) == published_figures
+    halved = {r["system_id"]: r["reference_precision_academic"]
+              for r in load_published(engine, month, LOCAL, "reportbench", v2)}
+    for r in published_figures:
+        if r["reference_precision_academic"] is not None and not r["human_exemplar"]:
+            assert halved[r["system_id"]] == pytest.approx(r["reference_precision_academic"] / 2)
+    with engine.connect() as conn:
+        old_board, new_board = (conn.execute(sa.text(
+            "SELECT metric_versions ->> 'reference_precision' FROM board_versions WHERE release_id = :r "
+            "AND judge_config = :j AND board_version = :v"), {"r": month, "j": LOCAL, "v": v}).scalar()
+            for v in (v1, v2))
+    assert (old_board, new_board) == (old_version, metric.version)
+
+    def as_published(*version: str) -> dict:
+        capsys.readouterr()
+        assert cli.main(["leaderboard", "--release", month, "--judge", "local", "--track", "reportbench",
+                         "--as-published", *version, "--format", "json"]) == 0
+        return {e["system_id"]: e["reference_precision_academic"] for e in json.loads(capsys.readouterr().out)}
+
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
+    first = {r["system_id"]: r["reference_precision_academic"] for r in published_figures}
+    assert as_published() == as_published("--version", str(v1)) == first  # v2 is a draft: readers see v1
+    assert as_published("--version", str(v2)) == halved
+
+    # The report's page shows both versions' scores, the superseded one marked.
+    import httpx
+    from support.chromium import parse_html, serve
+
+    from deepscholar.web import create_app
+
+    report_id = next(iter(new))[0]
+    with serve(create_app(lambda: engine)) as url:
+        page = httpx.get(f"{url}/report/{report_id}", params={"judge_config": LOCAL}, timeout=30)
+    assert page.status_code == 200, page.text[-2000:]
+    rows = parse_html(page.text).find_all("tr", {"data-metric": "reference_precision", "data-variant": "academic"})
+    assert {(r.attrs["data-metric-version"], r.attrs["data-current"]) for r in rows} == {
+        (metric.version, "true"), (old_version, "false")}
+
+    # Re-judging the old version (a rollback) makes it current again with no duplicate kept.
+    monkeypatch.undo()
+    evaluate_release(engine, month, judge="local", metrics=["reference_precision"], tracks=["reportbench"],
+                     roll_up=False)
+    assert all(current for _, _, current in scores_at(old_version).values())
+    assert not any(current for _, _, current in scores_at("d99").values())
+
+    result = export_release(engine, month, tmp_path / "export", judge=LOCAL)
+    with open(result.out / "metric_scores.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["metric"] == "reference_precision" and r["judge_config"] == LOCAL]
+    assert {(r["metric_version"], r["is_current"]) for r in rows} == {(old_version, "True"), ("d99", "False")}
+    with open(result.out / "published_figures.csv", newline="") as f:
+        assert {r["figure"] for r in csv.DictReader(f)} >= {"reference_precision_academic"}

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import httpx
 import pytest
 import sqlalchemy as sa
-from support.chromium import serve
+from support.chromium import parse_html, serve
 from support.demo_month import served_demo_month
 
 from deepscholar.errors import InvalidInput
@@ -375,13 +375,25 @@ def test_a_tracks_board_is_rolled_up_apart_from_the_core_and_shown_by_cli_sql_an
     assert {r["system_id"]: r["metrics"]["reference_recall"]["mean"] for r in api["tracks"]["reportbench"]["rows"]} == {
         r["system_id"]: r["reference_recall"] for r in board}
     assert [(a["family_a"], a["family_b"]) for a in api["agreement"]] == [("core", "reportbench")]
+    # ReportBench's own aggregation, kept with the board version: the page's track section and the API show
+    # the same figures the CLI printed.
+    table = parse_html(page.text).one("table", {"class": "as-published", "data-track": "reportbench"})
+    shown_figures = {row.attrs["data-system"]: {td.attrs["data-figure"]: td.attrs["data-value"]
+                                                for td in row.find_all("td", {"data-figure": True})}
+                     for row in table.find_all("tr", {"data-system": True})}
+    assert set(shown_figures) == set(figures)
+    for system, values in shown_figures.items():
+        expected = figures[system]["reference_precision_academic"]
+        assert values["reference_precision_academic"] == ("" if expected is None else repr(expected))
+    assert {r["system_id"]: r["reference_precision_academic"] for r in api["tracks"]["reportbench"]["as_published"]} \
+        == {s: e["reference_precision_academic"] for s, e in figures.items()}
 
     # A second roll-up on unchanged scores writes nothing.
     def snapshot() -> list:
         with engine.connect() as conn:
             return [conn.execute(sa.text(f"SELECT * FROM {t} WHERE release_id = :r ORDER BY 1, 2, 3, 4")
                                  , {"r": month}).all()
-                    for t in ("track_boards", "track_board_metrics", "board_agreement")]
+                    for t in ("track_boards", "track_board_metrics", "board_agreement", "board_published_figures")]
 
     before = snapshot()
     roll_up(engine, month, judge_config)

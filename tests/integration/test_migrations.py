@@ -177,7 +177,8 @@ def test_baseline_warehouse_upgrades_to_head_keeping_every_row(new_database):
              "judge_comparison_metrics", "judge_comparisons",
              "calibration_items", "judge_drift_checks", "human_agreement_stats", "llm_batches",
              "llm_batch_requests", "judging_estimates", "month_judging_spend", "board_queries",
-             "board_query_scores", "pooled_boards", "month_judge_requests")
+             "board_query_scores", "pooled_boards", "month_judge_requests", "superseded_metric_scores",
+             "superseded_judgments", "board_published_figures")
     assert all(after.pop(table) == [] for table in added)
     # 0027 stored the existing board's costs (month_costs), the same rows leaderboard_costs showed before.
     costs = [json.loads(row) for row in after.pop("month_costs")]

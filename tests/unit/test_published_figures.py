@@ -45,3 +45,12 @@ def test_claims_titles_only_means_and_a_readable_table():
     assert "Claims F titles" in table and "0.750" in table and "not our board" in table
     assert "d2+claims_connection_v1" in table
     assert set(FIGURES) == {"fact", "reportbench", "claims"}
+
+
+def test_claims_as_published_counts_a_task_without_ground_truth_as_their_grader_does():
+    """LiveDRBench grades a task without ground truth 0 and averages it in; a task the judge could not answer
+    stays out. Ours: 1.0 and 0.5 scored, one task with no ground truth, one unscored by the judge."""
+    rows = {("claims_f1", "titles_only"): {"sys": [(1.0, {}), (0.5, {}), (None, {"n_gt": 0}),
+                                                   (None, {})]}}
+    got = aggregate("claims", rows)["sys"]
+    assert got["claims_f1_titles_only"] == pytest.approx(0.5)  # (1 + 0.5 + 0) / 3; our board: 0.75

@@ -206,7 +206,7 @@ def cmd_leaderboard(args) -> int:
         print(format_agreement(load_agreement(engine, rows[0]["release_id"], rows[0]["judge_config"]), args.format))
         return 0
     if args.as_published:
-        return _print_as_published(engine, rows[0]["release_id"], rows[0]["judge_config"], args)
+        return _print_as_published(engine, rows[0], args)
     print(format_leaderboard(rows, args.format))
     return 0
 
@@ -225,15 +225,17 @@ def _no_board(engine, args) -> UserError:
                      f"{args.release or 'YYYY-MM'}` or the benchmark DAG")
 
 
-def _print_as_published(engine, release_id: str, judge_config: str, args) -> int:
-    """The track's figures as its authors' released scorer aggregates them (evaluation/boards/published.py)."""
+def _print_as_published(engine, board: dict, args) -> int:
+    """The track's figures as its authors' released scorer aggregates them, as the board version shown (the
+    current one, or --version N) keeps them (evaluation/boards/published.py)."""
     from deepscholar.evaluation.boards.published import FIGURES, format_published, load_published
 
     family = args.track or "core"
     if family not in FIGURES:
         raise UserError(f"--as-published: the {family} board already aggregates as its authors' released scorer "
                         f"does (a mean over the queries scored); tracks with other figures: {', '.join(FIGURES)}")
-    print(format_published(load_published(engine, release_id, judge_config, family), family, args.format))
+    rows = load_published(engine, board["release_id"], board["judge_config"], family, board["board_version"])
+    print(format_published(rows, family, args.format))
     return 0
 
 

@@ -53,8 +53,11 @@ def write_datacard(path: Path, *, release: dict, frames: dict[str, pd.DataFrame]
         "## Recomputing the boards", "",
         "Core board, per judge and system: for each metric of family `core` in `metrics.csv`, the mean of "
         "`metric_scores.value` of its `headline_variant` over the system's reports with `report_status` ok "
-        "(empty values are unscored and left out); the geometric mean of those means; the rank by it. A track's "
-        "board ranks by the mean of the metric whose `ranks_track` names it.", "",
+        "and `is_current` true, at the `metric_version` the board version names (empty values are unscored and "
+        "left out; rows with `is_current` false are earlier metric versions, kept as earlier boards counted "
+        "them); the geometric mean of those means; the rank by it. A track's board ranks by the mean of the "
+        "metric whose `ranks_track` names it. `published_figures` holds the tracks' figures as their authors' "
+        "released scorers pool the same scores (not the boards' numbers).", "",
     ]
     path.write_text("\n".join(lines), encoding="utf-8")
 

@@ -56,6 +56,8 @@ WITHHELD_QUERY_COLUMNS = ("section_text", "section_raw_latex")
 _LICENCE = (("license", "the paper's licence URL from arXiv's OAI-PMH record (empty: unknown or never fetched)"),
             ("redistributable", "whether that licence lets the section texts be published (the datacard's rule)"),
             ("text_withheld", "why the section texts are empty (empty: they are published)"))
+_IS_CURRENT = ("true: the current row; false: superseded by a later metric version and kept as it was (the board "
+               "versions that counted it say so in metric_versions)")
 _BOARD_KEY = (("release_id", "the release (month)"), ("judge_config", "the judge that scored the reports"),
               ("board_version", "the board version (the one readers see; see board_versions.csv)"))
 _CUTOFF = (("knowledge_cutoff", "the system's model knowledge cutoff when the board was rolled up (empty: unknown or "
@@ -136,26 +138,28 @@ TABLES: tuple[Table, ...] = (
                 ("snippet", "what the system saw of it"), ("published", "its date (UTC)"),
                 ("leaked", "dated on or after the query paper"), ("cited", "cited (false: only retrieved)"))),
     Table("judgments", "one judged item per row (a nugget batch, a source, a sentence/citation pair, ...)",
-          """SELECT j.report_id, j.metric, j.judge_config, j.item_key, j.metric_version, j.label::text AS label,
-                    j.unscored_reason, j.explanation
-               FROM judgments j JOIN reports r USING (report_id)
+          """SELECT j.report_id, j.metric, j.judge_config, j.item_key, j.metric_version, j.is_current,
+                    j.label::text AS label, j.unscored_reason, j.explanation
+               FROM judgment_versions j JOIN reports r USING (report_id)
               WHERE r.release_id = :r AND j.judge_config = ANY(:judges)
-              ORDER BY j.report_id, j.metric, j.judge_config, j.item_key""",
+              ORDER BY j.report_id, j.metric, j.judge_config, j.item_key, j.metric_version""",
           _cols(("report_id", "the report"), ("metric", "the metric"), ("judge_config", "the judge"),
                 ("item_key", "the item within the report and metric"), ("metric_version", "definition version"),
+                ("is_current", _IS_CURRENT),
                 ("label", "the judge's label, JSON"), ("unscored_reason", "why the item has no label"),
                 ("explanation", "the judge's explanation"))),
     Table("metric_scores", "one score per row: a variant of a metric for one report under one judge",
           """SELECT m.report_id, r.system_id, r.arxiv_id, r.status AS report_status, m.metric, m.judge_config, m.variant,
-                    m.metric_version, m.value, m.unscored_reason, m.n_items
-               FROM metric_scores m JOIN reports r USING (report_id)
+                    m.metric_version, m.is_current, m.value, m.unscored_reason, m.n_items
+               FROM metric_score_versions m JOIN reports r USING (report_id)
               WHERE r.release_id = :r AND m.judge_config = ANY(:judges)
-              ORDER BY m.report_id, m.metric, m.judge_config, m.variant""",
+              ORDER BY m.report_id, m.metric, m.judge_config, m.variant, m.metric_version""",
           _cols(("report_id", "the report"), ("system_id", "its system"), ("arxiv_id", "its query paper"),
                 ("report_status", "the report's status (boards average ok reports only)"),
                 ("metric", "the metric (metrics.csv)"), ("judge_config", "the judge"),
                 ("variant", "the variant (metrics.csv names the headline one)"),
-                ("metric_version", "definition version"), ("value", "the score (empty: unscored)"),
+                ("metric_version", "definition version"), ("is_current", _IS_CURRENT),
+                ("value", "the score (empty: unscored)"),
                 ("unscored_reason", "why it is unscored"), ("n_items", "items judged"))),
     Table("metrics", "every registered metric (from the metric registry), with what the boards read of it",
           None,
@@ -216,6 +220,18 @@ TABLES: tuple[Table, ...] = (
           _cols(*_BOARD_KEY, ("family_a", "board A"), ("family_b", "board B"),
                 ("n_systems", "systems on both"), ("kendall_tau", "Kendall's tau-b of the two rankings"),
                 ("p_value", "its p-value"), ("movers", "the biggest rank moves from A to B, JSON"))),
+    Table("published_figures", "each track's figures as its authors' released scorer aggregates them, kept with "
+          "the board version (not our board's numbers: docs/METRICS.md, Conformance); one figure per row",
+          """SELECT f.release_id, f.judge_config, f.board_version, f.family, f.system_id, f.figure, f.value,
+                    array_to_string(f.metric_versions, ', ') AS metric_versions
+               FROM board_published_figures f JOIN board_current c USING (release_id, judge_config, board_version)
+              WHERE f.release_id = :r AND f.judge_config = ANY(:judges)
+              ORDER BY f.judge_config, f.family, f.system_id, f.figure""",
+          _cols(*_BOARD_KEY, ("family", "the track"), ("system_id", "the system"),
+                ("figure", "the figure's name (e.g. citation_accuracy_pooled: supported / judged pairs pooled over "
+                           "the reports that cite anything)"),
+                ("value", "its value (empty: nothing to aggregate)"),
+                ("metric_versions", "'metric version' of the scores it was computed from"))),
     Table("board_versions", "every version of the release's boards with its provenance (the exported one marked)",
           """SELECT v.release_id, v.judge_config, v.board_version, v.status,
                     v.board_version = c.board_version AS is_exported, v.manifest_hash, v.judge::text AS judge,

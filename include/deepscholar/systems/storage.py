@@ -82,7 +82,8 @@ def _content(text: str | None, sources) -> tuple:
 
 def _forget_stale_scores(conn: sa.Connection, rec: ReportRecord, sources: list[Source]) -> None:
     """A report stored again with other text or sources (a re-import of a corrected file, a regenerated
-    report) loses the judgments and scores of its old content, so the next evaluation judges it again.
+    report) loses the judgments and scores of its old content, every metric version's, so the next evaluation
+    judges it again.
     The same content stored again (a retry, a re-run) keeps them: judging stays free on re-runs."""
     old = conn.execute(sa.text(
         "SELECT report_id, text FROM reports WHERE release_id = :r AND system_id = :s AND arxiv_id = :a"),
@@ -96,7 +97,7 @@ def _forget_stale_scores(conn: sa.Connection, rec: ReportRecord, sources: list[S
                                          {"id": old.report_id})]
     if _content(old.text, old_sources) == _content(rec.report.text if rec.report else None, sources):
         return
-    for table in ("judgments", "metric_scores"):
+    for table in ("judgments", "metric_scores", "superseded_judgments", "superseded_metric_scores"):
         conn.execute(sa.text(f"DELETE FROM {table} WHERE report_id = :id"), {"id": old.report_id})
 
 

@@ -70,6 +70,9 @@ class Board:
     judge_configs: list[str]
     rows: list[dict]
     cells: dict[tuple[str, str], dict] = field(default_factory=dict)
+    # The track's figures as its authors' released scorer aggregates them, kept with the board version
+    # (evaluation/boards/published.py): one row per system; [] when the authors aggregate as we do.
+    published: list[dict] = field(default_factory=list)
     latest: bool = True
     board_version: int | None = None
     versions: list[dict] = field(default_factory=list)  # every version of this board, newest first
@@ -172,6 +175,9 @@ class TrackBoard:
     ranking_metric: str
     rows: list[dict]
     cells: dict[tuple[str, str], dict] = field(default_factory=dict)
+    # The track's figures as its authors' released scorer aggregates them, kept with the board version
+    # (evaluation/boards/published.py): one row per system; [] when the authors aggregate as we do.
+    published: list[dict] = field(default_factory=list)
 
 
 def load_track_boards(conn: sa.Connection, release_id: str | None, judge_config: str | None,
@@ -191,6 +197,11 @@ def load_track_boards(conn: sa.Connection, release_id: str | None, judge_config:
     for c in cells:
         if c["family"] in boards:
             boards[c["family"]].cells[(c["system_id"], c["metric"])] = c
+    from deepscholar.evaluation.boards.published import stored_published
+
+    for family, published in stored_published(conn, release_id, judge_config, version).items():
+        if family in boards:
+            boards[family].published = published
     return [boards[f] for f in sorted(boards, key=registry.family_order)]
 
 
@@ -253,7 +264,8 @@ def tracks_json(tracks: Sequence[TrackBoard], agreement: Sequence[Mapping]) -> d
             "metrics": {m: _metric_json({}, t.cells.get((r["system_id"], m), {}), m) for m in names},
             "metric_versions": r.get("metric_versions"), "computed_at": json_value(r.get("computed_at")),
             "contamination": r.get("contamination"), "knowledge_cutoff": json_value(r.get("knowledge_cutoff")),
-        } for r in t.rows]}
+        } for r in t.rows], "as_published": [{k: finite(v) if isinstance(v, float) else v for k, v in p.items()}
+                                             for p in t.published]}
     return {"tracks": out, "agreement": [{k: json_value(v) for k, v in a.items()} for a in agreement]}
 
 
@@ -325,7 +337,9 @@ def report_stamp(conn: sa.Connection, report_id: int) -> str:
                (SELECT count(*) || '.' || coalesce(max(xmin::text::bigint), 0) FROM deepscholar.metric_scores
                 WHERE report_id = rp.report_id),
                (SELECT count(*) || '.' || coalesce(max(xmin::text::bigint), 0) FROM deepscholar.judgments
-                WHERE report_id = rp.report_id))
+                WHERE report_id = rp.report_id),
+               (SELECT count(*) || '.' || coalesce(max(xmin::text::bigint), 0)
+                FROM deepscholar.superseded_metric_scores WHERE report_id = rp.report_id))
         FROM deepscholar.reports rp
         LEFT JOIN deepscholar.release_queries q ON q.release_id = rp.release_id AND q.arxiv_id = rp.arxiv_id
         LEFT JOIN deepscholar.systems s ON s.system_id = rp.system_id
@@ -361,7 +375,8 @@ def system_reports(conn: sa.Connection, system_id: str, release_id: str, judge_c
 # --- one report ----------------------------------------------------------------------------------------
 
 def report_detail(conn: sa.Connection, report_id: int) -> dict | None:
-    """A report with its `sources`, `scores` (every judge, every variant) and `judgments`; None if unknown."""
+    """A report with its `sources`, `scores` (every judge, variant and metric version) and `judgments`; None if
+    unknown."""
     rows = _rows(conn, """
         SELECT rp.report_id, rp.release_id, rp.system_id, rp.arxiv_id, rp.status, rp.error, rp.text,
                rp.system_version, rp.system_build, rp.search_backend, rp.search_cutoff, rp.n_citations, rp.created_at,
@@ -376,12 +391,14 @@ def report_detail(conn: sa.Connection, report_id: int) -> dict | None:
     report = rows[0]
     report["sources"] = _rows(conn, "SELECT * FROM deepscholar.report_sources WHERE report_id = :id "
                                     "ORDER BY source_idx", id=report_id)
+    # Every metric version's (a superseded score stays readable beside the current one: migration 0036).
     report["scores"] = _rows(conn, """
-        SELECT metric, judge_config, variant, metric_version, value, unscored_reason, n_items, details
-        FROM deepscholar.metric_scores WHERE report_id = :id""", id=report_id)
+        SELECT metric, judge_config, variant, metric_version, is_current, value, unscored_reason, n_items, details
+        FROM deepscholar.metric_score_versions WHERE report_id = :id""", id=report_id)
     report["judgments"] = _rows(conn, """
-        SELECT metric, judge_config, item_key, metric_version, label, unscored_reason, explanation, n_calls
-        FROM deepscholar.judgments WHERE report_id = :id""", id=report_id)
+        SELECT metric, judge_config, item_key, metric_version, is_current, label, unscored_reason, explanation,
+               n_calls
+        FROM deepscholar.judgment_versions WHERE report_id = :id""", id=report_id)
     return report
 
 
@@ -460,10 +477,11 @@ def trust_rows(engine, release_id: str | None, judge_config: str | None) -> list
 
 
 def board_stamp(conn: sa.Connection) -> str:
-    """What a board read depends on, in one statement over three small tables: every board version's last
-    change (a roll-up, a new version, a publication) and the judge-vs-humans statistics' (the trust rows: also
+    """What a board read depends on, in one statement over four small tables: every board version's last
+    change (a roll-up, a new version, a publication), the judge-vs-humans statistics' (the trust rows: also
     the sum of their rows' xmin, which any write changes, so an entry rewritten by hand shows at once; the
-    table holds a row per month, judge and labelled metric).
+    table holds a row per month, judge and labelled metric) and the tracks' published figures (a version
+    rolled up before they were kept gains them at its next roll-up without any other change).
     The conditional requests' ETag digests it (web/app.py), so an unchanged board costs this read alone."""
     row = conn.execute(sa.text("""
         SELECT (SELECT count(*) FROM board_versions) AS versions,
@@ -472,5 +490,8 @@ def board_stamp(conn: sa.Connection) -> str:
                (SELECT count(*) FROM human_agreement_stats) AS stats,
                (SELECT max(computed_at) FROM human_agreement_stats) AS stats_changed,
                (SELECT coalesce(sum(xmin::text::bigint), 0) FROM human_agreement_stats) AS stats_written,
-               (SELECT max(estimated_at) FROM judging_estimates) AS estimated""")).one()
-    return f"{row.versions}/{row.boards_changed}/{row.stats}/{row.stats_changed}/{row.stats_written}/{row.estimated}"
+               (SELECT max(estimated_at) FROM judging_estimates) AS estimated,
+               (SELECT count(*) || '.' || coalesce(max(computed_at)::text, '') FROM board_published_figures)
+                   AS figures""")).one()
+    return (f"{row.versions}/{row.boards_changed}/{row.stats}/{row.stats_changed}/{row.stats_written}/"
+            f"{row.estimated}/{row.figures}")

@@ -258,7 +258,21 @@ def _track_section(track: TrackBoard, base: str) -> dict:
     counts = [registry.metric_label(m) for m in metrics if not registry.is_bounded(m)]
     return {"family": track.family, "label": registry.family_label(track.family), "dimensions": dimensions,
             "metrics": metrics, "ranking_metric": track.ranking_metric,
-            "ranking_label": registry.metric_label(track.ranking_metric), "rows": rows, "counts": counts}
+            "ranking_label": registry.metric_label(track.ranking_metric), "rows": rows, "counts": counts,
+            "published": _published_shown(track)}
+
+
+def _published_shown(track: TrackBoard) -> dict | None:
+    """The track's figures as its authors' released scorer aggregates them, kept with the board version."""
+    from deepscholar.evaluation.boards.published import FIGURES
+
+    figures = FIGURES.get(track.family, ())
+    if not figures or not track.published:
+        return None
+    return {"figures": [{"name": f.name, "label": f.label, "how": f.how} for f in figures],
+            "rows": [{"system_id": r["system_id"], "human_exemplar": r["human_exemplar"],
+                      "figures": [(f.name, r.get(f.name)) for f in figures],
+                      "versions": ", ".join(r["metric_versions"])} for r in track.published]}
 
 
 def _agreement_rows(agreement: Sequence[Mapping]) -> list[dict]:
@@ -470,21 +484,26 @@ def system_context(system: Mapping | None, system_id: str, rows: Sequence[Mappin
 
 def _report_scores(scores: Sequence[Mapping]) -> list[dict]:
     def key(s: Mapping) -> tuple:
-        return (metric_order_key(s["metric"]), s["judge_config"], s["variant"] != headline_of(s["metric"]),
-                natural_key(s["variant"]))
+        return (metric_order_key(s["metric"]), s["judge_config"], not s.get("is_current", True),
+                s["variant"] != headline_of(s["metric"]), natural_key(s["variant"]), s["metric_version"])
     return [{**s, "headline": headline_of(s["metric"]) == s["variant"], "track": track_of(s["metric"]),
              "details_text": json_text(s.get("details")) if s.get("details") else ""}
             for s in sorted(scores, key=key)]
 
 
 def _report_judgments(judgments: Sequence[Mapping]) -> list[dict]:
-    groups: dict[tuple[str, str], list[Mapping]] = {}
+    """One group per (metric, judge, metric version): the current version's first, superseded ones after it."""
+    groups: dict[tuple[str, str, bool, str], list[Mapping]] = {}
     for j in judgments:
-        groups.setdefault((j["metric"], j["judge_config"]), []).append(j)
+        current = j.get("is_current", True)
+        groups.setdefault((j["metric"], j["judge_config"], not current, "" if current else j["metric_version"]),
+                          []).append(j)
     out = []
-    for (metric, config), items in sorted(groups.items(), key=lambda kv: (metric_order_key(kv[0][0]), kv[0][1])):
+    for (metric, config, superseded, version), items in sorted(
+            groups.items(), key=lambda kv: (metric_order_key(kv[0][0]), *kv[0][1:])):
         items = sorted(items, key=lambda j: natural_key(j["item_key"]))
         out.append({"metric": metric, "judge_config": config, "entries": items, "track": track_of(metric),
+                    "superseded_version": version if superseded else None,
                     "n_unscored": sum(1 for j in items if j.get("unscored_reason"))})
     return out
 

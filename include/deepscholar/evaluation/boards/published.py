@@ -2,17 +2,19 @@
 
 Our boards follow the papers' definitions (docs/METRICS.md, "Conformance"); where a published leaderboard
 was made with the authors' released code and that code aggregates differently, a user comparing our
-numbers with the published ones needs theirs too. These figures are computed from the same stored
-per-report scores (`metric_scores`, the variants and details the metrics store for exactly this), never
-judged again, and only on request (`deepscholar leaderboard --track NAME --as-published`): they are not
-part of any board, its ranking or its gate.
+numbers with the published ones needs theirs too. The roll-up computes these figures from the per-report
+scores the board version counts (`metric_scores`, the variants and details the metrics store for exactly
+this), never judged again, and keeps them with that version (`board_published_figures`): the page's track
+sections, the export and `deepscholar leaderboard --track NAME --as-published [--version N]` read them. They
+are not part of any board's ranking or its gate.
 
 - fact: DeepResearch Bench's `stat.py` pools supported and judged pairs over the reports that cite
   anything (an uncited report is left out, not 0); effective citations = supported / those reports.
 - reportbench: ReportBench's precision over academic sources with an uncited report left out (the
   `academic` variant's mean), and recall per popularity quartile pooled over queries, as its paper
   reports it.
-- claims: LiveDRBench's released prior-art scorer grades titles only (the `titles_only` variant's means).
+- claims: LiveDRBench's released prior-art scorer grades titles only (the `titles_only` variant's means),
+  and a task without ground truth is 0 in its average (we leave it unscored).
 - race and the core: the authors' aggregation is ours (a mean over the tasks scored), so nothing is added.
 """
 
@@ -25,11 +27,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from deepscholar.errors import NotFound
 from deepscholar.evaluation.metrics import registry
 from deepscholar.evaluation.metrics.fact.base import pooled_over_tasks
 from deepscholar.evaluation.metrics.reportbench.reference_recall import pooled_quartile_recall
 
-__all__ = ["Figure", "FIGURES", "aggregate", "load_published", "format_published"]
+__all__ = ["Figure", "FIGURES", "aggregate", "compute_published", "store_published", "has_published",
+           "stored_published", "load_published", "format_published"]
 
 Rows = Sequence[tuple[float | None, dict]]  # (value, details) of one system's reports
 
@@ -37,6 +41,14 @@ Rows = Sequence[tuple[float | None, dict]]  # (value, details) of one system's r
 def _mean_of_scored(rows: Rows) -> float | None:
     values = [v for v, _ in rows if v is not None]
     return sum(values) / len(values) if values else None
+
+
+def _mean_with_no_truth_as_zero(rows: Rows) -> float | None:
+    """LiveDRBench's released grader gives a task without ground truth 0 and its aggregate averages it in; we
+    leave such a task unscored (details n_gt 0), so it is counted here as their 0. Other unscored tasks (a
+    judge that could not answer) stay out, as in any mean of ours."""
+    values = [0.0 if v is None and d.get("n_gt") == 0 else v for v, d in rows]
+    return _mean_of_scored([(v, {}) for v in values])
 
 
 def _fact_accuracy(rows: Rows) -> float | None:
@@ -77,7 +89,8 @@ FIGURES: dict[str, tuple[Figure, ...]] = {
     ),
     "claims": tuple(
         Figure(f"claims_{q}_titles_only", f"Claims {q[0].upper()} titles", f"claims_{q}", "titles_only",
-               "a matched work is a right claim; the connection is not graded", _mean_of_scored)
+               "a matched work is a right claim; the connection is not graded; a task without ground truth "
+               "is 0", _mean_with_no_truth_as_zero)
         for q in ("precision", "recall", "f1")),
 }
 
@@ -92,33 +105,106 @@ def aggregate(family: str, rows_by_metric: dict[tuple[str, str], dict[str, list[
 
 
 _ROWS_SQL = """
-    SELECT r.system_id, s.kind, m.value, m.details, m.metric_version
+    SELECT r.system_id, m.value, m.details, m.metric_version
     FROM reports r
-    JOIN systems s ON s.system_id = r.system_id
     JOIN metric_scores m ON m.report_id = r.report_id
     WHERE r.release_id = :r AND r.status = 'ok' AND m.judge_config = :j AND m.metric = :m AND m.variant = :v"""
 
 
-def load_published(engine: Engine, release_id: str, judge_config: str, family: str) -> list[dict[str, Any]]:
-    """One row per system of the release under the judge: its figures (FIGURES[family]), the metric versions
-    they were computed from, and whether it is the human exemplar (its values are fixed by construction).
-    [] for a family whose authors aggregate as we do."""
-    registry.ranking_metric(family)  # InvalidInput for an unknown track
+def compute_published(conn: sa.Connection, release_id: str, judge_config: str, family: str
+                      ) -> dict[str, dict[str, Any]]:
+    """{system: {figure name: value, "metric_versions": [...]}} from the stored per-report scores, as the
+    roll-up computes them for the board version it writes (in its transaction, so from the same scores)."""
     figures = FIGURES.get(family, ())
     rows_by_metric: dict[tuple[str, str], dict[str, list[tuple[float | None, dict]]]] = {}
     versions: dict[str, set[str]] = {}
-    kinds: dict[str, str] = {}
+    for metric, variant in dict.fromkeys((f.metric, f.variant) for f in figures):
+        by_system = rows_by_metric.setdefault((metric, variant), {})
+        for system, value, details, version in conn.execute(
+                sa.text(_ROWS_SQL), {"r": release_id, "j": judge_config, "m": metric, "v": variant}):
+            by_system.setdefault(system, []).append((value, details or {}))
+            versions.setdefault(system, set()).add(f"{metric} {version}")
+    return {s: {**values, "metric_versions": sorted(versions.get(s, ()))}
+            for s, values in aggregate(family, rows_by_metric).items()}
+
+
+def store_published(conn: sa.Connection, release_id: str, judge_config: str, board_version: int,
+                    families: Sequence[str]) -> int:
+    """Compute and keep the figures of every family in `families` that has any, with board version
+    `board_version` (what that version kept and no longer computes is deleted; a figure whose value is the
+    same is not written). The roll-up calls this for a draft, or once for a published version whose rows it
+    found unchanged. Returns the number of figures computed."""
+    rows = [{"release_id": release_id, "judge_config": judge_config, "board_version": board_version,
+             "family": family, "system_id": system, "figure": f.name, "value": values[f.name],
+             "metric_versions": values["metric_versions"]}
+            for family in families if family in FIGURES
+            for system, values in compute_published(conn, release_id, judge_config, family).items()
+            for f in FIGURES[family]]
+    conn.execute(sa.text("""
+        DELETE FROM board_published_figures WHERE release_id = :r AND judge_config = :j AND board_version = :v
+          AND NOT ((family || ' ' || system_id || ' ' || figure) = ANY(:kept))"""),
+        {"r": release_id, "j": judge_config, "v": board_version,
+         "kept": [f"{r['family']} {r['system_id']} {r['figure']}" for r in rows]})
+    if rows:  # a row whose value is the same is left alone: a re-run on unchanged scores writes nothing
+        conn.execute(sa.text("""
+            INSERT INTO board_published_figures
+                (release_id, judge_config, board_version, family, system_id, figure, value, metric_versions)
+            VALUES (:release_id, :judge_config, :board_version, :family, :system_id, :figure, :value,
+                    :metric_versions)
+            ON CONFLICT (release_id, judge_config, board_version, family, system_id, figure) DO UPDATE SET
+                value = EXCLUDED.value, metric_versions = EXCLUDED.metric_versions, computed_at = now()
+            WHERE (board_published_figures.value, board_published_figures.metric_versions)
+                  IS DISTINCT FROM (EXCLUDED.value, EXCLUDED.metric_versions)"""), rows)
+    return len(rows)
+
+
+def has_published(conn: sa.Connection, release_id: str, judge_config: str, board_version: int) -> bool:
+    """Whether the board version keeps its figures (one rolled up before migration 0036 has none)."""
+    return bool(conn.execute(sa.text("""
+        SELECT EXISTS (SELECT 1 FROM board_published_figures
+                       WHERE release_id = :r AND judge_config = :j AND board_version = :v)"""),
+        {"r": release_id, "j": judge_config, "v": board_version}).scalar())
+
+
+_STORED_SQL = """
+    SELECT f.family, f.system_id, s.kind, f.figure, f.value, f.metric_versions
+    FROM board_published_figures f
+    LEFT JOIN systems s ON s.system_id = f.system_id
+    WHERE f.release_id = :r AND f.judge_config = :j AND f.board_version = :v
+      AND (CAST(:f AS text) IS NULL OR f.family = :f)
+    ORDER BY f.family, f.system_id, f.figure"""
+
+
+def stored_published(conn: sa.Connection, release_id: str, judge_config: str, board_version: int,
+                     family: str | None = None) -> dict[str, list[dict[str, Any]]]:
+    """{family: rows} of what board version `board_version` keeps: one row per system with its figures
+    (FIGURES[family]), the metric versions they were computed from, and whether it is the human exemplar."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for fam, system, kind, figure, value, versions in conn.execute(
+            sa.text(_STORED_SQL), {"r": release_id, "j": judge_config, "v": board_version, "f": family}):
+        row = out.setdefault(fam, {}).setdefault(system, {
+            "system_id": system, "human_exemplar": kind == "human_exemplar",
+            **{f.name: None for f in FIGURES.get(fam, ())}, "metric_versions": set()})
+        row[figure] = value
+        row["metric_versions"].update(versions or ())
+    return {fam: [{**r, "metric_versions": sorted(r["metric_versions"])} for _, r in sorted(rows.items())]
+            for fam, rows in out.items()}
+
+
+def load_published(engine: Engine, release_id: str, judge_config: str, family: str,
+                   board_version: int) -> list[dict[str, Any]]:
+    """The rows of one family's figures kept with a board version; [] for a family whose authors aggregate
+    as we do. NotFound when the version keeps none though the family has figures (rolled up before they
+    were kept: `deepscholar evaluate --release R` rolls it up again and keeps them)."""
+    registry.ranking_metric(family)  # InvalidInput for an unknown track
+    if family not in FIGURES:
+        return []
     with engine.connect() as conn:
-        for metric, variant in dict.fromkeys((f.metric, f.variant) for f in figures):
-            by_system = rows_by_metric.setdefault((metric, variant), {})
-            for system, kind, value, details, version in conn.execute(
-                    sa.text(_ROWS_SQL), {"r": release_id, "j": judge_config, "m": metric, "v": variant}):
-                by_system.setdefault(system, []).append((value, details or {}))
-                versions.setdefault(system, set()).add(f"{metric} {version}")
-                kinds[system] = kind
-    values = aggregate(family, rows_by_metric)
-    return [{"system_id": s, "human_exemplar": kinds.get(s) == "human_exemplar", **values[s],
-             "metric_versions": sorted(versions.get(s, ()))} for s in sorted(values)]
+        if not has_published(conn, release_id, judge_config, board_version):
+            raise NotFound(f"board version {board_version} of {release_id} ({judge_config}) keeps no published "
+                           f"figures: it was rolled up before they were kept; `deepscholar evaluate --release "
+                           f"{release_id}` rolls it up again and keeps them")
+        return stored_published(conn, release_id, judge_config, board_version, family).get(family, [])
 
 
 def format_published(rows: Sequence[dict], family: str, fmt: str = "table") -> str:

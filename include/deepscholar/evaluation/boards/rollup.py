@@ -32,6 +32,7 @@ from deepscholar.errors import NotFound
 from deepscholar.evaluation.boards import board_versions
 from deepscholar.evaluation.boards.contamination import MAY_HAVE_SEEN
 from deepscholar.evaluation.boards.contamination import contamination as contamination_of
+from deepscholar.evaluation.boards.published import has_published, store_published
 from deepscholar.evaluation.boards.query_scores import has_query_scores, metric_versions, store_query_scores
 from deepscholar.evaluation.boards.rank_agreement import competition_ranks, rank_agreement
 from deepscholar.evaluation.costs import store_month_spend
@@ -479,6 +480,10 @@ def roll_up(engine: Engine, release_id: str, judge_config: str, *, seed: int = 0
             _write_boards(conn, release_id, judge_config, target.version, boards, agreement)
         if not target.unchanged or not has_query_scores(conn, release_id, judge_config, target.version):
             store_query_scores(conn, release_id, judge_config, target.version, scores)  # what pooled boards read
+        if not target.unchanged or not has_published(conn, release_id, judge_config, target.version):
+            # The tracks' figures as their authors aggregate them, from the scores this version counts.
+            store_published(conn, release_id, judge_config, target.version,
+                            [family for family, (family_rows, _) in boards.items() if family_rows])
         _sync_views(conn)
         # The month's costs per system and its requests by transport, from one pass over its requests.
         store_month_spend(conn, release_id, judge_config)

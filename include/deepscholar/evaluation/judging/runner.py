@@ -237,10 +237,48 @@ _STALE_JUDGMENTS_DELETE = sa.text("""
       AND j.item_key = stale.item_key""")
 
 
+# Before a chunk's rows are replaced, the rows of another metric version move to the superseded tables
+# (migration 0036), so a report's score under every version stays readable; a superseded copy of the version
+# stored now is dropped (that version is current again). Primary-key reads: report_id comes first.
+_VERSIONED = {  # table: (its natural key with metric_version, its other columns)
+    "metric_scores": (("report_id", "metric", "judge_config", "variant", "metric_version"),
+                      ("value", "unscored_reason", "n_items", "details", "scored_at")),
+    "judgments": (("report_id", "metric", "judge_config", "item_key", "metric_version"),
+                  ("label", "unscored_reason", "explanation", "n_calls", "request_hashes", "judged_at")),
+}
+
+
+def _supersede_statements(table: str) -> tuple[sa.TextClause, sa.TextClause]:
+    key, values = _VERSIONED[table]
+    columns = ", ".join((*key, *values))
+    keep = sa.text(f"""
+        INSERT INTO superseded_{table} ({columns}, superseded_at)
+        SELECT {columns}, now() FROM {table}
+        WHERE report_id = ANY(:report_ids) AND metric = :metric AND judge_config = :judge_config
+          AND metric_version <> :version
+        ON CONFLICT ({", ".join(key)}) DO UPDATE SET
+            {", ".join(f"{c} = EXCLUDED.{c}" for c in values)}, superseded_at = now()""")
+    drop = sa.text(f"""
+        DELETE FROM superseded_{table} WHERE report_id = ANY(:report_ids) AND metric = :metric
+          AND judge_config = :judge_config AND metric_version = :version""")
+    return keep, drop
+
+
+_SUPERSEDE = [_supersede_statements(table) for table in _VERSIONED]
+
+
+def _supersede_other_versions(conn: sa.Connection, params: dict) -> None:
+    """Keep the rows of every other version of these reports' metric (published numbers are never rewritten)."""
+    for keep, drop in _SUPERSEDE:
+        conn.execute(keep, params)
+        conn.execute(drop, params)
+
+
 def store_results(conn: sa.Connection, metric: Metric, judge_config: str,
                   results: Sequence[tuple[int, Sequence[ItemJudgment], Sequence[Score]]]) -> None:
     """Replace these reports' judgments and scores for (metric, judge_config) by the new ones: `results` is
-    (report_id, judgments, scores) per report; a constant number of statements for the whole chunk."""
+    (report_id, judgments, scores) per report; a constant number of statements for the whole chunk. Rows of
+    another metric version are kept in the superseded tables first."""
     base = {"metric": metric.name, "judge_config": judge_config}
     judgment_rows, score_rows = [], []
     for report_id, judgments, scores in results:
@@ -260,6 +298,7 @@ def store_results(conn: sa.Connection, metric: Metric, judge_config: str,
     if not results:
         return
     report_ids = [r[0] for r in results]
+    _supersede_other_versions(conn, {**base, "report_ids": report_ids, "version": metric.version})
     if judgment_rows:
         conn.execute(_JUDGMENTS_UPSERT, {"rows": json.dumps(judgment_rows)})
     conn.execute(_STALE_JUDGMENTS_DELETE, {**base, "report_ids": report_ids,
