@@ -7,13 +7,19 @@ per-report scores (`metric_scores`, the variants and details the metrics store f
 judged again, and only on request (`deepscholar leaderboard --track NAME --as-published`): they are not
 part of any board, its ranking or its gate.
 
-- fact: DeepResearch Bench's `stat.py` pools supported and judged pairs over the reports that cite
-  anything (an uncited report is left out, not 0); effective citations = supported / those reports.
+- fact: DeepResearch Bench's `utils/stat.py` pools supported and judged pairs over the reports that cite
+  anything (an uncited report is left out, not 0); effective citations = supported / those reports
+  (metrics/fact/base.py: pooled_over_tasks). A report we leave unscored because a source went unanswered
+  is left out whole; their scorer skips only that source.
 - reportbench: ReportBench's precision over academic sources with an uncited report left out (the
   `academic` variant's mean), and recall per popularity quartile pooled over queries, as its paper
   reports it.
 - claims: LiveDRBench's released prior-art scorer grades titles only (the `titles_only` variant's means).
-- race and the core: the authors' aggregation is ours (a mean over the tasks scored), so nothing is added.
+  A query without ground-truth claims is unscored here and left out; their scorer averages it in at 0.
+- race: the authors' aggregation is ours (a mean over the tasks scored), so nothing is added.
+- the core: nothing is added. DeepScholar-bench's `eval/evaluator/evaluator.py: Evaluator.aggregate`
+  averages every report with a missing value counted 0, and its reference coverage gives a query without
+  important references 0 where we leave it unscored (docs/METRICS.md, Core conformance).
 """
 
 from __future__ import annotations
