@@ -72,13 +72,15 @@ def citation_pairs(report: ReportContext) -> dict[int, list[str]]:
 
 
 def pooled_over_tasks(counts: Sequence[dict]) -> tuple[float | None, float | None]:
-    """(citation accuracy, effective citations) the way DeepResearch Bench's released `stat.py` aggregates
-    a system's reports, for setting our board beside theirs: supported and unsupported pairs summed over
-    the reports that cite anything (a report without citation pairs is left out, not 0), accuracy =
-    Σ supported / Σ (supported + unsupported), effective = Σ supported / the reports counted. `counts` are
-    the stored details of the reports' citation_accuracy scores (`tally`); (None, None) when no report
-    cites anything. Our board follows the paper's Eqs. 3-4 instead: the mean of per-report values with an
-    uncited report at 0 (docs/METRICS.md, FACT conformance)."""
+    """(citation accuracy, effective citations) the way DeepResearch Bench's released `utils/stat.py`
+    aggregates a system's reports, for setting our board beside theirs: supported and unsupported pairs
+    summed over the reports that cite anything (a report without citation pairs is left out, not 0),
+    accuracy = Σ supported / Σ (supported + unsupported), effective = Σ supported / the reports counted.
+    `counts` are the stored details of the reports' citation_accuracy scores (`tally`); (None, None) when
+    no report cites anything. A report whose every pair is unknown counts among the citing reports, as in
+    stat.py; one left unscored for a source the judge could not answer stores no tally and is left out
+    whole, where stat.py skips only that source. Our board follows the paper's Eqs. 3-4 instead: the mean
+    of per-report values with an uncited report at 0 (docs/METRICS.md, FACT conformance)."""
     cited = [c for c in counts if not c.get("no_citation_pairs") and c.get("n_pairs", 0) > 0]
     if not cited:
         return None, None

@@ -8,6 +8,11 @@ analysis of the two articles, then gives each a score in [0, 10] (prompt race_sc
 analysis-then-scores answer of DeepResearch Bench's scoring prompt). The answer is one JSON object per
 criterion, {"analysis": ..., "article_1": s, "article_2": s}, parsed strictly: a missing or empty analysis
 is re-asked like a missing score, and the analysis is kept in the stored label beside the two scores.
+Answers are matched to the rubric by position, exactly one per criterion. The authors' code
+(utils/score_calculator.py: calculate_weighted_scores) matches them back by the criterion text the judge
+writes, falling back to a substring match and then to the dimension's mean criterion weight, and divides
+each dimension's weighted sum by the weights it used; docs/METRICS.md works an example where the two
+differ.
 Then, with w_dk a criterion's weight within dimension d and W_d the dimension's weight:
 S_d(X) = sum_k w_dk * s_X,dk, S_int(X) = sum_d W_d * S_d(X),
 race_overall = S_int(R) / (S_int(R) + S_int(ref)) and race_d = S_d(R) / (S_d(R) + S_d(ref)): 0.5 means as

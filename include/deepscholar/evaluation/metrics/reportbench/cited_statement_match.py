@@ -10,8 +10,9 @@ decides whether that passage matches what the statement says:
 contradiction and re-asked).
 
 score = matching pairs / pairs.
-- A report without pairs scores 0, as ReportBench's ratio of a report that cites nothing (details:
-  no_citation_pairs).
+- A report without pairs scores 0 (details: no_citation_pairs): our choice, as reference_precision's
+  headline. ReportBench's released scorer leaves such a report out of its averages, and drops a pair
+  whose source it could not fetch or whose check failed (docs/METRICS.md, ReportBench conformance).
 - A cited number whose source has no text (no snippet, title or abstract), or that names no stored source:
   no match, without a call. The citation names nothing the statement could be grounded in, and the
   statement is the report's (citation_precision counts such a pair imprecise for the same reason). Counted

@@ -3,7 +3,8 @@ human authors also cite.
 
 precision = |S ∩ G| / |S|, with S, G and the matching of metrics/reportbench/base.py (arXiv id, else DOI, else
 normalised title >= 0.8; G the exemplar's whole bibliography). A report citing nothing (|S| = 0) scores
-0, as in ReportBench. Our choice where the definition is silent: a query whose exemplar has no
+0 (nothing was retrieved; ReportBench's released scorer leaves such a report out, as the `academic`
+variant below does). Our choice where the definition is silent: a query whose exemplar has no
 bibliography (|G| = 0) leaves the report unscored, as recall does, since there is nothing to be precise
 against. The human exemplar scores 1 by construction (its sources are G). `ref_count` = |S| is in the
 details. No judge: 0 calls.
