@@ -32,7 +32,7 @@ REFS_60 = [ref("a", "2001.00001", 60), ref("b", "2001.00002", 60)]
 
 def test_registered_judge_free_and_versioned():
     assert get_metric("document_importance") is METRIC
-    assert METRIC.version == "d1" and METRIC.headline == "score" and METRIC.variants == ("score",)
+    assert METRIC.version == "d2" and METRIC.headline == "score" and METRIC.variants == ("score",)
     ctx = report([src(1, "2101.00001", 5)], REFS_60)
     assert METRIC.items(ctx) == [] and METRIC.judge_local(ctx, []) == []
 

@@ -59,7 +59,7 @@ def graded(*pairs):
 
 def test_registry_and_protocol():
     assert get_metric("relevance_rate") is METRIC and isinstance(METRIC, Metric)
-    assert METRIC.variants == ("score",) and METRIC.version == "d1+relevance_rate_v2"
+    assert METRIC.variants == ("score",) and METRIC.version == "d2+relevance_rate_v2"
 
 
 def test_items_are_the_distinct_cited_arxiv_sources():
