@@ -184,8 +184,9 @@ def main() -> int:
 REAL_RELEASE = "official"
 
 
-def build_real_month(engine, home: Path) -> str:
-    """The official slice as release `official` and the six published outputs as external systems' reports."""
+def build_real_month(engine, home: Path, systems: int | None = None) -> str:
+    """The official slice as release `official` and the six published outputs (the first `systems` of them in
+    name order, when given) as external systems' reports. Progress lines go to stderr."""
     import shutil
 
     from support.shared_data import shared_root
@@ -199,12 +200,12 @@ def build_real_month(engine, home: Path) -> str:
     summary = import_official(engine, fixtures, REAL_RELEASE)
     if summary.n_errors:
         raise SystemExit(f"the official import failed: {summary.errors[:3]}")
-    for src in sorted((fixtures / "system_outputs_paper0").iterdir()):
+    for src in sorted((fixtures / "system_outputs_paper0").iterdir())[:systems]:
         system_id = "real_" + src.name.replace("-", "_").replace(".", "")
         root = home / "outputs" / src.name
         shutil.copytree(src, root / "0")  # folder 0: row 0 of the dataset, as the authors ran them
         imported = import_reports(engine, system_id, root, REAL_RELEASE, title_search="corpus")
-        print(f"{system_id}: {imported.n_stored} report(s), {imported.n_errors} error(s)")
+        print(f"{system_id}: {imported.n_stored} report(s), {imported.n_errors} error(s)", file=sys.stderr)
     return REAL_RELEASE
 
 

@@ -119,6 +119,16 @@ def _evaluation_real(shared_fixtures):
     assert summary["calls_per_report_per_family"]["race"] > 0
 
 
+@case("title_rule.py")
+def _title_rule(shared_fixtures):
+    (out,) = _json_lines(_run("title_rule.py", "--systems", "1"))
+    assert out["labelled"]["same_paper_pairs"] > 0 and out["labelled"]["different_paper_pairs"] > 0
+    assert out["kept"] in {r["rule"] for r in out["rules"]}
+    assert all(set(r) >= {"true_matches", "false_matches", "missed", "precision", "recall"} for r in out["rules"])
+    (system,) = out["month"].values()
+    assert system["reports"] == 1 and {"removed", "added", "changed", "s_as_papers"} <= set(system)
+
+
 @case("demo_release.py --library-only", pytest.mark.slow)
 def _demo_release(_):
     # The Airflow half runs the release DAG twice through demo.run_release_dag, which
@@ -211,5 +221,5 @@ def test_every_bench_has_a_case():
                                   CASES.items()])
 def test_bench_runs_at_a_tiny_size(name, request):
     fn, _ = CASES[name]
-    needs_data = name.startswith("extraction") or "--reports real" in name
+    needs_data = name.startswith(("extraction", "title_rule")) or "--reports real" in name
     fn(request.getfixturevalue("shared_fixtures") if needs_data else None)

@@ -54,7 +54,7 @@ def test_registered_with_headline_and_version():
     assert get_metric("citation_precision") is METRIC
     assert METRIC.headline == registry.headline_variant("citation_precision") == "per_pair"
     assert METRIC.variants == ("per_pair", "per_sentence")
-    assert METRIC.version == "d3+citation_precision_v2"
+    assert METRIC.version == "d4+citation_precision_v2"
     assert METRIC.prompt.version == "citation_precision_v2"
 
 

@@ -46,7 +46,7 @@ def judge(report, client=None):
 def test_a_reportbench_metric_of_its_own_dimension():
     assert get_metric("cited_statement_match") is METRIC
     assert registry.dimension_declarations()[METRIC.dimension].family == "reportbench"
-    assert METRIC.dimension == "faithfulness" and METRIC.version == "d2+cited_statement_match_v1"
+    assert METRIC.dimension == "faithfulness" and METRIC.version == "d3+cited_statement_match_v1"
     assert "cited_statement_match" not in registry.judged_metric_names()
     assert "cited_statement_match" in registry.judged_metric_names(["reportbench"])
 

@@ -1,5 +1,5 @@
 """The claims track on hand-made reports: one predicted claim per cited work, one ground-truth claim per
-important exemplar reference, works matched without a call (arXiv id, DOI, title >= 0.8, one to one), one
+important exemplar reference, works matched without a call (arXiv id, DOI, the same title, one to one), one
 batched call grading every matched pair's connection 0-3; per claim (1 + connection right) / 2, precision
 over the predicted claims, recall over the ground truth, F1 their harmonic mean, and a strict variant.
 Also the release side's deterministic pieces (evaluation/metrics/claims/ground_truth.py)."""
@@ -102,7 +102,7 @@ def test_a_track_of_its_own_judged_only_when_enabled_asking_one_question():
     assert not {m.name for m in METRICS} & set(registry.judged_metric_names())
     assert {m.name for m in METRICS} <= set(registry.judged_metric_names(["claims"]))
     for m in METRICS:
-        assert (m.headline, m.variants, m.version) == ("score", ("score", "all_subclaims", "titles_only"), "d2+claims_connection_v1")
+        assert (m.headline, m.variants, m.version) == ("score", ("score", "all_subclaims", "titles_only"), "d3+claims_connection_v1")
         assert m.prompt is PRECISION.prompt and m.prompt.fenced and m.purpose == "metric.claims"
 
 
@@ -166,8 +166,8 @@ def test_works_match_by_id_doi_or_title_and_one_paper_cited_twice_is_one_claim()
         [("ALPHA encodes passages [1].", [1]), ("ALPHA is trained contrastively [3].", [3]),
          ("BETA ranks [2].", [2]), ("GAMMA is a dataset [4].", [4])],
         [src(1, arxiv_id="2004.04906v2", title="DPR"), src(3, arxiv_id="2004.04906", title="DPR again"),
-         src(2, doi="https://doi.org/10.1/BETA", title="Other"), src(4, title="The Gamma Dataset!")],
-        [gt("dpr", "the encoder adopted", arxiv_id="2004.04906"), gt("beta", "the ranker", doi="10.1/beta"),
+         src(2, doi="https://doi.org/10.1000/BETA", title="Other"), src(4, title="The Gamma Dataset!")],
+        [gt("dpr", "the encoder adopted", arxiv_id="2004.04906"), gt("beta", "the ranker", doi="10.1000/beta"),
          gt("gamma", "the dataset used", title="The gamma dataset"),
          gt("dpr2", "the training recipe followed", arxiv_id="2004.04906")])  # a second key of one paper
     claims = match_claims(report)

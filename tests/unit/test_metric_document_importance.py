@@ -32,9 +32,19 @@ REFS_60 = [ref("a", "2001.00001", 60), ref("b", "2001.00002", 60)]
 
 def test_registered_judge_free_and_versioned():
     assert get_metric("document_importance") is METRIC
-    assert METRIC.version == "d1" and METRIC.headline == "score" and METRIC.variants == ("score",)
+    assert METRIC.version == "d2" and METRIC.headline == "score" and METRIC.variants == ("score",)
     ctx = report([src(1, "2101.00001", 5)], REFS_60)
     assert METRIC.items(ctx) == [] and METRIC.judge_local(ctx, []) == []
+
+
+def test_one_paper_under_two_written_forms_of_its_id_counts_once_on_both_sides():
+    """d1 compared the stored ids by hand: `hep-th/9901001v2` and `HEP-TH/9901001` were two papers of S, and
+    an id and its arxiv.org URL two papers of S*."""
+    sources = [src(1, "hep-th/9901001v2", None), src(2, "HEP-TH/9901001", 30), src(3, "2101.00003", 90)]
+    refs = [ref("a", "2001.00001", 60), ref("a2", "https://arxiv.org/abs/2001.00001", None), ref("b", "2001.00002", 60)]
+    score = di(report(sources, refs))
+    assert score.details["n_sources"] == 2 and score.details["n_exemplar_arxiv"] == 2
+    assert score.details["median_sources"] == 60 and score.value == 1.0  # the paper's count is its entries' first
 
 
 def test_median_not_mean_with_an_even_count():

@@ -65,7 +65,7 @@ def test_a_track_of_its_own_judged_only_when_enabled():
     assert not {"citation_accuracy", "effective_citations"} & set(registry.judged_metric_names())
     assert {"citation_accuracy", "effective_citations"} <= set(registry.judged_metric_names(["fact"]))
     assert ACCURACY.bounded and not EFFECTIVE.bounded  # a count: the board must not clip it to [0, 1]
-    assert ACCURACY.version == EFFECTIVE.version == "d2+fact_support_v1"
+    assert ACCURACY.version == EFFECTIVE.version == "d3+fact_support_v1"
     assert ACCURACY.headline == EFFECTIVE.headline == "score"
 
 

@@ -59,7 +59,7 @@ def graded(*pairs):
 
 def test_registry_and_protocol():
     assert get_metric("relevance_rate") is METRIC and isinstance(METRIC, Metric)
-    assert METRIC.variants == ("score",) and METRIC.version == "d1+relevance_rate_v2"
+    assert METRIC.variants == ("score",) and METRIC.version == "d2+relevance_rate_v2"
 
 
 def test_items_are_the_distinct_cited_arxiv_sources():
@@ -67,6 +67,19 @@ def test_items_are_the_distinct_cited_arxiv_sources():
     # RAG cited three times under two numbers: once; the non-arXiv book and the uncited stored source: never.
     assert [i.key for i in items] == ["src:2005.11401", "src:2004.04906", "src:1901.00001"]
     assert items[0].payload is RAG
+
+
+@pytest.mark.parametrize("written", ["hep-th/9901001", "HEP-TH/9901001", "arXiv:hep-th/9901001v1",
+                                     "https://arxiv.org/abs/HEP-TH/9901001v3"])
+def test_one_paper_under_two_written_forms_of_its_id_is_one_item(written):
+    """d1 keyed items on the stored id as written: `hep-th/9901001v2` and another form were two items."""
+    sources = [source_doc(1, "s", arxiv_id="hep-th/9901001v2", title="Strings"),
+               source_doc(2, "s", arxiv_id=written, title="Strings, again")]
+    report = report_context(text="A [1]. B [2].", sources=sources, query=QUERY)
+    (item,) = METRIC.items(report)
+    assert item.key == "src:hep-th/9901001" and item.payload.idx == 1
+    [s] = METRIC.score(report, graded(("hep-th/9901001", 2)))
+    assert s.value == 1.0 and s.details["n_sources"] == 1
 
 
 def test_rr_is_sum_over_twice_the_number_of_sources():

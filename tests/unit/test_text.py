@@ -21,13 +21,31 @@ from deepscholar.text import (
         ("Café Müller and the Naïve Bayes", "cafe muller and the naive bayes"),
         (r"Ko\v{c}evi\'c's \textbf{Graph} Nets", "kocevic s graph nets"),
         (r"Search \& Rank: $k$-NN~Retrieval", "search rank k nn retrieval"),
-        ("Sørensen’s “Quoted” Title!", "sørensen s quoted title"),
+        ("Sørensen’s “Quoted” Title!", "sorensen s quoted title"),
         ("", ""),
         (None, ""),
     ],
 )
 def test_normalise_title(raw, expected):
     assert normalise_title(raw) == expected
+
+
+@pytest.mark.parametrize(("latex", "unicode"), [
+    (r"Fran\c{c}ais", "Français"), (r"Fran\c cais", "Français"), (r"{\c c}a va", "Ça va"), (r"Gar\c{c}on", "Garçon"),
+    (r"Mart\'{\i}nez", "Martínez"), (r"Mart\'\i nez", "Martínez"), (r"S\o ren", "Søren"), (r"S\o{}ren", "Søren"),
+    (r"\L\'od\'z", "Łódź"), (r"\r{A}ngstr\"om", "Ångström"), (r"\aa{}ngstr\"{o}m", "ångström"), (r"Erd\H{o}s", "Erdős"),
+    (r"\v{S}koda \k{a}", "Škoda ą"), (r"Stra\ss e", "Straße"), (r"\AE sop", "Æsop"), (r"\u{g}", "ğ"),
+    (r"\={a}\.{z}\d{s}\b{t}", "āżṣṯ"), (r"\~{n}", "ñ"), (r"\^{o}", "ô"), (r"\`{e}", "è"),
+])
+def test_a_latex_accent_is_the_letter_it_writes_never_a_space(latex, unicode):
+    """`\\c{c}` writes ç, so its key is ç's key ("c"), as `\\c cais` is "çais" (a letter accent takes one
+    letter and the rest of the word follows); letters without a decomposition (ø, ł, æ) fold alike."""
+    assert normalise_title(latex) == normalise_title(unicode)
+
+
+def test_a_letter_accent_without_braces_keeps_its_word_whole():
+    assert normalise_title(r"Fran\c cais et Gar\c{c}on") == "francais et garcon"
+    assert normalise_title(r"\textbf{Bold} \emph{naive}") == "bold naive"  # \t and \e are no accents there
 
 
 def test_normalise_title_does_not_split_words_at_braces():

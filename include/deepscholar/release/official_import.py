@@ -42,7 +42,8 @@ from deepscholar.release.versions import (
 from deepscholar.sources.latex_citations import cite_keys_in_latex
 from deepscholar.sources.latex_source import strip_comments
 from deepscholar.sources.latex_text import latex_to_text, word_count
-from deepscholar.text import ARXIV_NEW_ID_RE, ARXIV_OLD_ID_RE, strip_arxiv_version
+from deepscholar.text import strip_arxiv_version
+from deepscholar.text.paper_ids import arxiv_id_named
 
 __all__ = ["ImportSummary", "OfficialImportError", "import_official", "arxiv_id_from_link"]
 
@@ -57,6 +58,7 @@ _PAPERS_FILE = "papers_with_related_works.csv"
 # recovered_citations.csv is citations.csv plus search columns; prefer the richer one.
 _CITATION_FILES = ("recovered_citations.csv", "citations.csv")
 _IMPORTANT_FILE = "important_citations.csv"
+_ARXIV_PREFIX_RE = re.compile(r"^arxiv\s*:\s*", re.IGNORECASE)
 _ARXIV_LINK_RE = re.compile(r"arxiv\.org/(?:abs|pdf)/(?P<id>[^?#\s]+?)(?:\.pdf)?/?(?:[?#].*)?$", re.IGNORECASE)
 # arXiv taxonomy codes (cs.CL, q-fin.EC, hep-th); the dataset's list also carries ACM/MSC classes.
 _ARXIV_CATEGORY_RE = re.compile(r"^[a-z][a-z-]*(\.[A-Za-z-]+)?$")
@@ -109,14 +111,12 @@ class ImportSummary:
 def arxiv_id_from_link(link: str | None) -> tuple[str, int | None] | None:
     """(version-less id, version) of an arXiv abs/pdf URL or a bare id; None if it names no arXiv paper."""
     text = (link or "").strip()
-    if not text:
+    base = arxiv_id_named(text)  # every form the metrics' resolver reads (text/paper_ids.py)
+    if base is None:
         return None
     m = _ARXIV_LINK_RE.search(text)
-    candidate = m.group("id") if m else text
-    base, version = strip_arxiv_version(candidate)
-    if ARXIV_NEW_ID_RE.fullmatch(base) or ARXIV_OLD_ID_RE.fullmatch(base):
-        return base, version
-    return None
+    _, version = strip_arxiv_version(m.group("id") if m else _ARXIV_PREFIX_RE.sub("", text))
+    return base, version
 
 
 def _squash(text: str) -> str:

@@ -18,6 +18,7 @@ __all__ = [
     "arxiv_id_lower_bound_date",
     "arxiv_id_of_token",
     "arxiv_id_or_problem",
+    "canonical_arxiv_id",
     "clean_arxiv_id",
     "find_arxiv_id",
     "strip_arxiv_version",
@@ -86,6 +87,15 @@ def clean_arxiv_id(raw: str) -> str:
     return raw
 
 
+def canonical_arxiv_id(text: str) -> str | None:
+    """The version-less id `text` is, in arXiv's own case (`HEP-TH/9901001v1` is `hep-th/9901001`), when it has
+    a known shape; else None. Every reader of ids ends here, so whatever case a writer used, one id is one
+    string."""
+    base, _ = strip_arxiv_version(text)
+    base = clean_arxiv_id(base) if "/" in base else base
+    return base if ARXIV_NEW_ID_RE.fullmatch(base) or ARXIV_OLD_ID_RE.fullmatch(base) else None
+
+
 def find_arxiv_id(text: str | None) -> str | None:
     """The first version-less arXiv id mentioned in free text (URL, DOI, 'arXiv:...', 'CoRR abs/...');
     text naming an unusable id gives None, no reason (compare `arxiv_id_or_problem`). Reads .bib fields."""
@@ -107,12 +117,9 @@ _ARXIV_MENTION_RE = re.compile(r"\barxiv\s*[:.]\s*(?P<tok>[^\s,;)\]]+)|\barxiv\s
 
 
 def arxiv_id_of_token(token: str) -> str | None:
-    """The version-less id a token (URL path part, 'arXiv:' operand) is, or None."""
+    """The version-less id a token (URL path part, 'arXiv:' operand) is, in arXiv's own case, or None."""
     token = token.strip().strip("<>").rstrip(".*_`'\"").removesuffix(".pdf")
-    base, _ = strip_arxiv_version(token)
-    if ARXIV_NEW_ID_RE.fullmatch(base) or ARXIV_OLD_ID_RE.fullmatch(base):
-        return base
-    return None
+    return canonical_arxiv_id(token)
 
 
 def arxiv_id_or_problem(text: str | None) -> tuple[str | None, str | None]:

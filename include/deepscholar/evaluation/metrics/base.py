@@ -18,7 +18,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from deepscholar.evaluation.metrics.papers import resolve_papers
+from deepscholar.evaluation.metrics.papers import Paper, resolve_papers
 from deepscholar.llm import answer_shapes
 from deepscholar.text.sentences import Sentence
 
@@ -127,14 +127,25 @@ class ReportContext:
         cited = dict.fromkeys(n for s in self.sentences for n in s.citations)
         return tuple(self.sources[n] for n in cited if n in self.sources)
 
+    @cached_property
+    def cited_papers(self) -> tuple[Paper[SourceDoc], ...]:
+        """The distinct papers the report cites (evaluation/metrics/papers.py), in first-cited order."""
+        return tuple(resolve_papers(self.cited_sources))
+
+    @property
+    def cited_arxiv_papers(self) -> tuple[Paper[SourceDoc], ...]:
+        """S: the cited papers with an arXiv key, in first-cited order (a paper cited as `hep-th/9901001v2`
+        under one number and `HEP-TH/9901001` under another is one)."""
+        return tuple(p for p in self.cited_papers if p.arxiv_ids)
+
     @property
     def cited_arxiv_ids(self) -> tuple[str, ...]:
-        """S: the distinct version-less arXiv ids the report cites, in first-cited order."""
-        return tuple(dict.fromkeys(s.arxiv_id for s in self.cited_sources if s.arxiv_id))
+        """S as arXiv keys (version-less, arXiv's own case), in first-cited order."""
+        return tuple(p.arxiv_key for p in self.cited_arxiv_papers if p.arxiv_key)
 
     @cached_property
     def _paper_of_number(self) -> dict[int, tuple[SourceDoc, ...]]:
-        return {s.idx: tuple(paper.entries) for paper in resolve_papers(self.cited_sources) for s in paper.entries}
+        return {s.idx: tuple(paper.entries) for paper in self.cited_papers for s in paper.entries}
 
     def paper_number(self, number: int) -> int:
         """The first-cited number naming the same paper as `number` (evaluation/metrics/papers.py: one paper cited as
@@ -148,12 +159,8 @@ class ReportContext:
         return self._paper_of_number.get(number, ())
 
     def cited_arxiv_sources(self) -> tuple[SourceDoc, ...]:
-        """One SourceDoc per id of S (the first cited one when a paper appears under two numbers)."""
-        seen: dict[str, SourceDoc] = {}
-        for s in self.cited_sources:
-            if s.arxiv_id and s.arxiv_id not in seen:
-                seen[s.arxiv_id] = s
-        return tuple(seen.values())
+        """One SourceDoc per paper of S: its first cited entry that carries an arXiv id."""
+        return tuple(p.first_with_arxiv_id() for p in self.cited_arxiv_papers)
 
 
 # --- what a metric produces --------------------------------------------------------------------------

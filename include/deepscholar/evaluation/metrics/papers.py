@@ -1,39 +1,44 @@
 """One paper, however it is cited: the resolver every metric uses before it counts papers or pairs, and
-the one rule by which a report's papers match the exemplar's.
+the one rule by which a report's papers match the exemplar's. A metric module compares no identifiers
+itself (tests/unit/test_paper_identity.py reads them for it).
 
 **Identity** (`resolve_papers`). Entries (a report's cited sources, the exemplar's references, ground-truth
 claims' works) carry up to three keys: an arXiv id, a DOI and a title, each normalised (text/paper_ids.py:
-versions, `arXiv:` prefixes, URLs and arXiv DOIs folded into one arXiv key; resolver prefixes and case out of
-DOIs; `text.normalise_title` for titles). Entries sharing an arXiv key or a DOI key are one paper; so are
-entries with the same normalised title unless that would join two different identifiers of one kind (two
-papers may share a title; two arXiv ids are two papers). A paper's keys are the union of its entries'. An
-entry with no key is a paper of its own. Why exact titles and not the 0.8 similarity here: identity within
-one list must never merge two papers, and near-identical titles of different papers are common (DDIM and
-DDPM are 0.83 apart).
+versions, case, `arXiv:` prefixes, URLs and arXiv DOIs folded into one arXiv key; resolver prefixes and case
+out of DOIs, and no DOI key from what is not shaped like one; `text.normalise_title` for titles). Entries
+sharing an arXiv key or a DOI key are one paper; so are entries with the same normalised title unless that
+would join two different identifiers of one kind (two papers may share a title; two arXiv ids are two
+papers). A paper's keys are the union of its entries'. An entry with no key is a paper of its own. Identity
+within one list never merges two papers on anything looser than an equal title key.
 
 **Matching** (`match_papers`): one-to-one between two lists of papers, each paper used at most once.
 1. Same arXiv key: a match ("id"), whatever the DOIs say (a preprint's journal and proceedings DOIs differ).
 2. Same DOI key, and no arXiv ids that differ: a match ("doi").
-3. Title similarity >= the threshold, most similar pairs first, **only for pairs where, for each kind of
-   identifier, at least one side lacks it**: when both sides carry an arXiv id (or both a DOI) the
-   identifiers decide, and a different id is a different paper however close the titles (cGAN vs GAN,
-   0.82; "Decoupled Weight Decay Regularization" vs "Weight Decay Regularization", 0.84).
+3. The same title by `text.same_title` ("title"), most similar pairs first, **only for pairs where, for
+   each kind of identifier, at least one side lacks it**: when both sides carry an arXiv id (or both a DOI)
+   the identifiers decide. `same_title` asks for the same words (spaces, a web page's additions and a
+   title cut short at "..." or a colon aside), never mere similarity: "Conditional Generative Adversarial
+   Nets" is not "Generative Adversarial Nets" (similarity 0.82), nor DDIM DDPM (0.83), whichever side
+   carries an id. docs/METRICS.md ("Matching") gives the measurements on labelled real title pairs that
+   chose this rule over similarity >= 0.8 (definition d2 of the matching metrics).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from deepscholar.text import normalise_title, title_similarity
 from deepscholar.text.paper_ids import arxiv_key, arxiv_key_of_doi, doi_key
+from deepscholar.text.titles import same_title
 
-__all__ = ["Citable", "Paper", "PaperMatch", "TITLE_MATCH_THRESHOLD", "resolve_papers", "match_papers",
-           "paper_keys"]
+__all__ = ["Citable", "Paper", "PaperMatch", "TITLE_RULE", "TitleRule", "arxiv_key", "arxiv_papers",
+           "match_papers", "paper_keys", "resolve_papers", "same_title"]
 
-# METRICS.md: "else by normalised-title similarity >= 0.8".
-TITLE_MATCH_THRESHOLD = 0.8
+TitleRule = Callable[[str, str], bool]
+# The title rule's name in score details: what decided a "title" match.
+TITLE_RULE = "same_title"
 
 
 class Citable(Protocol):
@@ -72,8 +77,17 @@ class Paper(Generic[E]):
         return self.entries[0]
 
     @property
-    def arxiv_id(self) -> str | None:
-        """The first entry's arXiv key (the paper's name in details); None when it has none."""
+    def cited_by_count(self) -> int | None:
+        """The paper's frozen cited-by count: its first entry's that has one (None when none has)."""
+        return next((c for e in self.entries if (c := getattr(e, "cited_by_count", None)) is not None), None)
+
+    def first_with_arxiv_id(self) -> E:
+        """Its first entry that carries an arXiv id itself (the first entry when none does)."""
+        return next((e for e in self.entries if arxiv_key(e.arxiv_id)), self.entries[0])
+
+    @property
+    def arxiv_key(self) -> str | None:
+        """The first entry's arXiv key (the paper's name in details and item keys); None when it has none."""
         for entry in self.entries:
             if key := arxiv_key(entry.arxiv_id):
                 return key
@@ -150,6 +164,11 @@ def resolve_papers(entries: Sequence[E], known: Sequence[Citable] = ()) -> list[
     return out
 
 
+def arxiv_papers(entries: Sequence[E], known: Sequence[Citable] = ()) -> list[Paper[E]]:
+    """The papers among `entries` that have an arXiv key (S, S*, E of docs/METRICS.md), in first-entry order."""
+    return [p for p in resolve_papers(entries, known) if p.arxiv_ids]
+
+
 def _groups_conflict(a: _Group, b: _Group) -> bool:
     return (bool(a.arxiv_ids and b.arxiv_ids) and not a.arxiv_ids & b.arxiv_ids) or \
         (bool(a.dois and b.dois) and not a.dois & b.dois)
@@ -164,9 +183,9 @@ class PaperMatch(Generic[E]):
 
     def as_detail(self) -> dict[str, Any]:
         ref, src = self.reference.first, self.source.first
-        out: dict[str, Any] = {"cite_key": getattr(ref, "cite_key", None), "arxiv_id": self.reference.arxiv_id,
+        out: dict[str, Any] = {"cite_key": getattr(ref, "cite_key", None), "arxiv_id": self.reference.arxiv_key,
                                "by": self.by, "source_idx": getattr(src, "idx", None),
-                               "source_arxiv_id": self.source.arxiv_id}
+                               "source_arxiv_id": self.source.arxiv_key}
         if self.similarity is not None:
             out["similarity"] = round(self.similarity, 4)
         return out
@@ -176,9 +195,14 @@ def _title_similarity(a: Paper, b: Paper) -> float:
     return max((title_similarity(x, y) for x in a.titles for y in b.titles), default=0.0)
 
 
+def _same_titles(a: Paper, b: Paper, rule: TitleRule) -> bool:
+    return any(rule(x, y) for x in a.titles for y in b.titles)
+
+
 def match_papers(sources: Sequence[Paper], references: Sequence[Paper],
-                 threshold: float = TITLE_MATCH_THRESHOLD) -> list[PaperMatch]:
-    """The one-to-one matching of the module docstring; matches in reference order."""
+                 title_rule: TitleRule = same_title) -> list[PaperMatch]:
+    """The one-to-one matching of the module docstring; matches in reference order. `title_rule` decides
+    step 3 (`text.same_title`; bench/title_rule.py passes the d2 rule, similarity >= 0.8, to compare)."""
     matches: list[PaperMatch] = []
     open_refs, open_sources = list(range(len(references))), list(range(len(sources)))
 
@@ -201,9 +225,8 @@ def match_papers(sources: Sequence[Paper], references: Sequence[Paper],
         for s in open_sources:
             if references[r].shares_a_kind_with(sources[s]):
                 continue  # identifiers of one kind on both sides decide: they differ, so two papers
-            sim = _title_similarity(references[r], sources[s])
-            if sim >= threshold:
-                candidates.append((-sim, r, s))
+            if _same_titles(references[r], sources[s], title_rule):
+                candidates.append((-_title_similarity(references[r], sources[s]), r, s))
     taken_refs: set[int] = set()
     taken_sources: set[int] = set()
     for neg_sim, r, s in sorted(candidates):

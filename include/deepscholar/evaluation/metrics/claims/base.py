@@ -15,8 +15,8 @@ a paper builds on and say how each connects). A claim has two sub-claims: the **
   connection is every body sentence citing it (markers removed, each distinct sentence once, report
   order), joined by a space. A cited number with no stored source names no work and is no claim.
 - Matching, no call: a predicted and a ground-truth claim match when their works are the same paper
-  (evaluation/papers.match_papers: arXiv id, else DOI, else normalised-title similarity >= 0.8 where one
-  side lacks the identifier the other has), one-to-one.
+  (evaluation/metrics/papers.match_papers: arXiv id, else DOI, else the same title by `text.same_title`
+  where one side lacks the identifier the other has), one-to-one.
 - Connection grades: one item per report (`matched_pairs`), a batch (evaluation/metrics/base.py
   BatchJudgedMetric) whose sub-items are the matched pairs, one line each holding the work's title, the
   exemplar's connection and the report's; the judge grades each 0-3 (3 closely matches, 2 main idea
@@ -64,7 +64,7 @@ from deepscholar.evaluation.metrics.base import (
 )
 from deepscholar.evaluation.metrics.claims.query_data import gt_claims_of
 from deepscholar.evaluation.metrics.fact.base import states_something
-from deepscholar.evaluation.metrics.papers import TITLE_MATCH_THRESHOLD, Paper, match_papers, resolve_papers
+from deepscholar.evaluation.metrics.papers import TITLE_RULE, Paper, match_papers, resolve_papers
 from deepscholar.text.citations import strip_citation_numbers
 
 __all__ = ["ClaimsMetric", "Claims", "PredictedClaim", "TruthClaim", "Pair", "match_claims", "claim_totals",
@@ -188,7 +188,9 @@ class ClaimsMetric(BatchJudgedMetric):
     # claim; a title match only where one side lacks the identifier the other has); variant `strict` renamed
     # `all_subclaims` (it is our minimum over a claim's two sub-claims, not a checked copy of anyone's);
     # variant `titles_only` added (LiveDRBench's released scorer: a matched work is a right claim).
-    definition = "d2"
+    # d3: the title match is `text.same_title` (d2: similarity >= 0.8, which matched a cGAN citation to a GAN
+    # claim when one side had no id); identifiers read in any written case.
+    definition = "d3"
     labels = GRADES
     sub_item = "pair"
     quantity: str  # "precision", "recall" or "f1"
@@ -277,7 +279,7 @@ class ClaimsMetric(BatchJudgedMetric):
         matched = {id(p.predicted) for p in claims.pairs} | {id(p.truth) for p in claims.pairs}
         details = {
             "n_predicted": len(claims.predicted), "n_gt": len(claims.truth), "n_matched": len(claims.pairs),
-            "n_connection_right": sum(g >= RIGHT_GRADE for g in grades), "threshold": TITLE_MATCH_THRESHOLD,
+            "n_connection_right": sum(g >= RIGHT_GRADE for g in grades), "title_rule": TITLE_RULE,
             "matched": [{"cite_keys": list(p.truth.cite_keys), "source_idx": list(p.predicted.numbers), "by": p.by,
                          **({"similarity": round(p.similarity, 4)} if p.similarity is not None else {}),
                          "grade": g, **({} if p.line else {"unasked": "the report says nothing about it"})}

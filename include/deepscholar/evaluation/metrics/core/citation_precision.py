@@ -87,7 +87,8 @@ class CitationPrecision(LLMJudgedMetric):
     prompt_name = "citation_precision_v2"
     # d2: report sentences as split into table rows and list items; d3: one pair per (sentence, paper), a
     # paper cited under two numbers in one sentence being one citation (evaluation/metrics/papers.py).
-    definition = "d3"
+    # d4: the resolver reads ids in any written case and LaTeX accents in titles as their letters.
+    definition = "d4"
     paper_human_agreement = 0.80  # the DeepScholar paper's judge-human agreement
 
     # Judge validation: one unit per (sentence, cited number) pair whose source has text; a pair naming no

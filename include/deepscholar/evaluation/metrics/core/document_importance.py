@@ -13,36 +13,27 @@ Missing counts, decided here and kept visible in the score's details:
 - no reference of S* has a count, or median(S*) = 0 -> unscored for every system (the query gives no
   scale), checked before |S| = 0 so a query's failure is the same for every system;
 - |S| = 0 -> 0, a score (a report that cites no arXiv paper retrieved nothing).
-Duplicates (two [n] or two cite keys for one version-less id) count once.
+S and S* are papers (evaluation/metrics/papers.py): two [n] or two cite keys of one paper count once,
+however its id is written (`hep-th/9901001v2`, `HEP-TH/9901001`, an arXiv DOI; d2, where d1 compared the
+stored ids by hand), with the first count its entries carry.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from deepscholar.evaluation.metrics.base import ItemJudgment, JudgeFreeMetric, ReportContext, Score
-from deepscholar.text import strip_arxiv_version
-
-if TYPE_CHECKING:
-    pass
+from deepscholar.evaluation.metrics.papers import Paper, arxiv_papers
 
 __all__ = ["METRIC", "DocumentImportance", "MAX_DI", "document_importance"]
 
 MAX_DI = 1.0  # METRICS.md: min(..., 1)
 
 
-def _distinct(pairs: Sequence[tuple[str | None, int | None]]) -> dict[str, int | None]:
-    """Version-less id -> count, first occurrence wins unless a later duplicate carries the count."""
-    out: dict[str, int | None] = {}
-    for arxiv_id, count in pairs:
-        if not arxiv_id or not arxiv_id.strip():
-            continue
-        key = strip_arxiv_version(arxiv_id)[0]
-        if out.get(key) is None:
-            out[key] = count
-    return out
+def _counts(papers: Sequence[Paper]) -> dict[str, int | None]:
+    """arXiv key -> frozen cited-by count of each paper (its first entry's that has one)."""
+    return {p.arxiv_key: p.cited_by_count for p in papers if p.arxiv_key}
 
 
 def document_importance(source_counts: dict[str, int | None],
@@ -82,6 +73,7 @@ class DocumentImportance(JudgeFreeMetric):
     dimension = "retrieval_quality"
     position = 3  # column within the dimension
     label = "Doc imp"  # the leaderboard's column heading (Table 2)
+    definition = "d2"  # d2: S and S* resolved to papers (d1: stored ids compared by hand)
 
     def prepare(self, engine, release_id: str) -> None:
         """Before judging: the OpenAlex cited-by counts of the papers the release's reports cite, looked up
@@ -94,8 +86,8 @@ class DocumentImportance(JudgeFreeMetric):
         if report.is_human_exemplar:
             # METRICS.md, the human-exemplar row: DI is 1 by construction (S = S*).
             return [Score("score", 1.0, details={"by_construction": True})]
-        sources = _distinct([(s.arxiv_id, s.cited_by_count) for s in report.cited_arxiv_sources()])
-        exemplar = _distinct([(r.arxiv_id, r.cited_by_count) for r in report.query.arxiv_references])
+        sources = _counts(report.cited_arxiv_papers)
+        exemplar = _counts(arxiv_papers(report.query.arxiv_references))
         value, reason, details = document_importance(sources, exemplar)
         return [Score("score", value, reason, details=details)]
 

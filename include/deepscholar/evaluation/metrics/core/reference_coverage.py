@@ -3,9 +3,9 @@ references that the report also cites.
 
 RC = |S ∩ E| / |E|. S and E are papers (evaluation/metrics/papers.py): two cite keys or two [n] of one paper are
 one paper. A paper of S matches one of E by arXiv id (every written form of it: versions, `arXiv:`, URLs,
-arXiv DOIs); the title step (similarity >= TITLE_MATCH_THRESHOLD) only ever pairs papers where one side
-lacks an arXiv id, and both sides of RC always have one, so since d2 a different arXiv id is a different
-paper however close the titles (d1 let DDIM cover DDPM at 0.83). The matching is one-to-one.
+arXiv DOIs, any case); the title step (`text.same_title`) only ever pairs papers where one side lacks an
+arXiv id, and both sides of RC always have one, so since d2 a different arXiv id is a different paper
+however close the titles (d1 let DDIM cover DDPM at similarity 0.83). The matching is one-to-one.
 
 No judge: the importance labels were made once per query when the release was built.
 """
@@ -15,34 +15,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from deepscholar.evaluation.metrics.base import ItemJudgment, JudgeFreeMetric, ReportContext, Score
-from deepscholar.evaluation.metrics.papers import (
-    TITLE_MATCH_THRESHOLD,
-    Paper,
-    PaperMatch,
-    match_papers,
-    resolve_papers,
-)
-from deepscholar.text import normalise_title, title_similarity
-from deepscholar.text.paper_ids import arxiv_key
+from deepscholar.evaluation.metrics.papers import TITLE_RULE, PaperMatch, arxiv_papers, match_papers
 
-__all__ = ["METRIC", "ReferenceCoverage", "TITLE_MATCH_THRESHOLD", "match_important", "normalise_title",
-           "title_similarity", "version_less"]
+__all__ = ["METRIC", "ReferenceCoverage", "match_important"]
 
 
-def version_less(arxiv_id: str | None) -> str | None:
-    """The id without its vN suffix (and any `arXiv:` or URL form), so 2401.00001v2 and 2401.00001 are one."""
-    return arxiv_key(arxiv_id)
-
-
-def match_important(sources: Sequence, important: Sequence,
-                    threshold: float = TITLE_MATCH_THRESHOLD) -> list[PaperMatch]:
+def match_important(sources: Sequence, important: Sequence) -> list[PaperMatch]:
     """A one-to-one matching of S to E (entries resolved to papers first; evaluation/metrics/papers.py)."""
-    return match_papers(_arxiv_papers(sources, important), _arxiv_papers(important, sources), threshold)
-
-
-def _arxiv_papers(entries: Sequence, known: Sequence = ()) -> list[Paper]:
-    """The papers among `entries` with an arXiv id (`known`: the other side's entries, linking keys)."""
-    return [p for p in resolve_papers(entries, known) if p.arxiv_ids]
+    return match_papers(arxiv_papers(sources, important), arxiv_papers(important, sources))
 
 
 class ReferenceCoverage(JudgeFreeMetric):
@@ -52,24 +32,26 @@ class ReferenceCoverage(JudgeFreeMetric):
     label = "Ref cov"  # the leaderboard's column heading (Table 2)
     # d2: entries resolved to papers first; a title match only where one side lacks an arXiv id (never, in
     # RC: S and E are on arXiv), so a different id is a different paper. d1 matched titles >= 0.8 across ids.
-    definition = "d2"
+    # d3: ids read in any written case (`arxiv.org/abs/HEP-TH/9901001v1` is hep-th/9901001) and LaTeX accents
+    # in titles read as their letters, both of which decide which entries are one paper.
+    definition = "d3"
 
     def score(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
         if report.is_human_exemplar:
             # METRICS.md, the human-exemplar row: RC is 1 by construction.
             return [Score("score", 1.0, details={"by_construction": True})]
-        important = _arxiv_papers(report.query.important_arxiv, report.cited_sources)
+        important = arxiv_papers(report.query.important_arxiv, report.cited_sources)
         if not important:
             reason = "no important exemplar reference on arXiv (|E| = 0); RC is undefined for this query"
             return [Score("score", None, reason, details={"n_important": 0})]
-        sources = _arxiv_papers(report.cited_sources, report.query.important_arxiv)
+        sources = arxiv_papers(report.cited_sources, report.query.important_arxiv)
         matches = match_papers(sources, important)
         matched = {id(m.reference) for m in matches}
         details = {
             "n_important": len(important),
             "n_sources": len(sources),
             "n_matched": len(matches),
-            "threshold": TITLE_MATCH_THRESHOLD,
+            "title_rule": TITLE_RULE,
             "matched": [m.as_detail() for m in matches],
             "unmatched": [e.first.cite_key for e in important if id(e) not in matched],
         }

@@ -3,6 +3,10 @@
 The judge grades a source against the query paper alone (title, abstract, exemplar section), never
 against the report citing it, so the prompt for one source of one query is the same for every system's
 report and the llm_calls cache answers all but the first. RR = sum of grades / (2 |S|).
+
+S is the report's cited papers with an arXiv key (evaluation/metrics/papers.py): since d2 one paper cited as
+`hep-th/9901001v2` and as `HEP-TH/9901001`, or by its arXiv id and its arXiv DOI, is one item (d1 keyed
+items on the stored id as written).
 """
 
 from __future__ import annotations
@@ -67,7 +71,7 @@ class RelevanceRate(LLMJudgedMetric):
     calls_per_report = 3.5  # balances judge tasks only (evaluation.jobs)
     variants = ("score",)
     prompt_name = "relevance_rate_v2"
-    definition = "d1"
+    definition = "d2"  # d2: one item per cited paper with an arXiv key (d1: per stored id as written)
     paper_human_agreement = 0.70  # the DeepScholar paper's judge-human agreement
 
     annotation_question = ("How relevant is this cited paper to the query paper's related work? "
@@ -75,7 +79,7 @@ class RelevanceRate(LLMJudgedMetric):
     annotation_labels = tuple(str(g) for g in reversed(GRADES))
 
     def items(self, report: ReportContext) -> list[Item]:
-        return [Item(f"src:{s.arxiv_id}", s) for s in report.cited_arxiv_sources()]
+        return [Item(f"src:{paper.arxiv_key}", paper.first_with_arxiv_id()) for paper in report.cited_arxiv_papers]
 
     def annotation_units(self, report: ReportContext, item: Item, label: dict | None) -> list[AnnotationUnit]:
         title, text = source_fields(item.payload)

@@ -99,7 +99,9 @@ class FactMetric(BatchJudgedMetric):
     # d1: pairs read off the [n] markers (no extraction call), exact duplicates merged (no LLM dedup),
     # a source without text makes its statements "unknown" (left out, counted). d2: pairs keyed by the
     # cited paper, not the number (one paper cited as [3] and [5] is one source: evaluation/metrics/papers.py).
-    definition = "d2"
+    # d3: the resolver reads ids in any written case and LaTeX accents in titles as their letters, so more
+    # numbers can name one paper.
+    definition = "d3"
     labels = JUDGE_LABELS
     sub_item = "statement"
     # One call per distinct cited number with text: 7.5 per report on the demo month (citation precision's

@@ -6,7 +6,7 @@ cited papers S, the exemplar's whole bibliography G, and a one-to-one matching b
   no arXiv id, DOI or title is a paper of its own that never matches.
 - G: every reference of the exemplar section, on arXiv or not, resolved or not (an unresolved reference is
   still one the authors cited; leaving it out would flatter recall), resolved to papers the same way.
-- A paper of S matches one of G by arXiv id, else DOI, else normalised-title similarity >= 0.8 where one
+- A paper of S matches one of G by arXiv id, else DOI, else the same title (`text.same_title`) where one
   side lacks the identifier the other has (evaluation/metrics/papers.py), each paper matched at most once.
 - Academic sources (the `academic` variant of precision): a cited paper with an arXiv id or a DOI. The
   authors' scorer drops web pages and other non-papers from precision's denominator (a model reads each
@@ -19,20 +19,16 @@ from dataclasses import dataclass
 
 from deepscholar.evaluation.metrics.base import ReportContext
 from deepscholar.evaluation.metrics.papers import (
-    TITLE_MATCH_THRESHOLD,
+    TITLE_RULE,
     Paper,
     PaperMatch,
+    TitleRule,
     match_papers,
     resolve_papers,
+    same_title,
 )
-from deepscholar.text.paper_ids import doi_key
 
-__all__ = ["Bibliography", "bibliography", "normalise_doi", "is_academic"]
-
-
-def normalise_doi(doi: str | None) -> str | None:
-    """A DOI as a comparable key (text/paper_ids.doi_key): case-folded, no resolver URL or `doi:` prefix."""
-    return doi_key(doi)
+__all__ = ["Bibliography", "bibliography", "is_academic"]
 
 
 def is_academic(paper: Paper) -> bool:
@@ -55,14 +51,15 @@ class Bibliography:
     def details(self) -> dict:
         matched = {id(m.source) for m in self.matches}
         return {"ref_count": len(self.cited), "n_academic": len(self.academic), "n_references": len(self.references),
-                "n_matched": len(self.matches), "threshold": TITLE_MATCH_THRESHOLD,
+                "n_matched": len(self.matches), "title_rule": TITLE_RULE,
                 "matched": [{**m.as_detail(), "doi": min(m.reference.dois) if m.reference.dois else None}
                             for m in self.matches],
                 "unmatched_sources": [p.first.idx for p in self.cited if id(p) not in matched]}
 
 
-def bibliography(report: ReportContext) -> Bibliography:
+def bibliography(report: ReportContext, title_rule: TitleRule = same_title) -> Bibliography:
+    """S, G and their matching for one report (`title_rule`: the metric's, module docstring)."""
     sources, refs = report.cited_sources, report.query.exemplar_references
     cited = tuple(resolve_papers(sources, known=refs))
     references = tuple(resolve_papers(refs, known=sources))
-    return Bibliography(cited, references, tuple(match_papers(cited, references)))
+    return Bibliography(cited, references, tuple(match_papers(cited, references, title_rule)))

@@ -91,7 +91,8 @@ class CitedStatementMatch(LLMJudgedMetric):
     prompt_name = "cited_statement_match_v1"
     # d1: pairs read off the [n] markers; a source without text is no match, without a call.
     # d2: one pair per (sentence, paper): two numbers naming one paper in one sentence are one pair.
-    definition = "d2"
+    # d3: the resolver reads ids in any written case and LaTeX accents in titles as their letters.
+    definition = "d3"
 
     # Judge validation: one unit per pair whose source has text (one without is no match, unasked: no unit).
     # The human answers the judge's final decision; the quote it gave is not shown (it would hint at it).

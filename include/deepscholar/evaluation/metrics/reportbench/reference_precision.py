@@ -2,7 +2,7 @@
 human authors also cite.
 
 precision = |S ∩ G| / |S|, with S, G and the matching of metrics/reportbench/base.py (arXiv id, else DOI, else
-normalised title >= 0.8; G the exemplar's whole bibliography). A report citing nothing (|S| = 0) scores
+the same title; G the exemplar's whole bibliography). A report citing nothing (|S| = 0) scores
 0 (nothing was retrieved; ReportBench's released scorer leaves such a report out, as the `academic`
 variant below does). Our choice where the definition is silent: a query whose exemplar has no
 bibliography (|G| = 0) leaves the report unscored, as recall does, since there is nothing to be precise
@@ -18,6 +18,8 @@ report 0: a report citing a blog instead of the paper did not find the paper.
 
 d2: S and G resolved to papers first (one paper under two numbers counts once whatever key each carries),
 and a title match only where one side lacks the identifier the other has (evaluation/metrics/papers.py).
+d3: that title match is `text.same_title` instead of similarity >= 0.8 (reference_recall.py says why);
+identifiers are read in any written case.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from deepscholar.evaluation.metrics.base import ItemJudgment, JudgeFreeMetric, ReportContext, Score
+from deepscholar.evaluation.metrics.papers import TitleRule, same_title
 from deepscholar.evaluation.metrics.reportbench.base import bibliography
 
 __all__ = ["METRIC", "ReferencePrecision"]
@@ -36,12 +39,16 @@ class ReferencePrecision(JudgeFreeMetric):
     position = 2
     label = "Ref prec"
     variants = ("score", "academic")
-    definition = "d2"
+    definition = "d3"  # d3: the title step is text.same_title (d2: similarity >= 0.8); ids read in any case
+
+    def __init__(self, title_rule: TitleRule = same_title) -> None:
+        """`title_rule`: what decides a title match (bench/title_rule.py scores the d2 rule beside it)."""
+        self.title_rule = title_rule
 
     def score(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
         if report.is_human_exemplar:
             return [Score(v, 1.0, details={"by_construction": True}) for v in self.variants]
-        bib = bibliography(report)
+        bib = bibliography(report, self.title_rule)
         details = bib.details()
         if not bib.references:
             reason = "the exemplar has no bibliography (|G| = 0): nothing to match against"

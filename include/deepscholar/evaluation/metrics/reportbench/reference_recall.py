@@ -2,7 +2,7 @@
 a report also cites, overall and per popularity quartile.
 
 recall = |S ∩ G| / |G|, with S, G and the matching of metrics/reportbench/base.py (arXiv id, else DOI, else
-normalised title >= 0.8; G the exemplar's whole bibliography, on arXiv or not). |G| = 0 leaves the report
+the same title; G the exemplar's whole bibliography, on arXiv or not). |G| = 0 leaves the report
 unscored. Variants q1..q4: recall within each quartile of G by the references' frozen cited-by counts,
 as ReportBench's popularity analysis does. The cut points are the 25th, 50th and 75th percentiles
 (numpy's linear interpolation) of the counts of G's references that have one, within the query; a
@@ -16,7 +16,9 @@ scorer has no quartile analysis. Each quartile's details carry both counts (`n_r
 so the pooled figure is their sums' ratio (docs/METRICS.md shows the SQL).
 
 d2: S and G resolved to papers first, and a title match only where one side lacks the identifier the
-other has (evaluation/metrics/papers.py).
+other has (evaluation/metrics/papers.py). d3: that title match is `text.same_title` (the same words, a web
+page's additions or a cut-short title aside) instead of similarity >= 0.8, which let "Conditional Generative
+Adversarial Nets" match "Generative Adversarial Nets"; identifiers are read in any written case.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from deepscholar.evaluation.metrics.base import ItemJudgment, JudgeFreeMetric, ReportContext, Score
-from deepscholar.evaluation.metrics.papers import Paper
+from deepscholar.evaluation.metrics.papers import TitleRule, same_title
 from deepscholar.evaluation.metrics.reportbench.base import bibliography
 
 __all__ = ["METRIC", "ReferenceRecall", "quartile_of", "pooled_quartile_recall"]
@@ -42,11 +44,6 @@ def quartile_of(counts: Sequence[int]) -> list[int]:
     return [int(np.searchsorted(cuts, c, side="left")) for c in counts]
 
 
-def _cited_by(paper: Paper) -> int | None:
-    """The paper's frozen cited-by count: its first entry's that has one."""
-    return next((e.cited_by_count for e in paper.entries if e.cited_by_count is not None), None)
-
-
 def pooled_quartile_recall(details: Sequence[dict]) -> float | None:
     """One quartile's recall pooled over queries, as ReportBench's paper reports its popularity analysis:
     Σ matched references of the quartile / Σ references of the quartile, from the stored details of that
@@ -62,19 +59,23 @@ class ReferenceRecall(JudgeFreeMetric):
     position = 1
     label = "Ref recall"
     variants = ("score", *QUARTILES)
-    definition = "d2"
+    definition = "d3"  # d3: the title step is text.same_title (d2: similarity >= 0.8); ids read in any case
+
+    def __init__(self, title_rule: TitleRule = same_title) -> None:
+        """`title_rule`: what decides a title match (bench/title_rule.py scores the d2 rule beside it)."""
+        self.title_rule = title_rule
 
     def score(self, report: ReportContext, judgments: Sequence[ItemJudgment]) -> list[Score]:
         if report.is_human_exemplar:
             return [Score(v, 1.0, details={"by_construction": True}) for v in self.variants]
-        bib = bibliography(report)
+        bib = bibliography(report, self.title_rule)
         details = bib.details()
         if not bib.references:
             reason = "the exemplar has no bibliography (|G| = 0): recall is undefined for this query"
             return [Score(v, None, reason, details=details) for v in self.variants]
         scores = [Score("score", len(bib.matches) / len(bib.references), n_items=len(bib.references),
                         details=details)]
-        counted = [(r, count) for r in bib.references if (count := _cited_by(r)) is not None]
+        counted = [(r, count) for r in bib.references if (count := r.cited_by_count) is not None]
         matched = {id(m.reference) for m in bib.matches}
         members: list[list] = [[] for _ in QUARTILES]
         for (ref, _), q in zip(counted, quartile_of([c for _, c in counted]), strict=True):

@@ -79,11 +79,11 @@ from deepscholar.evaluation.metrics.base import (
     unscored_item,
 )
 from deepscholar.evaluation.metrics.fact.base import states_something
+from deepscholar.evaluation.metrics.papers import arxiv_key
 from deepscholar.llm import answer_shapes
 from deepscholar.llm.client import ParseError, parse_json_array, parse_json_object
 from deepscholar.search import registry as search_registry
 from deepscholar.search.base import SearchResult, SearchScope, SearchTool
-from deepscholar.text import strip_arxiv_version
 
 if TYPE_CHECKING:
     from deepscholar.llm.client import LLMClient
@@ -301,11 +301,11 @@ class UncitedClaimSupport(LLMJudgedMetric):
     def evidence(tool: SearchTool, scope: EvidenceScope, claim: str) -> list[SearchResult]:
         """The top EVIDENCE_K papers for the claim: dated strictly before the cutoff, never the query paper,
         each paper once (the backend promises the first two; they are checked again here)."""
-        query_id = strip_arxiv_version(scope.arxiv_id)[0]
+        query_id = arxiv_key(scope.arxiv_id)
         out: list[SearchResult] = []
         seen: set[str] = set()
         for paper in tool.search(claim, k=EVIDENCE_K):
-            pid = strip_arxiv_version(paper.arxiv_id)[0] if paper.arxiv_id else None
+            pid = arxiv_key(paper.arxiv_id)
             if paper.published is None or assume_utc(paper.published) >= scope.cutoff or pid == query_id:
                 continue
             if pid is not None:

@@ -15,8 +15,7 @@ from typing import Any
 
 from deepscholar.clock import assume_utc
 from deepscholar.systems.base import Report
-from deepscholar.text import ARXIV_NEW_ID_RE, ARXIV_OLD_ID_RE, strip_arxiv_version
-from deepscholar.text.arxiv_ids import arxiv_id_or_problem
+from deepscholar.text.paper_ids import arxiv_id_named
 from deepscholar.text.sentences import split_report_sentences
 
 __all__ = [
@@ -128,17 +127,9 @@ class ImportFormat:
 
 
 def arxiv_id(value: Any) -> str | None:
-    """A version-less arXiv id from an id, 'arXiv:…' or an arXiv URL; None otherwise."""
-    text = str(value or "").strip()
-    if not text:
-        return None
-    found, _ = arxiv_id_or_problem(text)
-    if found:
-        return found
-    base, _ = strip_arxiv_version(text)
-    if ARXIV_NEW_ID_RE.fullmatch(base) or ARXIV_OLD_ID_RE.fullmatch(base):
-        return base
-    return None
+    """A version-less arXiv id from an id, 'arXiv:…', an arXiv URL or DOI (text/paper_ids.arxiv_id_named:
+    every form the metrics' resolver reads); None otherwise."""
+    return arxiv_id_named(str(value or ""))
 
 
 def name_key(name: str) -> str | int | None:
