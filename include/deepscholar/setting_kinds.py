@@ -55,6 +55,16 @@ def _names(raw: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in raw.split(",") if x.strip() and x.strip().lower() != "none")
 
 
+def _base_urls(raw: str) -> tuple[str, ...]:
+    """Base URLs a key may be sent to, each one url_bases.py takes (userinfo, a query: refused)."""
+    from deepscholar.url_bases import parse_base_url
+
+    names = _names(raw)
+    for name in names:
+        parse_base_url(name)  # ValueError: the setting is malformed
+    return names
+
+
 def _categories(raw: str) -> tuple[str, ...]:
     names = _names(raw)
     if not names:
@@ -123,7 +133,8 @@ PATH = Kind("a path", Path)
 BOOL = Kind("true or false (also 1/0, yes/no, on/off)", _bool)
 NAMES = Kind("a comma-separated list", _names)
 URL_PREFIXES = Kind("a comma-separated list of URL prefixes (none: no licence allows it)", _names)
-ENDPOINT_PREFIXES = Kind("a comma-separated list of URL prefixes, or none", _names)  # web page block
+ENDPOINT_PREFIXES = Kind("a comma-separated list of base URLs (http(s)://host[:port][/path], no user@), or none",
+                         _base_urls)  # web page block
 CATEGORIES = Kind("a comma-separated list of arXiv categories", _categories)
 CAP = Kind("a positive number of queries, or none for no cap", _cap)
 MONTH = Kind("a month, YYYY-MM", _month)

@@ -483,9 +483,10 @@ class Settings:
         blank_is_unset=False)
     web_api_bases: tuple[str, ...] = _setting(
         "DEEPSCHOLAR_WEB_API_BASES", (), ENDPOINT_PREFIXES, "web page",
-        "URL prefixes a system registered from the page may give as its `api_base` (a provider's key would be "
-        "sent there); `none`: the page refuses `api_base` (the CLI `systems add` is the operator's and is not "
-        "bound by it)", shown_default="none", blank_is_unset=False)
+        "base URLs a system registered from the page may give as its `api_base` (a provider's key would be "
+        "sent there), compared parsed: same scheme, host and port, and a path at or below theirs on a `/` boundary; "
+        "checked at registration and again each time such a system runs; `none`: the page refuses `api_base` (the "
+        "CLI `systems add` is the operator's and is not bound by it)", shown_default="none", blank_is_unset=False)
     web_db_wait_seconds: float = _setting(
         "DEEPSCHOLAR_WEB_DB_WAIT_SECONDS", 5.0, POSITIVE_SECONDS, "web page",
         "longest a page request waits for the warehouse: to connect (no retries) and for one of the "

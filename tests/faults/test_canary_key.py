@@ -1,4 +1,5 @@
-"""A canary API key must never be written anywhere: no table, no log line, no CLI output.
+"""A canary API key must never be written anywhere (no table, no log line, no CLI output), nor sent to any
+host but the one its base URL names.
 
 OPENAI_API_KEY (the judge's key, read by litellm) and the variable an LLM system's config names
 (`api_key_env`) hold unique canary strings. An LLM system (deepscholar_base) writes its reports and an LLM
@@ -7,6 +8,12 @@ once more through the `deepscholar evaluate -v` command with litellm's and the O
 on; all of it once per transport (the direct OpenAI-compatible path and litellm). The stub must
 have received the canaries (so they were really used); afterwards every row of every table, as text, and
 every captured log line and output stream are searched for them.
+
+Where a key goes (issue 46 §12): with DEEPSCHOLAR_WEB_API_BASES naming one local server, the page refuses
+every `api_base` that only starts with it as a string (userinfo, a path off a segment boundary), and systems
+stored with such a base (before the check, or by hand) or registered from the page under a base the operator
+has since removed are refused when `deepscholar reports generate` runs them: a second local server, the host
+after the `@`, must receive nothing, Anthropic's and Gemini's key headers included.
 """
 
 from __future__ import annotations
@@ -19,8 +26,10 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import uuid
 from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import sqlalchemy as sa
@@ -28,8 +37,6 @@ from support.openai_stub import OpenAIStub, first_user_text
 from support.warehouse import empty_warehouse
 
 from deepscholar import db
-
-pytestmark = pytest.mark.slow  # builds and judges a month per transport
 
 RELEASE = "2025-06"
 QUERIES = ["2506.00001"]
@@ -109,7 +116,7 @@ DEBUG_MARKERS = {"litellm": ("Params passed to completion()", "LiteLLM"),
 
 
 @pytest.fixture(scope="module", params=["direct", "litellm"])
-def canary_run(db_url, request):
+def canary_run(db_url, request):  # slow: builds and judges a month per transport
     """Generation and LLM judging with the canary keys, once per transport; what every channel captured."""
     transport = request.param
     from deepscholar.evaluation.judging.evaluate import evaluate_release
@@ -157,6 +164,7 @@ def canary_run(db_url, request):
            "authorizations": authorizations, "markers": DEBUG_MARKERS[transport]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", LEAK_CASES)
 def test_canary_keys_are_never_stored_or_logged(canary_run, where):
     engine = canary_run["engine"]
@@ -175,3 +183,130 @@ def test_canary_keys_are_never_stored_or_logged(canary_run, where):
         else:
             assert canary_run["markers"][1] in canary_run["cli"]  # its debug setting took effect
             assert canary not in canary_run["cli"]
+
+
+# --- a key goes only to the host its base URL names (issue 46 §12) --------------------------------------------
+
+class Recorder(BaseHTTPRequestHandler):
+    """Any request: recorded (path, headers, body) and answered 500. One server class per instance."""
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.server.seen.append((self.path, dict(self.headers), body))  # type: ignore[attr-defined]
+        self.send_response(500)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    do_GET = do_POST  # noqa: N815
+
+
+@contextlib.contextmanager
+def recording_server():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    server.seen = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def two_hosts(monkeypatch):
+    """`allowed` is the one server DEEPSCHOLAR_WEB_API_BASES names; `other` is the host a hostile base URL
+    reaches past it. The canary key is an allowed key variable."""
+    with recording_server() as allowed, recording_server() as other:
+        monkeypatch.setenv("DEEPSCHOLAR_SYSTEM_KEY_VARIABLES", "DEEPSCHOLAR_CANARY_SYSTEM_KEY")
+        monkeypatch.setenv("DEEPSCHOLAR_CANARY_SYSTEM_KEY", SYSTEM_CANARY)
+        yield allowed.server_port, other.server_port, allowed, other
+
+
+ANTHROPIC, GEMINI = "anthropic/claude-3-5-sonnet-20240620", "gemini/gemini-1.5-flash"
+# (DEEPSCHOLAR_WEB_API_BASES, the api_base posted, the model whose key headers would carry the key);
+# {a}: the allowed server's port, {b}: the other one's.
+PAGE_BASE_CASES = [
+    pytest.param("http://127.0.0.1:{a}", "http://127.0.0.1:{a}@127.0.0.1:{b}", ANTHROPIC,
+                 id="api-base-userinfo-to-another-host"),
+    pytest.param("http://127.0.0.1:{a}", "http://127.0.0.1:{a}:x@127.0.0.1:{b}/v1", GEMINI,
+                 id="api-base-user-password-to-another-host"),
+    pytest.param("http://127.0.0.1:{a}", "http://127.0.0.1:{a}\\@127.0.0.1:{b}", ANTHROPIC,
+                 id="api-base-backslash-userinfo"),
+    pytest.param("http://127.0.0.1:{a}", "http://127.0.0.1:{a}#@127.0.0.1:{b}", GEMINI, id="api-base-fragment"),
+    pytest.param("http://127.0.0.1:{a}/v1", "http://127.0.0.1:{a}/v1evil", GEMINI,
+                 id="api-base-path-off-a-segment-boundary"),
+    pytest.param("http://127.0.0.1:{a}/v1", "http://127.0.0.1:{a}/v1/../admin", ANTHROPIC, id="api-base-dot-segments"),
+]
+
+
+@pytest.mark.parametrize(("allowed_base", "base", "model"), PAGE_BASE_CASES)
+def test_the_page_compares_api_bases_parsed_not_as_string_prefixes(engine, two_hosts, allowed_base, base, model):
+    from pytest_httpserver import HTTPServer
+    from support.chromium import parse_html, serve
+
+    from deepscholar.web import create_app
+    from faults.conftest import unchanged
+    from faults.test_hostile_registration import GOOD, OPERATOR, post, stand_in_airflow
+
+    a, b, _, other = two_hosts
+    config = {"model": model, "api_base": base.format(a=a, b=b), "api_key_env": "DEEPSCHOLAR_CANARY_SYSTEM_KEY"}
+    with HTTPServer(threaded=True) as airflow, pytest.MonkeyPatch.context() as mp:
+        stand_in_airflow(airflow)
+        mp.setenv("DEEPSCHOLAR_AIRFLOW_API_URL", airflow.url_for("/").rstrip("/"))
+        mp.setenv("DEEPSCHOLAR_WEB_SIGNIN_PER_MINUTE", "1000")
+        mp.setenv("DEEPSCHOLAR_WEB_API_BASES", allowed_base.format(a=a))
+        with serve(create_app(lambda: engine)) as site:
+            with unchanged(engine):
+                resp = post(site, {**GOOD, **OPERATOR, "kind": "deepscholar_base", "config": json.dumps(config)})
+            fine = {**config, "api_base": allowed_base.format(a=a) + "/chat/"}  # below the allowed base: passes
+            ok = post(site, {**GOOD, **OPERATOR, "name": "fine", "kind": "deepscholar_base", "config": json.dumps(fine)})
+    assert resp.status_code == 400, resp.text[:300]
+    assert "DEEPSCHOLAR_WEB_API_BASES" in parse_html(resp.text).find_all("p", {"class": "error"})[-1].text()
+    assert ok.status_code == 200, ok.text[:300]
+    with engine.connect() as conn:  # remembered as the page's: held to the list whenever it runs
+        assert conn.execute(sa.text("SELECT registered_from FROM systems WHERE system_id = 'fine'")).scalar_one() == "page"
+    assert other.seen == []
+
+
+def _store_system(engine, name: str, model: str, api_base: str, registered_from: str) -> None:
+    """A system row as one stored before the parsed check (or written by hand) would be."""
+    with engine.begin() as conn:
+        db.upsert(conn, "systems", [{"system_id": name, "kind": "deepscholar_base", "registered_from": registered_from,
+                                     "config": {"model": model, "api_base": api_base, "search_K": 3, "K": 2,
+                                                "api_key_env": "DEEPSCHOLAR_CANARY_SYSTEM_KEY"}}], key=["system_id"])
+
+
+RUN_CASES = [pytest.param("reports-generate-sends-no-key-past-the-allowed-base", id="stored-bases-refused-when-run")]
+
+
+@pytest.mark.parametrize("case", RUN_CASES)
+def test_stored_api_bases_are_checked_again_where_the_request_is_sent(engine, db_url, two_hosts, case):
+    """Page rows with a string-prefix base, an operator's row written by hand with userinfo, and a page row
+    whose base the operator has since removed from the list: `reports generate` sends nothing for any."""
+    a, b, allowed, other = two_hosts
+    seed(engine)
+    trick = f"http://127.0.0.1:{a}@127.0.0.1:{b}"  # accepted under http://127.0.0.1:{a} while prefixes were strings
+    _store_system(engine, "page_userinfo_anthropic", ANTHROPIC, trick, "page")
+    _store_system(engine, "page_userinfo_gemini", GEMINI, f"http://127.0.0.1:{a}:x@127.0.0.1:{b}/v1", "page")
+    _store_system(engine, "hand_userinfo", ANTHROPIC, trick, "operator")
+    # Registered while the list named the other server too; the operator has removed it since.
+    _store_system(engine, "page_since_removed", GEMINI, f"http://127.0.0.1:{b}/v1", "page")
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True", DEEPSCHOLAR_DB_URL=db_url, DEEPSCHOLAR_LLM_RETRIES="0",
+               DEEPSCHOLAR_WEB_API_BASES=f"http://127.0.0.1:{a}")
+    run = subprocess.run([sys.executable, "-m", "deepscholar.cli", "reports", "generate", "--release", RELEASE],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert other.seen == [] and allowed.seen == [], (other.seen[:1], allowed.seen[:1])
+    with engine.connect() as conn:
+        errors = dict(conn.execute(sa.text("SELECT system_id, error FROM reports WHERE status = 'system_error'")).all())
+        assert conn.execute(sa.text("SELECT count(*) FROM reports WHERE status = 'ok'")).scalar_one() == 0
+    assert set(errors) == {"page_userinfo_anthropic", "page_userinfo_gemini", "hand_userinfo", "page_since_removed"}
+    for name in ("page_userinfo_anthropic", "page_userinfo_gemini", "page_since_removed"):
+        assert "DEEPSCHOLAR_WEB_API_BASES" in errors[name], errors[name]
+    assert "userinfo" in errors["hand_userinfo"] and "nothing was sent" in errors["hand_userinfo"]
+    assert SYSTEM_CANARY not in run.stdout + run.stderr + json.dumps(errors)

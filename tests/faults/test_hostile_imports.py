@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import random
+import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -278,6 +281,147 @@ def test_a_report_within_the_caps_is_stored_and_registers_the_system(engine, tmp
                             {"s": OUTSIDE}).scalar_one() == "external"
         idx = conn.execute(sa.text("SELECT max(source_idx) FROM deepscholar.report_sources")).scalar_one()
     assert idx == 999
+
+
+# --- issue 46 §13: what an import keeps, and what its page keeps --------------------------------------------------
+
+def _jsonl_report(n_sources: int, title: int, snippet: int, url: int) -> str:
+    sources = [{"idx": i, "arxiv_id": f"2401.{i:05d}", "title": "T" * title, "snippet": "s " * (snippet // 2),
+                "url": "https://example.org/" + "u" * url} for i in range(1, n_sources + 1)]
+    text = "## Related work\n\n" + " ".join(f"Claim [{i}]." for i in range(1, n_sources + 1))
+    return json.dumps({"arxiv_id": QUERY, "text": text, "sources": sources}) + "\n"
+
+
+SOURCE_CAP_CASES = [pytest.param(3, 200_000, 2_000_000, 10_000, id="sources-of-megabytes-kept-capped")]
+
+
+@pytest.mark.parametrize(("n", "title", "snippet", "url"), SOURCE_CAP_CASES)
+def test_an_import_keeps_each_source_within_its_caps(engine, tmp_path, monkeypatch, capsys, n, title, snippet, url):
+    """Titles, snippets and URLs had no cap: a 20 MB imported report was a 20 MB page every time it was
+    rendered. Each is kept capped (the cut noted in the report's trace); the report is stored."""
+    from deepscholar.systems.external.formats.sources import (
+        MAX_SOURCE_SNIPPET_CHARS,
+        MAX_SOURCE_TITLE_CHARS,
+        MAX_SOURCE_URL_CHARS,
+    )
+
+    _release(engine)
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", engine.url.render_as_string(hide_password=False))
+    code, err, _ = _import(_write(tmp_path / "out.jsonl", _jsonl_report(n, title, snippet, url)), capsys)
+    assert code == 0, err
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT length(title), length(snippet), url FROM deepscholar.report_sources")).all()
+        notes = conn.execute(sa.text("SELECT trace->'import'->'notes' FROM deepscholar.reports")).scalar_one()
+    assert len(rows) == n
+    assert all(t <= MAX_SOURCE_TITLE_CHARS and s <= MAX_SOURCE_SNIPPET_CHARS and u is None for t, s, u in rows), rows
+    assert len(notes) == n and f"URL of {len('https://example.org/') + url} characters dropped" in notes[0]
+    assert MAX_SOURCE_URL_CHARS < url
+
+
+def _big_report(engine, n_sources: int, snippet_chars: int) -> int:
+    """A report as an import stored it before sources were capped: `n_sources` snippets of `snippet_chars`."""
+    _release(engine)
+    with engine.begin() as conn:
+        db.upsert(conn, "systems", [{"system_id": OUTSIDE, "kind": "external"}], key=["system_id"])
+        db.upsert(conn, "reports", [{"release_id": MONTH, "system_id": OUTSIDE, "arxiv_id": QUERY, "status": "ok",
+                                     "text": "Claims [1]."}], key=["release_id", "system_id", "arxiv_id"])
+        report_id = conn.execute(sa.text("SELECT report_id FROM deepscholar.reports")).scalar_one()
+        db.upsert(conn, "report_sources", [{"report_id": report_id, "source_idx": i, "title": f"Source {i}",
+                                            "snippet": f"{i} " + "w" * snippet_chars} for i in range(1, n_sources + 1)],
+                  key=["report_id", "source_idx"])
+    return report_id
+
+
+def _etag_and_size(url: str) -> tuple[str, int]:
+    with urllib.request.urlopen(url, timeout=60) as resp:
+        return resp.headers["ETag"], len(resp.read())
+
+
+PAGE_KEEP_CASES = [pytest.param(12, 20, id="one-report-page-at-12-urls-kept-once-20-pages-bounded-in-bytes")]
+
+
+@pytest.mark.parametrize(("urls", "pages"), PAGE_KEEP_CASES)
+def test_a_report_page_is_kept_by_what_it_shows_and_bounded_in_bytes(engine, urls, pages):
+    """Issue 46 §13: a rendered report page was kept once per distinct query string (128 copies, no byte
+    limit): a 20 MB report opened at 12 URLs added about 18 MB each. Parameters the page does not read, or
+    the report id spelled another way, are the same page (one ETag, kept once); the pages that do differ (a
+    judge config named in the URL is echoed) are kept within RENDERED_BYTES_KEPT, as the server's memory
+    shows."""
+    import gc
+    import tracemalloc
+
+    from deepscholar.web import create_app
+
+    report_id = _big_report(engine, n_sources=160, snippet_chars=20_000)  # a page of over 3 MB
+    app = create_app(lambda: engine)
+    with serve(app) as url:
+        same = [_etag_and_size(f"{url}/report/{report_id}?utm_source={i}") for i in range(urls // 2)]
+        same += [_etag_and_size(f"{url}/report/{'0' * i}{report_id}") for i in range(1, urls - urls // 2 + 1)]
+        assert len({tag for tag, _ in same}) == 1 and same[0][1] > 3_000_000, same[:2]
+        assert app.state.page_reads.reports.n_kept == 1
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            distinct = [_etag_and_size(f"{url}/report/{report_id}?judge_config=judge-{i}") for i in range(pages)]
+            gc.collect()
+            grown = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+    from deepscholar.web.page_reads import RENDERED_BYTES_KEPT
+
+    assert len({tag for tag, _ in distinct}) == pages
+    kept = app.state.page_reads.reports.kept_bytes
+    assert kept <= RENDERED_BYTES_KEPT < sum(size for _, size in distinct), (kept, RENDERED_BYTES_KEPT)
+    assert grown < RENDERED_BYTES_KEPT + 8_000_000, grown  # unbounded, it was every page: about 65 MB here
+
+
+# --- issue 46 §14: a million tiny lines, streamed ------------------------------------------------------------------
+
+PEAK_PROBE = """
+import resource, sys
+from deepscholar import cli
+code = cli.main(sys.argv[1:])
+print("peak-kb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def _import_peak(engine, path: Path, tmp_path: Path) -> tuple[int, int, int]:
+    """(exit status, peak resident kB, error lines) of `deepscholar reports import` in its own process."""
+    env = dict(os.environ, DEEPSCHOLAR_DB_URL=engine.url.render_as_string(hide_password=False))
+    err_path = tmp_path / f"{path.stem}.err"
+    with err_path.open("w") as err:
+        code = subprocess.run([sys.executable, "-c", PEAK_PROBE, "reports", "import", OUTSIDE, str(path), "--release",
+                               MONTH, "--title-search", "corpus"], env=env, stdout=subprocess.DEVNULL, stderr=err,
+                              timeout=600).returncode
+    lines = err_path.read_text().splitlines()
+    peak = int(next(line for line in lines if line.startswith("peak-kb")).split()[1])
+    return code, peak, sum(line.startswith("deepscholar: error: ") for line in lines)
+
+
+STREAM_CASES = [pytest.param(200_000, id="200000-tiny-lines-streamed")]
+
+
+@pytest.mark.parametrize("n_lines", STREAM_CASES)
+def test_an_import_of_many_tiny_lines_is_streamed(engine, tmp_path, n_lines):
+    """Issue 46 §14: a `reports import` of a million tiny lines peaked at 1.7 GB (every output, then every
+    error, held at once). Each line is read, imported or refused (one error line each, as it is met) and let
+    go: the peak does not grow with the file."""
+    _release(engine)
+    bad = b'{"arxiv_id": "2301.99999", "text": "x [1]."}\n'  # a query of no release: refused, one line
+    small, large = tmp_path / "small.jsonl", tmp_path / "large.jsonl"
+    small.write_bytes(bad * 1_000)
+    large.write_bytes(bad * (n_lines // 2) + b"\xff\xfe not UTF-8\n" + bad * (n_lines // 2 - 1))
+    with engine.connect() as conn:
+        before = conn.execute(sa.text("SELECT count(*) FROM deepscholar.reports")).scalar_one()
+    small_code, small_peak, small_errors = _import_peak(engine, small, tmp_path)
+    code, peak, errors = _import_peak(engine, large, tmp_path)
+    assert (small_code, small_errors) == (2, 1_000)
+    assert (code, errors) == (2, n_lines)  # every line answered, the one not UTF-8 included
+    assert peak - small_peak < 40_000, (small_peak, peak)  # kB: before, about 340 MB more for 200,000 lines
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM deepscholar.reports")).scalar_one() == before
 
 
 # --- §5: annotators are people, not spellings ------------------------------------------------------------------

@@ -9,8 +9,13 @@ and never pass a secret of the workers' environment to a registered system.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import os
+import socket
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlencode, urlsplit
@@ -304,13 +309,111 @@ def test_password_guessing_is_throttled_per_client_and_per_user_name(site, airfl
         assert signins(airflow) == 3  # refused attempts never reach Airflow
         throttled = post(site, guesses[0])
         assert throttled.headers.get("Retry-After") and "DEEPSCHOLAR_WEB_SIGNIN_PER_MINUTE" in error_line(throttled)
-        # One user name from many addresses: the name's own limit.
+        # One user name from many addresses: once the name is at its limit, an address that already tried it
+        # waits (below its own limit), while an address that has not gets its attempt.
         try:
             by_name = [_post_from(site, f"127.0.0.{i}", {**GOOD, "username": "victim", "password": "x"})
-                       for i in range(2, 7)]
+                       for i in (2, 3, 4, 2, 5)]
         except OSError as exc:  # pragma: no cover - loopback aliases missing
             pytest.skip(f"no 127.0.0.x source addresses here: {exc}")
-    assert by_name == [403, 403, 403, 429, 429]
+    assert by_name == [403, 403, 403, 429, 403]
+
+
+LOCKOUT_CASES = [pytest.param(10, id="ten-wrong-passwords-do-not-lock-the-named-user-out")]
+
+
+@pytest.mark.parametrize("guesses", LOCKOUT_CASES)
+def test_a_strangers_wrong_passwords_do_not_lock_a_user_out(site, airflow, engine, monkeypatch, guesses):
+    """Issue 46 §14: ten wrong passwords a minute for `operator` from one address locked the operator out of
+    the form everywhere. The guesser's address waits; the operator, from their own, signs in."""
+    monkeypatch.setenv("DEEPSCHOLAR_WEB_SIGNIN_PER_MINUTE", str(guesses))
+    wrong = {**GOOD, "username": OPERATOR["username"], "password": "guess"}
+    try:
+        with unchanged(engine):
+            tried = [_post_from(site, "127.0.0.2", wrong) for _ in range(guesses + 1)]
+        own = _post_from(site, "127.0.0.3", {**GOOD, **OPERATOR})
+    except OSError as exc:  # pragma: no cover - loopback aliases missing
+        pytest.skip(f"no 127.0.0.x source addresses here: {exc}")
+    assert tried == [403] * guesses + [429]
+    assert own == 200
+    assert "newcomer" in systems(engine)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def web_command(db_url: str, airflow_url: str, *options: str):
+    """`deepscholar web` as an operator starts it (the real command, in its own process); its base URL."""
+    port = _free_port()
+    env = dict(os.environ, DEEPSCHOLAR_DB_URL=db_url, DEEPSCHOLAR_AIRFLOW_API_URL=airflow_url,
+               DEEPSCHOLAR_WEB_SIGNIN_PER_MINUTE="3")
+    proc = subprocess.Popen([sys.executable, "-m", "deepscholar.cli", "web", "--port", str(port), *options],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if requests.get(f"{url}/systems/new", timeout=5).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-2000:]
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+FORWARDED_CASES = [
+    pytest.param((), [403, 403, 403, 429, 429], id="x-forwarded-for-from-loopback-not-believed"),
+    pytest.param(("--trusted-proxy", "127.0.0.1"), [403] * 5, id="x-forwarded-for-from-a-configured-proxy-believed"),
+]
+
+
+@pytest.mark.parametrize(("options", "statuses"), FORWARDED_CASES)
+def test_deepscholar_web_believes_forwarded_addresses_only_from_configured_proxies(engine, db_url, airflow, options,
+                                                                                  statuses):
+    """Issue 46 §14: uvicorn believes X-Forwarded-For from 127.0.0.1 by default, so a client on the page's
+    host (or behind a proxy passing the header on) chose the address the sign-in limit counted."""
+    guesses = [{**GOOD, "username": f"user{i}", "password": "guess"} for i in range(5)]
+    with web_command(db_url, airflow.url_for("/").rstrip("/"), *options) as url, unchanged(engine):
+        got = [requests.post(f"{url}/systems/new", data=g, headers={"X-Forwarded-For": f"203.0.113.{i}"},
+                             timeout=30).status_code for i, g in enumerate(guesses)]
+    assert got == statuses
+
+
+CASE_NAME_CASES = [pytest.param("EXTRACTIVE", id="name-upper-case-twin"),
+                   pytest.param("Extractive", id="name-capitalised-twin")]
+
+
+@pytest.mark.parametrize("twin", CASE_NAME_CASES)
+def test_a_name_differing_only_by_case_is_the_same_system(site, engine, twin, capsys, monkeypatch, db_url, tmp_path):
+    """Issue 46 §14: `EXTRACTIVE` beside `extractive` was a second system on the board. The page (409), `systems
+    add` and `reports import` (exit 2, one line) refuse it, and the warehouse itself does too."""
+    add_system(engine, "extractive", "extractive", {"top_k": 6})
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
+    outputs = tmp_path / "out.jsonl"
+    outputs.write_text(json.dumps({"arxiv_id": "2506.00001", "text": "A report [1].",
+                                   "sources": [{"idx": 1, "arxiv_id": "2401.00001", "title": "T"}]}) + "\n")
+    with engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO releases (release_id, status) VALUES ('2025-06', 'published')"))
+    with unchanged(engine):
+        page = post(site, {**GOOD, **OPERATOR, "name": twin, "kind": "extractive", "config": '{"top_k": 6}'})
+        added = cli.main(["systems", "add", twin, "--kind", "extractive", "--config", '{"top_k": 6}'])
+        added_err = capsys.readouterr().err
+        imported = cli.main(["reports", "import", twin, str(outputs), "--release", "2025-06"])
+        imported_err = capsys.readouterr().err
+        with pytest.raises(sa.exc.IntegrityError, match="systems_name_any_case"), engine.begin() as conn:
+            conn.execute(sa.text("INSERT INTO systems (system_id, kind) VALUES (:s, 'extractive')"), {"s": twin})
+    assert page.status_code == 409 and "only by case" in error_line(page)
+    for code, err in ((added, added_err), (imported, imported_err)):
+        assert code == 2 and err.count("\n") == 1 and "only by case" in err, err
 
 
 def test_the_throttle_counts_look_alike_names_as_one_and_forgets_after_a_minute():
@@ -319,9 +422,10 @@ def test_the_throttle_counts_look_alike_names_as_one_and_forgets_after_a_minute(
     for client in ("a", "b"):
         throttle.take(client, "Operator", 2) if client == "a" else throttle.take(client, "ＯＰＥＲＡＴＯＲ", 2)
     with pytest.raises(Throttled, match="user name"):
-        throttle.take("c", " operator ", 2)
+        throttle.take("a", " operator ", 2)  # one name, tried from this address already
+    throttle.take("c", "operator", 2)  # an address that has not tried it gets its attempt
     now[0] = 61.0
-    throttle.take("c", "operator", 2)
+    throttle.take("a", "operator", 2)
 
 
 def test_a_post_from_another_sites_page_is_refused_before_sign_in(site, airflow, engine):

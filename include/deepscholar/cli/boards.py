@@ -37,6 +37,10 @@ def add_commands(sub) -> None:
     p = sub.add_parser("web", help="serve the leaderboard page (the same app the Airflow plugin mounts)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8050)
+    p.add_argument("--trusted-proxy", action="append", default=[], metavar="ADDRESS",
+                   help="a reverse proxy's address (or network, e.g. 10.0.0.0/8) whose X-Forwarded-For and "
+                        "X-Forwarded-Proto are believed (repeatable); without one the client is the socket's peer, "
+                        "so no client can choose the address the sign-in limit counts")
     p.set_defaults(func=cmd_web)
 
 
@@ -364,5 +368,9 @@ def cmd_web(args) -> int:
 
     ready_engine()  # schema ready before the first page asks for it
     print(f"DeepScholar leaderboard on http://{args.host}:{args.port}/ (Ctrl-C to stop)")
-    uvicorn.run(create_app(), host=args.host, port=args.port, log_level="warning")
+    # uvicorn believes X-Forwarded-For from 127.0.0.1 by default: any local process (or a same-host proxy
+    # passing it on) could then pick the address the page's sign-in throttle counts (issue 46 §14).
+    trusted = [a.strip() for a in args.trusted_proxy if a.strip()]
+    uvicorn.run(create_app(), host=args.host, port=args.port, log_level="warning", proxy_headers=bool(trusted),
+                forwarded_allow_ips=trusted or None)
     return 0

@@ -82,16 +82,18 @@ def _add_generate_args(p) -> None:
 
 
 def cmd_reports_import(args) -> int:
-    """Exit 2 when any output could not be read or placed (one line each on stderr); the rest is stored."""
+    """Exit 2 when any output could not be read or placed (one line each on stderr, as it is met); the rest is
+    stored."""
     from deepscholar.systems.external.importer import format_import_summary, import_reports
+
+    def print_error(e: dict) -> None:
+        print(f"deepscholar: error: {e['path']}: {' '.join(str(e['error']).split())}", file=sys.stderr)
 
     engine = ready_engine()
     summary = import_reports(engine, args.system, Path(args.path), named_release(engine, args.release),
                              fmt=args.format, title_search=args.title_search,
-                             max_unresolved_share=args.max_unresolved)
+                             max_unresolved_share=args.max_unresolved, on_error=print_error)
     print(json.dumps(summary.as_dict(), default=str, indent=2) if args.json else format_import_summary(summary))
-    for e in summary.errors:
-        print(f"deepscholar: error: {e['path']}: {' '.join(str(e['error']).split())}", file=sys.stderr)
     return 2 if summary.n_errors else 0
 
 

@@ -60,6 +60,9 @@ class SystemContext:
 
     engine: Engine
     llm: Callable[..., Any] | None = None  # factory: llm(model, **kw) -> deepscholar.llm.client.LLMClient
+    # Base URLs the system's `api_base` must lie under when it runs: for a system registered from the page,
+    # DEEPSCHOLAR_WEB_API_BASES as it stands then (systems.registered_from); None: the operator's, unbound.
+    api_bases: tuple[str, ...] | None = None
 
 
 class System:

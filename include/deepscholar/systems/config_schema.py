@@ -6,6 +6,9 @@ key, or a value of the wrong type or out of range, is refused with one line nami
 a schema (one a test or a plug-in registers) gets the checks every config gets: a JSON object of bounded
 size and depth, finite numbers, no NUL character. `api_key_env` may only name a variable on
 DEEPSCHOLAR_SYSTEM_KEY_VARIABLES, whatever the kind: the name is read from the workers' environment.
+An `api_base` (where a provider's key is sent) is a base URL as url_bases.py parses it, never with
+userinfo; a system registered from the page must keep it under DEEPSCHOLAR_WEB_API_BASES (check_api_base,
+asked at registration and again when the system runs).
 """
 
 from __future__ import annotations
@@ -14,16 +17,18 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from deepscholar.errors import InvalidInput
 
-__all__ = ["Key", "positive_int", "number", "fraction", "flag", "text", "http_url", "key_variable",
+__all__ = ["Key", "positive_int", "number", "fraction", "flag", "text", "http_url", "base_url", "key_variable",
            "MAX_CONFIG_CHARS", "MAX_CONFIG_DEPTH", "loads_config", "check_config", "check_key_variable",
-           "check_version", "check_cutoff_range", "normalised", "EARLIEST_CUTOFF", "CUTOFF_MARGIN_DAYS"]
+           "check_api_base", "check_version", "check_cutoff_range", "normalised", "EARLIEST_CUTOFF",
+           "CUTOFF_MARGIN_DAYS"]
 
 MAX_CONFIG_CHARS = 16_384
 MAX_CONFIG_DEPTH = 8
@@ -71,15 +76,28 @@ def _text(value: Any) -> str:
 
 
 def _http_url(value: Any) -> str:
+    """An http(s) URL without userinfo: a password in it would be stored, and the host is the one after `@`."""
     if not isinstance(value, str) or len(value) > MAX_TEXT_CHARS or not re.match(r"^https?://[^/\s]+\S*$", value):
         raise ValueError
+    if "\\" in value or "@" in urlsplit(value).netloc:
+        raise ValueError
+    return value
+
+
+def _base_url(value: Any) -> str:
+    from deepscholar.url_bases import parse_base_url
+
+    if not isinstance(value, str) or len(value) > MAX_TEXT_CHARS:
+        raise ValueError
+    parse_base_url(value)  # ValueError: userinfo, a query, two parsers disagreeing, ...
     return value
 
 
 positive_int = Key("a positive integer", _positive_int)
 flag = Key("true or false", _flag)
 text = Key("a non-empty string", _text)
-http_url = Key("an http(s) URL", _http_url)
+http_url = Key("an http(s) URL without user@ or user:password@", _http_url)
+base_url = Key("an http(s) base URL: a host, no user@ or user:password@, no query or fragment", _base_url)
 fraction = Key("a number from 0 to 1", _number(0, 1))
 
 
@@ -100,6 +118,22 @@ def check_key_variable(name: Any) -> str:
 
 
 key_variable = Key("a variable on DEEPSCHOLAR_SYSTEM_KEY_VARIABLES", check_key_variable)
+
+
+def check_api_base(config: Mapping[str, Any], allowed: Sequence[str]) -> None:
+    """A page-registered system's `api_base` lies under one of `allowed` (DEEPSCHOLAR_WEB_API_BASES), compared
+    parsed (url_bases.py: scheme, host, port, path on a segment boundary), else InvalidInput: the provider's
+    key would be sent there. Asked at registration and again when the system runs (the list may have
+    narrowed, and rows stored before this check compared strings)."""
+    from deepscholar.url_bases import under_any
+
+    if "api_base" not in config:
+        return
+    value = config["api_base"]
+    if not under_any(value, allowed):
+        raise InvalidInput(f"config 'api_base' {repr(value)[:80]} is not allowed for a system registered from the "
+                           f"page: its key would be sent there. Allowed base URLs: {', '.join(allowed) or '(none)'} "
+                           "(DEEPSCHOLAR_WEB_API_BASES); an operator can register it with `deepscholar systems add`")
 
 
 def _refuse_constant(name: str) -> Any:

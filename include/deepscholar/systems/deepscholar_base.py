@@ -91,7 +91,7 @@ def llm_config_schema(defaults: dict[str, Any]) -> dict[str, Any]:
     """The config keys of a kind that calls a model: its integer settings, the model and where it runs."""
     from deepscholar.systems import config_schema as cs
 
-    return {**dict.fromkeys(defaults, cs.positive_int), "model": cs.text, "api_base": cs.http_url,
+    return {**dict.fromkeys(defaults, cs.positive_int), "model": cs.text, "api_base": cs.base_url,
             "api_key_env": cs.key_variable, "search": cs.text}
 
 
@@ -262,13 +262,18 @@ def load_system_prompt(name: str) -> Prompt:
 
 
 def build_llm_client(config: dict[str, Any], context: SystemContext, *, concurrency: int = 8) -> LLMClient:
-    """From the system's stored config; the key comes from the environment variable it names, never the DB."""
+    """From the system's stored config; the key comes from the environment variable it names, never the DB.
+    Where it is sent and which variable it is read from are checked again here, when the system runs (a row
+    stored before the checks, or written by hand): `api_base` under the page's allow-list for a system
+    registered from the page (context.api_bases), and a base URL without userinfo (the client itself)."""
+    from deepscholar.systems.config_schema import check_api_base, check_key_variable
+
     kwargs: dict[str, Any] = {"concurrency": concurrency}
+    if context.api_bases is not None:
+        check_api_base(config, context.api_bases)
     if config.get("api_base"):
         kwargs["api_base"] = config["api_base"]
     if env := config.get("api_key_env"):
-        from deepscholar.systems.config_schema import check_key_variable
-
         check_key_variable(env)  # again when it runs: a row stored before the allow-list, or written by hand
         if not os.environ.get(env):  # the deployment's to fix, not the system's failure
             raise MissingCredentials(env, str(config.get("model")))

@@ -117,6 +117,12 @@ def llm_factory(engine: Engine):
     return make
 
 
+def _api_bases_of(system_row: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """Where a page-registered system's `api_base` may point as it runs: DEEPSCHOLAR_WEB_API_BASES as it stands
+    now; None (unbound) for the operator's systems."""
+    return current_settings().web_api_bases if system_row.get("registered_from") == "page" else None
+
+
 def generate_pair(engine: Engine, release_id: str, system_id: str, arxiv_id: str) -> dict:
     """Write and store one report; a system's exception is stored as system_error, not raised.
 
@@ -141,7 +147,8 @@ def generate_pair(engine: Engine, release_id: str, system_id: str, arxiv_id: str
         try:
             kind = system_kind(system_row["kind"])
             record.system_build = kind.build_of(system_row)
-            system = kind(system_id, config, SystemContext(engine=engine, llm=llm_factory(engine)))
+            system = kind(system_id, config, SystemContext(engine=engine, llm=llm_factory(engine),
+                                                           api_bases=_api_bases_of(system_row)))
             search = make_search(backend, engine, query) if system.uses_search else None
             # None only for a system with uses_search False, whose generate takes none.
             report = system.generate(query, search)  # type: ignore[arg-type]

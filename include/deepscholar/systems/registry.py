@@ -18,6 +18,7 @@ from deepscholar.systems.build import ENDPOINT_KEYS, LOCATION_KEYS  # declared w
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 _NAME_RE = re.compile(NAME_PATTERN)
 MAX_NAME_LENGTH = 100
+CASE_INDEX = "systems_name_any_case"  # the unique index on lower(system_id) (migration 0037)
 
 
 class SystemConflict(UserError):
@@ -98,7 +99,8 @@ def set_knowledge_cutoff(engine: Engine, name: str, cutoff: str | date | None) -
 
 
 def add_system(engine: Engine, name: str, kind: str, config: dict | None = None, version: str = "1",
-               active: bool = True, knowledge_cutoff: str | date | None = None, *, create_only: bool = False) -> str:
+               active: bool = True, knowledge_cutoff: str | date | None = None, *, create_only: bool = False,
+               from_page: bool = False) -> str:
     """Register a system; returns "registered", "unchanged", "updated" (location keys other than the
     endpoint's only) or "moved" (an endpoint key changed: a new build from now on).
 
@@ -113,6 +115,9 @@ def add_system(engine: Engine, name: str, kind: str, config: dict | None = None,
     and the config against the kind's schema, `api_key_env` against DEEPSCHOLAR_SYSTEM_KEY_VARIABLES.
     `create_only` (the page): an already registered name is refused (SystemExists), so changing a system,
     above all where it runs and with which key, stays the operator's (`deepscholar systems add`).
+    `from_page`: recorded (systems.registered_from), so its `api_base` is held to DEEPSCHOLAR_WEB_API_BASES
+    whenever it runs; an operator's move of its endpoint makes it the operator's. A name differing from a
+    registered one only by case is that system's name, so it is refused (names are one system in any case).
     """
     from deepscholar.systems import config_schema as cs
     from deepscholar.systems.base import system_kind
@@ -124,33 +129,64 @@ def add_system(engine: Engine, name: str, kind: str, config: dict | None = None,
     if not isinstance(config, dict | None):
         raise InvalidInput("config must be a JSON object, e.g. {\"top_k\": 5}")
     config = cs.check_config(kind, kind_class.config_schema, dict(config or {}))
-    with engine.begin() as conn:
-        row = conn.execute(sa.text(
-            "SELECT kind, version, config, knowledge_cutoff FROM systems WHERE system_id = :s FOR UPDATE"),
-                           {"s": name}).mappings().first()
-        new = {"system_id": name, "kind": kind, "version": version, "config": config, "active": active,
-               "model_knowledge": kind_class.uses_model_knowledge, "knowledge_cutoff": cutoff}
-        if row is None:
-            # A concurrent first write wins; the loser is told when it may only create.
-            if not db.upsert(conn, "systems", [new], key=["system_id"], update=[]) and create_only:
-                raise SystemExists(f"system {name!r} is already registered")
-            return "registered"
-        if create_only:
-            raise SystemExists(f"system {name!r} is already registered: the page only registers new systems. "
-                               f"Changing one (its endpoint, its key) is an operator's `deepscholar systems add "
-                               f"{name} --kind {row['kind']} --config ...`; a new system is a new name, e.g. {name}_v2")
-        old = dict(row["config"] or {})
-        _refuse_another_system(name, row, kind, version, config)
-        changed_cutoff = cutoff is not None and cutoff != row["knowledge_cutoff"]
-        if old == config and not changed_cutoff:
-            return "unchanged"
-        db.upsert(conn, "systems", [new], key=["system_id"],
-                  update=["config", *(["knowledge_cutoff"] if changed_cutoff else [])])
-        if endpoint_of(old) == endpoint_of(config):
-            return "updated"
-        conn.execute(sa.text("UPDATE systems SET endpoint_revision = endpoint_revision + 1 WHERE system_id = :s"),
-                     {"s": name})
-        return "moved"
+    try:
+        with engine.begin() as conn:
+            return _write_system(conn, name, kind, version, config, active, cutoff, kind_class.uses_model_knowledge,
+                                 create_only, from_page)
+    except sa.exc.IntegrityError as exc:  # a concurrent registration of the same name in another case won
+        if CASE_INDEX not in str(exc.orig):
+            raise
+        with engine.connect() as conn:
+            _refuse_case_twin(conn, name, create_only)
+        raise
+
+
+def _write_system(conn: sa.Connection, name: str, kind: str, version: str, config: dict, active: bool,
+                  cutoff: date | None, model_knowledge: bool, create_only: bool, from_page: bool) -> str:
+    """add_system's writes, in its transaction (the checks of its arguments done)."""
+    _refuse_case_twin(conn, name, create_only)
+    row = conn.execute(sa.text(
+        "SELECT kind, version, config, knowledge_cutoff FROM systems WHERE system_id = :s FOR UPDATE"),
+                       {"s": name}).mappings().first()
+    new = {"system_id": name, "kind": kind, "version": version, "config": config, "active": active,
+           "model_knowledge": model_knowledge, "knowledge_cutoff": cutoff,
+           "registered_from": "page" if from_page else "operator"}
+    if row is None:
+        # A concurrent first write wins; the loser is told when it may only create.
+        if not db.upsert(conn, "systems", [new], key=["system_id"], update=[]) and create_only:
+            raise SystemExists(f"system {name!r} is already registered")
+        return "registered"
+    if create_only:
+        raise SystemExists(f"system {name!r} is already registered: the page only registers new systems. "
+                           f"Changing one (its endpoint, its key) is an operator's `deepscholar systems add "
+                           f"{name} --kind {row['kind']} --config ...`; a new system is a new name, e.g. {name}_v2")
+    old = dict(row["config"] or {})
+    _refuse_another_system(name, row, kind, version, config)
+    changed_cutoff = cutoff is not None and cutoff != row["knowledge_cutoff"]
+    if old == config and not changed_cutoff:
+        return "unchanged"
+    db.upsert(conn, "systems", [new], key=["system_id"],
+              update=["config", *(["knowledge_cutoff"] if changed_cutoff else [])])
+    if endpoint_of(old) == endpoint_of(config):
+        return "updated"
+    # The operator moved it: where it runs is theirs now, whoever registered it.
+    conn.execute(sa.text("UPDATE systems SET endpoint_revision = endpoint_revision + 1, registered_from = 'operator' "
+                         "WHERE system_id = :s"), {"s": name})
+    return "moved"
+
+
+def case_twin(conn: sa.Connection, name: str) -> str | None:
+    """The registered system whose name is `name` in another case, if any (names are ASCII: lower() folds)."""
+    return conn.execute(sa.text("SELECT system_id FROM systems WHERE lower(system_id) = lower(:s) AND system_id <> :s"),
+                        {"s": name}).scalar()
+
+
+def _refuse_case_twin(conn: sa.Connection, name: str, create_only: bool) -> None:
+    """SystemExists (the page) or SystemConflict when a system is registered under `name` in another case."""
+    if (twin := case_twin(conn, name)) is not None:
+        raise (SystemExists if create_only else SystemConflict)(
+            f"system {name!r} differs from the registered system {twin!r} only by case: a name is one system in "
+            f"any case; use {twin!r} itself, or a new name")
 
 
 def _refuse_another_system(name: str, row: Mapping, kind: str, version: str, config: dict) -> None:

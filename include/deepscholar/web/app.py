@@ -22,13 +22,11 @@ the security headers on every response; HEAD is answered wherever GET is.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import re
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -41,6 +39,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from deepscholar import db
 from deepscholar.errors import UserError
 from deepscholar.web import queries as q
+from deepscholar.web.page_reads import PageReads, conditional
 from deepscholar.web.queries import NotFound, board_json, load_board
 from deepscholar.web.render import (
     board_context,
@@ -53,7 +52,6 @@ from deepscholar.web.render import (
     versions_context,
     window_context,
 )
-from deepscholar.web.stamped_cache import StampedCache
 
 __all__ = ["create_app", "svg_line_chart", "format_value", "load_board", "board_json", "NotFound", "CSP"]
 
@@ -193,69 +191,6 @@ def _without_body(send: Any) -> Any:
     return headers_only
 
 
-def _page_code_stamp() -> str:
-    """A digest of the page's own code and templates: a new deployment's pages never match an old ETag."""
-    folder = Path(__file__).parent
-    digest = hashlib.sha256()
-    for path in sorted([*folder.glob("*.py"), *folder.glob("templates/*.html")]):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def _if_none_match(request: Request) -> set[str]:
-    """The entity tags a conditional request names (weak ones compared as strong: these pages are whole)."""
-    raw = request.headers.get("if-none-match", "")[:2048]
-    return {part.strip().removeprefix("W/") for part in raw.split(",") if part.strip()}
-
-
-RENDERED_PAGES_KEPT = 128  # board reads kept rendered per app (a board page is tens of kilobytes)
-
-
-class _BoardReads:
-    """What every board read of one app shares: the digest of the page's code, and the responses already
-    rendered, kept by ETag. A tag names the page's code, the mount, the path, the query and the board stamp,
-    so a kept response is what building the page again would give, and a new board version is a new tag."""
-
-    def __init__(self) -> None:
-        self.code_stamp = _page_code_stamp()
-        self.rendered = StampedCache(RENDERED_PAGES_KEPT)
-        self.reports = StampedCache(RENDERED_PAGES_KEPT)  # apart: a crawl of reports does not push boards out
-
-
-def _conditional(request: Request, engine: Callable[[], Engine], reads: _BoardReads,
-                 build: Callable[[str], Response],
-                 also: Callable[[sa.Connection], str] | None = None, kept: StampedCache | None = None) -> Response:
-    """A board read, answered 304 when nothing it shows has changed since the client's copy.
-
-    The ETag digests the request (mount, path, query) and the warehouse's board stamp (q.board_stamp: one
-    statement over the board versions and the judge-vs-humans statistics, which change whenever a board is
-    rolled up, versioned or published or a trust figure is recomputed); the page is assembled only when it
-    does not match, and `build` gets the stamp (the page's kept boards are keyed by it: one read a request).
-    `no-cache`: a browser or proxy may keep the page but asks again before showing it.
-
-    The rendered answer is kept by its tag (`reads.rendered`): every later reader of the same page under the
-    same stamp, with or without a conditional request, gets it for the stamp's read alone, and readers
-    arriving together while it is built wait for that one build. At 20 concurrent readers on 2 cores the
-    pages' own CPU (30-85 ms a board page) was most of their time; errors (a 404) are not kept.
-    `also`: what else the page shows, read in the stamp's statement's connection (a system's own row);
-    `kept`: another cache than the boards' (reports)."""
-    with engine().connect() as conn:
-        stamp = q.board_stamp(conn) + ("/" + also(conn) if also is not None else "")
-    key = "\0".join([reads.code_stamp, request.scope.get("root_path", ""), request.url.path,
-                     *sorted(f"{k}={v}" for k, v in request.query_params.multi_items()), stamp])
-    tag = '"' + hashlib.sha256(key.encode()).hexdigest()[:32] + '"'
-    headers = {"ETag": tag, "Cache-Control": "no-cache"}
-    named = _if_none_match(request)
-    if tag in named or "*" in named:
-        return Response(status_code=304, headers=headers)
-    status, body, media_type = (kept or reads.rendered).get((str(engine().url), tag), lambda: _kept(build(stamp)))
-    return Response(content=body, status_code=status, media_type=media_type, headers=headers)
-
-
-def _kept(response: Response) -> tuple[int, bytes, str | None]:
-    return response.status_code, bytes(response.body), response.media_type
-
-
 async def _database_error(request: Request, exc: Exception) -> Response:
     """503 with Retry-After, in the seconds DEEPSCHOLAR_WEB_DB_WAIT_SECONDS allows, never a hang: the
     warehouse unreachable, every pooled connection busy, or the tables not created yet."""
@@ -389,35 +324,38 @@ def _versions_page(request: Request, engine: Callable[[], Engine], release: str,
     return _page("versions.html", f"Versions of {release}", base, **versions_context(release, judge_config, rows, base))
 
 
-def _install_pages(app: FastAPI, engine: Callable[[], Engine], reads: _BoardReads) -> None:
+def _install_pages(app: FastAPI, engine: Callable[[], Engine], reads: PageReads) -> None:
     @app.get("/", response_class=HTMLResponse)
     def leaderboard(request: Request, judge_config: str | None = None, release: str | None = None,
                     version: int | None = None, window_from: str | None = Query(None, alias="from"),
                     window_to: str | None = Query(None, alias="to")):
-        return _conditional(request, engine, reads, lambda stamp: _leaderboard_page(
+        shows = ("board", judge_config, release, version, window_from, window_to)
+        return conditional(request, engine, reads, shows, lambda stamp: _leaderboard_page(
             request, engine, stamp, judge_config, release, version, window_from, window_to))
 
     @app.get("/history", response_class=HTMLResponse)
     def history(request: Request, judge_config: str | None = None):
-        return _conditional(request, engine, reads, lambda _: _history_page(request, engine, judge_config))
+        return conditional(request, engine, reads, ("history", judge_config),
+                           lambda _: _history_page(request, engine, judge_config))
 
     @app.get("/versions", response_class=HTMLResponse)
     def versions(request: Request, release: str, judge_config: str):
-        return _conditional(request, engine, reads,
-                            lambda _: _versions_page(request, engine, release, judge_config))
+        return conditional(request, engine, reads, ("versions", release, judge_config),
+                           lambda _: _versions_page(request, engine, release, judge_config))
 
     @app.get("/system/{system_id}", response_class=HTMLResponse)
     def system(request: Request, system_id: str, judge_config: str | None = None, release: str | None = None):
         """Kept like a board read: its months and scores change with a roll-up, its registration with its row."""
-        return _conditional(request, engine, reads, lambda _: _system_page(request, engine, system_id, judge_config,
-                                                                           release),
-                            also=lambda conn: q.system_stamp(conn, system_id))
+        return conditional(request, engine, reads, ("system", system_id, judge_config, release),
+                           lambda _: _system_page(request, engine, system_id, judge_config, release),
+                           also=lambda conn: q.system_stamp(conn, system_id))
 
     @app.get("/report/{report_id}", response_class=HTMLResponse)
     def report(request: Request, report_id: int, judge_config: str | None = None):
         """Kept like a board read, by what the report's page shows (its rows, scores and judgments)."""
-        return _conditional(request, engine, reads, lambda _: _report_page(request, engine, report_id, judge_config),
-                            also=lambda conn: q.report_stamp(conn, report_id), kept=reads.reports)
+        return conditional(request, engine, reads, ("report", report_id, judge_config),
+                           lambda _: _report_page(request, engine, report_id, judge_config),
+                           also=lambda conn: q.report_stamp(conn, report_id), kept=reads.reports)
 
 
 def _report_page(request: Request, engine: Callable[[], Engine], report_id: int, judge_config: str | None) -> Response:
@@ -545,7 +483,7 @@ class _Busy(Exception):
     """Every registration thread busy and as many posts waiting."""
 
 
-def _install_api(app: FastAPI, engine: Callable[[], Engine], reads: _BoardReads) -> None:
+def _install_api(app: FastAPI, engine: Callable[[], Engine], reads: PageReads) -> None:
     def board_api(judge_config: str | None, release: str | None, version: int | None) -> JSONResponse:
         with engine().connect() as conn:
             board, tracks, agreement = q.board_with_tracks(conn, judge_config, release, version)
@@ -564,15 +502,18 @@ def _install_api(app: FastAPI, engine: Callable[[], Engine], reads: _BoardReads)
     @app.get("/api/leaderboard")
     def leaderboard_route(request: Request, judge_config: str | None = None, release: str | None = None,
                           version: int | None = None) -> Response:
-        return _conditional(request, engine, reads, lambda _: board_api(judge_config, release, version))
+        return conditional(request, engine, reads, ("api-board", judge_config, release, version),
+                           lambda _: board_api(judge_config, release, version))
 
     @app.get("/api/versions")
     def versions_route(request: Request, release: str, judge_config: str) -> Response:
-        return _conditional(request, engine, reads, lambda _: versions_api(release, judge_config))
+        return conditional(request, engine, reads, ("api-versions", release, judge_config),
+                           lambda _: versions_api(release, judge_config))
 
     @app.get("/api/history")
     def history_route(request: Request, judge_config: str | None = None, system_id: str | None = None) -> Response:
-        return _conditional(request, engine, reads, lambda _: history_api(judge_config, system_id))
+        return conditional(request, engine, reads, ("api-history", judge_config, system_id),
+                           lambda _: history_api(judge_config, system_id))
 
 
 def create_app(engine_factory: Callable[[], Engine] = db.reader_engine) -> FastAPI:
@@ -589,7 +530,8 @@ def create_app(engine_factory: Callable[[], Engine] = db.reader_engine) -> FastA
             return holder["engine"]
 
     _install_guards(app)
-    reads = _BoardReads()
+    reads = PageReads()
+    app.state.page_reads = reads  # what the app keeps rendered (tests read its bytes)
     _install_pages(app, engine, reads)
     _install_registration(app, engine)
     _install_api(app, engine, reads)

@@ -15,10 +15,13 @@ What the page takes is bounded (web/app.py: body size and time, its own threads 
 like the CLI's (systems/config_schema.py), and narrower than the CLI's:
 - it only creates: a name already registered is refused (changing a system, above all its endpoint or key,
   is the operator's `deepscholar systems add`);
-- `api_key_env` must name a variable of DEEPSCHOLAR_SYSTEM_KEY_VARIABLES (the CLI too), and `api_base` a
-  prefix of DEEPSCHOLAR_WEB_API_BASES (none by default): a key is only ever sent where the operator said;
+- `api_key_env` must name a variable of DEEPSCHOLAR_SYSTEM_KEY_VARIABLES (the CLI too), and `api_base` lie
+  under a base URL of DEEPSCHOLAR_WEB_API_BASES (none by default), compared parsed: scheme, host, port and
+  path on a segment boundary, never userinfo (url_bases.py). A key is only ever sent where the operator said,
+  and the system is recorded as the page's, so that holds again each time it runs (systems/generation.py);
 - sign-ins are throttled per client address and per Airflow user name (SignInThrottle): Airflow sees every
-  attempt come from the page's own address, so its own lockout would lock everyone out, not the guesser;
+  attempt come from the page's own address, so its own lockout would lock everyone out, not the guesser; the
+  name's limit holds back only addresses that already tried that name, so it locks no one else out;
 - a form post whose Origin is another site's is refused (check_origin).
 
 The flow is the CLI's: register, show the backfill plan with its cost estimate first, and queue only when
@@ -96,11 +99,17 @@ def user_key(username: str) -> str:
 
 
 class SignInThrottle:
-    """At most `per_minute` sign-in attempts in any 60 s per client address, and per user name; in process.
+    """Sign-in attempts in any 60 s, in process: at most `per_minute` per client address, and per user name
+    without letting a stranger lock that user out.
 
-    Every attempt counts (right or wrong password), before Airflow is asked, so a guesser costs Airflow
-    nothing past the limit. The table holds at most `max_keys` keys; when full of live keys, attempts are
-    refused (fail closed) until some expire.
+    Per address: every attempt counts (right or wrong password), before Airflow is asked, so a guesser costs
+    Airflow nothing past the limit. Per user name: once `per_minute` attempts named it, from anywhere, an
+    address that already tried that name this minute is refused, while an address that has not gets its
+    attempt. So ten wrong passwords from one address no longer lock the named user out of the form (issue 46
+    §14), and guessing one name from many addresses still slows to one try a minute per address. The table
+    holds at most `max_keys` keys; when full of live keys, attempts are refused (fail closed) until some
+    expire (filling it takes that many addresses: forwarded headers are trusted only from configured
+    proxies, `deepscholar web --trusted-proxy`).
     """
 
     WINDOW = 60.0
@@ -108,29 +117,38 @@ class SignInThrottle:
     def __init__(self, max_keys: int = 10_000, clock=time.monotonic) -> None:
         self.max_keys = max_keys
         self.clock = clock
-        self._seen: dict[tuple[str, str], deque[float]] = {}
+        self._seen: dict[tuple[str, ...], deque[float]] = {}
         self._lock = threading.Lock()
 
     def _prune(self, now: float) -> None:
         for key in [k for k, q in self._seen.items() if not q or q[-1] <= now - self.WINDOW]:
             del self._seen[key]
 
+    def _live(self, key: tuple[str, ...], now: float) -> int:
+        q = self._seen.get(key)
+        while q and q[0] <= now - self.WINDOW:
+            q.popleft()
+        return len(q) if q else 0
+
+    def _refuse(self, who: str, key: tuple[str, ...], per_minute: int, now: float) -> Throttled:
+        wait = max(1, round(self._seen[key][0] + self.WINDOW - now))
+        return Throttled(f"Too many sign-in attempts {who}: at most {per_minute} a minute "
+                         f"(DEEPSCHOLAR_WEB_SIGNIN_PER_MINUTE); try again in {wait} s.")
+
     def take(self, client: str, username: str, per_minute: int) -> None:
-        """Count one attempt, or raise Throttled (nothing counted) when either key is at its limit."""
+        """Count one attempt, or raise Throttled (nothing counted) when this address, or this user name from
+        an address that already tried it, is at its limit."""
         now = self.clock()
-        keys = [("client", client), ("user", user_key(username))]
+        name = user_key(username)
+        by_client, by_user, pair = ("client", client), ("user", name), ("user-client", name, client)
+        keys = (by_client, by_user, pair)
         with self._lock:
             if len(self._seen) + len(keys) > self.max_keys:
                 self._prune(now)
-            for key in keys:
-                q = self._seen.get(key)
-                while q and q[0] <= now - self.WINDOW:
-                    q.popleft()
-                if q is not None and len(q) >= per_minute:
-                    who = "this address" if key[0] == "client" else "this user name"
-                    wait = max(1, round(q[0] + self.WINDOW - now))
-                    raise Throttled(f"Too many sign-in attempts from {who}: at most {per_minute} a minute "
-                                    f"(DEEPSCHOLAR_WEB_SIGNIN_PER_MINUTE); try again in {wait} s.")
+            if self._live(by_client, now) >= per_minute:
+                raise self._refuse("from this address", by_client, per_minute, now)
+            if self._live(by_user, now) >= per_minute and self._live(pair, now):
+                raise self._refuse("for this user name from this address", by_user, per_minute, now)
             if sum(k not in self._seen for k in keys) + len(self._seen) > self.max_keys:
                 raise Throttled("Too many sign-in attempts on this page right now; try again in a minute.")
             for key in keys:
@@ -184,18 +202,13 @@ def sign_in(username: str, password: str) -> AirflowAPI:
 
 
 def check_api_base(config: Mapping[str, Any]) -> None:
-    """The page's own rule: `api_base` only under a prefix of DEEPSCHOLAR_WEB_API_BASES (the provider's key
-    would be sent there)."""
+    """The page's own rule: `api_base` only under a base URL of DEEPSCHOLAR_WEB_API_BASES, compared parsed
+    (systems/config_schema.check_api_base; the provider's key would be sent there). The system is recorded as
+    registered from the page, so the same rule holds each time it runs."""
     from deepscholar.settings import current_settings
+    from deepscholar.systems.config_schema import check_api_base as under_allowed
 
-    if "api_base" not in config:
-        return
-    allowed = current_settings().web_api_bases
-    value = config["api_base"]
-    if not isinstance(value, str) or not any(value.startswith(p) for p in allowed):
-        raise InvalidInput(f"config 'api_base' {repr(value)[:80]} is not allowed from this page: a model's key would "
-                           f"be sent there. Allowed prefixes: {', '.join(allowed) or '(none)'} "
-                           "(DEEPSCHOLAR_WEB_API_BASES); an operator can register it with `deepscholar systems add`")
+    under_allowed(config, current_settings().web_api_bases)
 
 
 def register(engine: Engine, form: RegistrationForm) -> str:
@@ -207,7 +220,7 @@ def register(engine: Engine, form: RegistrationForm) -> str:
     check_api_base(config)
     name = form.system_name()
     outcome = add_system(engine, name, form.kind.strip(), config, version=form.version.strip() or "1",
-                         knowledge_cutoff=form.knowledge_cutoff.strip() or None, create_only=True)
+                         knowledge_cutoff=form.knowledge_cutoff.strip() or None, create_only=True, from_page=True)
     return f"system {name} ({form.kind.strip()}) {outcome}"
 
 

@@ -38,7 +38,7 @@ from deepscholar.search.base import SearchTool
 from deepscholar.settings import current_settings
 from deepscholar.systems import config_schema as cs
 from deepscholar.systems.base import Query, Report, System, register_system
-from deepscholar.systems.external.formats.sources import report_from_json
+from deepscholar.systems.external.formats.sources import cap_sources, report_from_json
 
 __all__ = ["ExternalHTTPSystem"]
 
@@ -79,6 +79,7 @@ class ExternalHTTPSystem(System):
             report = report_from_json(body, "http", str(endpoint))
         except ValueError as exc:
             raise SystemFailure(f"external system {self.name} returned a malformed report: {exc}") from exc
+        cap_sources(report)  # what its page shows of each source, bounded as for an import
         report.trace.setdefault("import", {}).update({"endpoint": str(endpoint), "attempts": attempts})
         return report
 

@@ -14,8 +14,13 @@ Bounded input (the settings' "bounds on what a third party writes"): a file unde
 DEEPSCHOLAR_IMPORT_MAX_FILE_BYTES refuses the import before any file is read; an output whose text is longer
 than DEEPSCHOLAR_IMPORT_MAX_REPORT_CHARS, or that has more sources or cites a number higher than
 DEEPSCHOLAR_IMPORT_MAX_CITATIONS (at most 999: citation markers are read up to three digits, so a larger
-number is refused, never cut), is not imported, before its citations are resolved. The system is registered
-with the first report stored: an import that stores nothing leaves nothing behind.
+number is refused, never cut), is not imported, before its citations are resolved. What is kept of each
+source is capped (formats/sources.cap_sources: the report page shows all of it). Outputs are read and
+imported one at a time (formats/discovery.read_unit), and the summary lists the first MAX_LISTED_ERRORS
+errors (each is counted, and passed to `on_error` as it is met), so memory does not grow with the file: a
+million tiny JSONL lines peaked at 1.7 GB when every output and error was held (issue 46 §14). A name that
+differs from a registered system's only by case is refused before anything is read. The system is
+registered with the first report stored: an import that stores nothing leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import logging
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,8 +41,18 @@ from deepscholar import db
 from deepscholar.errors import InvalidInput, NotFound
 from deepscholar.progress import progress
 from deepscholar.systems.build import SystemBuild, import_build
-from deepscholar.systems.external.formats import AUTO, ExternalOutput, format_names, read_outputs
+from deepscholar.systems.external.formats import (
+    AUTO,
+    ExternalOutput,
+    Unit,
+    cap_sources,
+    find_units,
+    forced_format,
+    format_names,
+    read_unit,
+)
 from deepscholar.systems.external.formats import get as get_format
+from deepscholar.systems.external.formats.base import SKIPPED, UNREADABLE
 from deepscholar.systems.external.resolve import (
     DEFAULT_UNRESOLVED_SHARE,
     TITLE_SEARCH,
@@ -51,6 +67,7 @@ __all__ = ["ImportSummary", "format_build", "import_reports"]
 log = logging.getLogger(__name__)
 
 SEARCH_BACKEND = "external"
+MAX_LISTED_ERRORS = 1_000  # outputs not imported listed in the summary (all are counted, and passed to on_error)
 _FORMAT_COUNTS = ("outputs", "reports", "cited", "resolved", "unresolved", "leaked", "leaked_retrieved",
                   "flagged", "errors")
 
@@ -69,18 +86,26 @@ class ImportSummary:
     n_stored: int = 0
     n_errors: int = 0
     n_flagged: int = 0
-    errors: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)  # the first MAX_LISTED_ERRORS; n_errors counts all
+    errors_left_off: int = 0
     skipped: list[dict[str, Any]] = field(default_factory=list)
     reports: list[dict[str, Any]] = field(default_factory=list)
     by_format: dict[str, dict[str, int]] = field(default_factory=dict)
     duration_seconds: float = 0.0
+    on_error: Callable[[dict[str, Any]], None] | None = field(default=None, repr=False, compare=False)
 
     def _counts(self, fmt: str) -> dict[str, int]:
         return self.by_format.setdefault(fmt, dict.fromkeys(_FORMAT_COUNTS, 0))
 
     def error(self, output: ExternalOutput, message: str) -> None:
-        self.errors.append({"path": output.path, "key": output.key, "format": output.format, "error": message})
-        self.n_errors = len(self.errors)
+        error = {"path": output.path, "key": output.key, "format": output.format, "error": message}
+        self.n_errors += 1
+        if len(self.errors) < MAX_LISTED_ERRORS:
+            self.errors.append(error)
+        else:  # a million bad lines are a million counts, not a million kept rows
+            self.errors_left_off += 1
+        if self.on_error is not None:
+            self.on_error(error)
         self._counts(output.format)["errors"] += 1
         # Reported in the summary (the CLI prints one line per output on stderr); the log keeps detail.
         log.info("import-reports %s: %s (%s) not imported: %s", self.system_id, output.path, output.key, message)
@@ -104,7 +129,9 @@ class ImportSummary:
         return [r for r in self.reports if r["quality_flags"]]
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"flagged": self.flagged}
+        out = asdict(self) | {"flagged": self.flagged}
+        del out["on_error"]
+        return out
 
 
 def _ensure_system(engine: Engine, system_id: str, path: Path, fmt: str) -> dict:
@@ -129,6 +156,17 @@ def _release_keys(engine: Engine, release_id: str) -> tuple[set[str], dict[int, 
         rows = conn.execute(sa.text(f"SELECT arxiv_id, row_index FROM {db.SCHEMA}.release_queries "
                                     "WHERE release_id = :r"), {"r": release_id}).all()
     return {r.arxiv_id for r in rows}, {r.row_index: r.arxiv_id for r in rows if r.row_index is not None}
+
+
+def _refuse_case_twin(engine: Engine, system_id: str) -> None:
+    """A system registered under the name in another case is that system: refused before anything is read."""
+    from deepscholar.systems.registry import case_twin
+
+    with engine.connect() as conn:
+        twin = case_twin(conn, system_id)
+    if twin is not None:
+        raise InvalidInput(f"system {system_id!r} differs from the registered system {twin!r} only by case: a name is "
+                           f"one system in any case; import as {twin!r} or under a new name")
 
 
 def _query_for(output: ExternalOutput, ids: set[str], rows: dict[int, str], release_id: str) -> str:
@@ -209,19 +247,20 @@ def _too_big(report: Any, max_chars: int, max_citations: int) -> str | None:
     return None
 
 
-def _read(path: Path, fmt: str) -> tuple[list[ExternalOutput], str]:
-    """The outputs under PATH and the format(s) they were read as; refused when nothing is recognised."""
+def _units(path: Path, fmt: str) -> tuple[list[Unit], str]:
+    """The outputs' units under PATH (files and folders, not yet parsed) and the format(s) they are read as;
+    refused when nothing is recognised."""
     try:
-        outputs = read_outputs(path, fmt)
+        units = find_units(path)
     except (OSError, ValueError) as exc:  # unreadable, or nothing in it we know: the user's file, not a bug
         raise InvalidInput(f"{path}: {exc}") from exc
-    formats = sorted({o.format for o in outputs if o.report is not None} or
-                     {o.format for o in outputs if o.format not in ("unreadable", "skipped")})
-    if not formats and not any(o.error for o in outputs):
-        skipped = "; ".join(f"{o.path}: {o.skipped}" for o in outputs if o.skipped)[:500]
+    readable = [u for u in units if u.fmt not in (UNREADABLE, SKIPPED)]
+    formats = sorted({fmt} if fmt != AUTO and readable else {u.fmt for u in readable})
+    if not formats and not any(u.fmt == UNREADABLE for u in units):
+        skipped = "; ".join(f"{u.path}: {u.why}" for u in units if u.fmt == SKIPPED)[:500]
         raise InvalidInput(f"{path}: no system outputs recognised (formats: {', '.join(format_names())})"
                            + (f"; skipped {skipped}" if skipped else ""))
-    return outputs, formats[0] if len(formats) == 1 else ("+".join(formats) if formats else fmt)
+    return units, formats[0] if len(formats) == 1 else ("+".join(formats) if formats else fmt)
 
 
 @dataclass
@@ -262,6 +301,7 @@ def _store(target: _Target, output: ExternalOutput, arxiv_id: str) -> dict[str, 
     """Resolve, flag and store one report; its row for the summary."""
     report = output.report
     assert report is not None  # _import_output passes only outputs with a report
+    cap_sources(report)  # what the report's page will show of each source, bounded
     stats = finish_report(report, target.resolver)
     flags, quality = quality_flags(report, stats, target.max_unresolved_share)
     info = report.trace.setdefault("import", {})
@@ -305,19 +345,21 @@ def _import_output(target: _Target, output: ExternalOutput, claimed: dict[str, s
 
 
 def import_reports(engine: Engine, system_id: str, path: Path | str, release_id: str, fmt: str = AUTO, *,
-                   title_search: str = "arxiv",
-                   max_unresolved_share: float = DEFAULT_UNRESOLVED_SHARE) -> ImportSummary:
+                   title_search: str = "arxiv", max_unresolved_share: float = DEFAULT_UNRESOLVED_SHARE,
+                   on_error: Callable[[dict[str, Any]], None] | None = None) -> ImportSummary:
     """Import one output or a folder of outputs as `system_id`'s reports for `release_id`.
 
     `fmt`: "auto" or a registered format's name (an unknown one is refused with the known ones listed).
     `title_search`: where title-only reference entries are looked up ("arxiv": the corpus, then arXiv
     title search; "corpus": the corpus only). `max_unresolved_share`: a report whose share of unresolved
-    distinct cited numbers is above it is flagged `unresolved_citations`.
+    distinct cited numbers is above it is flagged `unresolved_citations`. `on_error`: called with each output
+    not imported, as it happens (the CLI prints it); the summary lists the first MAX_LISTED_ERRORS.
     """
     started = time.perf_counter()
     path = Path(path)
     _check_arguments(system_id, release_id, fmt, title_search, max_unresolved_share, path)
     ids, rows = _release_keys(engine, release_id)
+    _refuse_case_twin(engine, system_id)
     from deepscholar import rate_limit
 
     rate_limit.use_warehouse(engine)  # title searches share arXiv's pace with whatever else runs
@@ -325,18 +367,20 @@ def import_reports(engine: Engine, system_id: str, path: Path | str, release_id:
 
     settings = current_settings()
     _check_sizes(path, settings.import_max_file_bytes)
-    outputs, resolved = _read(path, fmt)
+    forced = forced_format(fmt)
+    units, resolved = _units(path, fmt)
     summary = ImportSummary(system_id=system_id, release_id=release_id, path=str(path), format=resolved,
-                            title_search=title_search, max_unresolved_share=max_unresolved_share)
+                            title_search=title_search, max_unresolved_share=max_unresolved_share, on_error=on_error)
     target = _Target(engine, system_id, release_id, path, {}, resolved, ids, rows,
                      TitleResolver(engine, title_search), max_unresolved_share, settings.import_max_report_chars,
                      settings.import_max_citations)
-    summary.skipped = [{"path": o.path, "why": o.skipped} for o in outputs if o.skipped]
-    outputs = [o for o in outputs if not o.skipped]
-    summary.n_outputs = len(outputs)
+    summary.skipped = [{"path": str(u.path), "why": u.why} for u in units if u.fmt == SKIPPED]
     claimed: dict[str, str] = {}
-    for output in progress(outputs, f"import-reports {system_id} into {release_id}: outputs"):
-        _import_output(target, output, claimed, summary)
+    # Unit by unit, output by output: what one output held is let go before the next is read.
+    for unit in progress([u for u in units if u.fmt != SKIPPED], f"import-reports {system_id} into {release_id}: files"):
+        for output in read_unit(unit, forced):
+            summary.n_outputs += 1
+            _import_output(target, output, claimed, summary)
     summary.duration_seconds = round(time.perf_counter() - started, 3)
     log.info("import-reports %s into %s: %d of %d outputs stored, %d flagged, %d errors (%.2f s)", system_id,
              release_id, summary.n_stored, summary.n_outputs, summary.n_flagged, summary.n_errors,
@@ -370,6 +414,9 @@ def format_import_summary(summary: ImportSummary) -> str:
                 lines.append(f"      [{u['n']}]{entry}: {u['reason']}")
             if len(r["unresolved"]) > 5:
                 lines.append(f"      ... {len(r['unresolved']) - 5} more in the report's trace (import.unresolved)")
+    if summary.errors_left_off:
+        lines.append(f"\n{summary.n_errors} outputs not imported: the summary lists the first {len(summary.errors)} "
+                     "(the command printed each on stderr)")
     if summary.skipped:
         lines.append(f"\nskipped {len(summary.skipped)} files (not taken as outputs):")
         lines += [f"  {s['path']}: {s['why']}" for s in summary.skipped]

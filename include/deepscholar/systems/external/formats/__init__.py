@@ -28,7 +28,13 @@ from deepscholar.systems.external.formats.base import (
     body_citations,
     unresolved_entry,
 )
-from deepscholar.systems.external.formats.discovery import detect_format, find_units, read_outputs
+from deepscholar.systems.external.formats.discovery import (
+    detect_format,
+    find_units,
+    forced_format,
+    read_outputs,
+    read_unit,
+)
 from deepscholar.systems.external.formats.registry import (
     AUTO,
     format_names,
@@ -38,7 +44,7 @@ from deepscholar.systems.external.formats.registry import (
     registered,
     unregister,
 )
-from deepscholar.systems.external.formats.sources import report_from_json
+from deepscholar.systems.external.formats.sources import cap_sources, report_from_json
 
 __all__ = [
     "AUTO",
@@ -47,12 +53,15 @@ __all__ = [
     "Reader",
     "Unit",
     "body_citations",
+    "cap_sources",
     "detect_format",
     "find_units",
+    "forced_format",
     "format_names",
     "formats",
     "get",
     "read_outputs",
+    "read_unit",
     "register",
     "registered",
     "report_from_json",

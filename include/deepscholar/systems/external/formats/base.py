@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -91,7 +91,8 @@ class ImportFormat:
     - `companions`: suffixes of files beside one of its files that are part of that output (read by
       its parser), so they are not taken as outputs of their own.
     Formats that read the same suffixes with the same reader share a file shape: `--format` may force
-    one onto the other's files. `parse(unit)` returns the outputs of one unit (a JSONL file holds many).
+    one onto the other's files. `parse(unit)` returns the outputs of one unit (a JSONL file holds many; it
+yields them one by one, so an import never holds a large file's outputs at once).
     `version` is part of every imported report's build (systems/build.py): bump it ("2", ...) when the
     parser reads the same output differently (other sources, other numbering, other text); not for a
     fix that only turns a refused output into a read one.
@@ -99,7 +100,7 @@ class ImportFormat:
 
     name: str
     position: int  # order in listings (and among formats of one suffix)
-    parse: Callable[[Unit], list[ExternalOutput]]
+    parse: Callable[[Unit], Iterable[ExternalOutput]]
     description: str = ""
     folder: Callable[[Path], bool] | None = None
     folder_files: tuple[str, ...] = ()

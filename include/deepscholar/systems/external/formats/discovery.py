@@ -8,6 +8,7 @@ is decided by the formats' declarations (formats/base.py, ImportFormat), never b
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from deepscholar.systems.external.formats.base import (
     name_key,
 )
 
-__all__ = ["detect_format", "find_units", "read_outputs"]
+__all__ = ["detect_format", "find_units", "forced_format", "read_outputs", "read_unit"]
 
 log = logging.getLogger(__name__)
 
@@ -135,35 +136,46 @@ def _not_an_output(unit: Unit) -> ExternalOutput:
                           skipped=skipped)
 
 
-def _read_unit(unit: Unit, forced: ImportFormat | None) -> list[ExternalOutput]:
-    """The outputs of one unit, read as its own format or as `forced` (--format) when of its shape."""
+def read_unit(unit: Unit, forced: ImportFormat | None) -> Iterator[ExternalOutput]:
+    """The outputs of one unit, read as its own format or as `forced` (--format) when of its shape, one at a
+    time: a JSONL file of a million lines is never held whole (issue 46 §14). An error while reading ends the
+    unit with one more output that says why; what came before it stands."""
     if unit.fmt in (UNREADABLE, SKIPPED):
-        return [_not_an_output(unit)]
+        yield _not_an_output(unit)
+        return
     fmt = registry.get(unit.fmt)
     if forced is not None and forced is not fmt and not forced.same_shape(fmt):
-        return [ExternalOutput(key=unit.key, report=None, path=str(unit.path), format=unit.fmt,
-                               error=f"a {unit.fmt} output, not {forced.name} (--format auto reads it)")]
+        yield ExternalOutput(key=unit.key, report=None, path=str(unit.path), format=unit.fmt,
+                             error=f"a {unit.fmt} output, not {forced.name} (--format auto reads it)")
+        return
     use = forced or fmt
     from deepscholar.settings import current_settings
 
     cap = current_settings().import_max_report_chars
     if isinstance(unit.data, str) and len(unit.data) > cap:  # refused before parsing: parsing is the cost
-        return [ExternalOutput(key=unit.key, report=None, path=str(unit.path), format=use.name,
-                               error=f"a text of {len(unit.data)} characters, more than "
-                                     f"DEEPSCHOLAR_IMPORT_MAX_REPORT_CHARS ({cap}); not read")]
+        yield ExternalOutput(key=unit.key, report=None, path=str(unit.path), format=use.name,
+                             error=f"a text of {len(unit.data)} characters, more than "
+                                   f"DEEPSCHOLAR_IMPORT_MAX_REPORT_CHARS ({cap}); not read")
+        return
     try:
-        return use.parse(unit)
+        yield from use.parse(unit)
     except Exception as exc:  # a broken output is reported with its path, the others still import
         log.warning("cannot read %s output %s: %s", use.name, unit.path, exc)
-        return [ExternalOutput(key=unit.key, report=None, path=str(unit.path), format=use.name,
-                               error=f"{type(exc).__name__}: {exc}")]
+        yield ExternalOutput(key=unit.key, report=None, path=str(unit.path), format=use.name,
+                             error=f"{type(exc).__name__}: {exc}")
+
+
+def forced_format(fmt: str) -> ImportFormat | None:
+    """The format `--format` names (InvalidInput for an unknown one, naming the known), or None for auto."""
+    return None if fmt == registry.AUTO else registry.get(fmt)
 
 
 def read_outputs(path: Path | str, fmt: str = registry.AUTO) -> list[ExternalOutput]:
     """Every output under PATH; an output that cannot be read comes back with `error` set.
 
     `fmt`: "auto" (each output recognised by its files and content) or a registered format's name; an
-    unknown name is refused (InvalidInput) with the known ones listed.
+    unknown name is refused (InvalidInput) with the known ones listed. (The importer reads unit by unit,
+    read_unit, so that a large import is never held whole.)
     """
-    forced = None if fmt == registry.AUTO else registry.get(fmt)
-    return [output for unit in find_units(Path(path)) for output in _read_unit(unit, forced)]
+    forced = forced_format(fmt)
+    return [output for unit in find_units(Path(path)) for output in read_unit(unit, forced)]

@@ -7,6 +7,7 @@ Without sources, arXiv links in the text are numbered, else its own reference li
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 from deepscholar.systems.external.formats.base import ExternalOutput, ImportFormat, Unit, arxiv_id
 from deepscholar.systems.external.formats.sources import report_from_json
@@ -28,10 +29,19 @@ def _line_output(line: str, where: str) -> ExternalOutput:
     return ExternalOutput(key=key, report=report, path=where, format=NAME)
 
 
-def parse(unit: Unit) -> list[ExternalOutput]:
-    with unit.path.open(encoding="utf-8") as fh:
-        return [_line_output(line, f"{unit.path}:{lineno}")
-                for lineno, line in enumerate(fh, start=1) if line.strip()]
+def parse(unit: Unit) -> Iterator[ExternalOutput]:
+    """One output a line, as the file is read (never the whole file's outputs at once); a line that is not
+    UTF-8 is that line's error."""
+    with unit.path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            where = f"{unit.path}:{lineno}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield ExternalOutput(key=None, report=None, path=where, format=NAME, error=f"not UTF-8 ({exc.reason})")
+                continue
+            if line.strip():
+                yield _line_output(line, where)
 
 
 FORMAT = ImportFormat(name=NAME, position=10, parse=parse, suffixes=(".jsonl",),

@@ -3,6 +3,10 @@
 Shared by the formats that number citations through the text's own reference list or arXiv links
 (markdown, deepscholar-base, the {output, ctxs} JSON formats) and by `report_from_json` (JSONL lines and
 the HTTP system's answers).
+
+What a third party says about each source is kept bounded (`cap_sources`, by the importer and the HTTP
+system before a report is stored): titles, snippets and URLs had no cap, and a report page shows them all, so
+one imported report of 20 MB made every rendering of its page 20 MB (issue 46 §13).
 """
 
 from __future__ import annotations
@@ -27,10 +31,39 @@ from deepscholar.text.citations import (
     parse_reference_list,
 )
 
-__all__ = ["has_citations", "list_sources", "markdown_sources", "match_ctx", "report_from_json", "retrieved_only"]
+__all__ = ["cap_sources", "has_citations", "list_sources", "markdown_sources", "match_ctx", "report_from_json",
+           "retrieved_only", "MAX_SOURCE_TITLE_CHARS", "MAX_SOURCE_SNIPPET_CHARS", "MAX_SOURCE_URL_CHARS"]
 
 # A source matches a reference entry by title only when nearly identical (typos, casing, punctuation).
 TITLE_MATCH = 0.9
+# What a report keeps of each source a third party describes. A paper title runs to a few hundred characters;
+# a snippet is an abstract or a passage (our own systems keep 1,200 characters of one: snippet_chars); a URL
+# longer than 2,048 characters is one no browser or server takes.
+MAX_SOURCE_TITLE_CHARS = 1_000
+MAX_SOURCE_SNIPPET_CHARS = 4_000
+MAX_SOURCE_URL_CHARS = 2_048
+
+
+def cap_sources(report: Report) -> int:
+    """Cut each source's title and snippet to their caps (marked with " …") and drop a URL over its cap, each
+    noted in the trace (`import.notes`); how many sources were cut."""
+    cut = 0
+    for s in report.sources:
+        changed = []
+        for field, cap in (("title", MAX_SOURCE_TITLE_CHARS), ("snippet", MAX_SOURCE_SNIPPET_CHARS)):
+            value = getattr(s, field) or ""
+            if len(value) > cap:
+                setattr(s, field, value[:cap - 2] + " …")
+                changed.append(f"{field} of {len(value)} characters cut to {cap}")
+        if s.url is not None and len(s.url) > MAX_SOURCE_URL_CHARS:
+            changed.append(f"URL of {len(s.url)} characters dropped (at most {MAX_SOURCE_URL_CHARS})")
+            s.url = None
+        if changed:
+            cut += 1
+            notes = report.trace.setdefault("import", {}).setdefault("notes", [])
+            if len(notes) < 50:  # the trace stays small too
+                notes.append(f"source {s.idx}: " + "; ".join(changed))
+    return cut
 
 
 def has_citations(text: str) -> bool:
