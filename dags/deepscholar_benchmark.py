@@ -325,7 +325,8 @@ def deepscholar_benchmark():
         estimate = get_current_context()["ti"].xcom_pull(task_ids="estimate_budget") or {}
         approved = estimate.get("approved_total_usd") if estimate.get("needs_approval") else None
         try:
-            summary = batch_job_step(judge_engine(), jobs, _judge(), budget_usd=_budget(), approved_usd=approved)
+            summary = batch_job_step(judge_engine(), jobs, _judge(), run_id=get_current_context()["run_id"],
+                                     budget_usd=_budget(), approved_usd=approved)
         except UserError as exc:  # misconfigured, or over the budget: a retry cannot fix it
             raise AirflowFailException(str(exc)) from exc
         return PokeReturnValue(is_done=summary is not None, xcom_value=summary)

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 from deepscholar.errors import InfrastructureError
@@ -307,9 +307,11 @@ def _watched_session() -> Any:
 
 
 def bounded_request(method: str, url: str, *, seconds: float, max_bytes: int, error_bytes: int = 4096,
-                    **kwargs: Any) -> BoundedAnswer:
+                    into: IO[bytes] | None = None, **kwargs: Any) -> BoundedAnswer:
     """One request whose whole exchange ends within `seconds` and whose body is at most `max_bytes`
-    (`error_bytes` for a 4xx/5xx answer, which is only read for its message).
+    (`error_bytes` for a 4xx/5xx answer, which is only read for its message). `into`: a successful answer's
+    body is written there as it comes (its `content` is then empty), up to the limit or the deadline when
+    either stops it (a large file is streamed to disk, never held in memory).
 
     Raises what requests raises for a connection that fails or times out; `requests.Timeout` also when the
     deadline passes before the answer's status and headers are in (`requests.ReadTimeout`: nothing was
@@ -332,7 +334,8 @@ def bounded_request(method: str, url: str, *, seconds: float, max_bytes: int, er
         with response:
             limit = max_bytes if response.status_code < 400 else error_bytes
             declared = response.headers.get("Content-Length", "")
-            if response.status_code < 400 and declared.isdigit() and int(declared) > limit:
+            sink = into if response.status_code < 400 else None
+            if response.status_code < 400 and declared.isdigit() and int(declared) > limit and sink is None:
                 raise AnswerTooLarge(limit, int(declared), declared=True)
             chunks: list[bytes] = []
             try:
@@ -341,10 +344,15 @@ def bounded_request(method: str, url: str, *, seconds: float, max_bytes: int, er
                     if received > limit:
                         if response.status_code < 400:
                             chunks.clear()  # freed now, not when the traceback goes
+                            if sink is not None:  # what fits is kept: the caller may use its whole lines
+                                sink.write(chunk[: limit - (received - len(chunk))])
                             raise AnswerTooLarge(limit, received, declared=False)
                         chunks.append(chunk[: limit - (received - len(chunk))])
                         break
-                    chunks.append(chunk)
+                    if sink is not None:
+                        sink.write(chunk)
+                    else:
+                        chunks.append(chunk)
                     if deadline.expired:
                         break
             except (requests.RequestException, OSError) as exc:

@@ -4,6 +4,7 @@ given the same answers, in a stated number of rounds; every audit row at the bat
 
 from __future__ import annotations
 
+import json
 import re
 import urllib.request
 
@@ -133,7 +134,7 @@ def test_a_month_judged_through_batches_equals_the_direct_path_byte_for_byte(dem
         assert float(line.one("span", {"data-metric": "actual_usd"}).attrs["data-value"]) == pytest.approx(batch_cost)
         assert "batching saved $" in line.text()
         # Judged again: nothing waits, nothing is submitted.
-        runs, waiting = collect_round(engine, month, units, spec, api_base=stub.url)
+        runs, waiting = collect_round(engine, month, units, spec, run_id="run-after", api_base=stub.url)
         assert waiting == 0 and stub.creates == result["batches"]
 
         # On the command line, a system not judged yet: through batches, saying how many and what they cost.
@@ -170,7 +171,7 @@ def test_the_dag_step_waits_without_sending_past_the_budget_and_a_raised_budget_
         jobs = plan_judging(engine, month, SYSTEMS, ["relevance_rate", "nugget_coverage"], spec, 24, 2)
         assert jobs
         with pytest.raises(OverBudget) as refused:
-            batch_job_step(engine, jobs, spec, budget_usd=1e-9)
+            batch_job_step(engine, jobs, spec, run_id="run-1", budget_usd=1e-9)
         assert "stopped at $0.0000 of $0.0000; the next batch would cost about $" in str(refused.value)
         assert "it was not submitted and its requests wait; raise the budget" in str(refused.value)
         assert stub.creates == 0 and stub.chat_requests == 0
@@ -180,10 +181,63 @@ def test_the_dag_step_waits_without_sending_past_the_budget_and_a_raised_budget_
         assert waiting > 0
 
         steps = []
-        while (summary := batch_job_step(engine, jobs, spec, budget_usd=100.0)) is None:
+        while (summary := batch_job_step(engine, jobs, spec, run_id="run-2", budget_usd=100.0)) is None:
             steps.append(stub.creates)
             assert len(steps) < 40
         assert summary["reports_judged"] > 0 and summary["rounds"] == 1
         assert stub.creates >= 1 and stub.chat_requests == 0
         assert len(stub.lines_answered) == len(set(stub.lines_answered))  # every question asked once
     stub.raise_errors()
+
+
+def _bodies_by_purpose(engine, bodies: list[dict]) -> dict[str, list[dict]]:
+    """The request bodies a stub received, by the purpose llm_calls names their question with (matched on the
+    messages: a body carries no purpose)."""
+    with engine.connect() as conn:
+        purposes = {json.dumps(messages, sort_keys=True): purpose for messages, purpose in conn.execute(sa.text(
+            "SELECT request->'messages', purpose FROM llm_calls"))}
+    out: dict[str, list[dict]] = {}
+    for body in bodies:
+        out.setdefault(purposes[json.dumps(body["messages"], sort_keys=True)], []).append(body)
+    return out
+
+
+def test_every_judge_request_states_its_answer_budget_and_the_judge_configs_output_constraint(demo, monkeypatch):
+    """Read off the HTTP bodies of a real judging run, sent one by one and as a batch's JSONL lines: every
+    judge question carries max_tokens, and under a judge config asking for constrained output every
+    question of a metric with an answer schema carries it as response_format (and no other does)."""
+    from deepscholar.evaluation.metrics.base import LLMJudgedMetric
+
+    engine, month = demo["engine"], demo["month"]
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    spec = JudgeSpec.parse(f"{MODEL};output=json_schema")
+    metrics = registry.metric_names(registry.CORE)
+    units = plan_units(engine, month, SYSTEMS[:1], metrics, spec)
+    with BatchStub(answer=scripted_judge) as stub:
+        _forget(engine, spec.config_id)
+        judge_units(engine, month, units, spec, api_base=stub.url, concurrency=8)
+        direct = [body for kind, body in stub.bodies if kind == "direct"]
+        _forget(engine, spec.config_id)
+        judge_by_batches(engine, month, units, spec, api_base=stub.url, concurrency=8, poll=0.01,
+                         api=lambda base: OpenAIBatches(stub.url, "test"), sleep=lambda seconds: None)
+        lines = [json.loads(raw) for f in stub.files.values() if f["purpose"] == "batch"
+                 for raw in f["content"].split(b"\n") if raw]
+    stub.raise_errors()
+    batch = [line["body"] for line in lines]
+    def canonical(bodies: list[dict]) -> list[str]:
+        return sorted(json.dumps(b, sort_keys=True) for b in bodies)
+
+    assert len(direct) > 50 and canonical(batch) == canonical(direct)  # the same questions, either way
+    for sent in (direct, batch):
+        by_purpose = _bodies_by_purpose(engine, sent)
+        assert set(by_purpose) >= {f"metric.{m}" for m in ("relevance_rate", "nugget_coverage", "organization")}
+        for purpose, bodies in by_purpose.items():
+            metric = registry.get(purpose.removeprefix("metric."))
+            constrained = type(metric).answer_schema is not LLMJudgedMetric.answer_schema
+            for body in bodies:
+                assert isinstance(body.get("max_tokens"), int) and body["max_tokens"] > 0, (purpose, body)
+                if constrained:
+                    assert body["response_format"]["type"] == "json_schema", (purpose, body)
+                    assert body["response_format"]["json_schema"]["schema"], (purpose, body)
+                else:
+                    assert "response_format" not in body, (purpose, body)

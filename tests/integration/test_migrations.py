@@ -458,3 +458,52 @@ def test_0028_reads_a_month_through_its_reports_and_re_creates_the_per_query_vie
     migrations.upgrade(other)
     with other.connect() as conn:
         assert conn.execute(sa.text("SELECT to_regclass('deepscholar.leaderboard_query_scores')")).scalar() is None
+
+
+def test_the_batch_queue_keyed_by_month_keeps_the_batches_sent_before_it(new_database, monkeypatch):
+    """0038: queue rows of no month. A batch at the provider stays, in the queue of no month, and any
+    month's step polls and collects it (its answers were paid for); what was never sent or is settled is
+    dropped (the next pass of its month records it again)."""
+    from deepscholar.llm import batch_results, batch_transport
+    from deepscholar.llm.batches import OpenAIBatches
+    from deepscholar.replay.openai_batches import BatchStub
+
+    engine = db.get_engine(new_database())
+    migrations.upgrade(engine, "0037_system_registration")
+    request = {"model": "openai/gpt-4o-mini", "api_base": None, "messages": [{"role": "user", "content": "q"}],
+               "params": {"temperature": 0}}
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    with BatchStub(answer=lambda body: "answered") as stub:
+        api = OpenAIBatches(stub.url, "test")
+        sent = api.create(api.upload("old.jsonl", batch_transport.jsonl_line("h-sent", request)), {})
+        with engine.begin() as conn:
+            conn.execute(sa.text("""
+                INSERT INTO deepscholar.llm_batches (batch_key, provider, model, state, provider_batch_id, n_requests,
+                                                     n_bytes) VALUES
+                    ('old-sent', 'openai', 'openai/gpt-4o-mini', 'submitted', :id, 1, 10),
+                    ('old-unsent', 'openai', 'openai/gpt-4o-mini', 'creating', NULL, 1, 10),
+                    ('old-done', 'openai', 'openai/gpt-4o-mini', 'collected', 'batch_old', 1, 10)"""),
+                {"id": sent["id"]})
+            conn.execute(sa.text("""
+                INSERT INTO deepscholar.llm_batch_requests (request_hash, model, request, state, batch_key) VALUES
+                    ('h-sent', 'openai/gpt-4o-mini', CAST(:r AS jsonb), 'submitted', 'old-sent'),
+                    ('h-unsent', 'openai/gpt-4o-mini', CAST(:r AS jsonb), 'submitted', 'old-unsent'),
+                    ('h-pending', 'openai/gpt-4o-mini', CAST(:r AS jsonb), 'pending', NULL),
+                    ('h-done', 'openai/gpt-4o-mini', CAST(:r AS jsonb), 'done', 'old-done'),
+                    ('h-failed', 'openai/gpt-4o-mini', CAST(:r AS jsonb), 'failed', 'old-done')"""),
+                {"r": json.dumps(request)})
+        assert migrations.upgrade(engine) == ["0038_batch_queues", *ALL[ALL.index("0038_batch_queues") + 1:]]
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT request_hash, release_id, judge_config, state, run_id "
+                                        "FROM deepscholar.llm_batch_requests")).all() == [
+                ("h-sent", "", "", "submitted", None)]
+            assert conn.execute(sa.text("SELECT batch_key, release_id, judge_config, state FROM deepscholar.llm_batches "
+                                        "ORDER BY batch_key")).all() == [
+                ("old-done", "", "", "collected"), ("old-sent", "", "", "submitted")]
+        month = batch_transport.BatchQueue("2025-05", "llm:openai/gpt-4o-mini", "run-1")
+        status = batch_transport.poll_batches(engine, month, api=lambda base: api)
+        assert status["ended"] == 0  # the month's own: none (the old batch is no month's to wait for)
+        assert batch_results.collect_results(engine, month, api=lambda base: api)["answered"] == 1
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT response_text, transport FROM deepscholar.llm_calls "
+                                    "WHERE request_hash = 'h-sent'")).one() == ("answered", "openai-batch")

@@ -67,14 +67,16 @@ def _per_call_prediction(conn: sa.Connection, spec: JudgeSpec, name: str, *, bat
             None if price is None else prompt * price[0] + completion * price[1])
 
 
-def predicted_pending_batch_cost(conn: sa.Connection) -> tuple[float, int]:
-    """(USD, requests of unpriced models) that the requests waiting for their next batch should cost at the
-    batch price: per (model, purpose), their number × the tokens one such call took in the audit trail (else
-    the configured defaults). What the batch transport's budget check adds to the spend before it submits."""
+def predicted_pending_batch_cost(conn: sa.Connection, release_id: str, judge_config: str) -> tuple[float, int]:
+    """(USD, requests of unpriced models) that the month's requests under this judge config waiting for their
+    next batch (its batch queue) should cost at the batch price: per (model, purpose), their number × the
+    tokens one such call took in the audit trail (else the configured defaults). What the batch transport's
+    budget check adds to the month's spend before it submits."""
     total, unpriced = 0.0, 0
     for model, purpose, n in conn.execute(sa.text("""
-            SELECT model, coalesce(purpose, ''), count(*) FROM llm_batch_requests WHERE state = 'pending'
-            GROUP BY 1, 2""")).all():
+            SELECT model, coalesce(purpose, ''), count(*) FROM llm_batch_requests
+            WHERE release_id = :r AND judge_config = :j AND state = 'pending'
+            GROUP BY 1, 2"""), {"r": release_id, "j": judge_config}).all():
         price = batch_price_of(model)
         if price is None:
             unpriced += n

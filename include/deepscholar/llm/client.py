@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sqlalchemy.engine import Engine
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
@@ -43,6 +43,9 @@ from deepscholar.llm.usage import (
     track_usage,
 )
 from deepscholar.settings import current_settings
+
+if TYPE_CHECKING:
+    from deepscholar.llm.batch_transport import BatchQueue
 
 __all__ = [
     "AwaitingBatch",
@@ -256,7 +259,7 @@ class LLMClient:
         backoff_base: float | None = None,
         extra_params: Mapping[str, Any] | None = None,
         cache_salt: str | None = None,
-        batch: bool = False,
+        batch: BatchQueue | None = None,
         constrained: str | None = None,
     ) -> None:
         if concurrency < 1:
@@ -290,8 +293,9 @@ class LLMClient:
         # Identical requests in flight at once are sent once: the others wait for that answer (cache.SingleFlight).
         self._flights = cache.SingleFlight()
         self._credentials_checked = False
-        # Batch mode (llm/batch_transport.py): a request the cache cannot answer is recorded for a batch
-        # and AwaitingBatch raised, never sent; what was recorded is remembered, so a repeat costs nothing.
+        # Batch mode (llm/batch_transport.py): a request the cache cannot answer is recorded in this queue
+        # (the month and judge config asking, and the run) and AwaitingBatch raised, never sent; what was
+        # recorded is remembered, so a repeat costs nothing.
         self.batch = batch
         self._batch_states: dict[str, tuple[str, int, str | None]] = {}
         self._batch_lock = threading.Lock()
@@ -368,7 +372,8 @@ class LLMClient:
         if known is None:
             from deepscholar.llm import batch_transport
 
-            known = batch_transport.record_request(self.engine, batch_transport.PendingRequest(
+            assert self.batch is not None
+            known = batch_transport.record_request(self.engine, self.batch, batch_transport.PendingRequest(
                 key, self.model, self.api_base, purpose, request))
             with self._batch_lock:
                 self._batch_states[key] = known

@@ -9,14 +9,21 @@ purpose=batch), create a batch (POST /v1/batches), list batches (GET /v1/batches
 `after`), retrieve one (GET /v1/batches/{id}), download its output and error files
 (GET /v1/files/{id}/content). A batch stays `in_progress` for `delay` seconds after its creation, then is
 answered when next retrieved: each line's body goes to `answer(body)` (the same answer functions the chat
-completions stubs take), and its output line carries a chat completion as a provider sends it.
+completions stubs take), and its output line carries a chat completion as a provider sends it: JSONL split
+on "\n" only, non-ASCII text unescaped (U+2028 and U+2029 included, as JSON allows). Every request body it
+is asked, one by one or as a batch's line, is kept in `bodies` (what a test reads to see what was sent).
 
 Injected failures, for tests of the transport's recovery:
 - `fail_lines`: the next that many request lines answered are errors (a 500 line in the error file);
 - `fail_if(body)`: lines whose body it says yes to are errors the same way;
+- `bad_line_if(body)`: the name of a wrong output line for lines it names one for (BAD_LINES: a string
+  `response`, `choices` not a list, `usage` a list, token counts as strings, a line that is not JSON, a
+  line over a megabyte, a NUL in the answer);
 - `expire_batches`: the next that many batches to end expire (every request in the error file,
   `batch_expired`);
-- `lose_creates`: the next that many creates make the batch but answer 502 (the answer lost on the way).
+- `lose_creates`: the next that many creates make the batch but answer 502 (the answer lost on the way);
+- `repeat_list_pages`: the batch list answers its first page whatever page is asked, always with more;
+- `slow_downloads`: the next that many file downloads trickle (a byte every `trickle_seconds`).
 """
 
 from __future__ import annotations
@@ -33,11 +40,40 @@ from werkzeug.wrappers import Request, Response
 
 from deepscholar.replay.server import ThreadedServer
 
-__all__ = ["BatchStub", "echo_answer"]
+__all__ = ["BAD_LINES", "BatchStub", "echo_answer"]
 
 log = logging.getLogger(__name__)
 
 CREATED = 1_700_000_000  # a fixed `created` in every completion: the same answers give the same bytes
+HUGE_LINE_BYTES = 1_200_000  # a "huge" line's answer: over the collector's cap of a line
+
+
+def _bad_line(kind: str, line: dict) -> dict | bytes:
+    """An output line of the wrong shape, as a provider might send one (BAD_LINES)."""
+    response = line["response"]
+    body = response["body"]
+    if kind == "string_response":
+        return {**line, "response": json.dumps(response)}
+    if kind == "choices_not_list":
+        return {**line, "response": {**response, "body": {**body, "choices": body["choices"][0]}}}
+    if kind == "usage_list":
+        return {**line, "response": {**response, "body": {**body, "usage": list(body["usage"].values())}}}
+    if kind == "tokens_as_strings":
+        usage = {k: str(v) for k, v in body["usage"].items()}
+        return {**line, "response": {**response, "body": {**body, "usage": usage}}}
+    if kind == "nul":
+        choice = {**body["choices"][0], "message": {"role": "assistant", "content": "an answer\u0000 with a NUL"}}
+        return {**line, "response": {**response, "body": {**body, "choices": [choice]}}}
+    if kind == "huge":
+        choice = {**body["choices"][0], "message": {"role": "assistant", "content": "x" * HUGE_LINE_BYTES}}
+        return {**line, "response": {**response, "body": {**body, "choices": [choice]}}}
+    if kind == "not_json":
+        cut = json.dumps({"id": line["id"], "custom_id": line["custom_id"], "response": response})
+        return cut[: cut.index('"choices"')].encode()  # a line cut short: its request named, its answer gone
+    raise ValueError(f"no bad line {kind!r}")
+
+
+BAD_LINES = ("string_response", "choices_not_list", "usage_list", "tokens_as_strings", "nul", "huge", "not_json")
 
 
 def echo_answer(body: dict) -> str:
@@ -60,8 +96,14 @@ class BatchStub(ThreadedServer):
         self.model_suffix = model_suffix
         self.fail_lines = 0
         self.fail_if: Callable[[dict], bool] | None = None
+        self.bad_line_if: Callable[[dict], str | None] | None = None
         self.expire_batches = 0
         self.lose_creates = 0
+        self.repeat_list_pages = False
+        self.slow_downloads = 0
+        self.trickle_seconds = 0.05
+        self.list_requests = 0  # GET /v1/batches received
+        self.bodies: list[tuple[str, dict]] = []  # ("direct" or "batch", each request body asked)
         self.files: dict[str, dict] = {}
         self.batches: dict[str, dict] = {}
         self.creates = 0  # create requests received (lost ones too)
@@ -107,6 +149,7 @@ class BatchStub(ThreadedServer):
             body = request.get_json(silent=True) or {}
             with self._lock:
                 self.chat_requests += 1
+                self.bodies.append(("direct", body))
             if self.chat_delay:
                 time.sleep(self.chat_delay)
             return _json(self._completion(body))
@@ -116,6 +159,10 @@ class BatchStub(ThreadedServer):
             found = self.files.get(parts[1])
             if found is None:
                 return _error(404, f"no file {parts[1]}")
+            with self._lock:
+                slow, self.slow_downloads = self.slow_downloads > 0, max(0, self.slow_downloads - 1)
+            if slow:
+                return Response(self._trickle(found["content"]), content_type="application/octet-stream")
             return Response(found["content"], content_type="application/octet-stream")
         if parts == ["batches"] and request.method == "POST":
             return self._create(request)
@@ -150,7 +197,8 @@ class BatchStub(ThreadedServer):
                 return _error(400, f"no input file {spec.get('input_file_id')!r}")
             if spec.get("endpoint") != "/v1/chat/completions" or spec.get("completion_window") != "24h":
                 return _error(400, "endpoint must be /v1/chat/completions and completion_window 24h")
-            lines = [json.loads(raw) for raw in source["content"].decode("utf-8").splitlines() if raw.strip()]
+            lines = [json.loads(raw) for raw in source["content"].decode("utf-8").split("\n") if raw.strip()]
+            self.bodies += [("batch", line["body"]) for line in lines]
             batch_id = f"batch_{next(self._ids)}"
             batch = {"id": batch_id, "object": "batch", "endpoint": spec["endpoint"], "errors": None,
                      "input_file_id": spec["input_file_id"], "completion_window": "24h", "status": "in_progress",
@@ -163,11 +211,21 @@ class BatchStub(ThreadedServer):
                 return _error(502, "bad gateway (injected: the batch was created, its answer lost)")
             return _json(_public(batch))
 
+    def _trickle(self, content: bytes):
+        for i in range(len(content)):
+            time.sleep(self.trickle_seconds)
+            yield content[i:i + 1]
+
     def _list(self, request: Request) -> Response:
         limit = int(request.args.get("limit", 20))
         after = request.args.get("after")
         with self._lock:
+            self.list_requests += 1
             ordered = sorted(self.batches.values(), key=lambda b: int(b["id"].split("_")[1]), reverse=True)
+        if self.repeat_list_pages:  # a provider whose `after` is ignored and whose list never ends
+            page = ordered[:limit]
+            return _json({"object": "list", "data": [_public(b) for b in page], "has_more": True,
+                          "first_id": page[0]["id"] if page else None, "last_id": page[-1]["id"] if page else None})
         if after:
             ids = [b["id"] for b in ordered]
             ordered = ordered[ids.index(after) + 1:] if after in ids else []
@@ -180,7 +238,8 @@ class BatchStub(ThreadedServer):
         """A running batch past its delay ends now (under the lock)."""
         if batch["status"] != "in_progress" or time.monotonic() < batch["_ready"]:
             return
-        out, err = [], []
+        out: list[dict | bytes] = []
+        err: list[dict | bytes] = []
         if self.expire_batches > 0:
             self.expire_batches -= 1
             batch["status"] = "expired"
@@ -201,14 +260,17 @@ class BatchStub(ThreadedServer):
                                              "body": {"error": {"message": "injected server error",
                                                                 "type": "server_error"}}}, "error": None})
                     continue
-                out.append({"id": f"batch_req_{next(self._ids)}", "custom_id": line["custom_id"],
+                answered = {"id": f"batch_req_{next(self._ids)}", "custom_id": line["custom_id"],
                             "response": {"status_code": 200, "request_id": f"req_{next(self._ids)}",
-                                         "body": self._completion(line["body"])}, "error": None})
+                                         "body": self._completion(line["body"])}, "error": None}
+                bad = self.bad_line_if(line["body"]) if self.bad_line_if is not None else None
+                out.append(_bad_line(bad, answered) if bad else answered)
         batch["request_counts"] = {"total": len(batch["_lines"]), "completed": len(out), "failed": len(err)}
         for kind, lines in (("output_file_id", out), ("error_file_id", err)):
             if lines:
                 file_id = f"file-{next(self._ids)}"
-                content = "".join(json.dumps(x) + "\n" for x in lines).encode("utf-8")
+                content = b"".join((x if isinstance(x, bytes) else json.dumps(x, ensure_ascii=False).encode("utf-8"))
+                                   + b"\n" for x in lines)
                 self.files[file_id] = {"content": content, "purpose": "batch_output", "filename": f"{kind}.jsonl"}
                 batch[kind] = file_id
 

@@ -15,16 +15,22 @@ CLI, tests, benches); the benchmark DAG's `judge_batches` sensor calls it once p
 between pokes the task holds no worker slot while the provider works. Every step is idempotent (natural keys,
 upserts, the batch rows in the warehouse): a retried, cleared or restarted task resumes the same batches.
 
-The budget: before a submission, the month's audited spend plus what the waiting requests should cost at the
-batch price is held to the run's limit (evaluation/budget.py `limit_for`). Over it, nothing is submitted and
-OverBudget says by how much; the requests stay pending, so a run with a raised budget submits them, asking
-nothing twice.
+The queue: a month judged under one judge config has its own (batch_transport.BatchQueue), and every step
+here works on that one only: it submits, waits for and collects its own requests, never another month's.
+A step knows its run (`run_id`: the Airflow run, or one `judge_by_batches` call): a request that failed for
+good fails that run's items, and a later run asks it again.
+
+The budget: before a submission, the month's audited spend plus what the queue's waiting requests should
+cost at the batch price is held to the run's limit (evaluation/budget.py `limit_for`). Over it, nothing is
+submitted and OverBudget says by how much; the requests stay pending, so a run with a raised budget submits
+them, asking nothing twice.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable, Sequence
 
 from sqlalchemy.engine import Engine
@@ -32,11 +38,12 @@ from sqlalchemy.engine import Engine
 from deepscholar.errors import InfrastructureError, InvalidInput, OverBudget
 from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.evaluation.judging.runner import JudgeRun, judge_units
-from deepscholar.llm import batch_transport
+from deepscholar.llm import batch_results, batch_transport
+from deepscholar.llm.batch_transport import BatchQueue
 from deepscholar.llm.spend import SpendLimit, dollars
 from deepscholar.settings import current_settings
 
-__all__ = ["advance", "collect_round", "judge_by_batches", "MAX_ROUNDS"]
+__all__ = ["advance", "collect_round", "judge_by_batches", "submit_within", "MAX_ROUNDS"]
 
 log = logging.getLogger("deepscholar.evaluation")
 
@@ -53,26 +60,35 @@ def _check(spec: JudgeSpec, units: Sequence[dict]) -> None:
                            f"{', '.join(unsupported)}")
 
 
-def collect_round(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeSpec, *,
+def collect_round(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeSpec, *, run_id: str,
                   api_base: str | None = None, concurrency: int | None = None) -> tuple[list[JudgeRun], int]:
-    """One collect pass: (the judge runs, report-metrics left waiting for a batch). 0 waiting: done."""
+    """One collect pass of run `run_id`: (the judge runs, report-metrics left waiting for a batch). 0
+    waiting: done."""
     _check(spec, units)
-    runs = judge_units(engine, release_id, units, spec, api_base=api_base, concurrency=concurrency, batch=True)
+    runs = judge_units(engine, release_id, units, spec, api_base=api_base, concurrency=concurrency,
+                       batch=BatchQueue(release_id, spec.config_id, run_id))
     return runs, sum(r.awaiting_reports for r in runs)
 
 
 _COUNTS = ("rounds", "batches", "answered", "retried", "failed", "polls")
 
 
-def _check_budget(engine: Engine, limit: SpendLimit | None) -> None:
-    """Refuse a submission that would take the month past its limit (the spend so far and what the waiting
-    requests should cost at the batch price)."""
+def submit_within(engine: Engine, queue: BatchQueue, limit: SpendLimit | None, *,
+                  api: batch_transport.Api | None = None) -> list[str]:
+    """Submit the queue's waiting requests unless that would take the month past its limit (the spend so
+    far and what they should cost at the batch price): then OverBudget, nothing sent. The keys of the
+    batches sent."""
+    _check_budget(engine, queue, limit)
+    return batch_transport.submit_pending(engine, queue, api=api or batch_transport.default_api)
+
+
+def _check_budget(engine: Engine, queue: BatchQueue, limit: SpendLimit | None) -> None:
     if limit is None:
         return
     from deepscholar.evaluation.costs import predicted_pending_batch_cost
 
     with engine.connect() as conn:
-        pending_usd, unpriced = predicted_pending_batch_cost(conn)
+        pending_usd, unpriced = predicted_pending_batch_cost(conn, queue.release_id, queue.judge_config)
     spent = limit.refreshed()
     if spent + pending_usd > limit.limit_usd:
         raise OverBudget(f"{limit.what}: stopped at {dollars(spent)} of {dollars(limit.limit_usd)}; the next batch "
@@ -81,35 +97,39 @@ def _check_budget(engine: Engine, limit: SpendLimit | None) -> None:
                          + f"; it was not submitted and its requests wait{limit.how_to_go_on}")
 
 
-def advance(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeSpec, *,
+def advance(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeSpec, *, run_id: str,
             api_base: str | None = None, concurrency: int | None = None, api: batch_transport.Api | None = None,
             limit: Callable[[], SpendLimit | None] | None = None) -> dict:
-    """One step of judging through batches: ask about the running batches; while any runs (or one is not
-    sent yet), that is all. Else collect the ended ones, judge again from the cache and submit what is
-    still missing, within `limit()` (made only when something is to be submitted: a step that only looks
-    at the provider reads no spend). Returns the step's counts (_COUNTS), `waiting` (report-metrics still waiting for a
-    batch), `status` (batch_transport.batch_status) and, when nothing waits any more, `runs` (the last
-    pass's runs): then the units are judged."""
-    steps = {"api": api} if api is not None else {}
+    """One step of run `run_id` judging through batches, on the month's queue under this judge config: ask
+    about its running batches; while any runs (or one is not sent yet, or one's files could not be
+    downloaded now), that is all. Else collect the ended ones, judge again from the cache and submit what
+    is still missing, within `limit()` (made only when something is to be submitted: a step that only
+    looks at the provider reads no spend). Returns the step's counts (_COUNTS), `waiting` (report-metrics
+    still waiting for a batch), `status` (batch_transport.batch_status) and, when nothing waits any more,
+    `runs` (the last pass's runs): then the units are judged."""
+    queue = BatchQueue(release_id, spec.config_id, run_id)
+    api = api or batch_transport.default_api
     step = dict.fromkeys(_COUNTS, 0)
-    status = batch_transport.poll_batches(engine, **steps)
+    status = batch_transport.poll_batches(engine, queue, api=api)
     step["polls"] = 1
-    if status["unsent"]:  # left half sent by a killed step, or held by another sender (its lease runs out)
-        step["batches"] += len(batch_transport.submit_pending(engine, **steps))
-        status = batch_transport.batch_status(engine)
+    if status["unsent"]:  # left half sent by a killed step (within the budget when they were batched), or
+        # held by another sender (its lease runs out)
+        step["batches"] += len(batch_transport.submit_pending(engine, queue, api=api, assign=False))
+        status = batch_transport.batch_status(engine, queue)
     if status["open"] or status["unsent"]:
         return {**step, "waiting": None, "status": status}
-    if status["ended"]:
-        collected = batch_transport.collect_results(engine, **steps)
-        for k in ("answered", "retried", "failed"):
-            step[k] = collected[k]
-    runs, waiting = collect_round(engine, release_id, units, spec, api_base=api_base, concurrency=concurrency)
+    collected = batch_results.collect_results(engine, queue, api=api)
+    for k in ("answered", "retried", "failed"):
+        step[k] = collected[k]
+    if collected["deferred"]:  # a file to download again at the next step: nothing to judge from yet
+        return {**step, "waiting": None, "status": batch_transport.batch_status(engine, queue)}
+    runs, waiting = collect_round(engine, release_id, units, spec, run_id=run_id, api_base=api_base,
+                                  concurrency=concurrency)
     step["rounds"] = 1
     log.info("batch round of %s: %d report-metrics wait for a batch", release_id, waiting)
     if waiting:
-        _check_budget(engine, limit() if limit else None)
-        step["batches"] += len(batch_transport.submit_pending(engine, **steps))
-    out = {**step, "waiting": waiting, "status": batch_transport.batch_status(engine)}
+        step["batches"] += len(submit_within(engine, queue, limit() if limit else None, api=api))
+    out = {**step, "waiting": waiting, "status": batch_transport.batch_status(engine, queue)}
     if not waiting:
         out["runs"] = runs
     return out
@@ -119,8 +139,10 @@ def judge_by_batches(engine: Engine, release_id: str, units: Sequence[dict], spe
                      api_base: str | None = None, concurrency: int | None = None, poll: float | None = None,
                      api: batch_transport.Api | None = None, sleep: Callable[[float], None] = time.sleep,
                      max_rounds: int = MAX_ROUNDS, limit: SpendLimit | None = None,
-                     summary: Callable[[str, JudgeSpec, list[JudgeRun]], dict] | None = None) -> dict:
-    """Judge the units through the batch API until a collect pass finds nothing waiting, in this process.
+                     summary: Callable[[str, JudgeSpec, list[JudgeRun]], dict] | None = None,
+                     run_id: str | None = None) -> dict:
+    """Judge the units through the batch API until a collect pass finds nothing waiting, in this process
+    (one run: `run_id`, default a new id for this call).
 
     `poll`: seconds between looks at running batches (default DEEPSCHOLAR_BATCH_POLL_SECONDS); `api`: the
     batch API client of an endpoint (default: OpenAI's, or `api_base`'s, with OPENAI_API_KEY); `limit`: the
@@ -129,10 +151,11 @@ def judge_by_batches(engine: Engine, release_id: str, units: Sequence[dict], spe
     direct run) and what the steps took: rounds, batches submitted, requests answered, re-submitted and
     failed."""
     poll = current_settings().batch_poll_seconds if poll is None else poll
+    run_id = run_id or f"local-{uuid.uuid4().hex[:16]}"
     totals = dict.fromkeys(_COUNTS, 0)
     while True:
-        step = advance(engine, release_id, units, spec, api_base=api_base, concurrency=concurrency, api=api,
-                       limit=(lambda: limit) if limit else None)
+        step = advance(engine, release_id, units, spec, run_id=run_id, api_base=api_base, concurrency=concurrency,
+                       api=api, limit=(lambda: limit) if limit else None)
         for k in _COUNTS:
             totals[k] += step[k]
         if "runs" in step:
@@ -151,11 +174,12 @@ def batch_summary(release_id: str, spec: JudgeSpec, runs: Sequence[JudgeRun], to
             "unscored_reports": sum(r.unscored_reports for r in runs)}
 
 
-def batch_job_step(engine: Engine, jobs: Sequence[dict], judge: str | JudgeSpec, *, budget_usd: float | None = None,
-                   approved_usd: float | None = None) -> dict | None:
-    """What one poke of the benchmark DAG's `judge_batches` sensor runs: one `advance` over every planned
-    job's units (a month judged through batches is one set of batches, not one per job). None while batches
-    run or were just submitted; the summary (as a direct judge job's, with the step's counts) once judged.
+def batch_job_step(engine: Engine, jobs: Sequence[dict], judge: str | JudgeSpec, *, run_id: str,
+                   budget_usd: float | None = None, approved_usd: float | None = None) -> dict | None:
+    """What one poke of the benchmark DAG's `judge_batches` sensor runs for run `run_id` (the Airflow run's
+    id: every poke, retry and clear of it is the same run): one `advance` over every planned job's units (a
+    month judged through batches is one set of batches, not one per job). None while batches run or were
+    just submitted; the summary (as a direct judge job's, with the step's counts) once judged.
 
     `budget_usd` (default DEEPSCHOLAR_JUDGE_BUDGET_USD) and `approved_usd` bound the month's spend as for
     a direct judge job (evaluation/budget.py `limit_for`), checked before each submission."""
@@ -167,8 +191,8 @@ def batch_job_step(engine: Engine, jobs: Sequence[dict], judge: str | JudgeSpec,
     spec = JudgeSpec.of(judge)
     units = [u for job in jobs for u in job["units"]]
     budget = current_settings().judge_budget_usd if budget_usd is None else budget_usd
-    step = advance(engine, release_id, units, spec, limit=lambda: limit_for(engine, release_id, spec, budget,
-                                                                            approved_usd=approved_usd))
+    step = advance(engine, release_id, units, spec, run_id=run_id,
+                   limit=lambda: limit_for(engine, release_id, spec, budget, approved_usd=approved_usd))
     log.info("judging %s through batches: %s; batches %s", release_id,
              "done" if "runs" in step else f"{step['waiting']} report-metrics wait" if step["rounds"]
              else "waiting for the provider", step["status"])

@@ -10,11 +10,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import Engine
 
 from deepscholar.errors import InvalidInput
 from deepscholar.evaluation.metrics import registry
+
+if TYPE_CHECKING:
+    from deepscholar.llm.batch_transport import BatchQueue
 
 __all__ = ["JudgeSpec", "LOCAL_JUDGE_VERSION", "record_judge_config", "is_local_config", "judge_config_of"]
 
@@ -92,10 +96,11 @@ class JudgeSpec:
         return self.metric_models.get(metric, self.model)
 
     def client_for(self, engine: Engine, metric: str, *, api_base: str | None = None, api_key: str | None = None,
-                   concurrency: int = 16, cache_salt: str | None = None, batch: bool = False,
+                   concurrency: int = 16, cache_salt: str | None = None, batch: BatchQueue | None = None,
                    timeout: float | None = None):
         """`cache_salt`: a client that bypasses the shared llm_calls answers (LLMClient; the drift check);
-        `batch`: a client recording what the cache cannot answer for a batch API (llm/batch_transport.py);
+        `batch`: a client recording what the cache cannot answer in this queue for a batch API
+        (llm/batch_transport.py);
         `timeout`: None for the settings' (DEEPSCHOLAR_LLM_SERVING's entry for the model first)."""
         from deepscholar.llm.client import LLMClient
 
@@ -106,7 +111,7 @@ class JudgeSpec:
 
     def clients_for(self, engine: Engine, metrics: Iterable[str], *, api_base: str | None = None,
                     api_key: str | None = None, concurrency: int = 16, cache_salt: str | None = None,
-                    batch: bool = False, timeout: float | None = None) -> dict:
+                    batch: BatchQueue | None = None, timeout: float | None = None) -> dict:
         """{model: LLMClient}, one per model these metrics are judged with (none for the local judge), so the
         metrics sharing a model share one client and its concurrency bound: the runner's clients and the
         drift check's are made here alike."""

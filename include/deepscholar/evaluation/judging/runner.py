@@ -21,6 +21,7 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -30,6 +31,9 @@ from deepscholar.evaluation.judging._pending import PENDING_CONDITION, SHARD_OF_
 from deepscholar.evaluation.judging.judges import JudgeSpec, record_judge_config
 from deepscholar.evaluation.metrics.base import ItemJudgment, Metric, ReportContext, Score
 from deepscholar.settings import current_settings
+
+if TYPE_CHECKING:
+    from deepscholar.llm.batch_transport import BatchQueue
 
 __all__ = ["pending_reports", "judge_metric", "judge_units", "judge_job", "JudgeRun", "run_summary"]
 
@@ -326,7 +330,7 @@ def judge_metric(
     prepared: bool = False,
     share: JobShare | None = None,
     pending: Sequence[int] | None = None,
-    batch: bool = False,
+    batch: BatchQueue | None = None,
 ) -> JudgeRun:
     """Judge every report of the release (optionally one system's, of one query shard) lacking a current
     score for one metric.
@@ -336,7 +340,7 @@ def judge_metric(
     config (judge_units does, once per metric); `share` is what the units of one judge task share
     (JobShare); `pending` is the reports to judge when the caller read them already (pending_of_units);
     `batch`: a client in batch mode (one round of evaluation.judging.batch_rounds: what the cache cannot
-    answer is recorded for a batch and its report-metric left unstored).
+    answer is recorded in this queue for a batch and its report-metric left unstored).
     """
     from deepscholar.evaluation.metrics import get_metric
     from deepscholar.llm.client import track_usage
@@ -452,7 +456,7 @@ def _check_judge_credentials(spec: JudgeSpec, units: Sequence[dict], pending: Se
 
 
 def judge_units(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeSpec, *,
-                api_base: str | None = None, concurrency: int | None = None, batch: bool = False,
+                api_base: str | None = None, concurrency: int | None = None, batch: BatchQueue | None = None,
                 timeout: float | None = None) -> list[JudgeRun]:
     """Judge (metric, system) units: one after another with the local judge (CPU-bound embeddings), all at
     once through one client per model with an LLM judge, so `concurrency` requests stay in flight for the
@@ -460,7 +464,8 @@ def judge_units(engine: Engine, release_id: str, units: Sequence[dict], spec: Ju
 
     What is the same for every unit of a metric is done once per metric, not per unit: its release-wide
     preparation, recording the judge config, and reading which reports are pending (pending_of_units).
-    `batch`: one collect pass of judging through a batch API (evaluation.judging.batch_rounds)."""
+    `batch`: one collect pass of judging through a batch API, recording in this queue
+    (evaluation.judging.batch_rounds)."""
     from deepscholar.evaluation.metrics import get_metric
 
     clients: dict[str, object] = {}
