@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["BaseURL", "parse_base_url", "under_any"]
+__all__ = ["BaseURL", "parse_base_url", "under_any", "checked_api_base"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _REFUSED_CHARS = re.compile(r"[\s\\\x00-\x1f\x7f]")
@@ -108,3 +108,17 @@ def under_any(url: object, allowed: Iterable[str]) -> bool:
         except ValueError:
             continue
     return False
+
+
+def checked_api_base(model: str, api_base: str | None) -> str | None:
+    """An LLM client's base URL checked where the key is sent (InvalidInput when refused; never echoed, it may
+    hold a password), without a trailing slash; None when none is given."""
+    from deepscholar.errors import InvalidInput
+
+    if not api_base:
+        return None
+    try:
+        parse_base_url(api_base)
+    except ValueError as exc:
+        raise InvalidInput(f"the api_base of {model} is refused: {exc}; nothing was sent") from None
+    return api_base.rstrip("/")

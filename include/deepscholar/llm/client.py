@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from sqlalchemy.engine import Engine
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from deepscholar.errors import InfrastructureError, InvalidInput, JudgeError, MissingCredentials
+from deepscholar.errors import InfrastructureError, JudgeError, MissingCredentials
 from deepscholar.http_guard import BREAKER, host_of
 from deepscholar.llm import answer_shapes, busy_server, cache, prices, spend
 from deepscholar.llm.answer_shapes import CONSTRAINED_OUTPUTS
@@ -43,6 +43,7 @@ from deepscholar.llm.usage import (
     track_usage,
 )
 from deepscholar.settings import current_settings
+from deepscholar.url_bases import checked_api_base
 
 if TYPE_CHECKING:
     from deepscholar.llm.batch_transport import BatchQueue
@@ -230,18 +231,6 @@ def llm_setting(kind: str, given: float | None, default: float) -> float:
     return default if value is None else value
 
 
-def _checked_base(model: str, api_base: str | None) -> str | None:
-    """Where the key goes, checked where it is sent (url_bases.py); never echoed (it may hold a password)."""
-    from deepscholar.url_bases import parse_base_url
-    if not api_base:
-        return None
-    try:
-        parse_base_url(api_base)
-    except ValueError as exc:
-        raise InvalidInput(f"the api_base of {model} is refused: {exc}; nothing was sent") from None
-    return api_base.rstrip("/")
-
-
 # --- the client ------------------------------------------------------------------------------------
 
 class LLMClient:
@@ -266,7 +255,7 @@ class LLMClient:
             raise ValueError("concurrency must be >= 1")
         self.engine = engine
         self.model = model
-        self.api_base = _checked_base(model, api_base)
+        self.api_base = checked_api_base(model, api_base)
         self._api_key = api_key
         self.concurrency = concurrency
         # None: DEEPSCHOLAR_LLM_RETRIES / _TIMEOUT_SECONDS / _BACKOFF_SECONDS when set, else 4, 60 s, 0.5 s;
