@@ -50,6 +50,7 @@ RELEASED = {
     "0034_pooled_board_store": "8ef12d086f448b7979a98b023c91085d1e3fca927528dd4493b9c33431c3084e",
     "0035_month_judge_requests": "f4c8a0eaae3e0a6d3f4ab9696aba9d5b1ea7b46358c14053920b09dd699daed0",
     "0036_score_versions": "7d68ea749855e33c7bc582bb1edfd6c009b86420c4ad2d9ccd962a06708000d4",
+    "0037_spend_ledger": "9163c4495e527d9f60413045b744afb47c89e35f3b9e79645b861725427adfd1",
 }
 # The sha256 the pre-migration init_db recorded in schema_files for sql/001..004: the baseline is
 # exactly those files, so adopted warehouses match it.

@@ -42,7 +42,8 @@ from deepscholar.llm.openai_compatible import PREFIX, request_body
 from deepscholar.settings import current_settings
 
 __all__ = ["PROVIDER", "TRANSPORT", "METADATA_KEY", "PendingRequest", "record_request", "jsonl_line",
-           "plan_batches", "submit_pending", "poll_batches", "collect_results", "batch_status", "supports"]
+           "plan_batches", "submit_pending", "poll_batches", "collect_results", "batch_status", "supports",
+           "cancel_batches"]
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class PendingRequest:
     api_base: str | None
     purpose: str | None
     request: dict  # cache.canonical_request: what the hash was computed from
+    billed_to: str | None = None  # the budget its answer is paid from (llm/spend.py), copied to its llm_calls row
 
 
 # --- recording requests (the judge's side) ------------------------------------------------------------
@@ -78,12 +80,12 @@ class PendingRequest:
 _RECORD = sa.text("""
     WITH given AS (
         SELECT * FROM jsonb_to_recordset(CAST(:rows AS jsonb))
-            AS x(request_hash text, model text, api_base text, purpose text, request jsonb)),
+            AS x(request_hash text, model text, api_base text, purpose text, request jsonb, billed_to text)),
     written AS (
-        INSERT INTO llm_batch_requests AS q (request_hash, model, api_base, purpose, request)
-        SELECT request_hash, model, api_base, purpose, request FROM given
+        INSERT INTO llm_batch_requests AS q (request_hash, model, api_base, purpose, request, billed_to)
+        SELECT request_hash, model, api_base, purpose, request, billed_to FROM given
         ON CONFLICT (request_hash) DO UPDATE SET state = 'pending', attempts = 0, last_error = NULL,
-            updated_at = now()
+            billed_to = EXCLUDED.billed_to, updated_at = now()
         WHERE q.state = 'done'
         RETURNING q.request_hash, q.state, q.attempts, q.last_error)
     SELECT request_hash, state, attempts, last_error FROM written
@@ -97,7 +99,8 @@ _recorders: dict[int, tuple[Engine, cache.Coalescer]] = {}
 
 def _record_many(engine: Engine, requests: list[PendingRequest]) -> list[tuple[str, int, str | None]]:
     rows = {r.request_hash: {"request_hash": r.request_hash, "model": r.model, "api_base": r.api_base,
-                             "purpose": r.purpose, "request": r.request} for r in requests}
+                             "purpose": r.purpose, "request": r.request, "billed_to": r.billed_to}
+            for r in requests}
     with engine.begin() as conn:
         found = {h: (s, a, e) for h, s, a, e in conn.execute(_RECORD, {"rows": json.dumps(list(rows.values()))})}
     return [found[r.request_hash] for r in requests]
@@ -281,11 +284,31 @@ def poll_batches(engine: Engine, *, api: Api = _default_api) -> dict:
                 UPDATE llm_batches SET provider_status = :status, output_file_id = :out, error_file_id = :err,
                     state = CASE WHEN :ended THEN 'ended' ELSE state END,
                     finished_at = CASE WHEN :ended THEN coalesce(finished_at, now()) END,
-                    last_error = :error
+                    last_error = coalesce(:error, last_error)
                 WHERE batch_key = :k AND state = 'submitted'"""),
                 {"status": status, "out": batch.get("output_file_id"), "err": batch.get("error_file_id"),
                  "ended": ended, "k": key, "error": _batch_error(batch)})
     return batch_status(engine)
+
+
+def cancel_batches(engine: Engine, keys: Sequence[str], reason: str, *, api: Api = _default_api) -> list[str]:
+    """Ask the provider to cancel these submitted batches (a budget they would pass); the provider's ids of
+    those asked now (one already cancelling is not asked again). The next polls see them end (`cancelled`);
+    collect_results then stores what they answered before the cancel (paid for) and puts the rest back to
+    pending, as for an expired batch. `reason` is kept as the batch's last error."""
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("""
+            SELECT batch_key, api_base, provider_batch_id FROM llm_batches
+            WHERE batch_key = ANY(:k) AND state = 'submitted'
+              AND coalesce(provider_status, '') NOT IN ('cancelling', 'cancelled')
+            ORDER BY batch_key"""), {"k": list(keys)}).all()
+    cancelled = []
+    for key, api_base, batch_id in rows:
+        batch = api(api_base).cancel(batch_id)
+        _update(engine, key, provider_status=batch.get("status"), last_error=reason)
+        log.warning("batch %s (%s) cancelled: %s", key, batch_id, reason)
+        cancelled.append(batch_id)
+    return cancelled
 
 
 def batch_status(engine: Engine) -> dict:
@@ -374,7 +397,7 @@ def _store_batch(engine: Engine, batch, lines: list[dict], max_attempts: int) ->
                 {"k": key}).first() is None:
             return None
         members = {r.request_hash: r for r in conn.execute(sa.text("""
-            SELECT request_hash, model, api_base, purpose, request, attempts FROM llm_batch_requests
+            SELECT request_hash, model, api_base, purpose, request, attempts, billed_to FROM llm_batch_requests
             WHERE batch_key = :k AND state = 'submitted' FOR UPDATE"""), {"k": key})}
         calls, errors = [], {}
         seen: set[str] = set()
@@ -392,7 +415,7 @@ def _store_batch(engine: Engine, batch, lines: list[dict], max_attempts: int) ->
                 member.request_hash, member.request, member.model, member.api_base, member.purpose, body,
                 cost_usd=prices.batch_cost_usd(body.get("model"), member.model, usage.get("prompt_tokens"),
                                                usage.get("completion_tokens")),
-                latency_ms=None, transport=TRANSPORT))
+                latency_ms=None, transport=TRANSPORT, billed_to=member.billed_to))
         answered = {c.request_hash for c in calls}
         why = (f"batch {batch['provider_status']} without answering it"
                + (f" ({batch['last_error']})" if batch["last_error"] else ""))

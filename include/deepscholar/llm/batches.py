@@ -1,10 +1,10 @@
 """OpenAI's Files and Batches API, as far as judging through batches needs it (llm/batch_transport.py).
 
 upload a JSONL file (POST /files, purpose=batch, multipart), create a batch of it (POST /batches), find a
-batch by our metadata (GET /batches, paged), retrieve one (GET /batches/{id}) and download its output and
-error files (GET /files/{id}/content). Every answer is read through http_guard.bounded_request: bounded in
-time and size before it is read whole (an output file up to DEEPSCHOLAR_BATCH_MAX_BYTES, anything else a
-few megabytes).
+batch by our metadata (GET /batches, paged), retrieve one (GET /batches/{id}), cancel one (POST
+/batches/{id}/cancel) and download its output and error files (GET /files/{id}/content). Every answer is
+read through http_guard.bounded_request: bounded in time and size before it is read whole (an output file
+up to DEEPSCHOLAR_BATCH_MAX_BYTES, anything else a few megabytes).
 
 Failures: no answer, a 429 or a 5xx is the provider's (InfrastructureError: the step fails and is retried
 later); another 4xx is a request the provider refuses (BatchAPIError, with its message), which a retry
@@ -108,6 +108,11 @@ class OpenAIBatches:
 
     def retrieve(self, batch_id: str) -> dict:
         return self._json("GET", f"batches/{batch_id}")
+
+    def cancel(self, batch_id: str) -> dict:
+        """Ask the provider to stop a batch (POST /batches/{id}/cancel): it becomes `cancelling`, then
+        `cancelled`; the requests it answered before are in its output file, and are billed."""
+        return self._json("POST", f"batches/{batch_id}/cancel")
 
     def batches(self) -> Iterator[dict]:
         """Every batch of the account, newest first, a page at a time."""

@@ -15,10 +15,16 @@ CLI, tests, benches); the benchmark DAG's `judge_batches` sensor calls it once p
 between pokes the task holds no worker slot while the provider works. Every step is idempotent (natural keys,
 upserts, the batch rows in the warehouse): a retried, cleared or restarted task resumes the same batches.
 
-The budget: before a submission, the month's audited spend plus what the waiting requests should cost at the
-batch price is held to the run's limit (evaluation/budget.py `limit_for`). Over it, nothing is submitted and
-OverBudget says by how much; the requests stay pending, so a run with a raised budget submits them, asking
-nothing twice.
+The budget: every request recorded for a batch is billed to the month's judging (llm/spend.py `billing`), and
+its answer's llm_calls row too when collected, so what the earlier rounds paid counts whether or not their
+judgments are stored yet (a re-ask after an unusable answer, a question that depends on an earlier answer:
+its report-metric stores nothing until its last round). Before a submission,
+that spend plus what the month's waiting requests should cost at the batch price is held to the run's limit
+(evaluation/budget.py `limit_for`). Over it, nothing is submitted and OverBudget says by how much; the requests
+stay pending, so a run with a raised budget submits them, asking nothing twice. While batches run, each step
+holds the spend plus what the month's submitted requests should cost to the same limit: a batch whose answers
+would pass it (the limit was lowered, or others spent meanwhile) is cancelled through the provider's API. What
+it answered before the cancel is paid for anyway and collected; the rest goes back to pending.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from deepscholar.errors import InfrastructureError, InvalidInput, OverBudget
 from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.evaluation.judging.runner import JudgeRun, judge_units
 from deepscholar.llm import batch_transport
-from deepscholar.llm.spend import SpendLimit, dollars
+from deepscholar.llm.spend import SpendLimit, billing, dollars
 from deepscholar.settings import current_settings
 
 __all__ = ["advance", "collect_round", "judge_by_batches", "MAX_ROUNDS"]
@@ -55,9 +61,13 @@ def _check(spec: JudgeSpec, units: Sequence[dict]) -> None:
 
 def collect_round(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeSpec, *,
                   api_base: str | None = None, concurrency: int | None = None) -> tuple[list[JudgeRun], int]:
-    """One collect pass: (the judge runs, report-metrics left waiting for a batch). 0 waiting: done."""
+    """One collect pass: (the judge runs, report-metrics left waiting for a batch). 0 waiting: done. The
+    requests it records are billed to the month's judging (their answers will be)."""
+    from deepscholar.evaluation.budget import judging_scope
+
     _check(spec, units)
-    runs = judge_units(engine, release_id, units, spec, api_base=api_base, concurrency=concurrency, batch=True)
+    with billing(judging_scope(release_id, spec)):
+        runs = judge_units(engine, release_id, units, spec, api_base=api_base, concurrency=concurrency, batch=True)
     return runs, sum(r.awaiting_reports for r in runs)
 
 
@@ -65,20 +75,43 @@ _COUNTS = ("rounds", "batches", "answered", "retried", "failed", "polls")
 
 
 def _check_budget(engine: Engine, limit: SpendLimit | None) -> None:
-    """Refuse a submission that would take the month past its limit (the spend so far and what the waiting
-    requests should cost at the batch price)."""
+    """Refuse a submission that would take the month past its limit (what was paid from its budget, and what
+    its waiting requests should cost at the batch price, unpriced models at their fallback)."""
     if limit is None:
         return
     from deepscholar.evaluation.costs import predicted_pending_batch_cost
 
     with engine.connect() as conn:
-        pending_usd, unpriced = predicted_pending_batch_cost(conn)
+        pending_usd, unpriced = predicted_pending_batch_cost(conn, limit.scope)
     spent = limit.refreshed()
     if spent + pending_usd > limit.limit_usd:
         raise OverBudget(f"{limit.what}: stopped at {dollars(spent)} of {dollars(limit.limit_usd)}; the next batch "
                          f"would cost about {dollars(pending_usd)}"
-                         + (f" besides {unpriced} requests of unpriced models" if unpriced else "")
+                         + (f" (counting {unpriced} requests of unpriced models at their fallback price)"
+                            if unpriced else "")
                          + f"; it was not submitted and its requests wait{limit.how_to_go_on}")
+
+
+def _cancel_over_budget(engine: Engine, limit: SpendLimit | None, api: batch_transport.Api | None) -> str | None:
+    """While the month's batches run: when what was paid plus what its submitted requests should cost passes
+    the limit, cancel those batches through the provider's API; the line saying so, or None."""
+    if limit is None:
+        return None
+    from deepscholar.evaluation.costs import predicted_batch_costs
+
+    with engine.connect() as conn:
+        running, _ = predicted_batch_costs(conn, limit.scope, "submitted")
+    spent = limit.refreshed()
+    if not running or spent + sum(running.values()) <= limit.limit_usd:
+        return None
+    reason = (f"{limit.what}: cancelled at {dollars(spent)} of {dollars(limit.limit_usd)}, its running batches "
+              f"would cost about {dollars(sum(running.values()))} more")
+    cancelled = batch_transport.cancel_batches(engine, [k for k in running if k], reason,
+                                               **({"api": api} if api is not None else {}))
+    if not cancelled:  # cancelling already: their end is awaited like any batch's
+        return None
+    return (f"{reason}: {len(cancelled)} batches cancelled; what they answered before the cancel is paid for "
+            "anyway and kept, the rest waits")
 
 
 def advance(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeSpec, *,
@@ -86,8 +119,8 @@ def advance(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeS
             limit: Callable[[], SpendLimit | None] | None = None) -> dict:
     """One step of judging through batches: ask about the running batches; while any runs (or one is not
     sent yet), that is all. Else collect the ended ones, judge again from the cache and submit what is
-    still missing, within `limit()` (made only when something is to be submitted: a step that only looks
-    at the provider reads no spend). Returns the step's counts (_COUNTS), `waiting` (report-metrics still waiting for a
+    still missing, within `limit()` (made when something is to be submitted, or while batches run: then a
+    batch that would pass it is cancelled). Returns the step's counts (_COUNTS), `waiting` (report-metrics still waiting for a
     batch), `status` (batch_transport.batch_status) and, when nothing waits any more, `runs` (the last
     pass's runs): then the units are judged."""
     steps = {"api": api} if api is not None else {}
@@ -98,6 +131,9 @@ def advance(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeS
         step["batches"] += len(batch_transport.submit_pending(engine, **steps))
         status = batch_transport.batch_status(engine)
     if status["open"] or status["unsent"]:
+        if status["open"] and (cancelled := _cancel_over_budget(engine, limit() if limit else None, api)):
+            log.warning("%s", cancelled)
+            return {**step, "waiting": None, "status": batch_transport.batch_status(engine), "cancelled": cancelled}
         return {**step, "waiting": None, "status": status}
     if status["ended"]:
         collected = batch_transport.collect_results(engine, **steps)
@@ -157,16 +193,18 @@ def batch_job_step(engine: Engine, jobs: Sequence[dict], judge: str | JudgeSpec,
     job's units (a month judged through batches is one set of batches, not one per job). None while batches
     run or were just submitted; the summary (as a direct judge job's, with the step's counts) once judged.
 
-    `budget_usd` (default DEEPSCHOLAR_JUDGE_BUDGET_USD) and `approved_usd` bound the month's spend as for
-    a direct judge job (evaluation/budget.py `limit_for`), checked before each submission."""
-    from deepscholar.evaluation.budget import limit_for
+    `budget_usd` (DEEPSCHOLAR_JUDGE_BUDGET_USD, which it may lower, never raise: budget.run_budget) and
+    `approved_usd` bound the month's spend as for a direct judge job (evaluation/budget.py `limit_for`),
+    checked before each submission and while batches run. A batch cancelled for the budget fails the step
+    once it is collected (OverBudget at the next submission)."""
+    from deepscholar.evaluation.budget import limit_for, run_budget
 
     if not jobs:
         return {"reports_judged": 0, "rounds": 0, "batches": 0, "runs": []}
     release_id = jobs[0]["release_id"]
     spec = JudgeSpec.of(judge)
     units = [u for job in jobs for u in job["units"]]
-    budget = current_settings().judge_budget_usd if budget_usd is None else budget_usd
+    budget = run_budget(budget_usd)
     step = advance(engine, release_id, units, spec, limit=lambda: limit_for(engine, release_id, spec, budget,
                                                                             approved_usd=approved_usd))
     log.info("judging %s through batches: %s; batches %s", release_id,
