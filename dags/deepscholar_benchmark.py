@@ -34,12 +34,14 @@ provider so each provider's Airflow pool bounds its requests. Judging maps one t
 DEEPSCHOLAR_JUDGE_JOB_REPORTS report-metric judgments each, a multiple of DEEPSCHOLAR_JUDGE_TASKS of them;
 evaluation/judging/jobs.py), each judging only what is missing. So a scheduled run, a retry and a
 backfill for a newly registered system (params.systems = ["name"]) all do only the missing work.
-**Budget.** With a budget (DEEPSCHOLAR_JUDGE_BUDGET_USD, or the run's `budget_usd` param), `estimate_budget`
-prices the planned judge jobs (evaluation/budget.py). Within it, `approve_budget` goes on without asking;
-over it, or with an unpriced judge model, it asks an operator in the UI or the REST API and waits in the
-`awaiting_input` state, holding no worker slot (deepscholar/budget_approval.py). Rejected or unanswered,
-the run ends failed with one line saying what the month would have cost; nothing was sent. While judging,
-each judge task stops once the month's spend passes the budget (or the approved total) by the margin.
+**Budget.** With a budget (DEEPSCHOLAR_JUDGE_BUDGET_USD, which the run's `budget_usd` param may lower but
+never raise or remove), `estimate_budget` prices the planned judge jobs and the drift check
+(evaluation/budget.py) and keeps the estimate as the run's. Within it, `approve_budget` goes on without
+asking; over it, or with an unpriced judge model, it asks the approvers (DEEPSCHOLAR_JUDGE_BUDGET_APPROVERS)
+in the UI or the REST API and waits in the `awaiting_input` state, holding no worker slot
+(deepscholar/budget_approval.py). Rejected or unanswered, the run ends failed with one line saying what the
+month would have cost; nothing was sent. While judging, each judge task and the drift check stop once the
+month's spend passes the budget (or the approved total, read from the warehouse) by the margin.
 **Judge drift.** After the roll-up, `check_judge_drift` has the run's judge answer its fixed calibration
 slice again with the cache bypassed (evaluation/judge_validation/drift.py); a tripped alarm fails `check_leaderboard`'s
 `no_judge_drift` (naming the metric and the drop), so the board is not published and the run's final
@@ -109,9 +111,21 @@ def _judge() -> str:
 
 
 def _budget() -> float | None:
-    """The most this month's judging may cost (the run's `budget_usd` param; None: no bound)."""
+    """The most this month's judging may cost: the operator's DEEPSCHOLAR_JUDGE_BUDGET_USD, lowered by the
+    run's `budget_usd` param, never raised or removed by it (None: neither sets one). Every task of the run
+    reads it here, so the estimate and the judge tasks hold the same bound."""
+    from deepscholar.evaluation.budget import run_budget
+
     value = get_current_context()["params"].get("budget_usd")
-    return None if value is None else float(value)
+    return run_budget(None if value is None else float(value))
+
+
+def _approved() -> float | None:
+    """The month's total an approver approved for this run, read from the warehouse (never an XCom)."""
+    from deepscholar.db import get_engine
+    from deepscholar.evaluation.budget import approved_total
+
+    return approved_total(get_engine(), _month(), _judge_config(), get_current_context()["run_id"])
 
 
 def _judge_config() -> str:
@@ -166,8 +180,8 @@ def _run():
                                              "openai/<model> judges). Default DEEPSCHOLAR_JUDGE_TRANSPORT."),
         "budget_usd": Param(SETTINGS.judge_budget_usd, type=["null", "number"], minimum=0,
                             description="The most this month's judging may cost in USD: predicted over it (or "
-                                        "unpriced), an operator approves first; empty = no bound. Default "
-                                        "DEEPSCHOLAR_JUDGE_BUDGET_USD."),
+                                        "unpriced), an approver approves first. It can lower "
+                                        "DEEPSCHOLAR_JUDGE_BUDGET_USD, never raise or remove it; empty = that."),
     },
     doc_md=__doc__,
 )
@@ -273,17 +287,15 @@ def deepscholar_benchmark():
         estimate = estimate_for_month(get_engine(), _month(), _judge(), _budget(), systems=params.get("systems"),
                                       metrics=params.get("metrics"), tracks=params.get("tracks"),
                                       batch=params.get("judge_transport") == "batch",
-                                      run_id=get_current_context()["run_id"])
+                                      run_id=get_current_context()["run_id"], drift_check=current_settings().drift_check)
         print(estimate["line"])
         if estimate["table"]:
             print(estimate["table"])
         return estimate
 
+    # What it asks, and of whom, comes from the run's estimate in the warehouse when it asks.
     approve_budget = BudgetApproval(
-        task_id="approve_budget", estimate_task_id="estimate_budget", retries=0,
-        subject="Approve judging {{ ti.xcom_pull(task_ids='wait_for_release') }} over its budget?",
-        body="{{ ti.xcom_pull(task_ids='estimate_budget')['line'] }}\n\n"
-             "{{ ti.xcom_pull(task_ids='estimate_budget')['table'] }}",
+        task_id="approve_budget", retries=0, subject="Approve judging over its budget?",
         response_timeout=timedelta(hours=SETTINGS.judge_budget_approval_hours))
 
     @task(max_active_tis_per_dagrun=SETTINGS.judge_tasks, pool=SETTINGS.judge_pool)
@@ -294,10 +306,8 @@ def deepscholar_benchmark():
         from deepscholar.errors import UserError
         from deepscholar.evaluation.judging.runner import judge_job
 
-        estimate = get_current_context()["ti"].xcom_pull(task_ids="estimate_budget") or {}
-        approved = estimate.get("approved_total_usd") if estimate.get("needs_approval") else None
         try:
-            return judge_job(judge_engine(), job, _judge(), budget_usd=_budget(), approved_usd=approved)
+            return judge_job(judge_engine(), job, _judge(), budget_usd=_budget(), approved_usd=_approved())
         except UserError as exc:  # a judge misconfigured (missing API key, unknown metric): no retries
             raise AirflowFailException(str(exc)) from exc
 
@@ -322,11 +332,9 @@ def deepscholar_benchmark():
         from deepscholar.errors import UserError
         from deepscholar.evaluation.judging.batch_rounds import batch_job_step
 
-        estimate = get_current_context()["ti"].xcom_pull(task_ids="estimate_budget") or {}
-        approved = estimate.get("approved_total_usd") if estimate.get("needs_approval") else None
         try:
             summary = batch_job_step(judge_engine(), jobs, _judge(), run_id=get_current_context()["run_id"],
-                                     budget_usd=_budget(), approved_usd=approved)
+                                     budget_usd=_budget(), approved_usd=_approved())
         except UserError as exc:  # misconfigured, or over the budget: a retry cannot fix it
             raise AirflowFailException(str(exc)) from exc
         return PokeReturnValue(is_done=summary is not None, xcom_value=summary)
@@ -379,7 +387,7 @@ def deepscholar_benchmark():
             raise AirflowSkipException("the judge drift check is off (DEEPSCHOLAR_DRIFT_CHECK=false)")
         try:
             check = check_month(get_engine(), _month(), _judge(), get_current_context()["params"].get("metrics"),
-                                say=print)
+                                say=print, budget_usd=_budget(), approved_usd=_approved())
         except UserError as exc:  # e.g. the judge's API key is not set: a retry cannot fix it
             raise AirflowFailException(str(exc)) from exc
         print(check.summary)

@@ -35,6 +35,19 @@ def _context(release_id: str):
     return ReleaseContext.load(get_engine(), release_id)
 
 
+def _judged(step, release_id: str, *args):
+    """A step that asks the release judge: past the release's budget (DEEPSCHOLAR_RELEASE_JUDGE_BUDGET_USD) it
+    fails with the amounts and no retry, which would only stop again."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from deepscholar.errors import OverBudget
+
+    try:
+        return step(_context(release_id), *args)
+    except OverBudget as exc:
+        raise AirflowFailException(str(exc)) from exc
+
+
 @dag(
     dag_id=RELEASE_DAG_ID,
     schedule=CronDataIntervalTimetable(MONTHLY_CRON, timezone="UTC"),
@@ -145,13 +158,13 @@ def deepscholar_release():
     def importance(release_id: str) -> dict:
         from deepscholar.release.steps import label_importance
 
-        return label_importance(_context(release_id))
+        return _judged(label_importance, release_id)
 
     @task
     def nuggets(release_id: str) -> dict:
         from deepscholar.release.steps import nuggetize_exemplars
 
-        return nuggetize_exemplars(_context(release_id))
+        return _judged(nuggetize_exemplars, release_id)
 
     @task
     def artefact_tracks(release_id: str) -> list[str]:
@@ -171,7 +184,7 @@ def deepscholar_release():
         from deepscholar.release.steps import build_track_artefacts
 
         get_current_context()["track"] = track  # type: ignore[typeddict-unknown-key]  # the map index's label
-        return build_track_artefacts(_context(release_id), track)
+        return _judged(build_track_artefacts, release_id, track)
 
     # With no artefact track the mapped task is skipped; the gate still runs (and checks what was built).
     @task(retries=0, trigger_rule="none_failed")

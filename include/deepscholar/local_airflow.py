@@ -282,8 +282,17 @@ class LocalAirflow:
     # -- the REST API, as an operator would use it --
 
     def admin_password(self) -> str:
+        return self.password_of("admin")
+
+    def password_of(self, user: str) -> str:
+        """The password the standalone generated for a user of its simple auth manager (AIRFLOW__CORE__
+        SIMPLE_AUTH_MANAGER_USERS, e.g. "admin:admin,bob:user" in `extra_env`)."""
         generated = self.home / "airflow" / "simple_auth_manager_passwords.json.generated"
-        return json.loads(generated.read_text())["admin"]
+        return json.loads(generated.read_text())[user]
+
+    def as_user(self, user: str) -> AirflowAPI:
+        """The REST API signed in as another user of the standalone (with that user's role)."""
+        return AirflowAPI(self.url, user, lambda: self.password_of(user))
 
     @property
     def client(self) -> AirflowAPI:

@@ -308,9 +308,10 @@ class Settings:
         "completion tokens of one judge call in that prediction, likewise")
     judge_budget_usd: float | None = _setting(
         "DEEPSCHOLAR_JUDGE_BUDGET_USD", None, USD, "judging",
-        "the most one month's judging may cost under one judge: a run predicted over it (or priced at all "
-        "unknown) waits for an operator's approval, and judging stops once the month's spend passes it by "
-        "DEEPSCHOLAR_JUDGE_BUDGET_MARGIN", shown_default="none (no bound)")
+        "the most one month's judging (and its drift check) may cost under one judge: a run predicted over it "
+        "(or with an unpriced model) waits for an operator's approval, and judging stops once the month's spend "
+        "passes it (or what was approved) by DEEPSCHOLAR_JUDGE_BUDGET_MARGIN; a benchmark run's `budget_usd` "
+        "may lower it, never raise or remove it", shown_default="none (no bound)")
     judge_budget_margin: float = _setting(
         "DEEPSCHOLAR_JUDGE_BUDGET_MARGIN", 0.1, FRACTION, "judging",
         "how far past its budget a month's actual judge spend may go before judging stops (a share of the "
@@ -319,6 +320,15 @@ class Settings:
         "DEEPSCHOLAR_JUDGE_BUDGET_APPROVAL_HOURS", 72.0, HOURS, "judging",
         "how long the benchmark DAG waits for an operator to approve a month predicted over its budget before "
         "the run ends, nothing sent")
+    judge_budget_approvers: tuple[str, ...] = _setting(
+        "DEEPSCHOLAR_JUDGE_BUDGET_APPROVERS", ("admin",), NAMES, "judging",
+        "the Airflow users (their ids: the user name with Airflow's simple auth manager) who may answer the "
+        "benchmark DAG's budget approval; any other account, whatever its role, is refused (HTTP 403)")
+    release_judge_budget_usd: float | None = _setting(
+        "DEEPSCHOLAR_RELEASE_JUDGE_BUDGET_USD", None, USD, "judging",
+        "the most one release's release-time judging may cost (importance labels, nuggets, RACE's criteria and "
+        "weights, the claims' ground truth): its steps stop once the release's spend passes it",
+        shown_default="none (no bound)")
     category_min_queries: int = _setting(
         "DEEPSCHOLAR_CATEGORY_MIN_QUERIES", 10, POSITIVE_INT, "judging",
         "a primary category's board is shown on the page only with at least this many queries (fewer make a mean "
@@ -378,8 +388,9 @@ class Settings:
     calibration_max_cost_usd: float | None = _setting(
         "DEEPSCHOLAR_CALIBRATION_MAX_COST_USD", 5.0, or_none(number(float, "a number of USD >= 0", 0)),
         "judging",
-        "the most a month's drift check may cost (predicted before it sends anything): above it, or with the "
-        "judge's price unknown, the check refuses that month and says so; `none`: no bound")
+        "the most a month's drift check may cost, besides the month's judging budget it is paid from: predicted "
+        "above it (unpriced models at their fallback price), the check refuses that month and says so, and "
+        "while it runs it stops past it by the budget margin; `none`: no bound of its own")
     drift_min_agreement: float = _setting(
         "DEEPSCHOLAR_DRIFT_MIN_AGREEMENT", 0.8, FRACTION, "judging",
         "the drift alarm trips when a metric's agreement with its calibration labels falls below this")

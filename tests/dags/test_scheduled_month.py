@@ -18,9 +18,11 @@ from support.demo_month import write_unresolvable_snapshot
 from support.judge_stub import scripted_judge
 from support.warehouse import ConnectionSampler, throwaway_warehouse
 
+from deepscholar.airflow_api import AirflowAPIError
 from deepscholar.demo import demo_schedule_env, replay_endpoints
 from deepscholar.evaluation.judge_validation.annotation_units import annotatable_metric_names
 from deepscholar.evaluation.metrics import registry
+from deepscholar.llm import prices
 from deepscholar.local_airflow import LocalAirflow, drop_database, fresh_metadata_database
 from deepscholar.orchestration import BENCHMARK_DAG_ID, RELEASE_DAG_ID
 from deepscholar.replay.demo_snapshot import write_demo_snapshot
@@ -35,6 +37,13 @@ RELEASE_STALL_SECONDS = 25  # longer than the benchmark run needs to start and l
 BATCH_SECONDS = 6  # how long the judge's batch API takes to answer a batch
 BATCH_JUDGE = "openai/gpt-4o-mini"  # the third run's judge, through the batch API
 REJECTED_JUDGE = "openai/gpt-4o"  # the second run's judge: priced, and over its budget
+UNANSWERED_JUDGE = "openai/gpt-4.1"  # a run nobody approves: priced, over its budget
+DIRECT_STOP_JUDGE = "openai/gpt-4.1-mini"  # approved, then its answers cost more than predicted (direct)
+BATCH_STOP_JUDGE = "openai/gpt-4.1-nano"  # ... and through the batch API
+BUDGET_USD = 1.0  # the operator's: the batch judge's core month fits in it, the other priced judges' do not
+APPROVAL_HOURS = 0.03  # 108 s to answer an approval
+USERS = "admin:admin,bob:user"  # bob may trigger runs and edit task instances (Airflow's User role)
+MARGIN = 0.1  # DEEPSCHOLAR_JUDGE_BUDGET_MARGIN's default
 
 
 @pytest.fixture
@@ -150,10 +159,9 @@ def _benchmark_rows(engine) -> list[dict]:
             "SELECT * FROM benchmark_runs ORDER BY started_at"))]
 
 
-def _answer_budget(airflow: LocalAirflow, choice: str) -> list[str]:
-    """Answer every budget approval waiting for input (as an operator would in the UI, through the same REST
-    API): the run ids answered."""
-    answered = []
+def _waiting_approvals(airflow: LocalAirflow) -> list[str]:
+    """The runs whose budget approval waits for an answer."""
+    waiting = []
     log = airflow.log_path.read_text(errors="replace") if airflow.log_path else ""
     for run in airflow.dag_runs(BENCHMARK_DAG_ID):
         for t in airflow.task_instances(BENCHMARK_DAG_ID, run["dag_run_id"]):
@@ -164,10 +172,38 @@ def _answer_budget(airflow: LocalAirflow, choice: str) -> list[str]:
             paused = (f"Received executor event with state success for task instance TaskInstanceKey(dag_id="
                       f"'{BENCHMARK_DAG_ID}', task_id='approve_budget', run_id='{run['dag_run_id']}'")
             if t["task_id"] == "approve_budget" and t["state"] == "awaiting_input" and paused in log:
-                airflow.api("PATCH", f"/dags/{BENCHMARK_DAG_ID}/dagRuns/{run['dag_run_id']}/taskInstances/"
-                                     "approve_budget/-1/hitlDetails", json={"chosen_options": [choice]})
-                answered.append(run["dag_run_id"])
-    return answered
+                waiting.append(run["dag_run_id"])
+    return waiting
+
+
+def _answer(api, run_id: str, choice: str) -> int:
+    """Answer a run's budget approval (as an operator would in the UI, through the same REST API): the HTTP
+    status Airflow answered."""
+    try:
+        api.request("PATCH", f"/dags/{BENCHMARK_DAG_ID}/dagRuns/{run_id}/taskInstances/approve_budget/-1/"
+                             "hitlDetails", json={"chosen_options": [choice]})
+    except AirflowAPIError as exc:
+        return exc.status or 0
+    return 200
+
+
+class Approvals:
+    """Answers the budget approvals as they appear: bob (a User-role account, not an approver) tries to
+    approve each first, then admin gives the run's planned answer (None: nobody answers, it times out)."""
+
+    def __init__(self, airflow: LocalAirflow, plan: dict[str, str | None], default: str | None = None) -> None:
+        self.airflow, self.plan, self.default = airflow, plan, default
+        self.bob = airflow.as_user("bob")
+        self.by_bob: dict[str, int] = {}
+        self.answered: dict[str, str] = {}
+
+    def __call__(self) -> None:
+        for run_id in _waiting_approvals(self.airflow):
+            if run_id not in self.by_bob:
+                self.by_bob[run_id] = _answer(self.bob, run_id, "Approve")
+            choice = self.plan.get(run_id, self.default)
+            if choice and run_id not in self.answered and _answer(self.airflow.client, run_id, choice) == 200:
+                self.answered[run_id] = choice
 
 
 def _first_running_batch(engine, timeout: float) -> str:
@@ -207,10 +243,14 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
     once with 16 requests in flight each, on a server that takes 40 connections. Every task succeeds at
     its first attempt (retries are off) and the peak stays under the limit.
 
-    And the month's budget: the stub judge has no price, so its cost cannot be checked against the $100
-    budget; the run asks for an approval and waits for it (awaiting_input), the operator approves through
-    the REST API, and the month is judged. A second run of the month under a priced judge with a budget of
-    a tenth of a cent asks again, is rejected, and ends failed saying so, having sent nothing."""
+    And the month's budget, the operator's $1 (issue 46): the stub judge has no price, so its cost is counted
+    at the stated fallback price; the run asks for an approval and waits for it (awaiting_input); bob, a
+    User-role account who is no approver, is refused (403); admin approves through the REST API, and the
+    month is judged. Then bob starts a run under a priced judge with no budget of its own (null) and another
+    asking for $1e9: the operator's budget holds for both, so both ask; the first is rejected, the second left
+    unanswered times out, and neither sends anything. Two runs approved over a budget of $0.001 whose answers
+    cost far more than predicted stop at the approved total plus the margin mid-run, directly and through
+    the batch API."""
     engine = limited_warehouse
     warehouse_url = engine.url.render_as_string(hide_password=False)
     for name in ORACLES:
@@ -222,17 +262,21 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
              "DEEPSCHOLAR_JUDGE_JOB_REPORTS": "24", "DEEPSCHOLAR_TRACKS": ",".join(registry.tracks()),
              # The drift check re-judges a small calibration slice past the cache (the stub has no price).
              "DEEPSCHOLAR_CALIBRATION_ITEMS": "5", "DEEPSCHOLAR_CALIBRATION_MAX_COST_USD": "none",
-             "DEEPSCHOLAR_JUDGE_BUDGET_USD": "100", "DEEPSCHOLAR_BATCH_POLL_SECONDS": "10"}
+             "DEEPSCHOLAR_JUDGE_BUDGET_USD": str(BUDGET_USD), "DEEPSCHOLAR_BATCH_POLL_SECONDS": "10",
+             "DEEPSCHOLAR_JUDGE_BUDGET_APPROVAL_HOURS": str(APPROVAL_HOURS),
+             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": USERS}
+    # Answers far dearer than the prediction's default tokens: the runs approved below pass what was approved.
+    judge_stub.usage_by_model = {"gpt-4.1-mini": (100_000, 10), "gpt-4.1-nano": (1_000_000, 10)}
     with ReplayServer(snapshot) as server, ConnectionSampler(warehouse_url, interval=0.1) as connections:
         server.inject_failures("/api/query", [Delay(RELEASE_STALL_SECONDS)])
         with _airflow(tmp_path, metadata_url, server, snapshot, warehouse_url, judge) as airflow:
             airflow.wait_for_dags([RELEASE_DAG_ID, BENCHMARK_DAG_ID])
             airflow.unpause(RELEASE_DAG_ID, BENCHMARK_DAG_ID)  # the scheduler fires both: the cron tick
 
-            approved: list[str] = []
+            first = Approvals(airflow, {}, default="Approve")
 
             def approving_until_the_board() -> list:
-                approved.extend(_answer_budget(airflow, "Approve"))
+                first()
                 _not_failed(airflow, BENCHMARK_DAG_ID)
                 return _leaderboard(engine)
 
@@ -241,31 +285,47 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
             release_runs, benchmark_runs = _runs(airflow, RELEASE_DAG_ID), _runs(airflow, BENCHMARK_DAG_ID)
             approval = _budget_request(airflow, benchmark_runs[0]["dag_run_id"])
 
-            # Two more runs of the month at once (the DAG runs two months at a time):
-            # - under another priced judge and a budget of $0.001: asked, rejected, nothing sent;
+            # Five more runs of the month (the DAG runs two at a time, in the order they were made):
+            # - bob, a User-role account, under another priced judge with no budget of its own (null): the
+            #   operator's $1 still holds, so it is asked; bob cannot answer it; admin rejects it, nothing sent;
             # - under a third judge through its batch API (core metrics only): the sensor holds no slot
             #   between pokes; cleared while a batch runs (its state gone, as after a lost worker), it picks
-            #   the same batch up again: nothing submitted twice.
-            rejected_run = airflow.api("POST", f"/dags/{BENCHMARK_DAG_ID}/dagRuns", json={
-                "logical_date": None, "conf": {"month": MONTH, "judge": REJECTED_JUDGE, "budget_usd": 0.001}})
+            #   the same batch up again: nothing submitted twice;
+            # - bob again, asking for a budget of $1e9: capped at the operator's, asked, and nobody answers:
+            #   it times out, nothing sent;
+            # - approved over a budget of $0.001, and then the answers cost far more than predicted: stopped at
+            #   the approved total plus the margin mid-run, directly and through the batch API.
+            bob = airflow.as_user("bob")
+            rejected_run = bob.request("POST", f"/dags/{BENCHMARK_DAG_ID}/dagRuns", json={
+                "logical_date": None, "conf": {"month": MONTH, "judge": REJECTED_JUDGE, "budget_usd": None}})
             batch_run = airflow.api("POST", f"/dags/{BENCHMARK_DAG_ID}/dagRuns", json={
                 "logical_date": None, "conf": {"month": MONTH, "judge": BATCH_JUDGE, "judge_transport": "batch",
                                                "tracks": []}})["dag_run_id"]
-            rejected: list[str] = []
+            unanswered_run = bob.request("POST", f"/dags/{BENCHMARK_DAG_ID}/dagRuns", json={
+                "logical_date": None, "conf": {"month": MONTH, "judge": UNANSWERED_JUDGE, "budget_usd": 1e9}})
+            stopped_runs = {transport: airflow.api("POST", f"/dags/{BENCHMARK_DAG_ID}/dagRuns", json={
+                "logical_date": None, "conf": {"month": MONTH, "judge": judge, "judge_transport": transport,
+                                               "tracks": [], "budget_usd": 0.001}})["dag_run_id"]
+                for transport, judge in (("direct", DIRECT_STOP_JUDGE), ("batch", BATCH_STOP_JUDGE))}
+            later = Approvals(airflow, {rejected_run["dag_run_id"]: "Reject", unanswered_run["dag_run_id"]: None,
+                                        **dict.fromkeys(stopped_runs.values(), "Approve")})
             running = _first_running_batch(engine, 300)
             airflow.api("POST", f"/dags/{BENCHMARK_DAG_ID}/clearTaskInstances", json={
                 "dag_run_id": batch_run, "task_ids": ["judge_batches"], "only_failed": False, "dry_run": False,
                 "reset_dag_runs": False})
 
-            def rejecting_until_both_end() -> bool:
-                rejected.extend(_answer_budget(airflow, "Reject"))
+            def answering_until_all_end() -> bool:
+                later()
                 return _all_ended(airflow)
 
-            _wait(rejecting_until_both_end, airflow, 400, "the over-budget and the batch runs to end")
+            _wait(answering_until_all_end, airflow, 1500, "the five later runs to end")
+            stop_logs = {transport: airflow.failed_task_logs(BENCHMARK_DAG_ID, run_id, chars=20_000)
+                         for transport, run_id in stopped_runs.items()}
+            unanswered = _budget_request(airflow, unanswered_run["dag_run_id"])
+            states = {r["dag_run_id"]: r["state"] for r in _runs(airflow, BENCHMARK_DAG_ID)}
             batch_tasks = {t["task_id"]: t for t in airflow.task_instances(BENCHMARK_DAG_ID, batch_run)}
             batch_summary = _xcom(airflow, batch_run, "judge_batches", -1)
             batch_state = [r["state"] for r in _runs(airflow, BENCHMARK_DAG_ID) if r["dag_run_id"] == batch_run]
-            second = [r for r in _runs(airflow, BENCHMARK_DAG_ID) if r["dag_run_id"] == rejected_run["dag_run_id"]]
             second_tasks = {t["task_id"]: t["state"] for t in airflow.task_instances(
                 BENCHMARK_DAG_ID, rejected_run["dag_run_id"])}
             tasks = airflow.task_instances(BENCHMARK_DAG_ID, benchmark_runs[0]["dag_run_id"])
@@ -281,29 +341,69 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
     assert batch_tasks["judge_batches"]["try_number"] >= 2  # the clear made it start again from nothing
     assert batch_summary["reports_judged"] > 0, batch_summary
     with engine.connect() as conn:
-        batches = conn.execute(sa.text("SELECT provider_batch_id, state FROM llm_batches ORDER BY created_at")).all()
-        batched_calls = conn.execute(sa.text(
-            "SELECT count(*) FROM llm_calls WHERE transport = 'openai-batch' AND model = :m"),
-            {"m": BATCH_JUDGE}).scalar_one()
-    assert running in [b for b, _ in batches] and {s for _, s in batches} == {"collected"}
-    assert judge_stub.creates == len(batches) >= 2  # one create per batch: the resumed sensor made none again
-    assert len(judge_stub.lines_answered) == len(set(judge_stub.lines_answered)) == batched_calls
-    # The budget: asked once for the scheduled run (the stub judge has no price), approved, judged.
-    assert approved == [benchmark_runs[0]["dag_run_id"]]
-    assert approval["chosen_options"] == ["Approve"] and "has no price" in approval["body"]
-    assert "$100.00 budget cannot be checked" in approval["body"] and "| System | Calls | USD |" in approval["body"]
-    # The second run: asked, rejected; it failed in the approval, judged nothing, sent nothing, and says why.
-    assert rejected == [rejected_run["dag_run_id"]] and [r["state"] for r in second] == ["failed"]
+        batches = conn.execute(sa.text("SELECT provider_batch_id, state, model FROM llm_batches ORDER BY created_at")
+                               ).all()
+        batched = set(conn.execute(sa.text(
+            "SELECT request_hash FROM llm_calls WHERE transport = 'openai-batch' AND model = :m"),
+            {"m": BATCH_JUDGE}).scalars())
+    ours = [(b, state) for b, state, model in batches if model == BATCH_JUDGE]
+    assert running in [b for b, _ in ours] and {s for _, s in ours} == {"collected"}
+    assert judge_stub.creates == len(batches) and len(ours) >= 2  # one create per batch: none made again
+    assert len(judge_stub.lines_answered) == len(set(judge_stub.lines_answered))
+    assert batched <= set(judge_stub.lines_answered)
+    # The budget: asked for the scheduled run (the stub judge has no price: counted at the stated fallback),
+    # approved by admin, judged. bob (User role) could not answer any approval: he is not an approver.
+    assert first.answered == {benchmark_runs[0]["dag_run_id"]: "Approve"} and set(first.by_bob.values()) == {403}
+    assert approval["chosen_options"] == ["Approve"] and approval["responded_by_user"]["id"] == "admin"
+    assert "has no price, so the $1.00 budget cannot be checked at its own price" in approval["body"]
+    assert "counted at openai/stub-judge at openai's highest chat price in litellm's table" in approval["body"]
+    assert "| System | Calls | USD |" in approval["body"] and "Only admin may answer" in approval["body"]
+    assert approval["assigned_users"] == [{"id": "admin", "name": "admin"}]
+    assert later.by_bob == dict.fromkeys(later.by_bob, 403) and len(later.by_bob) == 4, later.by_bob
+    # The second run, bob's with no budget of its own: the operator's held; asked, rejected, nothing sent.
+    rows_by_run = {r["run_id"]: r for r in _benchmark_rows(engine)}
+    second = rows_by_run[rejected_run["dag_run_id"]]
+    assert later.answered[rejected_run["dag_run_id"]] == "Reject" and states[rejected_run["dag_run_id"]] == "failed"
     assert second_tasks["approve_budget"] == "failed" and second_tasks["finish"] == "failed"
     assert second_tasks["roll_up"] == "upstream_failed"
+    assert "failed: approve_budget; rejected by admin" in second["message"]
+    assert "over the $1.00 budget; nothing was sent" in second["message"]
+    # The fourth, bob's asking for $1e9: capped at the operator's $1, asked, unanswered: it timed out.
+    fourth = rows_by_run[unanswered_run["dag_run_id"]]
+    assert states[unanswered_run["dag_run_id"]] == "failed" and unanswered["chosen_options"] in (None, [])
+    assert "failed: approve_budget; nobody answered within 0:01:48" in fourth["message"], fourth["message"]
+    assert "over the $1.00 budget; nothing was sent" in fourth["message"]
     with engine.connect() as conn:
-        asked_rejected = conn.execute(sa.text("SELECT count(*) FROM llm_calls WHERE model = :m"),
-                                      {"m": REJECTED_JUDGE}).scalar_one()
-    assert asked_rejected == 0 and REJECTED_JUDGE.split("/")[1] not in judge_stub.models_asked
-    second_row = [r for r in _benchmark_rows(engine) if r["run_id"] == rejected_run["dag_run_id"]]
-    assert second_row and second_row[0]["state"] == "failed", second_row
-    assert "failed: approve_budget; rejected by" in second_row[0]["message"]
-    assert "over the $0.0010 budget; nothing was sent" in second_row[0]["message"]
+        asked = dict(conn.execute(sa.text("SELECT model, count(*) FROM llm_calls GROUP BY model")).all())
+    for refused in (REJECTED_JUDGE, UNANSWERED_JUDGE):
+        assert refused not in asked and refused.split("/")[1] not in judge_stub.models_asked
+    # The two approved runs whose answers cost far more than predicted: each stopped at the total approved
+    # (kept in the warehouse by the approval) plus the margin, mid-run; what passed it is the requests in
+    # flight when it was crossed (four judge tasks of 16 each, direct), and the second batch round was never sent.
+    with engine.connect() as conn:
+        approved_usd = dict(conn.execute(sa.text(
+            "SELECT judge_config, approved_usd::float8 FROM judging_estimates WHERE approved_by = 'admin'")).all())
+        pending = conn.execute(sa.text("SELECT count(*) FROM llm_batch_requests WHERE model = :m AND "
+                                       "state = 'pending'"), {"m": BATCH_STOP_JUDGE}).scalar_one()
+    for transport, judge in (("direct", DIRECT_STOP_JUDGE), ("batch", BATCH_STOP_JUDGE)):
+        run_id = stopped_runs[transport]
+        assert later.answered[run_id] == "Approve" and states[run_id] == "failed", (transport, states[run_id])
+        limit = approved_usd[f"llm:{judge}"] * (1 + MARGIN)
+        assert f"of ${limit:,.4f}" in stop_logs[transport] or f"of ${limit:,.2f}" in stop_logs[transport], limit
+        assert "stopped at $" in rows_by_run[run_id]["message"] or "stopped at $" in stop_logs[transport]
+        name = judge.split("/")[1]
+        per_call = (prices.batch_cost_usd if transport == "batch" else prices.cost_usd)(
+            None, judge, *judge_stub.usage_by_model[name])
+        paid = asked.get(judge, 0)
+        assert 0 < paid < len(batched) and limit < paid * per_call, (transport, paid, limit / per_call)
+    # Direct: past the limit by the requests in flight then at most (four tasks of 16, and one each).
+    assert (asked[DIRECT_STOP_JUDGE] - 4 * 16 - 4) * prices.cost_usd(
+        None, DIRECT_STOP_JUDGE, *judge_stub.usage_by_model["gpt-4.1-mini"]) <= approved_usd[
+        f"llm:{DIRECT_STOP_JUDGE}"] * (1 + MARGIN)
+    # Batch: the first round was submitted within the limit (predicted at the default tokens) and paid; the next
+    # was never submitted: one batch, its requests waiting.
+    assert "the next batch would cost about" in stop_logs["batch"] and pending > 0
+    assert sum(1 for *_, model in batches if model == BATCH_STOP_JUDGE) == 1
     # One run per DAG, both created by the scheduler for the same logical date, both green.
     assert [(r["run_type"], r["state"]) for r in release_runs] == [("scheduled", "success")]
     assert [(r["run_type"], r["state"]) for r in benchmark_runs] == [("scheduled", "success")], (
@@ -312,7 +412,7 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
     assert release_runs[0]["logical_date"] == benchmark_runs[0]["logical_date"]
     assert pinned == MONTH
     # The benchmark started before the release was published, waited for it, and no second run was started.
-    rows = [r for r in _benchmark_rows(engine) if r["run_id"] not in (rejected_run["dag_run_id"], batch_run)]
+    rows = [r for r in _benchmark_rows(engine) if r["run_type"] == "scheduled"]
     assert [(r["run_id"], r["state"]) for r in rows] == [(benchmark_runs[0]["dag_run_id"], "published")]
     with engine.connect() as conn:
         published_at = conn.execute(sa.text("SELECT published_at FROM releases WHERE release_id = :r"),
@@ -353,7 +453,9 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
     # At the connection limit: the LLM judge did the judging, three or four judge tasks ran at once (their
     # old pools could have opened 32 connections each against 40), no task attempt failed, and the
     # server never ran out (the sampler's own connection is the one more).
-    assert judged_by == [f"llm:{BATCH_JUDGE}", "llm:openai/stub-judge"] and judge_stub.chat_requests > 0
+    # (The two runs stopped by their budget stored what they judged before the stop.)
+    assert set(judged_by) - {f"llm:{DIRECT_STOP_JUDGE}", f"llm:{BATCH_STOP_JUDGE}"} == {
+        f"llm:{BATCH_JUDGE}", "llm:openai/stub-judge"} and judge_stub.chat_requests > 0
     assert _overlap(tasks, "judge") >= 3, {t["map_index"]: (t["start_date"], t["end_date"]) for t in tasks
                                            if t["task_id"] == "judge"}
     assert [(t["task_id"], t["try_number"]) for t in tasks if t["try_number"] > 1 or t["state"] == "failed"] == []

@@ -483,7 +483,10 @@ def test_a_month_over_its_budget_sends_nothing_and_a_run_past_it_stops_and_resum
 
         asked = estimate_for_month(engine, month, "openai/no-such-priced-model", 1000.0, systems=["extractive"],
                                    metrics=["relevance_rate"])
-        assert asked["needs_approval"] and "has no price" in asked["line"] and asked["approved_total_usd"] is None
+        assert asked["needs_approval"] and "has no price" in asked["line"]
+        # ... counted at the stated fallback price (its provider's dearest), which is what an approval allows.
+        assert "counted at openai/no-such-priced-model at openai's highest chat price" in asked["line"]
+        assert asked["approved_total_usd"] > 0 and asked["predicted_usd"] is None
         assert "| System | Calls | USD |" in asked["table"] and "| extractive |" in asked["table"]
         within = estimate_for_month(engine, month, model, 1000.0, systems=["extractive"], metrics=["relevance_rate"])
         assert not within["needs_approval"] and "within the $1,000.00 budget" in within["line"]

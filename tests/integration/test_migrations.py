@@ -124,7 +124,7 @@ def _snapshot(engine) -> dict[str, list[str]]:
             f"SELECT (to_jsonb(t) - 'quality_flags' - 'cited' - 'n_leaked_retrieved' - 'sample_rank' "
             f"- 'system_build' - 'system_build_detail' - 'local_judge' - 'board_version' - 'knowledge_cutoff' "
             f"- 'model_knowledge' - 'contamination' - 'request_hashes' - 'endpoint_revision' - 'transport' "
-            f"- 'registered_from' "
+            f"- 'registered_from' - 'billed_to' "
             f"{_RELEASE_VERSIONS if n == 'releases' else ''})::text FROM deepscholar.\"{n}\" t")).scalars().all())
             for n in names}
 

@@ -52,6 +52,7 @@ RELEASED = {
     "0036_score_versions": "7d68ea749855e33c7bc582bb1edfd6c009b86420c4ad2d9ccd962a06708000d4",
     "0037_system_registration": "7fa49a984d0392c23faabdc9a31e6906da4ab3921fe5a1831d7ad45e645221f1",
     "0038_batch_queues": "cac59e8732181421eee64ccd98f4fa1703e7b66d2616b8b17aaea2a2de1bb6a0",
+    "0039_spend_ledger": "75126ee96bc1dea6c532ce42aa0706bb7d16f7cbb7734315f19e131e0ffc76ae",
 }
 # The sha256 the pre-migration init_db recorded in schema_files for sql/001..004: the baseline is
 # exactly those files, so adopted warehouses match it.

@@ -1,12 +1,20 @@
-"""A month's judging within a budget (DEEPSCHOLAR_JUDGE_BUDGET_USD, `deepscholar evaluate --max-cost`).
+"""A month's judging within a budget (DEEPSCHOLAR_JUDGE_BUDGET_USD, `deepscholar evaluate --max-cost`), and its
+drift check's (a release's release-time judging has its own: release/steps.py, llm/spend.py `scope_limit`).
 
 Before any judge request, the work planned (jobs.plan_units: what is pending, reports of equal content
 once) is priced per system, metric and model (costs.predicted_unit_costs) and added to what the month has
-already cost under that judge (the audit trail). Within the budget, judging goes on; over it, or with a model
-whose price is unknown, it waits for an operator's approval (the CLI's `--yes`) and otherwise ends with one
-line saying what it would have cost, having sent nothing. While it runs, a SpendLimit (llm/spend.py) stops
-it once the month's actual spend passes the budget by DEEPSCHOLAR_JUDGE_BUDGET_MARGIN, or what the operator
-approved by that margin when they approved more than the budget.
+already cost under that judge (what was paid from its budget, costs.month_judge_paid). Within the budget,
+judging goes on; over it, or with a model whose price is unknown, it waits for an operator's approval (the
+CLI's `--yes`, the benchmark DAG's approval step) and otherwise ends with one line saying what it would have
+cost, having sent nothing. A model without a price is counted at a stated fallback (llm/prices.py
+`fallback_price_of`: its provider's highest chat price), in the estimate, the approval and the running count
+alike, so an approved unpriced judge has a limit too. While it runs, a SpendLimit (llm/spend.py) stops it
+once the month's spend passes the budget by DEEPSCHOLAR_JUDGE_BUDGET_MARGIN, or what the operator approved
+by that margin when they approved more than the budget.
+
+In the benchmark DAG the budget is the operator's: DEEPSCHOLAR_JUDGE_BUDGET_USD is a ceiling that a run's
+`budget_usd` param can lower but never raise or remove (`run_budget`), and what an approver approved is kept
+in the warehouse beside the run's estimate (judging_estimates), where the judge tasks read it.
 """
 
 from __future__ import annotations
@@ -18,16 +26,37 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.errors import OverBudget
-from deepscholar.evaluation.costs import month_judge_spend, predicted_unit_costs
+from deepscholar.evaluation.costs import (
+    month_judge_paid,
+    predicted_call_prices,
+    predicted_unit_costs,
+    unbilled_judge_spend,
+)
 from deepscholar.evaluation.judging.judges import JudgeSpec
-from deepscholar.llm.spend import SpendLimit, dollars
+from deepscholar.llm.spend import SpendLimit, dollars, scope_of
 from deepscholar.settings import current_settings
 
 __all__ = ["JudgingEstimate", "estimate_judging", "estimate_for_month", "check_before_judging", "limit_for",
-           "record_estimate"]
+           "record_estimate", "run_budget", "judging_scope", "run_estimate", "approve_estimate", "approved_total",
+           "drift_check_metrics", "drift_limit", "DRIFT_CHECK"]
 
 GO_ON = ("raise the budget (DEEPSCHOLAR_JUDGE_BUDGET_USD, or `deepscholar evaluate --max-cost`) and run again, "
          "or approve it (`--yes`)")
+DRIFT_CHECK = "(drift check)"  # the estimate's line of the month's drift check, in place of a system
+
+
+def run_budget(requested: float | None, ceiling: float | None = None) -> float | None:
+    """A run's budget: the operator's (`ceiling`, default DEEPSCHOLAR_JUDGE_BUDGET_USD), which the run's own
+    (`requested`: the DAG's `budget_usd` param) can lower but neither raise nor remove; None: no bound at all."""
+    ceiling = current_settings().judge_budget_usd if ceiling is None else ceiling
+    if requested is None or ceiling is None:
+        return ceiling if requested is None else requested
+    return min(float(requested), ceiling)
+
+
+def judging_scope(release_id: str, spec: JudgeSpec) -> str:
+    """The budget a month's judge requests under this judge are paid from (llm_calls.billed_to)."""
+    return scope_of("judging", release_id, spec.config_id)
 
 
 @dataclass(frozen=True)
@@ -36,7 +65,7 @@ class JudgingEstimate:
 
     release_id: str
     judge_config: str
-    lines: tuple[dict, ...]  # system_id, metric, model, reports, calls, cost_usd (None: no price)
+    lines: tuple[dict, ...]  # system_id, metric, model, reports, calls, cost_usd (None: no price), counted_usd
     spent_usd: float
     batch: bool = False  # priced at the batch API's rate
 
@@ -49,6 +78,11 @@ class JudgingEstimate:
         return sorted({line["model"] for line in self.lines if line["calls"] and line["cost_usd"] is None})
 
     @property
+    def pricing(self) -> list[str]:
+        """How the calls of each unpriced model are counted (its fallback price), one line per model."""
+        return sorted({line["pricing"] for line in self.lines if line.get("pricing")})
+
+    @property
     def cost_usd(self) -> float | None:
         """The predicted cost of the pending work; None when a model it needs has no price."""
         if self.unpriced_models:
@@ -56,21 +90,30 @@ class JudgingEstimate:
         return float(sum(line["cost_usd"] or 0.0 for line in self.lines))
 
     @property
-    def month_total_usd(self) -> float | None:
-        """The month's judging once this work is done: what is spent plus the prediction (None: unpriced).
-        What an approval of this estimate allows."""
-        return None if self.cost_usd is None else self.spent_usd + self.cost_usd
+    def counted_usd(self) -> float:
+        """The predicted cost as the budget counts it: unpriced models at their fallback price."""
+        return float(sum(line.get("counted_usd") or 0.0 for line in self.lines))
+
+    @property
+    def month_total_usd(self) -> float:
+        """The month's judging once this work is done, as the budget counts it: what is spent plus the
+        prediction. What an approval of this estimate allows (plus the margin)."""
+        return self.spent_usd + self.counted_usd
 
     def verdict(self, budget_usd: float | None) -> tuple[bool, str]:
         """(whether it needs an operator's approval, one line saying why or why not)."""
         what = (f"judging {self.release_id} under {self.judge_config}: {self.calls:,.0f} calls predicted"
                 + (" (through the batch API, at its price)" if self.batch else ""))
         spent = f" ({dollars(self.spent_usd)} already spent this month)" if self.spent_usd else ""
+        counted = (f"; counted at {'; '.join(self.pricing)}: {dollars(self.counted_usd)}" if self.pricing else "")
         if budget_usd is None:
-            return False, f"{what}, {dollars(self.cost_usd) if self.cost_usd is not None else 'unknown'}{spent}; no budget set"
+            cost = dollars(self.cost_usd) if self.cost_usd is not None else "unknown"
+            return False, f"{what}, {cost}{spent}; no budget set{counted}"
         if self.cost_usd is None:
             return True, (f"{what}{spent}, at a cost nobody can predict: {', '.join(self.unpriced_models)} "
-                          f"has no price, so the {dollars(budget_usd)} budget cannot be checked")
+                          f"has no price, so the {dollars(budget_usd)} budget cannot be checked at its own "
+                          f"price{counted}, a month of {dollars(self.month_total_usd)} that an approval allows "
+                          f"(plus the {current_settings().judge_budget_margin:.0%} margin)")
         if self.spent_usd + self.cost_usd > budget_usd:
             return True, f"{what}, {dollars(self.cost_usd)}{spent}: over the {dollars(budget_usd)} budget"
         return False, f"{what}, {dollars(self.cost_usd)}{spent}: within the {dollars(budget_usd)} budget"
@@ -98,13 +141,22 @@ class JudgingEstimate:
 
 
 def estimate_judging(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeSpec, *,
-                     batch: bool = False) -> JudgingEstimate:
+                     batch: bool = False, extra_lines: Sequence[dict] = ()) -> JudgingEstimate:
     """The estimate of the planned units (jobs.plan_units) and the month's spend so far under this judge
-    (`batch`: judged through the provider's batch API, at its price)."""
+    (`batch`: judged through the provider's batch API, at its price; `extra_lines`: more predicted work of
+    the month's budget, e.g. its drift check)."""
     with engine.connect() as conn:
         lines = predicted_unit_costs(conn, spec, units, batch=batch)
-    return JudgingEstimate(release_id, spec.config_id, tuple(lines),
-                           month_judge_spend(engine, release_id, spec.config_id), batch)
+    return JudgingEstimate(release_id, spec.config_id, (*lines, *extra_lines),
+                           month_judge_paid(engine, release_id, spec.config_id).counted_usd, batch)
+
+
+def _month_spend(engine: Engine, release_id: str, judge_config: str):
+    """The month's spend as a limit re-reads it: the stored judgments' unbilled requests read once (they do
+    not change while judging runs), the billed answers at every read."""
+    with engine.connect() as conn:
+        unbilled = unbilled_judge_spend(conn, release_id, judge_config)
+    return lambda: month_judge_paid(engine, release_id, judge_config, unbilled=unbilled).counted_usd
 
 
 def limit_for(engine: Engine, release_id: str, spec: JudgeSpec, budget_usd: float | None, *,
@@ -116,20 +168,51 @@ def limit_for(engine: Engine, release_id: str, spec: JudgeSpec, budget_usd: floa
     margin = current_settings().judge_budget_margin if margin is None else margin
     allowed = max(budget_usd, approved_usd or 0.0)
     return SpendLimit(allowed * (1 + margin), f"judging {release_id} under {spec.config_id}",
-                      audited=lambda: month_judge_spend(engine, release_id, spec.config_id),
-                      how_to_go_on=f"; {GO_ON}")
+                      audited=_month_spend(engine, release_id, spec.config_id), refresh_seconds=5.0,
+                      how_to_go_on=f"; {GO_ON}", scope=judging_scope(release_id, spec))
+
+
+def drift_check_metrics(metrics: Sequence[str] | None) -> list[str] | None:
+    """The metrics a run's drift check asks about: the run's that a drift check can ask about; None (every
+    annotatable metric) when the run names none of them."""
+    from deepscholar.evaluation.judge_validation.annotation_units import annotatable_metric_names
+
+    names = [m for m in metrics or () if m in annotatable_metric_names()]
+    return names or None
+
+
+def _drift_check_lines(engine: Engine, spec: JudgeSpec, metrics: Sequence[str] | None) -> list[dict]:
+    """The month's drift check as estimate lines: per metric, its slice's questions (the stored slice's, else
+    DEEPSCHOLAR_CALIBRATION_ITEMS, the most a slice drawn later holds) at one call's predicted price."""
+    from deepscholar.evaluation.judge_validation.annotation_units import annotatable_metric_names
+
+    if spec.is_local:
+        return []
+    with engine.connect() as conn:
+        stored: dict[str, int] = dict(conn.execute(sa.text("""
+            SELECT metric, count(DISTINCT (report_id, item_key)) FROM calibration_items WHERE judge_config = :j
+            GROUP BY metric"""), {"j": spec.config_id}).all())
+        lines = []
+        for name in drift_check_metrics(metrics) or annotatable_metric_names():
+            calls = float(stored.get(name) or current_settings().calibration_items)
+            listed, counted, pricing = predicted_call_prices(conn, spec, name)
+            lines.append({"system_id": DRIFT_CHECK, "metric": name, "model": spec.model_for(name), "reports": 0,
+                          "calls": calls, "cost_usd": None if listed is None else calls * listed,
+                          "counted_usd": calls * counted, "pricing": pricing})
+    return lines
 
 
 def estimate_for_month(engine: Engine, release_id: str, judge: str | JudgeSpec, budget_usd: float | None, *,
                        systems: Sequence[str] | None = None, metrics: Sequence[str] | None = None,
                        tracks: Sequence[str] | None = None, batch: bool = False,
-                       run_id: str | None = None) -> dict:
-    """What the benchmark DAG's approval step reads (an XCom: plain values): whether judging the month's
-    pending work (planned as the run's judge jobs are: jobs.plan_units with the same selection) needs an
-    operator's approval, the one line saying why, the estimate by system, metric and model, and the month's
-    total an approval allows (spent + predicted; None when a price is unknown). `batch`: the run judges
-    through the provider's batch API, priced at its rate. `run_id`: the estimate is kept as that run's
-    (judging_estimates), for predicted against actual."""
+                       run_id: str | None = None, drift_check: bool = False) -> dict:
+    """What the benchmark DAG's approval step reads: whether judging the month's pending work (planned as
+    the run's judge jobs are: jobs.plan_units with the same selection; with `drift_check`, the month's drift
+    check too) needs an operator's approval, the one line saying why, the estimate by system, metric and model,
+    and the month's total an approval allows (spent + predicted, unpriced models at their fallback price).
+    `batch`: the run judges through the provider's batch API, priced at its rate. `run_id`: the estimate is
+    kept as that run's (judging_estimates): what its approval shows and records, and what predicted against
+    actual reads."""
     from deepscholar.evaluation.judging.jobs import plan_units
 
     spec = JudgeSpec.of(judge)
@@ -138,31 +221,73 @@ def estimate_for_month(engine: Engine, release_id: str, judge: str | JudgeSpec, 
                 "line": f"judging {release_id} under {spec.config_id}: the local judge costs nothing", "table": "",
                 "budget_usd": budget_usd, "predicted_usd": 0.0, "spent_usd": 0.0, "approved_total_usd": None}
     units = plan_units(engine, release_id, systems or None, metrics or None, spec, tracks=tracks)
-    estimate = estimate_judging(engine, release_id, units, spec, batch=batch)
+    extra = _drift_check_lines(engine, spec, metrics) if drift_check else []
+    estimate = estimate_judging(engine, release_id, units, spec, batch=batch, extra_lines=extra)
     needs, line = estimate.verdict(budget_usd)
     if run_id is not None:
         record_estimate(engine, estimate, run_id, budget_usd)
     return {"release_id": release_id, "needs_approval": needs, "line": line, "table": estimate.table(),
             "budget_usd": budget_usd,
             "predicted_usd": estimate.cost_usd, "spent_usd": estimate.spent_usd,
-            "approved_total_usd": estimate.month_total_usd}
+            "approved_total_usd": estimate.month_total_usd, "pricing": estimate.pricing}
 
 
 def record_estimate(engine: Engine, estimate: JudgingEstimate, run_id: str, budget_usd: float | None) -> None:
     """Keep what a run predicted before judging (judging_estimates; the page and `deepscholar cost` set it
-    beside what the month then cost). A retried estimate of the same run replaces its row."""
+    beside what the month then cost, and the DAG's approval shows and records it). A retried estimate of the
+    same run replaces its row, and any approval of the one before: an approval is of what it showed."""
+    needs, line = estimate.verdict(budget_usd)
     with engine.begin() as conn:
         conn.execute(sa.text("""
             INSERT INTO judging_estimates (release_id, judge_config, run_id, transport, predicted_calls,
-                                           predicted_usd, spent_before_usd, budget_usd, needs_approval)
-            VALUES (:r, :j, :run, :t, :calls, :usd, :spent, :budget, :needs)
+                                           predicted_usd, spent_before_usd, budget_usd, needs_approval,
+                                           month_total_usd, pricing, detail)
+            VALUES (:r, :j, :run, :t, :calls, :usd, :spent, :budget, :needs, :total, :pricing, :detail)
             ON CONFLICT (release_id, judge_config, run_id) DO UPDATE SET transport = EXCLUDED.transport,
                 predicted_calls = EXCLUDED.predicted_calls, predicted_usd = EXCLUDED.predicted_usd,
                 spent_before_usd = EXCLUDED.spent_before_usd, budget_usd = EXCLUDED.budget_usd,
-                needs_approval = EXCLUDED.needs_approval, estimated_at = now()"""),
+                needs_approval = EXCLUDED.needs_approval, month_total_usd = EXCLUDED.month_total_usd,
+                pricing = EXCLUDED.pricing, detail = EXCLUDED.detail, approved_usd = NULL, approved_by = NULL,
+                approved_at = NULL, estimated_at = now()"""),
             {"r": estimate.release_id, "j": estimate.judge_config, "run": run_id,
              "t": "batch" if estimate.batch else "direct", "calls": estimate.calls, "usd": estimate.cost_usd,
-             "spent": estimate.spent_usd, "budget": budget_usd, "needs": estimate.verdict(budget_usd)[0]})
+             "spent": estimate.spent_usd, "budget": budget_usd, "needs": needs,
+             "total": estimate.month_total_usd, "pricing": "; ".join(estimate.pricing) or None,
+             "detail": f"{line}\n\n{estimate.table()}"})
+
+
+def run_estimate(engine: Engine, run_id: str) -> dict | None:
+    """A run's latest estimate as kept (judging_estimates): release_id, judge_config, needs_approval, detail
+    (the line and the table), month_total_usd, the approval's columns. None: the run kept none (the local
+    judge)."""
+    with engine.connect() as conn:
+        row = conn.execute(sa.text("""
+            SELECT release_id, judge_config, run_id, needs_approval, detail, month_total_usd::float8 AS month_total_usd,
+                   budget_usd::float8 AS budget_usd, approved_usd::float8 AS approved_usd, approved_by, approved_at
+            FROM judging_estimates WHERE run_id = :run ORDER BY estimated_at DESC LIMIT 1"""),
+            {"run": run_id}).mappings().first()
+    return dict(row) if row else None
+
+
+def approve_estimate(engine: Engine, estimate: dict, approved_by: str) -> float:
+    """Record that `approved_by` approved a run's estimate (run_estimate's row): the month's total it allows."""
+    with engine.begin() as conn:
+        conn.execute(sa.text("""
+            UPDATE judging_estimates SET approved_usd = month_total_usd, approved_by = :who, approved_at = now()
+            WHERE release_id = :r AND judge_config = :j AND run_id = :run"""),
+            {"who": approved_by, "r": estimate["release_id"], "j": estimate["judge_config"], "run": estimate["run_id"]})
+    return float(estimate["month_total_usd"] or 0.0)
+
+
+def approved_total(engine: Engine, release_id: str, judge_config: str, run_id: str | None = None) -> float | None:
+    """The month's total an operator approved for this run (judging_estimates), or with no run the latest one
+    approved for the month under this judge; None when nothing was approved."""
+    with engine.connect() as conn:
+        return conn.execute(sa.text("""
+            SELECT approved_usd::float8 FROM judging_estimates
+            WHERE release_id = :r AND judge_config = :j AND approved_usd IS NOT NULL
+              AND (CAST(:run AS text) IS NULL OR run_id = :run)
+            ORDER BY approved_at DESC LIMIT 1"""), {"r": release_id, "j": judge_config, "run": run_id}).scalar()
 
 
 def check_before_judging(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeSpec,
@@ -182,3 +307,35 @@ def check_before_judging(engine: Engine, release_id: str, units: Sequence[dict],
                          f"{spec.config_id.removeprefix('llm:')}` itemises it): {GO_ON}")
     return estimate, limit_for(engine, release_id, spec, budget_usd,
                                approved_usd=estimate.month_total_usd if approve else None)
+
+
+def drift_limit(engine: Engine, release_id: str, spec: JudgeSpec, predicted_usd: float, *,
+                budget_usd: float | None, approved_usd: float | None) -> tuple[SpendLimit | None, str | None]:
+    """(the running limit of the month's drift check, or why it is refused before sending anything). The
+    check is paid from the month's judging budget (`budget_usd`, or the month's total approved when more) and
+    bounded by DEEPSCHOLAR_CALIBRATION_MAX_COST_USD besides: its prediction must fit both, and while it runs it
+    stops once the month's spend passes either by the margin. None, None: no bound at all."""
+    if spec.is_local:  # offline and free
+        return None, None
+    settings = current_settings()
+    bound, margin = settings.calibration_max_cost_usd, settings.judge_budget_margin
+    what = f"judge drift check of {release_id} under {spec.config_id}"
+    audited = _month_spend(engine, release_id, spec.config_id)
+    spent = audited()
+    limits = []
+    if bound is not None:
+        if predicted_usd > bound:
+            return None, (f"{what} refused: the predicted cost {dollars(predicted_usd)} is over the bound "
+                          f"DEEPSCHOLAR_CALIBRATION_MAX_COST_USD={bound:g}")
+        limits.append(spent + bound * (1 + margin))
+    if budget_usd is not None:
+        allowed = max(budget_usd, approved_usd or 0.0)
+        if spent + predicted_usd > allowed:
+            return None, (f"{what} refused: the month has spent {dollars(spent)} of its {dollars(allowed)} budget "
+                          f"and the check would cost {dollars(predicted_usd)} more")
+        limits.append(allowed * (1 + margin))
+    if not limits:
+        return None, None
+    return SpendLimit(min(limits), what, audited=audited, refresh_seconds=5.0,
+                      scope=scope_of("drift", release_id, spec.config_id)), None
+

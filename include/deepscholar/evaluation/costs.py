@@ -22,12 +22,15 @@ from sqlalchemy.engine import Engine
 from deepscholar import db
 from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.evaluation.metrics import registry
-from deepscholar.llm.prices import batch_price_of, price_of
+from deepscholar.llm.prices import batch_price_of, budget_price_of, price_of
+from deepscholar.llm.spend import PAID_COLUMNS, Paid, count_paid, paid_usd, scope_of
 from deepscholar.settings import current_settings
 
 __all__ = ["judge_cost_summary", "format_cost_summary", "predicted_judge_cost", "predicted_call_cost", "usd_text",
            "predicted_unit_costs", "month_judge_spend", "month_requests", "predicted_pending_batch_cost",
-           "store_month_spend", "judging_spend", "month_cost_rows", "requests_stamp", "kept_month_requests"]
+           "store_month_spend", "judging_spend", "month_cost_rows", "requests_stamp", "kept_month_requests",
+           "month_judge_paid", "judging_scopes", "predicted_batch_costs", "predicted_call_prices",
+           "unbilled_judge_spend", "budget_spend", "format_budgets"]
 
 
 TOKEN_SAMPLE_CALLS = 5000  # a metric's tokens per call are measured over at most this many audited calls
@@ -49,47 +52,67 @@ def _tokens_per_call(conn: sa.Connection, purpose: str, model: str) -> tuple[flo
 
 
 def _per_call_prediction(conn: sa.Connection, spec: JudgeSpec, name: str, *, batch: bool = False
-                         ) -> tuple[float, float, float, int, float | None]:
+                         ) -> tuple[float, float, float, int, float | None, float, str | None]:
     """(calls per report, prompt tokens, completion tokens, how many audited calls those are over, USD per
-    call or None when the model has no price) of one metric under one judge; `batch`: at the batch price."""
+    call or None when the model has no price, USD per call as a budget counts it (an unpriced model at its
+    fallback price, prices.budget_price_of), how the fallback was chosen or None) of one metric under one
+    judge; `batch`: at the batch price."""
     from deepscholar.evaluation.metrics.registry import get
 
     metric = get(name)
     purpose = getattr(metric, "purpose", None)
     if spec.is_local or purpose is None or float(getattr(metric, "calls_per_report", 1.0)) == 0.0:
-        return 0.0, 0.0, 0.0, 0, 0.0
+        return 0.0, 0.0, 0.0, 0, 0.0, 0.0, None
     model = spec.model_for(name)
     prompt, completion, basis = _tokens_per_call(conn, purpose, model)
     budget = getattr(metric, "fixed_answer_budget", None)  # no answer is longer than its budget (LLMClient.ask)
     completion = min(completion, budget) if budget else completion
     price = batch_price_of(model) if batch else price_of(model)
+    counted = budget_price_of(model, batch=batch)
     return (float(getattr(metric, "calls_per_report", 1.0)), prompt, completion, basis,
-            None if price is None else prompt * price[0] + completion * price[1])
+            None if price is None else prompt * price[0] + completion * price[1],
+            prompt * counted[0] + completion * counted[1], None if counted[2] is None else f"{model} at {counted[2]}")
+
+
+def predicted_batch_costs(conn: sa.Connection, release_id: str, judge_config: str, state: str = "pending"
+                          ) -> tuple[dict[str | None, float], int]:
+    """({batch key (None while pending): USD}, requests of unpriced models) that the month's requests under
+    this judge config (its batch queue; another month's are not counted) in `state` should cost at the batch
+    price, unpriced models counted at their fallback: per (model, purpose), their number × the tokens one
+    such call took in the audit trail (else the configured defaults). What the batch transport's budget check
+    adds to the month's spend before it submits (pending) and while its batches run (submitted)."""
+    costs: dict[str | None, float] = {}
+    unpriced = 0
+    for key, model, purpose, n in conn.execute(sa.text("""
+            SELECT CASE WHEN :state = 'pending' THEN NULL ELSE batch_key END, model, coalesce(purpose, ''),
+                   count(*) FROM llm_batch_requests
+            WHERE release_id = :r AND judge_config = :j AND state = :state
+            GROUP BY 1, 2, 3"""), {"state": state, "r": release_id, "j": judge_config}).all():
+        per_prompt, per_completion, fallback = budget_price_of(model, batch=True)
+        unpriced += n if fallback else 0
+        prompt, completion, _ = _tokens_per_call(conn, purpose, model)
+        costs[key] = costs.get(key, 0.0) + n * (prompt * per_prompt + completion * per_completion)
+    return costs, unpriced
 
 
 def predicted_pending_batch_cost(conn: sa.Connection, release_id: str, judge_config: str) -> tuple[float, int]:
     """(USD, requests of unpriced models) that the month's requests under this judge config waiting for their
-    next batch (its batch queue) should cost at the batch price: per (model, purpose), their number × the
-    tokens one such call took in the audit trail (else the configured defaults). What the batch transport's
-    budget check adds to the month's spend before it submits."""
-    total, unpriced = 0.0, 0
-    for model, purpose, n in conn.execute(sa.text("""
-            SELECT model, coalesce(purpose, ''), count(*) FROM llm_batch_requests
-            WHERE release_id = :r AND judge_config = :j AND state = 'pending'
-            GROUP BY 1, 2"""), {"r": release_id, "j": judge_config}).all():
-        price = batch_price_of(model)
-        if price is None:
-            unpriced += n
-            continue
-        prompt, completion, _ = _tokens_per_call(conn, purpose, model)
-        total += n * (prompt * price[0] + completion * price[1])
-    return total, unpriced
+    next batch (its batch queue) should cost (predicted_batch_costs of the pending ones)."""
+    costs, unpriced = predicted_batch_costs(conn, release_id, judge_config)
+    return sum(costs.values()), unpriced
 
 
 def predicted_call_cost(conn: sa.Connection, spec: JudgeSpec, name: str) -> float | None:
     """USD that one judge call of this metric should take (0 for the local judge; None when the model has no
     price): what a fixed number of questions costs, e.g. the drift check's calibration slice."""
     return _per_call_prediction(conn, spec, name)[4]
+
+
+def predicted_call_prices(conn: sa.Connection, spec: JudgeSpec, name: str) -> tuple[float | None, float, str | None]:
+    """(predicted_call_cost, the same as a budget counts it: an unpriced model at its fallback price, how
+    that fallback was chosen or None)."""
+    prediction = _per_call_prediction(conn, spec, name)
+    return prediction[4], prediction[5], prediction[6]
 
 
 def predicted_judge_cost(conn: sa.Connection, spec: JudgeSpec, metrics: Sequence[str],
@@ -99,7 +122,7 @@ def predicted_judge_cost(conn: sa.Connection, spec: JudgeSpec, metrics: Sequence
     calls = 0.0
     cost: float | None = 0.0
     for name in metrics:
-        per_report, _, _, _, per_call = _per_call_prediction(conn, spec, name)
+        per_report, _, _, _, per_call, _, _ = _per_call_prediction(conn, spec, name)
         calls += per_report * n_reports
         if per_report and n_reports:
             cost = None if cost is None or per_call is None else cost + per_report * n_reports * per_call
@@ -110,21 +133,23 @@ def predicted_unit_costs(conn: sa.Connection, spec: JudgeSpec, units: Sequence[d
                          batch: bool = False) -> list[dict]:
     """Per planned unit (jobs.plan_units: a metric and a system, with its `distinct` pending reports): the
     calls and USD judging it should take (USD None when the model has no price; `batch`: at the batch
-    price). Reports already judged are not pending, and reports of equal content are judged once, so what
+    price), what a budget counts for them (`counted_usd`: an unpriced model at its fallback price, said in
+    `pricing`). Reports already judged are not pending, and reports of equal content are judged once, so what
     the cache will answer is left out."""
-    per_metric: dict[str, tuple[float, float | None]] = {}
+    per_metric: dict[str, tuple] = {}
     out = []
     for unit in units:
         name = unit["metric"]
         if name not in per_metric:
-            per_report, _, _, _, per_call = _per_call_prediction(conn, spec, name, batch=batch)
-            per_metric[name] = (per_report, per_call)
-        per_report, per_call = per_metric[name]
+            per_report, _, _, _, per_call, counted, pricing = _per_call_prediction(conn, spec, name, batch=batch)
+            per_metric[name] = (per_report, per_call, counted, pricing)
+        per_report, per_call, counted, pricing = per_metric[name]
         reports = int(unit.get("distinct", unit.get("pending", 0)))
         calls = per_report * reports
         out.append({"system_id": unit["system_id"], "metric": name, "model": spec.model_for(name),
                     "reports": reports, "calls": calls,
-                    "cost_usd": 0.0 if calls == 0 else (None if per_call is None else calls * per_call)})
+                    "cost_usd": 0.0 if calls == 0 else (None if per_call is None else calls * per_call),
+                    "counted_usd": calls * counted, "pricing": pricing if calls else None})
     return out
 
 
@@ -140,15 +165,36 @@ _ASKED_SQL = """
     WHERE r.release_id = :r AND (CAST(:s AS text[]) IS NULL OR r.system_id = ANY(:s))"""
 
 
-def month_judge_spend(engine: Engine, release_id: str, judge_config: str) -> float:
-    """What a month's judging under one judge has cost so far by the audit trail (its stored judgments'
-    distinct requests; unpriced ones count 0)."""
+def judging_scopes(release_id: str, judge_config: str) -> list[str]:
+    """The budgets a month's judging under one judge is paid from: its judge requests and its drift check."""
+    return [scope_of("judging", release_id, judge_config), scope_of("drift", release_id, judge_config)]
+
+
+def unbilled_judge_spend(conn: sa.Connection, release_id: str, judge_config: str) -> Paid:
+    """What the month's stored judgments' requests cost that no budget was billed for (llm_calls.billed_to
+    NULL: answers written before migration 0039, or outside any budget): counted as the month's too."""
+    return count_paid(conn.execute(sa.text(f"""
+        {PAID_COLUMNS}
+        FROM (SELECT DISTINCT a.request_hash FROM ({_ASKED_SQL}) a) d
+        CROSS JOIN LATERAL (SELECT c.model, c.provider_model, c.transport, c.cost_usd, c.prompt_tokens,
+                                   c.completion_tokens, c.billed_to
+                            FROM llm_calls c WHERE c.request_hash = d.request_hash OFFSET 0) c
+        WHERE c.billed_to IS NULL GROUP BY 1, 2, 3"""), {"r": release_id, "j": judge_config, "s": None}))
+
+
+def month_judge_paid(engine: Engine, release_id: str, judge_config: str, *, unbilled: Paid | None = None) -> Paid:
+    """What a month's judging under one judge has paid so far: every answer billed to its judging or its drift
+    check (whether or not a judgment names it: an earlier round, a chunk cut short), and the stored judgments'
+    unbilled requests (`unbilled`, when the caller read them already: they do not change while it runs)."""
     with engine.connect() as conn:
-        return float(conn.execute(sa.text(f"""
-            SELECT coalesce(sum(c.cost_usd), 0)
-            FROM (SELECT DISTINCT a.request_hash FROM ({_ASKED_SQL}) a) d
-            CROSS JOIN LATERAL (SELECT c.cost_usd FROM llm_calls c WHERE c.request_hash = d.request_hash OFFSET 0) c"""),
-            {"r": release_id, "j": judge_config, "s": None}).scalar_one())
+        billed = paid_usd(conn, judging_scopes(release_id, judge_config))
+        return billed + (unbilled if unbilled is not None else unbilled_judge_spend(conn, release_id, judge_config))
+
+
+def month_judge_spend(engine: Engine, release_id: str, judge_config: str) -> float:
+    """What a month's judging under one judge has cost so far, as its budget counts it (month_judge_paid:
+    unpriced calls at their fallback price)."""
+    return month_judge_paid(engine, release_id, judge_config).counted_usd
 
 
 # One pass over the month's requests, counted three ways: per metric, per transport (a request counts once
@@ -359,7 +405,7 @@ def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: 
                  else kept_month_requests(conn, release_id, spec.config_id))
         for name in names:
             model = spec.model_for(name)
-            per_report, prompt, completion, basis, per_call = _per_call_prediction(conn, spec, name)
+            per_report, prompt, completion, basis, per_call, _, _ = _per_call_prediction(conn, spec, name)
             predicted_calls = per_report * n_queries * len(judged_systems)
             actual = asked["metrics"].get(name, {"requests": 0, "prompt_tokens": None, "completion_tokens": None,
                                                  "cost_usd": None})
@@ -377,6 +423,7 @@ def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: 
                         if not systems or r["system_id"] in systems]
         month = asked["month"]
         stored = judging_spend(conn, release_id, spec.config_id)
+        budgets = budget_spend(conn, release_id, spec.config_id)
 
     def total(key: str) -> float | None:
         values = [r[key] for r in rows]
@@ -391,7 +438,45 @@ def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: 
             "actual_cost_usd": 0.0 if month["requests"] == 0 else month["cost_usd"],
             "transports": asked["transports"], "batch_saving_usd": asked["batch_saving_usd"],
             "estimate_before_judging": stored["estimate"] if stored else None,
-            "per_system": systems_rows}
+            "per_system": systems_rows, "budgets": budgets}
+
+
+def budget_spend(conn: sa.Connection, release_id: str, judge_config: str) -> dict:
+    """What was paid from each budget of the month (llm_calls.billed_to, unpriced calls at their fallback
+    price: llm/spend.py), beside the budget: its judging under this judge (DEEPSCHOLAR_JUDGE_BUDGET_USD, and
+    the total an approver approved), its drift check (paid from the same budget, bounded by
+    DEEPSCHOLAR_CALIBRATION_MAX_COST_USD besides) and its release-time judging
+    (DEEPSCHOLAR_RELEASE_JUDGE_BUDGET_USD). Answers stored before migration 0039 were billed to none."""
+    settings = current_settings()
+    approval = conn.execute(sa.text("""
+        SELECT run_id, approved_usd::float8 AS approved_usd, approved_by, approved_at FROM judging_estimates
+        WHERE release_id = :r AND judge_config = :j AND approved_usd IS NOT NULL ORDER BY approved_at DESC LIMIT 1"""),
+        {"r": release_id, "j": judge_config}).mappings().first()
+    paid = {stage: paid_usd(conn, [scope_of(stage, release_id, None if stage == "release" else judge_config)])
+            for stage in ("judging", "drift", "release")}
+    return {"judging": {"counted_usd": paid["judging"].counted_usd, "budget_usd": settings.judge_budget_usd,
+                        "approved": dict(approval) if approval else None},
+            "drift": {"counted_usd": paid["drift"].counted_usd, "bound_usd": settings.calibration_max_cost_usd},
+            "release": {"counted_usd": paid["release"].counted_usd, "budget_usd": settings.release_judge_budget_usd},
+            "unpriced_calls": sum(p.unpriced_calls for p in paid.values()),
+            "pricing": sorted({n for p in paid.values() for n in p.pricing})}
+
+
+def format_budgets(budgets: dict) -> str:
+    """`deepscholar cost`'s lines on the month's budgets: what each paid, beside its bound."""
+    usd = functools.partial(usd_text, unknown="no bound")
+    judging, drift, release = budgets["judging"], budgets["drift"], budgets["release"]
+    approved = judging["approved"]
+    lines = [f"Paid from the month's judging budget ({usd(judging['budget_usd'])}"
+             + (f"; {usd(approved['approved_usd'])} approved by {approved['approved_by']} for run "
+                f"{approved['run_id']}" if approved else "")
+             + f"): judging {usd(judging['counted_usd'])}, its drift check {usd(drift['counted_usd'])} "
+             f"(a bound of its own: {usd(drift['bound_usd'])}). Release-time judging: {usd(release['counted_usd'])} "
+             f"of {usd(release['budget_usd'])}."]
+    if budgets["unpriced_calls"]:
+        lines.append(f"{budgets['unpriced_calls']} calls without a price were counted at "
+                     + "; ".join(budgets["pricing"]) + ".")
+    return "\n".join(lines)
 
 
 def usd_text(x: float | None, *, decimals: int = 4, unknown: str = "unknown", grouped: bool = True) -> str:
@@ -436,6 +521,8 @@ def format_cost_summary(summary: dict) -> str:
                      f"{before['estimated_at']:%Y-%m-%d %H:%M} UTC): {before['predicted_calls']:,.0f} more calls, "
                      f"a month of {usd(predicted)}" + (f" with the {usd(spent)} spent before" if spent else "")
                      + f"; the month then cost {usd(actual)}{ratio}.")
+    if summary.get("budgets"):
+        lines.append(format_budgets(summary["budgets"]))
     if summary["per_system"]:
         lines.append("")
         lines.append(tabulate([[s["system_id"], s["gen_prompt_tokens"], s["gen_completion_tokens"],

@@ -274,7 +274,7 @@ def _store_answers(conn: sa.Connection, key: str, chunk: list[LineOutcome], answ
     if not chunk:
         return
     requests = {r.request_hash: r for r in conn.execute(sa.text("""
-        SELECT request_hash, model, api_base, purpose, request FROM llm_batch_requests
+        SELECT request_hash, model, api_base, purpose, request, billed_to FROM llm_batch_requests
         WHERE batch_key = :k AND request_hash = ANY(:h)"""), {"k": key, "h": [o.custom_id for o in chunk]})}
     calls = []
     for outcome in chunk:
@@ -299,13 +299,14 @@ def _store_answers(conn: sa.Connection, key: str, chunk: list[LineOutcome], answ
 
 
 def _call_of(member, body: dict) -> cache.CachedCall:
-    """The llm_calls row the direct path would have written for this answer, at the batch price."""
+    """The llm_calls row the direct path would have written for this answer, at the batch price, billed to
+    the budget its request was recorded for."""
     usage = body.get("usage") or {}
     return cache.call_from_body(
         member.request_hash, member.request, member.model, member.api_base, member.purpose, body,
         cost_usd=prices.batch_cost_usd(body.get("model"), member.model, usage.get("prompt_tokens"),
                                        usage.get("completion_tokens")),
-        latency_ms=None, transport=TRANSPORT)
+        latency_ms=None, transport=TRANSPORT, billed_to=member.billed_to)
 
 
 def _mark(conn: sa.Connection, key: str, answered: set[str], retried: list[str], failed: list[str],

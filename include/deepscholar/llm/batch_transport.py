@@ -14,7 +14,10 @@ a deferrable task can run apart, each holding no worker while the provider works
   every answered line becomes an llm_calls row (same hash, same parsed usage, cost at the batch price,
   transport 'openai-batch'), every errored, malformed or unanswered request goes back to pending, or is
   marked failed after DEEPSCHOLAR_BATCH_MAX_ATTEMPTS submissions (the judgment needing it is then stored
-  unscored with the error).
+  unscored with the error);
+- `cancel_batches`: ask the provider to cancel submitted batches (a budget they would pass); what they
+  answered before is collected and billed as any batch's answers (`PendingRequest.billed_to`, copied to the
+  answer's llm_calls row), the rest goes back to pending.
 
 Then the judge runs again and finds the answers in the cache (evaluation/judging/batch_rounds.py).
 
@@ -50,7 +53,8 @@ from deepscholar.llm.openai_compatible import PREFIX, request_body
 from deepscholar.settings import current_settings
 
 __all__ = ["PROVIDER", "TRANSPORT", "METADATA_KEY", "BatchQueue", "PendingRequest", "record_request", "jsonl_line",
-           "plan_batches", "submit_pending", "poll_batches", "batch_status", "supports", "default_api"]
+           "plan_batches", "submit_pending", "poll_batches", "batch_status", "supports", "default_api",
+           "cancel_batches"]
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +101,7 @@ class PendingRequest:
     api_base: str | None
     purpose: str | None
     request: dict  # cache.canonical_request: what the hash was computed from
+    billed_to: str | None = None  # the budget its answer is paid from (llm/spend.py), copied to its llm_calls row
 
 
 # --- recording requests (the judge's side) ------------------------------------------------------------
@@ -108,13 +113,14 @@ class PendingRequest:
 _RECORD = sa.text("""
     WITH given AS (
         SELECT * FROM jsonb_to_recordset(CAST(:rows AS jsonb))
-            AS x(request_hash text, model text, api_base text, purpose text, request jsonb)),
+            AS x(request_hash text, model text, api_base text, purpose text, request jsonb, billed_to text)),
     written AS (
         INSERT INTO llm_batch_requests AS q (release_id, judge_config, request_hash, model, api_base, purpose,
-                                             request, run_id)
-        SELECT :release_id, :judge_config, request_hash, model, api_base, purpose, request, :run_id FROM given
+                                             request, run_id, billed_to)
+        SELECT :release_id, :judge_config, request_hash, model, api_base, purpose, request, :run_id, billed_to
+        FROM given
         ON CONFLICT (release_id, judge_config, request_hash) DO UPDATE SET state = 'pending', attempts = 0,
-            last_error = NULL, run_id = excluded.run_id, updated_at = now()
+            last_error = NULL, run_id = excluded.run_id, billed_to = excluded.billed_to, updated_at = now()
         WHERE q.state = 'done' OR (q.state = 'failed' AND q.run_id IS DISTINCT FROM excluded.run_id)
         RETURNING q.request_hash, q.state, q.attempts, q.last_error)
     SELECT request_hash, state, attempts, last_error FROM written
@@ -130,7 +136,8 @@ _recorders: dict[tuple[int, BatchQueue], tuple[Engine, cache.Coalescer]] = {}
 def _record_many(engine: Engine, queue: BatchQueue, requests: list[PendingRequest]
                  ) -> list[tuple[str, int, str | None]]:
     rows = {r.request_hash: {"request_hash": r.request_hash, "model": r.model, "api_base": r.api_base,
-                             "purpose": r.purpose, "request": r.request} for r in requests}
+                             "purpose": r.purpose, "request": r.request, "billed_to": r.billed_to}
+            for r in requests}
     with engine.begin() as conn:
         found = {h: (s, a, e) for h, s, a, e in conn.execute(
             _RECORD, {"rows": json.dumps(list(rows.values())), "run_id": queue.run_id, **queue.key})}
@@ -331,11 +338,31 @@ def poll_batches(engine: Engine, queue: BatchQueue, *, api: Api = default_api) -
                 UPDATE llm_batches SET provider_status = :status, output_file_id = :out, error_file_id = :err,
                     state = CASE WHEN :ended THEN 'ended' ELSE state END,
                     finished_at = CASE WHEN :ended THEN coalesce(finished_at, now()) END,
-                    last_error = :error
+                    last_error = coalesce(:error, last_error)
                 WHERE batch_key = :k AND state = 'submitted'"""),
                 {"status": status, "out": batch.get("output_file_id"), "err": batch.get("error_file_id"),
                  "ended": ended, "k": key, "error": _batch_error(batch)})
     return batch_status(engine, queue)
+
+
+def cancel_batches(engine: Engine, keys: Sequence[str], reason: str, *, api: Api = default_api) -> list[str]:
+    """Ask the provider to cancel these submitted batches (a budget they would pass); the provider's ids of
+    those asked now (one already cancelling is not asked again). The next polls see them end (`cancelled`);
+    batch_results.collect_results then stores what they answered before the cancel (paid for) and puts the
+    rest back to pending, as for an expired batch. `reason` is kept as the batch's last error."""
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("""
+            SELECT batch_key, api_base, provider_batch_id FROM llm_batches
+            WHERE batch_key = ANY(:k) AND state = 'submitted'
+              AND coalesce(provider_status, '') NOT IN ('cancelling', 'cancelled')
+            ORDER BY batch_key"""), {"k": list(keys)}).all()
+    cancelled = []
+    for key, api_base, batch_id in rows:
+        batch = api(api_base).cancel(batch_id)
+        _update(engine, key, provider_status=batch.get("status"), last_error=reason)
+        log.warning("batch %s (%s) cancelled: %s", key, batch_id, reason)
+        cancelled.append(batch_id)
+    return cancelled
 
 
 def _malformed_batch(batch: dict) -> str | None:

@@ -1,12 +1,13 @@
 """OpenAI's Files and Batches API, as far as judging through batches needs it (llm/batch_transport.py).
 
 upload a JSONL file (POST /files, purpose=batch, multipart), create a batch of it (POST /batches), find a
-batch by our metadata (GET /batches, paged), retrieve one (GET /batches/{id}) and download its output and
-error files (GET /files/{id}/content). Every answer is read through http_guard.bounded_request: bounded in
-time and size before it is read whole (anything but a file a few megabytes); a file is streamed to a local
-file the caller reads line by line (up to DEEPSCHOLAR_BATCH_MAX_BYTES, within a deadline that grows with
-that cap, so a large file at a fair rate is never cut). The listing is bounded too: at most MAX_LIST_PAGES
-pages, a page repeated by the provider ends it, and so does a batch older than the one looked for.
+batch by our metadata (GET /batches, paged), retrieve one (GET /batches/{id}), cancel one (POST
+/batches/{id}/cancel) and download its output and error files (GET /files/{id}/content). Every answer is
+read through http_guard.bounded_request: bounded in time and size before it is read whole (anything but a
+file a few megabytes); a file is streamed to a local file the caller reads line by line (up to
+DEEPSCHOLAR_BATCH_MAX_BYTES, within a deadline that grows with that cap, so a large file at a fair rate is
+never cut). The listing is bounded too: at most MAX_LIST_PAGES pages, a page repeated by the provider ends
+it, and so does a batch older than the one looked for.
 
 Failures: no answer, a 429 or a 5xx is the provider's (InfrastructureError: the step fails and is retried
 later); another 4xx is a request the provider refuses (BatchAPIError, with its message), which a retry
@@ -131,6 +132,11 @@ class OpenAIBatches:
 
     def retrieve(self, batch_id: str) -> dict:
         return self._json("GET", f"batches/{batch_id}")
+
+    def cancel(self, batch_id: str) -> dict:
+        """Ask the provider to stop a batch (POST /batches/{id}/cancel): it becomes `cancelling`, then
+        `cancelled`; the requests it answered before are in its output file, and are billed."""
+        return self._json("POST", f"batches/{batch_id}/cancel")
 
     def find(self, key: str, value: str, *, since: float | None = None) -> dict | None:
         """The batch whose metadata has `key` = `value`, if any (the newest; a batch not ended first),

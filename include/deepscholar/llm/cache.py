@@ -89,10 +89,13 @@ class CachedCall:
     # None: sent one by one at the list price; else the batch API that answered it, at its batch price
     # (llm/batch_transport.py), so the audit trail says why its cost is what it is.
     transport: str | None = None
+    # The budget it was paid from (llm/spend.py scope_of), whether or not a judgment ever names it.
+    billed_to: str | None = None
 
 
 def call_from_body(key: str, request: dict, model: str, api_base: str | None, purpose: str | None, body: dict, *,
-                   cost_usd: float | None, latency_ms: float | None, transport: str | None = None) -> CachedCall:
+                   cost_usd: float | None, latency_ms: float | None, transport: str | None = None,
+                   billed_to: str | None = None) -> CachedCall:
     """The llm_calls row of a chat completion's response body: built here alike for an answer sent one by
     one (llm/client.py) and one read from a batch's output file (llm/batch_transport.py)."""
     usage = body.get("usage") or {}
@@ -112,6 +115,7 @@ def call_from_body(key: str, request: dict, model: str, api_base: str | None, pu
         cost_usd=cost_usd,
         latency_ms=latency_ms,
         transport=transport,
+        billed_to=billed_to,
     )
 
 

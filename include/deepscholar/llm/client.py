@@ -348,8 +348,9 @@ class LLMClient:
             if is_transient_error(exc):  # the provider is down or throttling us past our retries
                 raise InfrastructureError(self.service, exc) from exc
             raise
+        row = dataclasses.replace(row, billed_to=spend.current_scope())  # who paid: the block's budget
         cache.store(self.engine, row)
-        spend.record(row.cost_usd)
+        spend.record(row)
         self._recent.put(key, dataclasses.replace(row, request={}))
         return row, False
 
@@ -363,7 +364,7 @@ class LLMClient:
 
             assert self.batch is not None
             known = batch_transport.record_request(self.engine, self.batch, batch_transport.PendingRequest(
-                key, self.model, self.api_base, purpose, request))
+                key, self.model, self.api_base, purpose, request, billed_to=spend.current_scope()))
             with self._batch_lock:
                 self._batch_states[key] = known
         state, attempts, error = known

@@ -6,6 +6,12 @@ same JSON file litellm itself reads with LITELLM_LOCAL_MODEL_COST_MAP=True, foun
 package, so both paths price a model identically for the token counts a judge call has (litellm also
 knows tiered prices above 128k/200k prompt tokens and per-request fees, which no judge prompt reaches;
 those models are priced at their base rate here). A model the table does not know has no price: None.
+
+A budget still has to count such a model's calls: `fallback_price_of` is the price it counts them at, stated
+wherever it is used (the estimate, the approval, `deepscholar cost`): the highest chat price of the model's
+provider in the same table (OpenAI's for a provider it does not know), prompt and completion apart.
+`counted_cost_usd` is what a budget counts for one answer: its own cost when known, else its tokens (the
+prediction's default tokens when the answer reports none) at the model's price, or the fallback.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["batch_cost_usd", "batch_price_of", "cost_usd", "litellm_cost", "litellm_module", "price_of"]
+__all__ = ["batch_cost_usd", "batch_price_of", "budget_price_of", "cost_usd", "counted_cost_usd", "fallback_price_of",
+           "litellm_cost", "litellm_module", "price_of"]
 
 BATCH_DISCOUNT = 0.5  # OpenAI's (and Anthropic's) batch APIs charge half the list price
 
@@ -91,6 +98,58 @@ def batch_cost_usd(served: str | None, requested: str, prompt_tokens: int | None
     if price is None:
         return None
     return prompt_tokens * price[0] + completion_tokens * price[1]
+
+
+FALLBACK_PROVIDER = "openai"  # how a provider the table has no chat price of is priced (and a bare model name)
+# If litellm's table is missing altogether: about the dearest chat prices it lists (USD per token).
+NO_TABLE_FALLBACK = (3e-05, 7.5e-05)
+
+
+@functools.lru_cache(maxsize=64)
+def fallback_price_of(name: str) -> tuple[float, float, str]:
+    """(USD per prompt token, per completion token, how they were chosen) that a budget counts a call of a model
+    without a price at: the highest chat prices of its provider (the name's prefix) in litellm's table, prompt
+    and completion apart; a provider the table has no chat price of is priced as OpenAI's."""
+    provider = name.split("/", 1)[0] if "/" in name else FALLBACK_PROVIDER
+    chat = [e for e in _table().values() if isinstance(e, dict) and e.get("mode") == "chat"
+            and e.get("input_cost_per_token") is not None]
+    for who in (provider, FALLBACK_PROVIDER):
+        own = [e for e in chat if e.get("litellm_provider") == who]
+        if own:
+            prompt = max(float(e["input_cost_per_token"]) for e in own)
+            completion = max(float(e.get("output_cost_per_token") or 0.0) for e in own)
+            return prompt, completion, (f"{who}'s highest chat price in litellm's table (${prompt * 1e6:,.2f} / "
+                                        f"${completion * 1e6:,.2f} per million prompt / completion tokens)")
+    prompt, completion = NO_TABLE_FALLBACK
+    return prompt, completion, (f"${prompt * 1e6:,.2f} / ${completion * 1e6:,.2f} per million prompt / completion "
+                                "tokens (litellm's price table is not installed)")
+
+
+def budget_price_of(name: str, *, batch: bool = False) -> tuple[float, float, str | None]:
+    """(USD per prompt token, per completion token, None or how a missing price was replaced): the price a
+    budget predicts and counts a call of this model at: its own (at the batch price with `batch`), else
+    fallback_price_of (not discounted: the provider's batch price of an unknown model is unknown too)."""
+    price = batch_price_of(name) if batch else price_of(name)
+    if price is not None:
+        return price[0], price[1], None
+    return fallback_price_of(name)
+
+
+def counted_cost_usd(cost: float | None, served: str | None, requested: str, prompt_tokens: int | None,
+                     completion_tokens: int | None, *, batch: bool = False) -> float:
+    """What a budget counts for one answer: its cost when known; else its tokens (the prediction's default
+    tokens, DEEPSCHOLAR_COST_PROMPT_TOKENS / _COMPLETION_TOKENS, for an answer reporting none) at the served or
+    requested model's price, or at the fallback price."""
+    if cost is not None:
+        return cost
+    from deepscholar.settings import current_settings
+
+    settings = current_settings()
+    prompt = settings.cost_prompt_tokens if prompt_tokens is None else prompt_tokens
+    completion = settings.cost_completion_tokens if completion_tokens is None else completion_tokens
+    served_price = (batch_price_of(served) if batch else price_of(served)) if served else None
+    per_prompt, per_completion = served_price or budget_price_of(requested, batch=batch)[:2]
+    return prompt * per_prompt + completion * per_completion
 
 
 def litellm_module():

@@ -22,13 +22,13 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from deepscholar.release import discovery, extraction, labelling
+from deepscholar.release import discovery, extraction, labelling, track_artefacts
 from deepscholar.release.candidates import release_counts
 from deepscholar.release.context import ReleaseContext, open_release
 from deepscholar.release.licences import fetch_licences
 from deepscholar.release.shards import Shard, run_sharded
 from deepscholar.release.spec import ReleaseSpec
-from deepscholar.release.track_artefacts import artefact_tracks, build_track_artefacts, enrich_release
+from deepscholar.release.track_artefacts import artefact_tracks
 from deepscholar.release.versions import refuse_sealed
 from deepscholar.settings import Settings
 
@@ -66,12 +66,32 @@ def _guarded(step: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+def _budgeted(step: Callable[..., Any]) -> Callable[..., Any]:
+    """A step that asks the release judge, paid from the release's budget: every answer is billed to the
+    release (llm/spend.py scope `release/<id>`), and the step stops (OverBudget, what it stored so far kept)
+    once they pass DEEPSCHOLAR_RELEASE_JUDGE_BUDGET_USD (no margin: nothing predicted here can be wrong; at most
+    the requests in flight pass it). The local judge costs nothing: no limit."""
+    @functools.wraps(step)
+    def run(ctx: ReleaseContext, *args, **kwargs):
+        from deepscholar.llm.spend import billing, scope_limit, scope_of, spend_limit
+
+        scope = scope_of("release", ctx.release_id)
+        budget = None if ctx.spec.judge == "local" else ctx.settings.release_judge_budget_usd
+        limit = scope_limit(ctx.engine, scope, budget, f"release-time judging of {ctx.release_id} under {ctx.spec.judge}",
+                            "; raise DEEPSCHOLAR_RELEASE_JUDGE_BUDGET_USD and run the step again")
+        with billing(scope), spend_limit(limit):
+            return step(ctx, *args, **kwargs)
+    return run
+
+
 search_candidates = _guarded(discovery.search_candidates)
 filter_candidates = _guarded(discovery.filter_candidates)
 extract_exemplars = _guarded(extraction.extract_exemplars)
 finish_extraction = _guarded(extraction.finish_extraction)
-label_importance = _guarded(labelling.label_importance)
-nuggetize_exemplars = _guarded(labelling.nuggetize_exemplars)
+label_importance = _guarded(_budgeted(labelling.label_importance))
+nuggetize_exemplars = _guarded(_budgeted(labelling.nuggetize_exemplars))
+build_track_artefacts = _budgeted(track_artefacts.build_track_artefacts)
+enrich_release = _budgeted(track_artefacts.enrich_release)
 
 
 # --- 6. resolve references ------------------------------------------------------------------------------

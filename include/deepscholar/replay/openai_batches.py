@@ -7,11 +7,14 @@ request's cache key) and can be compared byte for byte.
 What judging through batches needs of it (llm/batches.py): upload a JSONL file (POST /v1/files, multipart,
 purpose=batch), create a batch (POST /v1/batches), list batches (GET /v1/batches, newest first, paged by
 `after`), retrieve one (GET /v1/batches/{id}), download its output and error files
-(GET /v1/files/{id}/content). A batch stays `in_progress` for `delay` seconds after its creation, then is
-answered when next retrieved: each line's body goes to `answer(body)` (the same answer functions the chat
-completions stubs take), and its output line carries a chat completion as a provider sends it: JSONL split
-on "\n" only, non-ASCII text unescaped (U+2028 and U+2029 included, as JSON allows). Every request body it
-is asked, one by one or as a batch's line, is kept in `bodies` (what a test reads to see what was sent).
+(GET /v1/files/{id}/content), cancel one (POST /v1/batches/{id}/cancel: `cancelling`, then `cancelled` when
+next retrieved, having answered the share of its lines its time so far allowed, which are billed; the rest
+are in its error file as `batch_cancelled`). A batch stays `in_progress` for `delay` seconds after its
+creation, then is answered when next retrieved: each line's body goes to `answer(body)` (the same answer
+functions the chat completions stubs take), and its output line carries a chat completion as a provider
+sends it: JSONL split on "\n" only, non-ASCII text unescaped (U+2028 and U+2029 included, as JSON allows).
+Every request body it is asked, one by one or as a batch's line, is kept in `bodies` (what a test reads to
+see what was sent). A model can be billed its own tokens (`usage_by_model`).
 
 Injected failures, for tests of the transport's recovery:
 - `fail_lines`: the next that many request lines answered are errors (a 500 line in the error file);
@@ -93,6 +96,7 @@ class BatchStub(ThreadedServer):
         self.delay = delay
         self.chat_delay = 0.0  # seconds each request sent one by one takes (to make concurrency observable)
         self.usage = usage
+        self.usage_by_model: dict[str, tuple[int, int]] = {}  # a model's own (prompt, completion) tokens
         self.model_suffix = model_suffix
         self.fail_lines = 0
         self.fail_if: Callable[[dict], bool] | None = None
@@ -107,6 +111,7 @@ class BatchStub(ThreadedServer):
         self.files: dict[str, dict] = {}
         self.batches: dict[str, dict] = {}
         self.creates = 0  # create requests received (lost ones too)
+        self.cancels = 0  # cancel requests received
         self.chat_requests = 0  # requests sent one by one (POST /v1/chat/completions)
         self.lines_answered: list[str] = []  # custom ids, in the order their lines were processed
         self.models_asked: set[str] = set()  # every model named by a request, sent one by one or in a batch
@@ -168,6 +173,8 @@ class BatchStub(ThreadedServer):
             return self._create(request)
         if parts == ["batches"] and request.method == "GET":
             return self._list(request)
+        if len(parts) == 3 and parts[0] == "batches" and parts[2] == "cancel" and request.method == "POST":
+            return self._cancel(parts[1])
         if len(parts) == 2 and parts[0] == "batches" and request.method == "GET":
             with self._lock:
                 batch = self.batches.get(parts[1])
@@ -234,13 +241,30 @@ class BatchStub(ThreadedServer):
                       "first_id": page[0]["id"] if page else None, "last_id": page[-1]["id"] if page else None,
                       "has_more": len(ordered) > limit})
 
+    def _cancel(self, batch_id: str) -> Response:
+        with self._lock:
+            self.cancels += 1
+            batch = self.batches.get(batch_id)
+            if batch is None:
+                return _error(404, f"no batch {batch_id}")
+            if batch["status"] == "in_progress":
+                # The lines its time so far allowed are answered (and billed), the rest never will be.
+                share = 1.0 if not self.delay else min(1.0, 1 - (batch["_ready"] - time.monotonic()) / self.delay)
+                batch["_answered_before_cancel"] = int(len(batch["_lines"]) * max(0.0, share))
+                batch["status"] = "cancelling"
+            return _json(_public(batch))
+
     def _advance(self, batch: dict) -> None:
-        """A running batch past its delay ends now (under the lock)."""
-        if batch["status"] != "in_progress" or time.monotonic() < batch["_ready"]:
+        """A running batch past its delay ends now, a cancelled one when next retrieved (under the lock)."""
+        cancelling = batch["status"] == "cancelling"
+        if not cancelling and (batch["status"] != "in_progress" or time.monotonic() < batch["_ready"]):
             return
         out: list[dict | bytes] = []
         err: list[dict | bytes] = []
-        if self.expire_batches > 0:
+        if cancelling:
+            batch["status"] = "cancelled"
+            self._answer_cancelled(batch, out, err)
+        elif self.expire_batches > 0:
             self.expire_batches -= 1
             batch["status"] = "expired"
             for line in batch["_lines"]:
@@ -274,6 +298,20 @@ class BatchStub(ThreadedServer):
                 self.files[file_id] = {"content": content, "purpose": "batch_output", "filename": f"{kind}.jsonl"}
                 batch[kind] = file_id
 
+    def _answer_cancelled(self, batch: dict, out: list[dict | bytes], err: list[dict | bytes]) -> None:
+        """A cancelled batch's lines: those its time before the cancel allowed answered, the rest cancelled."""
+        answered = batch["_answered_before_cancel"]
+        for n, line in enumerate(batch["_lines"]):
+            if n < answered:
+                self.lines_answered.append(line["custom_id"])
+                out.append({"id": f"batch_req_{next(self._ids)}", "custom_id": line["custom_id"],
+                            "response": {"status_code": 200, "request_id": f"req_{next(self._ids)}",
+                                         "body": self._completion(line["body"])}, "error": None})
+            else:
+                err.append({"id": f"batch_req_{next(self._ids)}", "custom_id": line["custom_id"],
+                            "response": None, "error": {"code": "batch_cancelled",
+                                                        "message": "The batch was cancelled."}})
+
     def _completion(self, body: dict) -> dict:
         with self._lock:
             self.models_asked.add(str(body.get("model")))
@@ -284,7 +322,7 @@ class BatchStub(ThreadedServer):
                 self.errors.append(exc)
             answer = f"stub answer function failed: {exc}"
         message = answer if isinstance(answer, dict) else {"role": "assistant", "content": str(answer)}
-        prompt_tokens, completion_tokens = self.usage
+        prompt_tokens, completion_tokens = self.usage_by_model.get(str(body.get("model")), self.usage)
         return {"id": f"chatcmpl-{next(self._ids)}", "object": "chat.completion", "created": CREATED,
                 "model": f"{body['model']}{self.model_suffix}",
                 "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],

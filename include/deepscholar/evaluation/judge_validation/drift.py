@@ -11,8 +11,11 @@ since the judge's previous checked month, trips the alarm: the board's Great Exp
 (leaderboard_quality, `no_judge_drift`) then refuses to publish it, naming the metric and the drop.
 
 The slice is drawn once per (judge config, metric) and stored (calibration_items); the check of a month is
-stored per (release, judge config, metric) in judge_drift_checks. Its cost is predicted before anything is
-sent and bounded by DEEPSCHOLAR_CALIBRATION_MAX_COST_USD: over it, the month's check is refused, not paid.
+stored per (release, judge config, metric) in judge_drift_checks. It is paid from the month's judging budget
+(evaluation/budget.py `drift_limit`: its answers are billed to the month, the benchmark run's estimate
+includes it) and bounded by DEEPSCHOLAR_CALIBRATION_MAX_COST_USD besides: predicted over either (an unpriced
+model at its fallback price), the month's check is refused, not paid; past either while it runs (by the
+budget margin), it stops, and the metrics it had not checked are stored as refused, saying so.
 """
 
 from __future__ import annotations
@@ -28,8 +31,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar import db
-from deepscholar.errors import NotFound
-from deepscholar.evaluation.costs import predicted_call_cost, usd_text
+from deepscholar.errors import NotFound, OverBudget
+from deepscholar.evaluation.costs import predicted_call_prices, usd_text
 from deepscholar.evaluation.judge_validation import rater_agreement
 from deepscholar.evaluation.judge_validation.annotation_units import (
     annotatable_metric,
@@ -37,6 +40,7 @@ from deepscholar.evaluation.judge_validation.annotation_units import (
     judged_units,
 )
 from deepscholar.evaluation.judging.judges import JudgeSpec
+from deepscholar.llm.spend import SpendLimit, billing, scope_of, spend_limit
 from deepscholar.settings import Settings, current_settings
 
 __all__ = ["SliceItem", "MetricDrift", "DriftCheck", "calibration_slice", "check_drift",
@@ -315,45 +319,55 @@ def _metric_names(metrics: Sequence[str] | None) -> list[str]:
 def check_drift(engine: Engine, release_id: str, judge: str | JudgeSpec = "local", *,
                 metrics: Sequence[str] | None = None, api_base: str | None = None, api_key: str | None = None,
                 concurrency: int | None = None, settings: Settings | None = None,
-                say: Callable[[str], None] = log.info) -> DriftCheck:
+                say: Callable[[str], None] = log.info, budget_usd: float | None = None,
+                approved_usd: float | None = None) -> DriftCheck:
     """Re-judge every annotatable metric's calibration slice (or `metrics`') with the judge for month
     `release_id`, bypassing the cache, and store each metric's agreement and verdict (judge_drift_checks).
 
-    `say` gets the predicted cost before anything is sent and the actual cost after. A check over the cost
-    bound is refused: stored as refused (a checked row of the month is kept), nothing sent. The local judge
-    is checked too: offline and free, it still shows a change of its model or code."""
+    `say` gets the predicted cost before anything is sent and the actual cost after. The check is paid from
+    the month's judging budget (`budget_usd`: DEEPSCHOLAR_JUDGE_BUDGET_USD, which it may lower; `approved_usd`:
+    the month's approved total, default the latest approved) and bounded by the calibration cost bound
+    besides (budget.drift_limit). Predicted over either, it is refused: stored as refused (a checked row of the
+    month is kept), nothing sent; stopped by either while it runs, the metrics not checked yet are stored as
+    refused. The local judge is checked too: offline and free, it still shows a change of its model or code."""
     settings = settings or current_settings()
     spec = JudgeSpec.of(judge)
     _require_release(engine, release_id)
 
     slices, results = _calibration_slices(engine, _metric_names(metrics), spec, settings)
-    predicted, total = _predicted_costs(engine, spec, slices)
+    predicted, total, counted = _predicted_costs(engine, spec, slices)
     say(f"judge drift check of {release_id} under {spec.config_id}: {sum(map(len, slices.values()))} calibration "
         f"items of {', '.join(slices) or 'no metric'}, {sum(_questions(i) for i in slices.values())} judge calls, "
-        f"predicted cost {_money(total)}")
-    bound = settings.calibration_max_cost_usd
-    if slices and bound is not None and (total is None or total > bound):
-        why = ("the judge's price is unknown" if total is None else f"the predicted cost {_money(total)} is over")
-        refused = (f"judge drift check of {release_id} under {spec.config_id} refused: {why} the bound "
-                   f"DEEPSCHOLAR_CALIBRATION_MAX_COST_USD={bound:g}; nothing was sent (raise the bound, or set it to "
-                   "none, to run it)")
+        f"predicted cost {_money(total)}" + ("" if total is not None else f" ({_money(counted)} at the fallback "
+                                              "price of an unpriced model)"))
+    limit, refused = (None, None)
+    if slices:  # nothing to check is nothing to pay for
+        limit, refused = _drift_limit(engine, release_id, spec, counted, budget_usd, approved_usd)
+    if refused:
+        refused += "; nothing was sent (raise the bound or the month's budget to run it)"
         say(refused)
-        results += [_new_drift(settings, name, "refused", refused, reference_kind=items[0].reference_kind,
-                               n_items=len(items), predicted_cost_usd=predicted[name])
-                    for name, items in slices.items()]
+        results += _refused(settings, slices, predicted, refused)
         _store(engine, release_id, spec.config_id, results)
         return DriftCheck(release_id, spec.config_id, results, total, refused)
 
     clients = spec.clients_for(engine, slices, api_base=api_base or settings.judge_api_base, api_key=api_key,
                                concurrency=concurrency or settings.judge_concurrency, cache_salt=f"drift:{release_id}")
-    for name, items in slices.items():
-        client = clients.get(spec.model_for(name))  # None for the local judge
-        d = _check_metric(engine, release_id, spec, name, annotatable_metric(name), items, client, predicted[name],
-                          settings)
-        (log.warning if d.tripped else log.info)("%s (%s, %s)", d.message, release_id, spec.config_id)
-        results.append(d)
+    with billing(scope_of("drift", release_id, spec.config_id)), spend_limit(limit):
+        for name, items in slices.items():
+            client = clients.get(spec.model_for(name))  # None for the local judge
+            try:
+                d = _check_metric(engine, release_id, spec, name, annotatable_metric(name), items, client,
+                                  predicted[name], settings)
+            except OverBudget as exc:  # the metrics not checked yet are refused, the checked ones kept
+                refused = f"{exc}"
+                say(refused)
+                results += _refused(settings, {n: i for n, i in slices.items() if n not in {r.metric for r in results}},
+                                    predicted, refused)
+                break
+            (log.warning if d.tripped else log.info)("%s (%s, %s)", d.message, release_id, spec.config_id)
+            results.append(d)
     _store(engine, release_id, spec.config_id, results)
-    check = DriftCheck(release_id, spec.config_id, results, total)
+    check = DriftCheck(release_id, spec.config_id, results, total, refused)
     say(f"judge drift check of {release_id} under {spec.config_id}: {sum(d.requests for d in results)} requests, "
         f"actual cost {_money(check.cost_usd)} (predicted {_money(total)}); {check.summary}")
     return check
@@ -381,17 +395,35 @@ def _calibration_slices(engine: Engine, names: Sequence[str], spec: JudgeSpec,
     return slices, skipped
 
 
-def _predicted_costs(engine: Engine, spec: JudgeSpec,
-                     slices: Mapping[str, list[SliceItem]]) -> tuple[dict[str, float | None], float | None]:
-    """The predicted cost per metric's slice (None: the judge's price is unknown) and their total (None when
-    any is unknown): said, and held against the cost bound, before anything is sent."""
+def _predicted_costs(engine: Engine, spec: JudgeSpec, slices: Mapping[str, list[SliceItem]]
+                     ) -> tuple[dict[str, float | None], float | None, float]:
+    """The predicted cost per metric's slice (None: the judge's price is unknown), their total (None when
+    any is unknown), and the total as a budget counts it (an unpriced model at its fallback price): said, and
+    held against the bounds, before anything is sent."""
     predicted: dict[str, float | None] = {}
+    counted = 0.0
     with engine.connect() as conn:
         for name, items in slices.items():
-            per_call = predicted_call_cost(conn, spec, name)
+            per_call, per_call_counted, _ = predicted_call_prices(conn, spec, name)
             predicted[name] = None if per_call is None else per_call * _questions(items)
+            counted += per_call_counted * _questions(items)
     known = [p for p in predicted.values() if p is not None]
-    return predicted, None if len(known) < len(predicted) else sum(known)
+    return predicted, None if len(known) < len(predicted) else sum(known), counted
+
+
+def _drift_limit(engine: Engine, release_id: str, spec: JudgeSpec, counted: float, budget_usd: float | None,
+                 approved_usd: float | None) -> tuple[SpendLimit | None, str | None]:
+    """budget.drift_limit with the month's budget (the operator's ceiling) and its latest approval by default."""
+    from deepscholar.evaluation.budget import approved_total, drift_limit, run_budget
+
+    approved = approved_total(engine, release_id, spec.config_id) if approved_usd is None else approved_usd
+    return drift_limit(engine, release_id, spec, counted, budget_usd=run_budget(budget_usd), approved_usd=approved)
+
+
+def _refused(settings: Settings, slices: Mapping[str, list[SliceItem]], predicted: Mapping[str, float | None],
+             message: str) -> list[MetricDrift]:
+    return [_new_drift(settings, name, "refused", message, reference_kind=items[0].reference_kind,
+                       n_items=len(items), predicted_cost_usd=predicted[name]) for name, items in slices.items()]
 
 
 def _check_metric(engine: Engine, release_id: str, spec: JudgeSpec, name: str, metric, items: list[SliceItem],
@@ -463,8 +495,12 @@ def format_drift(check: DriftCheck) -> str:
 
 
 def check_month(engine: Engine, release_id: str, judge: str, metrics: Sequence[str] | None = None,
-                say: Callable[[str], None] = log.info) -> DriftCheck:
+                say: Callable[[str], None] = log.info, *, budget_usd: float | None = None,
+                approved_usd: float | None = None) -> DriftCheck:
     """The benchmark DAG's check: the run's metrics that a drift check can ask about (all of them when the
-    run names none; a run restricted to judge-free metrics checks every annotatable one)."""
-    names = [m for m in metrics or () if m in annotatable_metric_names()]
-    return check_drift(engine, release_id, judge, metrics=names or None, say=say)
+    run names none; a run restricted to judge-free metrics checks every annotatable one), within the run's
+    budget and approval."""
+    from deepscholar.evaluation.budget import drift_check_metrics
+
+    return check_drift(engine, release_id, judge, metrics=drift_check_metrics(metrics), say=say,
+                       budget_usd=budget_usd, approved_usd=approved_usd)

@@ -16,14 +16,20 @@ between pokes the task holds no worker slot while the provider works. Every step
 upserts, the batch rows in the warehouse): a retried, cleared or restarted task resumes the same batches.
 
 The queue: a month judged under one judge config has its own (batch_transport.BatchQueue), and every step
-here works on that one only: it submits, waits for and collects its own requests, never another month's.
-A step knows its run (`run_id`: the Airflow run, or one `judge_by_batches` call): a request that failed for
-good fails that run's items, and a later run asks it again.
+here works on that one only: it submits, waits for, cancels and collects its own requests, never another
+month's. A step knows its run (`run_id`: the Airflow run, or one `judge_by_batches` call): a request that
+failed for good fails that run's items, and a later run asks it again.
 
-The budget: before a submission, the month's audited spend plus what the queue's waiting requests should
-cost at the batch price is held to the run's limit (evaluation/budget.py `limit_for`). Over it, nothing is
-submitted and OverBudget says by how much; the requests stay pending, so a run with a raised budget submits
-them, asking nothing twice.
+The budget: every request recorded for a batch is billed to the month's judging (llm/spend.py `billing`), and
+its answer's llm_calls row too when collected, so what the earlier rounds paid counts whether or not their
+judgments are stored yet (a re-ask after an unusable answer, a question that depends on an earlier answer:
+its report-metric stores nothing until its last round). Before a submission, that spend plus what the
+queue's waiting requests should cost at the batch price is held to the run's limit (evaluation/budget.py
+`limit_for`). Over it, nothing is submitted and OverBudget says by how much; the requests stay pending, so a
+run with a raised budget submits them, asking nothing twice. While batches run, each step holds the spend
+plus what the queue's submitted requests should cost to the same limit: a batch whose answers would pass it
+(the limit was lowered, or others spent meanwhile) is cancelled through the provider's API. What it
+answered before the cancel is paid for anyway and collected; the rest goes back to pending.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.evaluation.judging.runner import JudgeRun, judge_units
 from deepscholar.llm import batch_results, batch_transport
 from deepscholar.llm.batch_transport import BatchQueue
-from deepscholar.llm.spend import SpendLimit, dollars
+from deepscholar.llm.spend import SpendLimit, billing, dollars
 from deepscholar.settings import current_settings
 
 __all__ = ["advance", "collect_round", "judge_by_batches", "submit_within", "MAX_ROUNDS"]
@@ -63,10 +69,13 @@ def _check(spec: JudgeSpec, units: Sequence[dict]) -> None:
 def collect_round(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeSpec, *, run_id: str,
                   api_base: str | None = None, concurrency: int | None = None) -> tuple[list[JudgeRun], int]:
     """One collect pass of run `run_id`: (the judge runs, report-metrics left waiting for a batch). 0
-    waiting: done."""
+    waiting: done. The requests it records are billed to the month's judging (their answers will be)."""
+    from deepscholar.evaluation.budget import judging_scope
+
     _check(spec, units)
-    runs = judge_units(engine, release_id, units, spec, api_base=api_base, concurrency=concurrency,
-                       batch=BatchQueue(release_id, spec.config_id, run_id))
+    with billing(judging_scope(release_id, spec)):
+        runs = judge_units(engine, release_id, units, spec, api_base=api_base, concurrency=concurrency,
+                           batch=BatchQueue(release_id, spec.config_id, run_id))
     return runs, sum(r.awaiting_reports for r in runs)
 
 
@@ -83,6 +92,8 @@ def submit_within(engine: Engine, queue: BatchQueue, limit: SpendLimit | None, *
 
 
 def _check_budget(engine: Engine, queue: BatchQueue, limit: SpendLimit | None) -> None:
+    """Refuse a submission that would take the month past its limit (what was paid from its budget, and what
+    the queue's waiting requests should cost at the batch price, unpriced models at their fallback)."""
     if limit is None:
         return
     from deepscholar.evaluation.costs import predicted_pending_batch_cost
@@ -93,8 +104,31 @@ def _check_budget(engine: Engine, queue: BatchQueue, limit: SpendLimit | None) -
     if spent + pending_usd > limit.limit_usd:
         raise OverBudget(f"{limit.what}: stopped at {dollars(spent)} of {dollars(limit.limit_usd)}; the next batch "
                          f"would cost about {dollars(pending_usd)}"
-                         + (f" besides {unpriced} requests of unpriced models" if unpriced else "")
+                         + (f" (counting {unpriced} requests of unpriced models at their fallback price)"
+                            if unpriced else "")
                          + f"; it was not submitted and its requests wait{limit.how_to_go_on}")
+
+
+def _cancel_over_budget(engine: Engine, queue: BatchQueue, limit: SpendLimit | None,
+                        api: batch_transport.Api) -> str | None:
+    """While the queue's batches run: when what was paid plus what its submitted requests should cost passes
+    the limit, cancel those batches through the provider's API; the line saying so, or None."""
+    if limit is None:
+        return None
+    from deepscholar.evaluation.costs import predicted_batch_costs
+
+    with engine.connect() as conn:
+        running, _ = predicted_batch_costs(conn, queue.release_id, queue.judge_config, "submitted")
+    spent = limit.refreshed()
+    if not running or spent + sum(running.values()) <= limit.limit_usd:
+        return None
+    reason = (f"{limit.what}: cancelled at {dollars(spent)} of {dollars(limit.limit_usd)}, its running batches "
+              f"would cost about {dollars(sum(running.values()))} more")
+    cancelled = batch_transport.cancel_batches(engine, [k for k in running if k], reason, api=api)
+    if not cancelled:  # cancelling already: their end is awaited like any batch's
+        return None
+    return (f"{reason}: {len(cancelled)} batches cancelled; what they answered before the cancel is paid for "
+            "anyway and kept, the rest waits")
 
 
 def advance(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeSpec, *, run_id: str,
@@ -103,8 +137,8 @@ def advance(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeS
     """One step of run `run_id` judging through batches, on the month's queue under this judge config: ask
     about its running batches; while any runs (or one is not sent yet, or one's files could not be
     downloaded now), that is all. Else collect the ended ones, judge again from the cache and submit what
-    is still missing, within `limit()` (made only when something is to be submitted: a step that only
-    looks at the provider reads no spend). Returns the step's counts (_COUNTS), `waiting` (report-metrics
+    is still missing, within `limit()` (made when something is to be submitted, or while batches run: then
+    a batch that would pass it is cancelled). Returns the step's counts (_COUNTS), `waiting` (report-metrics
     still waiting for a batch), `status` (batch_transport.batch_status) and, when nothing waits any more,
     `runs` (the last pass's runs): then the units are judged."""
     queue = BatchQueue(release_id, spec.config_id, run_id)
@@ -117,6 +151,10 @@ def advance(engine: Engine, release_id: str, units: Sequence[dict], spec: JudgeS
         step["batches"] += len(batch_transport.submit_pending(engine, queue, api=api, assign=False))
         status = batch_transport.batch_status(engine, queue)
     if status["open"] or status["unsent"]:
+        if status["open"] and (cancelled := _cancel_over_budget(engine, queue, limit() if limit else None, api)):
+            log.warning("%s", cancelled)
+            return {**step, "waiting": None, "status": batch_transport.batch_status(engine, queue),
+                    "cancelled": cancelled}
         return {**step, "waiting": None, "status": status}
     collected = batch_results.collect_results(engine, queue, api=api)
     for k in ("answered", "retried", "failed"):
@@ -146,10 +184,10 @@ def judge_by_batches(engine: Engine, release_id: str, units: Sequence[dict], spe
 
     `poll`: seconds between looks at running batches (default DEEPSCHOLAR_BATCH_POLL_SECONDS); `api`: the
     batch API client of an endpoint (default: OpenAI's, or `api_base`'s, with OPENAI_API_KEY); `limit`: the
-    month's spend limit checked before each submission. Returns the last pass's runs (everything judged from
-    the cache then; `summary(release_id, spec, runs)` adds its keys, as `deepscholar evaluate` reports a
-    direct run) and what the steps took: rounds, batches submitted, requests answered, re-submitted and
-    failed."""
+    month's spend limit checked before each submission and while batches run. Returns the last pass's runs
+    (everything judged from the cache then; `summary(release_id, spec, runs)` adds its keys, as `deepscholar
+    evaluate` reports a direct run) and what the steps took: rounds, batches submitted, requests answered,
+    re-submitted and failed."""
     poll = current_settings().batch_poll_seconds if poll is None else poll
     run_id = run_id or f"local-{uuid.uuid4().hex[:16]}"
     totals = dict.fromkeys(_COUNTS, 0)
@@ -181,16 +219,18 @@ def batch_job_step(engine: Engine, jobs: Sequence[dict], judge: str | JudgeSpec,
     month judged through batches is one set of batches, not one per job). None while batches run or were
     just submitted; the summary (as a direct judge job's, with the step's counts) once judged.
 
-    `budget_usd` (default DEEPSCHOLAR_JUDGE_BUDGET_USD) and `approved_usd` bound the month's spend as for
-    a direct judge job (evaluation/budget.py `limit_for`), checked before each submission."""
-    from deepscholar.evaluation.budget import limit_for
+    `budget_usd` (DEEPSCHOLAR_JUDGE_BUDGET_USD, which it may lower, never raise: budget.run_budget) and
+    `approved_usd` bound the month's spend as for a direct judge job (evaluation/budget.py `limit_for`),
+    checked before each submission and while batches run. A batch cancelled for the budget fails the step
+    once it is collected (OverBudget at the next submission)."""
+    from deepscholar.evaluation.budget import limit_for, run_budget
 
     if not jobs:
         return {"reports_judged": 0, "rounds": 0, "batches": 0, "runs": []}
     release_id = jobs[0]["release_id"]
     spec = JudgeSpec.of(judge)
     units = [u for job in jobs for u in job["units"]]
-    budget = current_settings().judge_budget_usd if budget_usd is None else budget_usd
+    budget = run_budget(budget_usd)
     step = advance(engine, release_id, units, spec, run_id=run_id,
                    limit=lambda: limit_for(engine, release_id, spec, budget, approved_usd=approved_usd))
     log.info("judging %s through batches: %s; batches %s", release_id,

@@ -48,9 +48,9 @@ def evaluate_release(
     planned work's predicted cost is checked against it before any request (evaluation/budget.py: OverBudget,
     nothing sent, unless `approve_over_budget`); judging stops once the month's spend passes it by the margin;
     the estimate is kept once judged. `transport`: 'direct' or 'batch' (waited for in this process)."""
-    from deepscholar.evaluation.budget import check_before_judging, record_estimate
+    from deepscholar.evaluation.budget import check_before_judging, judging_scope, record_estimate
     from deepscholar.evaluation.judging.jobs import plan_units, refresh_judging_statistics
-    from deepscholar.llm.spend import spend_limit
+    from deepscholar.llm.spend import billing, spend_limit
     from deepscholar.release.context import require_published
 
     require_published(engine, release_id)
@@ -70,7 +70,7 @@ def evaluate_release(
     if transport == "batch":
         result = _judge_by_batches(engine, release_id, units, spec, api_base, concurrency, limit, estimate)
     else:
-        with spend_limit(limit):
+        with billing(judging_scope(release_id, spec)), spend_limit(limit):
             result = run_summary(release_id, spec, judge_units(engine, release_id, units, spec, api_base=api_base,
                                                            concurrency=concurrency, timeout=timeout))
     if estimate is not None:

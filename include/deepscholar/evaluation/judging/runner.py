@@ -501,25 +501,27 @@ def judge_job(engine: Engine, job: dict, judge: str | JudgeSpec = "local", *, bu
               approved_usd: float | None = None) -> dict:
     """What one mapped Airflow judge task runs: the units of one job planned by evaluation.jobs.
 
-    `budget_usd` (default DEEPSCHOLAR_JUDGE_BUDGET_USD) and `approved_usd` (the month's total an operator
-    approved over it) bound the month's spend while the job runs (evaluation/budget.py `limit_for`).
+    `budget_usd` (DEEPSCHOLAR_JUDGE_BUDGET_USD, which it may lower, never raise: budget.run_budget) and
+    `approved_usd` (the month's total an operator approved over it) bound the month's spend while the job
+    runs (evaluation/budget.py `limit_for`).
 
     Its log line and summary say where the task's life went: the process's age when the job started
     (interpreter, Airflow and DAG imports), the first request and the last answer counted from the job's
     start, and the job's own seconds; a small job must not spend most of its life starting."""
-    from deepscholar.evaluation.budget import limit_for
+    from deepscholar.evaluation.budget import judging_scope, limit_for, run_budget
     from deepscholar.llm.client import track_usage
-    from deepscholar.llm.spend import spend_limit
+    from deepscholar.llm.spend import billing, spend_limit
 
     started = time.monotonic()
     age = _process_age()
     spec = judge if isinstance(judge, JudgeSpec) else JudgeSpec.parse(judge)
-    budget = current_settings().judge_budget_usd if budget_usd is None else budget_usd
+    budget = run_budget(budget_usd)  # the operator's ceiling holds whatever the caller asks
     limit = limit_for(engine, job["release_id"], spec, budget, approved_usd=approved_usd)
     # A warehouse failure mid-job re-runs the job after a pause: only what is still pending is judged again
     # and answers already received come from the llm_calls cache, so nothing is paid twice. Past the month's
-    # budget (and its margin) the job stops before its next request (llm/spend.py), its chunk unstored.
-    with track_usage() as usage, spend_limit(limit):
+    # budget (and its margin) the job stops before its next request (llm/spend.py), its chunk unstored. Every
+    # answer paid for is billed to the month's judging, whether or not its chunk is stored.
+    with track_usage() as usage, billing(judging_scope(job["release_id"], spec)), spend_limit(limit):
         runs = db.with_outage_retries(lambda: judge_units(engine, job["release_id"], job["units"], spec),
                                       f"judge job of {job['release_id']}")
     summary = run_summary(job["release_id"], spec, runs)
