@@ -160,26 +160,35 @@ def _stamp_sql(name: str, page: Page, tables: set[str]) -> str:
 
 class PageStamps:
     """Each page's stamp statement, made from PAGES and SOURCES and the warehouse's views at the first
-    request (kept while every named relation exists; a warehouse not initialised yet is asked again)."""
+    request (kept while every named relation exists; a warehouse not initialised yet is asked again). A
+    page with an uncovered table is refused at each of its requests; the other pages are served."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._statements: dict[str, sa.TextClause] | None = None
+        self._statements: dict[str, sa.TextClause | str] | None = None
 
-    def statements(self, conn: sa.Connection) -> dict[str, sa.TextClause]:
+    def _made(self, conn: sa.Connection) -> dict[str, sa.TextClause | str]:
+        """{page: its stamp statement, or why it has none}."""
         with self._lock:
             if self._statements is not None:
                 return self._statements
             named = {r for page in PAGES.values() for r in page.reads}
             resolved = base_tables(conn, named)
-            statements = {name: sa.text(_stamp_sql(name, page, set().union(*(resolved.get(r, {r}) for r in page.reads))))
-                          for name, page in PAGES.items()}
+            statements: dict[str, sa.TextClause | str] = {}
+            for name, page in PAGES.items():
+                try:
+                    tables = set().union(*(resolved.get(r, {r}) for r in page.reads))
+                    statements[name] = sa.text(_stamp_sql(name, page, tables))
+                except Uncovered as exc:
+                    statements[name] = str(exc)
             if named <= resolved.keys():
                 self._statements = statements
             return statements
 
     def stamp(self, conn: sa.Connection, page: str, key: object = None) -> str:
         """The page's stamp as it stands: one statement (`key`: the page's own row, for a row page)."""
-        statement = self.statements(conn)[page]
+        statement = self._made(conn)[page]
+        if isinstance(statement, str):
+            raise Uncovered(statement)
         params = {"key": str(key)} if PAGES[page].row is not None else {}
         return conn.execute(statement, params).scalar() or "-"
