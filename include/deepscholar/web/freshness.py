@@ -83,7 +83,7 @@ REPORT_ROWS = Source(frozenset({"reports", "release_queries", "systems", "report
     FROM deepscholar.reports rp
     LEFT JOIN deepscholar.release_queries q ON q.release_id = rp.release_id AND q.arxiv_id = rp.arxiv_id
     LEFT JOIN deepscholar.systems s ON s.system_id = rp.system_id
-    WHERE rp.report_id = CAST(:key AS bigint))""")
+    WHERE rp.report_id = :key)""")
 # A system's page: its registration (a re-registration, a new version, deactivation change its xmin).
 SYSTEM_ROW = Source(frozenset({"systems"}), "(SELECT xmin::text FROM deepscholar.systems WHERE system_id = :key)")
 
@@ -190,5 +190,5 @@ class PageStamps:
         statement = self._made(conn)[page]
         if isinstance(statement, str):
             raise Uncovered(statement)
-        params = {"key": str(key)} if PAGES[page].row is not None else {}
+        params = {"key": key} if PAGES[page].row is not None else {}
         return conn.execute(statement, params).scalar() or "-"
