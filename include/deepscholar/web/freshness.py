@@ -48,6 +48,7 @@ def _small_table(table: str) -> str:
 
 
 def _rows_of_report(table: str) -> str:
+    """One report's rows of a child table: their count (a delete) and newest xmin (an insert, an update)."""
     return (f"(SELECT count(*) || '.' || coalesce(max(xmin::text::bigint), 0) FROM deepscholar.{table} "
             "WHERE report_id = rp.report_id)")
 
