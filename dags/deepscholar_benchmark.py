@@ -428,6 +428,20 @@ def deepscholar_benchmark():
                                                "board_version": version["board_version"],
                                                "systems": len(rows), "top_system": top})
 
+    @task
+    def back_up_warehouse() -> dict:
+        """After publication, with DEEPSCHOLAR_BACKUP_DIR set: the whole warehouse to that folder, newest 3 kept."""
+        from deepscholar.db import get_engine
+        from deepscholar.warehouse_backup import scheduled_backup
+
+        folder = current_settings().backup_dir
+        if folder is None:
+            print("DEEPSCHOLAR_BACKUP_DIR is unset: no backup")
+            return {}
+        result = scheduled_backup(get_engine(), folder, _month())
+        print(f"backed up to {result.path} ({result.bytes / 2**20:.1f} MiB in {result.seconds:.1f} s)")
+        return {"path": str(result.path), "bytes": result.bytes, "seconds": round(result.seconds, 1)}
+
     @task(trigger_rule="all_done", retries=0)
     def finish() -> dict:
         """Fails the run unless it published M's leaderboard, saying why in the log and benchmark_runs."""
@@ -472,7 +486,9 @@ def deepscholar_benchmark():
     rolled >> check_judge_drift() >> check_leaderboard() >> published
     compared = compare_judges()  # optional: beside the checks and publication, never before them
     rolled >> compared
-    [published, compared] >> finish()
+    finished = finish()
+    [published, compared] >> finished
+    published >> back_up_warehouse() >> finished  # a failed backup fails the run, its board stays published
 
 
 deepscholar_benchmark()
