@@ -21,7 +21,7 @@ LAYERS: dict[str, int] = {
                      "migrations", "sources", "llm", "gx", "orchestration", "registry", "airflow_api"), 0),
     **dict.fromkeys(("release", "systems", "search", "evaluation", "replay"), 1),
     **dict.fromkeys(("web", "cli", "demo", "reporting", "local_airflow", "scheduling", "warm", "export", "__init__",
-                     "__main__", "budget_approval"), 2),
+                     "__main__", "budget_approval", "notifications"), 2),
 }
 
 
