@@ -66,7 +66,7 @@ def pg_tool(name: str) -> str:
     return found
 
 
-def _libpq(engine: Engine) -> tuple[str, dict[str, str] | None]:
+def libpq_target(engine: Engine) -> tuple[str, dict[str, str] | None]:
     """A libpq connection string for `engine`'s database (the password goes in PGPASSWORD, not argv)."""
     url = engine.url
     parts: dict[str, str | None] = {"dbname": url.database, "user": url.username,
@@ -108,7 +108,7 @@ def backup(engine: Engine, out: Path) -> BackupResult:
     out = out.expanduser().resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(out.name + ".partial")
-    conninfo, env = _libpq(engine)
+    conninfo, env = libpq_target(engine)
     started = time.perf_counter()
     _run([pg_tool("pg_dump"), "--format=custom", f"--schema={SCHEMA}", "--no-owner", "--no-privileges",
           f"--file={partial}", f"--dbname={conninfo}"], env, "pg_dump")
@@ -173,7 +173,7 @@ def restore(engine: Engine, path: Path, *, clean: bool = False) -> tuple[str, li
     with engine.begin() as conn:
         conn.execute(sa.text(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE"))
     engine.dispose()  # pooled connections may have cached the dropped tables' plans
-    conninfo, env = _libpq(engine)
+    conninfo, env = libpq_target(engine)
     _run([pg_tool("pg_restore"), "--exit-on-error", "--single-transaction", "--no-owner", "--no-privileges",
           f"--dbname={conninfo}", str(path)], env, "pg_restore")
     applied = db.init_db(engine)

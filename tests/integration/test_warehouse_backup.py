@@ -14,7 +14,7 @@ from support.warehouse import environment, throwaway_warehouse
 
 from deepscholar import cli, db
 from deepscholar.export import export_release
-from deepscholar.warehouse_backup import backup_revision, pg_tool, rotate
+from deepscholar.warehouse_backup import backup_revision, libpq_target, pg_tool, rotate
 
 
 def _url(engine) -> str:
@@ -78,11 +78,10 @@ def test_a_backup_of_a_newer_schema_is_refused_in_one_line(engine, tmp_path, cap
     with throwaway_warehouse("deepscholar_newer_", database="auto", set_home=False) as (other, _):
         with other.begin() as conn:
             conn.execute(sa.text("UPDATE deepscholar.alembic_version SET version_num = :v"), {"v": newer})
-        url = other.url
+        conninfo, env = libpq_target(other)  # `db backup` itself refuses a revision it does not know
         dump = tmp_path / "newer.dump"
         subprocess.run([pg_tool("pg_dump"), "--format=custom", "--schema=deepscholar", f"--file={dump}",
-                        f"--dbname=postgresql://{url.username}@{url.host}:{url.port}/{url.database}"],
-                       check=True, capture_output=True)
+                        f"--dbname={conninfo}"], check=True, capture_output=True, env=env)
     _seed(engine)
     assert backup_revision(dump) == newer
     capsys.readouterr()
