@@ -20,7 +20,7 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(("errors", "clock", "text", "prompts", "family_packages", "progress", "http_guard", "url_bases", "rate_limit", "settings", "setting_kinds", "settings_docs", "db", "connection_budget",
                      "migrations", "sources", "llm", "gx", "orchestration", "registry", "airflow_api"), 0),
     **dict.fromkeys(("release", "systems", "search", "evaluation", "replay"), 1),
-    **dict.fromkeys(("web", "cli", "demo", "reporting", "local_airflow", "scheduling", "warm", "export", "__init__",
+    **dict.fromkeys(("web", "site", "cli", "demo", "reporting", "local_airflow", "scheduling", "warm", "export", "__init__",
                      "__main__", "budget_approval"), 2),
 }
 
