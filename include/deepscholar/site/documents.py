@@ -77,7 +77,7 @@ def submit_page(sm: SiteMap, docs: Path = DOCS_DIR) -> dict[str, str]:
     text = _doc("SUBMITTING.md", docs)
     if text is None:
         return {}
-    section = {"id": "submitting", "heading": None, "html": markdown_html(text), "rows": [], "columns": []}
+    section: dict[str, object] = {"id": "submitting", "heading": None, "html": markdown_html(text), "rows": [], "columns": []}
     return {"submit.html": page(sm, "submit.html", "static_page.html", "How to submit", heading="How to submit",
                                 sections=[section])}
 

@@ -124,7 +124,8 @@ def history_pages(engine: Engine, sm: SiteMap) -> dict[str, str]:
     out = {}
     with engine.connect() as conn:
         configs = q.history_judge_configs(conn)
-        for judge in configs or [None]:
+        judges: list[str | None] = list(configs) or [None]
+        for judge in judges:
             rows = q.history_rows(conn, judge) if judge else []
             path = routes.history_path(None if judge == sm.history_default else judge)
             out[path] = page(sm, path, "history.html", "History", **history_context(rows, judge, configs, ""))

@@ -61,7 +61,7 @@ def site_url(settings: Any = None) -> str:
 def storage_of(target: Any) -> tuple[Any, str, bool]:
     """(fsspec file system, root path, is local) of a URL or an ObjectStoragePath-like (.fs and .path)."""
     if isinstance(target, str | Path):
-        import fsspec
+        import fsspec  # type: ignore[import-untyped]
 
         fs, root = fsspec.core.url_to_fs(str(target))
     else:
@@ -106,7 +106,7 @@ def publish_site(build: SiteBuild | Path, target: Any, keep: int = KEEP_BUILDS) 
         _LOG.info("site: %s already shows this site (build %s): nothing to publish", url, previous)
         return Published(url, previous, 0, len(files), time.monotonic() - started, unchanged=True)
     digest = SiteBuild(folder, files).digest
-    build_id = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{digest[:10]}"
+    build_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S.%fZ}-{digest[:10]}"
     new, old = f"{root}/builds/{build_id}", f"{root}/builds/{previous}"
     uploaded = reused = 0
     for path in sorted(files):
