@@ -428,6 +428,27 @@ def deepscholar_benchmark():
                                                "board_version": version["board_version"],
                                                "systems": len(rows), "top_system": top})
 
+    @task
+    def publish_site() -> dict:
+        """The static site rebuilt from the warehouse and published to DEEPSCHOLAR_SITE_URL through Airflow's
+        object storage (deepscholar/site/, docs/SITE.md). After the board, never before: a failure here leaves
+        the board published, says so, and `finish` names this task."""
+        from airflow.sdk import ObjectStoragePath
+
+        from deepscholar.db import get_engine
+        from deepscholar.site.publish import refresh_site, site_url
+
+        url = site_url()
+        try:
+            build, done = refresh_site(get_engine(), ObjectStoragePath(url))
+        except Exception as exc:
+            print(f"the site was not published to {url}: {type(exc).__name__}: {exc}; the leaderboard of "
+                  f"{_month()} stays published (the site still shows the previous build)")
+            raise
+        print(f"site: {len(build.files)} files built in {build.seconds:.1f} s; published build {done.build_id} to "
+              f"{url}: {done.uploaded} uploaded, {done.reused} kept" + (" (unchanged)" if done.unchanged else ""))
+        return {"url": url, "build_id": done.build_id, "uploaded": done.uploaded, "reused": done.reused}
+
     @task(trigger_rule="all_done", retries=0)
     def finish() -> dict:
         """Fails the run unless it published M's leaderboard, saying why in the log and benchmark_runs."""
@@ -472,7 +493,9 @@ def deepscholar_benchmark():
     rolled >> check_judge_drift() >> check_leaderboard() >> published
     compared = compare_judges()  # optional: beside the checks and publication, never before them
     rolled >> compared
-    [published, compared] >> finish()
+    site = publish_site()  # after the board: a failed site build never holds back or undoes publication
+    published >> site
+    [published, compared, site] >> finish()
 
 
 deepscholar_benchmark()

@@ -102,7 +102,9 @@ def test_benchmark_run_waits_for_its_release_and_its_final_state_tells_the_truth
     assert dag.get_task("check_leaderboard").trigger_rule == "none_failed"  # a drift check switched off is skipped
     # ... and whatever happened, `finish` runs last and is the run's only leaf.
     finish = dag.get_task("finish")
-    assert finish.trigger_rule == "all_done" and finish.upstream_task_ids == {"publish_leaderboard", "compare_judges"}
+    assert finish.trigger_rule == "all_done" and finish.upstream_task_ids == {"publish_leaderboard", "compare_judges",
+                                                                                "publish_site"}
+    assert dag.get_task("publish_site").upstream_task_ids == {"publish_leaderboard"}  # the site after the board
     # Judge vs judge is optional: after the roll-up, beside publication, skipped when M has one judge's boards.
     assert dag.get_task("compare_judges").upstream_task_ids == {"roll_up"}
     assert not dag.get_task("compare_judges").downstream_task_ids - {"finish"}
