@@ -10,13 +10,12 @@ here and on S3 (moto's server over HTTP) in test_site_publish.py; Chromium reads
 from __future__ import annotations
 
 import json
-import posixpath
 import urllib.request
-from pathlib import Path
-from urllib.parse import unquote, urlencode, urlsplit
+from urllib.parse import urlencode
 
 import pytest
 from support.chromium import parse_html, serve
+from support.site_crawl import crawl
 from support.warehouse import empty_warehouse
 from test_leaderboard_page import LLM, LOCAL, MONTHS, seed
 
@@ -24,30 +23,6 @@ from deepscholar.site import routes
 from deepscholar.site.build import MANIFEST_FILE, STAMP_FILE, build_site
 from deepscholar.site.documents import DOCS_DIR
 from deepscholar.web import create_app
-
-
-def crawl(root: Path) -> tuple[set[str], list[str]]:
-    """Site paths reached from index.html by following href/src, and the links that reach no file."""
-    seen, broken, todo = set(), [], ["index.html"]
-    while todo:
-        path = todo.pop()
-        if path in seen:
-            continue
-        seen.add(path)
-        if not path.endswith(".html"):
-            continue
-        dom = parse_html((root / path).read_text())
-        for el in dom.iter():
-            for attr in ("href", "src", "action"):
-                link = el.attrs.get(attr)
-                if link is None or urlsplit(link).scheme in ("http", "https", "mailto") or link.startswith("#"):
-                    continue
-                target = posixpath.normpath(posixpath.join(posixpath.dirname(path), unquote(urlsplit(link).path)))
-                if target.startswith("..") or not (root / target).is_file():
-                    broken.append(f"{path}: {attr}={link}")
-                else:
-                    todo.append(target)
-    return seen, broken
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="airflow_home_"))
 import pytest  # noqa: E402
 
 from deepscholar.site.build import MANIFEST_FILE, STAMP_FILE  # noqa: E402
-from deepscholar.site.publish import published_build, publish_site, storage_of  # noqa: E402
+from deepscholar.site.publish import publish_site, published_build, storage_of  # noqa: E402
 
 BUCKET = "deepscholar-site"
 
