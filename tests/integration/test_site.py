@@ -95,3 +95,24 @@ def test_same_warehouse_same_bytes_but_the_stamp(built, tmp_path):
     with pytest.raises(Exception, match="something other than a built site"):
         build_site(engine, other)
     assert (other / "notes.txt").read_text() == "mine"
+
+
+def test_a_new_month_rewrites_only_the_pages_that_show_it(built, tmp_path):
+    from test_leaderboard_page import LATEST, _board_rows, store_board
+
+    from deepscholar.site.publish import publish_site
+
+    engine, first, _ = built
+    target = tmp_path / "published"
+    publish_site(first, str(target))
+    with engine.begin() as conn:  # April's board: the release row exists (building), its board is rolled up
+        store_board(conn, *_board_rows("2025-04", LLM, {s: [min(1.0, v + 0.01) for v in m] for s, m in LATEST.items()}))
+    second = build_site(engine, tmp_path / "second")
+    changed = {p for p in second.files if first.files.get(p) != second.files[p]}
+    assert routes.board_path("2025-04", LLM) in changed and "index.html" in changed and "history.html" in changed
+    unchanged_month = {p for p in first.files if p.startswith(f"board/{MONTHS[0]}/")}
+    assert unchanged_month and not unchanged_month & changed, "an earlier month's board pages stay as they were"
+    assert all(not p.startswith("report/") for p in changed), "no report of an earlier month changed"
+    done = publish_site(second, str(target))
+    assert (done.uploaded, done.reused) == (len(changed), len(second.files) - len(changed))
+    assert (target / "current" / routes.board_path("2025-04", LLM)).is_file()

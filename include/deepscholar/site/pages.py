@@ -133,13 +133,11 @@ def history_pages(engine: Engine, sm: SiteMap) -> dict[str, str]:
 
 
 def _system_views(sm: SiteMap, system_id: str) -> Iterable[tuple[str, str | None, str | None]]:
-    """(path, judge, release) of every page of one system: its default one, then each other judge and month."""
+    """(path, judge, release) of every page of one system: its default one, then each judge's and month's."""
     yield routes.system_path(system_id), None, None
     for judge, months in sorted(sm.system_months.get(system_id, {}).items()):
         for month in months:
-            path = sm.target(f"/system/{system_id}", {"judge_config": judge, "release": month})
-            if path is not None and path != routes.system_path(system_id):
-                yield path, judge, month
+            yield routes.system_path(system_id, judge, month), judge, month
 
 
 def system_pages(engine: Engine, sm: SiteMap) -> dict[str, str]:

@@ -124,20 +124,18 @@ class SiteMap:
         return version_path(release, judge, int(version)) if version.isdigit() else None
 
     def _system(self, system_id: str, judge: str | None, release: str | None) -> str | None:
+        """The system's own page without a month (under its default judge); else its page of (judge, month), a
+        path that never moves (the month: the judge's latest), so a new month leaves earlier pages as they are."""
         months = self.system_months.get(system_id)
         if months is None:
             return None
         chosen = judge or self.system_default.get(system_id)
+        if release is None and chosen == self.system_default.get(system_id):
+            return system_path(system_id)
         if chosen is None or chosen not in months:
-            return system_path(system_id) if judge is None and release is None else None
-        if release is None and judge is None:
-            return system_path(system_id)
-        month = release or months[chosen][-1]
-        if month not in months[chosen]:
             return None
-        if chosen == self.system_default.get(system_id) and month == months[chosen][-1]:
-            return system_path(system_id)
-        return system_path(system_id, chosen, month)
+        month = release or months[chosen][-1]
+        return system_path(system_id, chosen, month) if month in months[chosen] else None
 
     def rewrite(self, page_html: str, page: str) -> str:
         """Every href / action of `page_html` that points into the app, pointed at the site's file instead."""
