@@ -116,3 +116,25 @@ def test_a_new_month_rewrites_only_the_pages_that_show_it(built, tmp_path):
     done = publish_site(second, str(target))
     assert (done.uploaded, done.reused) == (len(changed), len(second.files) - len(changed))
     assert (target / "current" / routes.board_path("2025-04", LLM)).is_file()
+
+
+def test_the_cli_builds_and_publishes_and_refuses_in_one_line(engine, db_url, tmp_path, monkeypatch, capsys):
+    from deepscholar import cli
+
+    empty_warehouse(engine)
+    seed(engine)
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
+    monkeypatch.setenv("DEEPSCHOLAR_SITE_URL", (tmp_path / "published").as_uri())
+    assert cli.main(["site", "build", "--out", str(tmp_path / "site"), "--no-downloads", "--json"]) == 0
+    built = json.loads(capsys.readouterr().out)
+    assert built["files"] == len(json.loads((tmp_path / "site" / MANIFEST_FILE).read_text())["files"])
+    assert cli.main(["site", "publish", "--from", str(tmp_path / "site")]) == 0
+    assert "published build" in capsys.readouterr().out
+    assert (tmp_path / "published" / "current" / "index.html").is_file()
+    assert cli.main(["site", "publish", "--from", str(tmp_path / "site")]) == 0
+    assert "nothing written" in capsys.readouterr().out
+    (tmp_path / "file").write_text("x")
+    for argv in (["site", "build", "--out", str(tmp_path / "file")], ["site", "publish", "--from", str(tmp_path)]):
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("deepscholar: error:") and "\n" not in err, err
