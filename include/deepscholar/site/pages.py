@@ -161,5 +161,7 @@ def report_pages(engine: Engine, sm: SiteMap) -> dict[str, str]:
             if data is None:  # deleted since the site map was read
                 continue
             path = routes.report_path(report_id)
-            out[path] = page(sm, path, "report.html", f"Report {report_id}", **report_context(data, None, ""))
+            # Every judge's scores on one page: the app's ?judge_config= filter has no file, so no judge links.
+            context = report_context(data, None, "") | {"judge_links": []}
+            out[path] = page(sm, path, "report.html", f"Report {report_id}", **context)
     return out
