@@ -83,6 +83,8 @@ COPY include/ ./include/
 COPY sql/ ./sql/
 COPY dags/ ./dags/
 COPY plugins/ ./plugins/
+# The static site renders docs/METRICS.md and docs/SUBMITTING.md (methodology, how to submit).
+COPY docs/ ./docs/
 # Editable install: docker-compose.yaml bind-mounts include/, dags/, plugins/ and sql/ over these
 # copies for development, and the installed package then follows the mounted source.
 RUN pip install --no-deps -e . \

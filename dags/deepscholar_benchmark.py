@@ -474,6 +474,27 @@ def deepscholar_benchmark():
         print(f"backed up to {result.path} ({result.bytes / 2**20:.1f} MiB in {result.seconds:.1f} s)")
         return {"path": str(result.path), "bytes": result.bytes, "seconds": round(result.seconds, 1)}
 
+    @task
+    def publish_site() -> dict:
+        """The static site rebuilt from the warehouse and published to DEEPSCHOLAR_SITE_URL through Airflow's
+        object storage (deepscholar/site/, docs/SITE.md). After the board, never before: a failure here leaves
+        the board published, says so, and `finish` names this task."""
+        from airflow.sdk import ObjectStoragePath
+
+        from deepscholar.db import get_engine
+        from deepscholar.site.publish import refresh_site, site_url
+
+        url = site_url()
+        try:
+            build, done = refresh_site(get_engine(), ObjectStoragePath(url))
+        except Exception as exc:
+            print(f"the site was not published to {url}: {type(exc).__name__}: {exc}; the leaderboard of "
+                  f"{_month()} stays published (the site still shows the previous build)")
+            raise
+        print(f"site: {len(build.files)} files built in {build.seconds:.1f} s; published build {done.build_id} to "
+              f"{url}: {done.uploaded} uploaded, {done.reused} kept" + (" (unchanged)" if done.unchanged else ""))
+        return {"url": url, "build_id": done.build_id, "uploaded": done.uploaded, "reused": done.reused}
+
     @task(trigger_rule="all_done", retries=0, on_failure_callback=None)
     def finish() -> dict:
         """Fails the run unless it published M's leaderboard, saying why in the log and benchmark_runs."""
@@ -518,8 +539,10 @@ def deepscholar_benchmark():
     rolled >> check_judge_drift() >> check_leaderboard() >> published
     compared = compare_judges()  # optional: beside the checks and publication, never before them
     rolled >> compared
+    site = publish_site()  # after the board: a failed site build never holds back or undoes publication
+    published >> site
     finished = finish()
-    [published, compared] >> finished
+    [published, compared, site] >> finished
     published >> back_up_warehouse() >> finished  # a failed backup fails the run, its board stays published
 
 

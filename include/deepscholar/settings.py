@@ -527,6 +527,8 @@ class Settings:
         "origins (scheme://host:port) besides the page's own whose form posts are accepted (a proxy that "
         "rewrites Host); a post whose Origin is another site's gets 403", shown_default="none",
         blank_is_unset=False)
+    site_url: str | None = _setting("DEEPSCHOLAR_SITE_URL", None, TEXT, "web page", "where the DAG publishes the "
+                                    "static site (a path, file://, s3://, ...)", shown_default="`site/` in DEEPSCHOLAR_HOME")
 
     # --- bounds on what a third party writes (annotation and report imports) -------------------------------
     # Each is checked before the input is read whole or stored, and refused in one line naming the setting.

@@ -103,8 +103,9 @@ def test_benchmark_run_waits_for_its_release_and_its_final_state_tells_the_truth
     # ... and whatever happened, `finish` runs last and is the run's only leaf.
     finish = dag.get_task("finish")
     assert finish.trigger_rule == "all_done"
-    assert finish.upstream_task_ids == {"publish_leaderboard", "compare_judges", "back_up_warehouse"}
+    assert finish.upstream_task_ids == {"publish_leaderboard", "compare_judges", "back_up_warehouse", "publish_site"}
     assert dag.get_task("back_up_warehouse").upstream_task_ids == {"publish_leaderboard"}  # after publication
+    assert dag.get_task("publish_site").upstream_task_ids == {"publish_leaderboard"}  # the site after the board
     # Judge vs judge is optional: after the roll-up, beside publication, skipped when M has one judge's boards.
     assert dag.get_task("compare_judges").upstream_task_ids == {"roll_up"}
     assert not dag.get_task("compare_judges").downstream_task_ids - {"finish"}

@@ -188,6 +188,22 @@ def _history(_):
     assert summary["goals"]["month13_vs_empty"]["ratios"]["total"] > 0
 
 
+@case("site.py", pytest.mark.slow)  # a few minutes: history.py's fill, the site built three times, month 13
+def _site(_):
+    by = {line["measure"]: line for line in _json_lines(_run(
+        "site.py", "--months", "2", "--queries", "3", "--systems", "2", "--scale", "0.02", "--n-boot", "20"))}
+    assert {"fill", "build", "month13", "summary"} <= set(by), set(by)
+    full = by["build"]
+    assert full["scope"] == "every route" and full["files"] > 0 and full["index_kb"] > 0
+    assert set(full["per_month"]) == {"2090-01", "2090-02"}
+    assert all(m["with_reports_mb"] > m["without_reports_mb"] > 0 for m in full["per_month"].values()), full
+    month13 = by["month13"]
+    assert month13["release"] == "2090-03" and 0 < month13["uploaded"] < month13["files"], month13
+    assert month13["uploaded"] + month13["reused"] == month13["files"], month13  # only changed files are sent
+    summary = by["summary"]
+    assert set(summary["passed"]) | set(summary["failed"]) == set(summary["goals"])
+
+
 LOCAL_JUDGE_METRICS = ("nugget_coverage", "relevance_rate")  # short answers; organization's prompts are 3x longer
 LOCAL_JUDGE_SECONDS = 600  # stated bound of the whole run: the month built, judged locally, then by SmolLM2
 

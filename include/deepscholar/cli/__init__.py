@@ -2,7 +2,7 @@
 DEEPSCHOLAR_DB_URL / DEEPSCHOLAR_HOME.
 
 One module per command group, each with its parser and its handlers: db, release, systems, reports, boards,
-judges, tools; common holds what several share. Handlers import the library inside, so `deepscholar --help`
+judges, site, tools; common holds what several share. Handlers import the library inside, so `deepscholar --help`
 stays fast. Commands are named noun first (`release list`, `reports import`, `judges agreement`); the older
 spellings stay as aliases (ALIASES): the same handler, arguments, output and exit status."""
 
@@ -14,7 +14,7 @@ import os
 import sys
 import traceback
 
-from deepscholar.cli import boards, db, judges, release, reports, systems, tools
+from deepscholar.cli import boards, db, judges, release, reports, site, systems, tools
 from deepscholar.cli.common import CommandParser
 from deepscholar.errors import InfrastructureError, ProviderTooSlow, UserError, is_warehouse_outage
 from deepscholar.progress import terminal_bars
@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(prog="deepscholar", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress at INFO level")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (db, release, systems, reports, boards, judges, tools):  # the order `--help` lists them in
+    for group in (db, release, systems, reports, boards, judges, site, tools):  # the order `--help` lists them in
         group.add_commands(sub)
     return parser
 

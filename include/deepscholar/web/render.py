@@ -124,8 +124,11 @@ ENV = jinja2.Environment(
 )
 ENV.filters.update(fmt=format_value, value_attr=value_attr, segment=path_segment, json_text=json_text,
                    tf=lambda v: "true" if v else "false")
+# The app's navigation and no <meta> CSP (the app sends a header); the static site passes its own of both.
 ENV.globals.update(qs=qs, metric_label=registry.metric_label, dimension_label=registry.dimension_label,
-                   mark=SIGNIFICANCE_MARK, decimals=DECIMALS)
+                   mark=SIGNIFICANCE_MARK, decimals=DECIMALS, csp=None,
+                   nav=(("Leaderboard", "/"), ("History", "/history"), ("JSON", "/api/leaderboard"),
+                        ("Register a system", "/systems/new")))
 
 
 def render(template: str, **context: Any) -> str:

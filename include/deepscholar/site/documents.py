@@ -1,0 +1,115 @@
+"""The site's reading pages: methodology, how to submit, and downloads (each month's export files).
+
+Methodology renders docs/METRICS.md (the metric definitions, the roll-up, the conformance notes) with the
+judge configs the boards were judged under; "How to submit" renders docs/SUBMITTING.md. Both are read from
+the source tree's docs/ (DOCS_DIR); a document that is not there is left out of the site with a log line,
+never replaced by a placeholder. Markdown is rendered with raw HTML off, and a link that is neither a web
+link nor a fragment (a link to another file of the repository) is left as text, so no link of the site
+points at a file it does not have.
+
+Downloads: each month's `deepscholar export` (CSV, Parquet, the datacard), written into the site by
+the build, and the JSON mirror of every board.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import sqlalchemy as sa
+from markdown_it import MarkdownIt
+from markupsafe import Markup
+from sqlalchemy.engine import Engine
+
+from deepscholar.site import routes
+from deepscholar.site.pages import page
+from deepscholar.site.routes import SiteMap
+
+_LOG = logging.getLogger(__name__)
+
+__all__ = ["DOCS_DIR", "markdown_html", "methodology_page", "submit_page", "downloads_page", "export_months"]
+
+DOCS_DIR = Path(__file__).resolve().parents[3] / "docs"
+_HREF = re.compile(r'href="([^"]*)"')
+_KEPT = ("http://", "https://", "mailto:", "#")
+
+
+def markdown_html(text: str) -> Markup:
+    """Our own markdown (a doc of the repository) as HTML: raw HTML off, tables on, repository links as text."""
+    rendered = MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
+    return Markup(_HREF.sub(lambda m: m.group(0) if m.group(1).startswith(_KEPT) else 'data-not-in-site="true"',
+                            rendered))
+
+
+def _doc(name: str, docs: Path) -> str | None:
+    path = docs / name
+    if not path.is_file():
+        _LOG.warning("site: %s is missing: its page is left out of the site", path)
+        return None
+    return path.read_text(encoding="utf-8")
+
+
+def _judge_rows(engine: Engine) -> list[list[tuple[str, str | None]]]:
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT judge_config, kind, model, metric_models::text, params::text "
+                                    "FROM deepscholar.judge_configs ORDER BY 1")).all()
+    return [[(str(v), None) for v in r] for r in rows]
+
+
+def methodology_page(engine: Engine, sm: SiteMap, docs: Path = DOCS_DIR) -> dict[str, str]:
+    """methodology.html: the judge configs of the boards, then METRICS.md rendered (or nothing without it)."""
+    text = _doc("METRICS.md", docs)
+    if text is None:
+        return {}
+    sections = [
+        {"id": "judge-configs", "heading": "Judge configurations", "html": None,
+         "columns": ["Judge config", "Kind", "Default model", "Per-metric models", "Request parameters"],
+         "rows": _judge_rows(engine)},
+        {"id": "metrics", "heading": None, "html": markdown_html(text), "rows": [], "columns": []},
+    ]
+    return {"methodology.html": page(sm, "methodology.html", "static_page.html", "Methodology",
+                                     heading="Methodology", sections=sections)}
+
+
+def submit_page(sm: SiteMap, docs: Path = DOCS_DIR) -> dict[str, str]:
+    """submit.html: docs/SUBMITTING.md rendered; {} (and a log line) when the repository has none."""
+    text = _doc("SUBMITTING.md", docs)
+    if text is None:
+        return {}
+    section: dict[str, object] = {"id": "submitting", "heading": None, "html": markdown_html(text), "rows": [], "columns": []}
+    return {"submit.html": page(sm, "submit.html", "static_page.html", "How to submit", heading="How to submit",
+                                sections=[section])}
+
+
+def export_months(engine: Engine, sm: SiteMap, folder: Path) -> dict[str, list[str]]:
+    """Each month with a board exported (`deepscholar export`, every judge) into folder/downloads/<month>/;
+    {month: its files, sorted}."""
+    from deepscholar.export.writer import export_release
+
+    out = {}
+    for release in sorted({r for r, _ in sm.current_version}):
+        target = folder / "downloads" / routes.file_name(release)
+        export_release(engine, release, target)
+        out[release] = sorted(p.name for p in target.iterdir() if p.is_file())
+    return out
+
+
+def downloads_page(sm: SiteMap, exports: dict[str, list[str]]) -> dict[str, str]:
+    """downloads.html: each month's export files and each board's JSON (current and every version)."""
+    path = "downloads.html"
+    files = [[(release, None), (name, routes.relative_href(f"downloads/{routes.file_name(release)}/{name}", path))]
+             for release, names in sorted(exports.items()) for name in names]
+    boards = []
+    for (release, judge), current in sorted(sm.current_version.items()):
+        api = routes.api_board_path(release, judge)
+        boards.append([(release, None), (judge, None), (f"current (v{current})", routes.relative_href(api, path))])
+    sections = [
+        {"id": "exports", "heading": "Each month's data (CSV and Parquet, with its datacard README.md)",
+         "html": None, "columns": ["Month", "File"], "rows": files},
+        {"id": "json", "heading": "Every board as JSON (the API's answer for that board)", "html": None,
+         "columns": ["Month", "Judge config", "Board"], "rows": boards},
+    ]
+    if not files:
+        sections = sections[1:]
+    return {path: page(sm, path, "static_page.html", "Downloads", heading="Downloads", sections=sections)}

@@ -1,0 +1,165 @@
+"""The site's pages, rendered by the live page's own templates and context functions (web/render.py).
+
+Each function returns {site path: HTML}. The context is the one the app builds for the same route (the app's
+`base` is "" here), then `SiteMap.rewrite` turns the app's links into links between the site's files. What a
+static folder cannot do is left out, not faked: the pooled-window form (computed on request) and the
+registration form (a sign-in) are not shown, and the navigation lists the site's own pages. A meta
+Content-Security-Policy forbids every script, as the app's header does: third-party text stays text.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from deepscholar.site import routes
+from deepscholar.site.routes import SiteMap
+from deepscholar.web import queries as q
+from deepscholar.web.render import (
+    board_context,
+    history_context,
+    render,
+    report_context,
+    system_context,
+    versions_context,
+    window_context,
+)
+
+_LOG = logging.getLogger(__name__)
+
+__all__ = ["SITE_CSP", "NAV", "load_site_map", "page", "board_pages", "history_pages", "system_pages",
+           "report_pages"]
+
+# As the app's CSP (web/app.py) minus what a <meta> cannot carry (frame-ancestors: a console error there).
+SITE_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'none'; base-uri 'none'"
+# The site's navigation, as live paths (rewritten like every other link); a page the build has not made drops.
+NAV = (("Leaderboard", "/"), ("History", "/history"), ("Methodology", "/methodology"),
+       ("Downloads", "/downloads"), ("How to submit", "/submit"), ("JSON", "/api/leaderboard"))
+
+
+def page(sm: SiteMap, path: str, template: str, title: str, **context: Any) -> str:
+    """One page: the template rendered as the app renders it, its links pointed at the site's files."""
+    nav = [(label, live) for label, live in NAV if sm.target(live, {}) is not None]
+    return sm.rewrite(render(template, title=title, base="", nav=nav, csp=SITE_CSP, **context), path)
+
+
+def load_site_map(conn: sa.Connection, with_reports: bool) -> SiteMap:
+    """What the warehouse holds that the site shows: its boards, systems' months and (optionally) reports."""
+    from deepscholar.evaluation.boards.leaderboard import pick_board
+
+    sm = SiteMap(default=pick_board(conn))
+    boards = conn.execute(sa.text("SELECT DISTINCT release_id, judge_config FROM deepscholar.leaderboard_board_versions"
+                                  " ORDER BY 1, 2")).all()
+    for release, judge in boards:
+        current = [v["board_version"] for v in q.board_versions_of(conn, release, judge) if v["is_current"]]
+        if current:
+            sm.current_version[(release, judge)] = current[0]
+    for release in sorted({r for r, _ in sm.current_version}):
+        picked = pick_board(conn, release)
+        if picked is not None:
+            sm.default_judge_of[release] = picked[1]
+    for judge in sorted({j for _, j in sm.current_version}):
+        picked = pick_board(conn, None, judge)
+        if picked is not None:
+            sm.latest_by_judge[judge] = picked[0]
+    for row in q.history_rows(conn):
+        months = sm.system_months.setdefault(row["system_id"], {}).setdefault(row["judge_config"], [])
+        if row["release_id"] not in months:
+            months.append(row["release_id"])
+    sm.system_default = {s: q.pick(sorted(by_judge), None) for s, by_judge in sm.system_months.items()}
+    sm.history_default = q.pick(q.history_judge_configs(conn), None)
+    if with_reports:
+        sm.reports = set(conn.execute(sa.text("""
+            SELECT rp.report_id FROM deepscholar.reports rp WHERE EXISTS (
+              SELECT 1 FROM deepscholar.leaderboard_history h
+               WHERE h.system_id = rp.system_id AND h.release_id = rp.release_id)""")).scalars())
+    return sm
+
+
+def _board_page(engine: Engine, sm: SiteMap, path: str, judge: str | None, release: str | None,
+                version: int | None) -> str:
+    """A month's board as `/` shows it for (release, judge, version); the latest board with all None."""
+    from deepscholar.evaluation.boards.selection import Selection
+    from deepscholar.settings import current_settings
+
+    minimum = current_settings().category_min_queries
+    with engine.connect() as conn:
+        board, tracks, agreement = q.board_with_tracks(conn, judge, release, version)
+    trust = q.trust_rows(engine, board.release_id, board.judge_config)
+    categories = [] if board.release_id is None or version is not None or board.judge_config is None else (
+        q.category_page_boards(engine, Selection((board.release_id,), board.release_id),
+                               board.judge_config, minimum))
+    return page(sm, path, "board.html", f"Leaderboard {board.release_id or ''}".strip(),
+                **board_context(board, "", tracks, agreement, trust),
+                **window_context([], None, None, board.judge_config, "", categories, minimum, pooled=False))
+
+
+def board_pages(engine: Engine, sm: SiteMap) -> dict[str, str]:
+    """index.html (the latest board), every board's current version, each earlier version and the versions
+    list (status, what changed, manifest hash) of every (month, judge)."""
+    out = {"index.html": _board_page(engine, sm, "index.html", None, None, None)}
+    for (release, judge), current in sorted(sm.current_version.items()):
+        path = routes.board_path(release, judge)
+        out[path] = _board_page(engine, sm, path, judge, release, None)
+        with engine.connect() as conn:
+            versions = q.existing_board_versions(conn, release, judge)
+        for v in versions:
+            if v["board_version"] != current:
+                vpath = routes.version_path(release, judge, v["board_version"])
+                out[vpath] = _board_page(engine, sm, vpath, judge, release, v["board_version"])
+        lpath = routes.versions_path(release, judge)
+        out[lpath] = page(sm, lpath, "versions.html", f"Versions of {release}",
+                          **versions_context(release, judge, versions, ""))
+    return out
+
+
+def history_pages(engine: Engine, sm: SiteMap) -> dict[str, str]:
+    """history.html (the default judge's) and history/<judge>.html for each other judge with history."""
+    out = {}
+    with engine.connect() as conn:
+        configs = q.history_judge_configs(conn)
+        judges: list[str | None] = list(configs) or [None]
+        for judge in judges:
+            rows = q.history_rows(conn, judge) if judge else []
+            path = routes.history_path(None if judge == sm.history_default else judge)
+            out[path] = page(sm, path, "history.html", "History", **history_context(rows, judge, configs, ""))
+    return out
+
+
+def _system_views(sm: SiteMap, system_id: str) -> Iterable[tuple[str, str | None, str | None]]:
+    """(path, judge, release) of every page of one system: its default one, then each judge's and month's."""
+    yield routes.system_path(system_id), None, None
+    for judge, months in sorted(sm.system_months.get(system_id, {}).items()):
+        for month in months:
+            yield routes.system_path(system_id, judge, month), judge, month
+
+
+def system_pages(engine: Engine, sm: SiteMap) -> dict[str, str]:
+    """Each system's page (its months' scores and charts) and its page per (judge, month) listing reports."""
+    out = {}
+    with engine.connect() as conn:
+        for system_id in sorted(sm.system_months):
+            for path, judge, month in _system_views(sm, system_id):
+                data = q.system_page_data(conn, system_id, judge, month)
+                out[path] = page(sm, path, "system.html", f"System {system_id}", **system_context(base="", **data))
+    return out
+
+
+def report_pages(engine: Engine, sm: SiteMap) -> dict[str, str]:
+    """Each report on a board: its text (sanitised markdown), its citations and how each resolved, its scores
+    and the judge's labels, every judge's."""
+    out = {}
+    with engine.connect() as conn:
+        for report_id in sorted(sm.reports):
+            data = q.report_detail(conn, report_id)
+            if data is None:  # deleted since the site map was read
+                continue
+            path = routes.report_path(report_id)
+            # Every judge's scores on one page: the app's ?judge_config= filter has no file, so no judge links.
+            context = report_context(data, None, "") | {"judge_links": []}
+            out[path] = page(sm, path, "report.html", f"Report {report_id}", **context)
+    return out
