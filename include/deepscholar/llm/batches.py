@@ -5,7 +5,7 @@ batch by our metadata (GET /batches, paged), retrieve one (GET /batches/{id}), c
 /batches/{id}/cancel) and download its output and error files (GET /files/{id}/content). Every answer is
 read through http_guard.bounded_request: bounded in time and size before it is read whole (anything but a
 file a few megabytes); a file is streamed to a local file the caller reads line by line (up to
-DEEPSCHOLAR_BATCH_MAX_BYTES, within a deadline that grows with that cap, so a large file at a fair rate is
+batch_transport.MAX_BYTES, within a deadline that grows with that cap, so a large file at a fair rate is
 never cut). The listing is bounded too: at most MAX_LIST_PAGES pages, a page repeated by the provider ends
 it, and so does a batch older than the one looked for.
 

@@ -90,7 +90,7 @@ class AwaitingBatch(Exception):  # noqa: N818 (a state, not a failure)
 
 
 class BatchRequestFailed(Exception):
-    """A request the batch API did not answer within DEEPSCHOLAR_BATCH_MAX_ATTEMPTS submissions: like a
+    """A request the batch API did not answer within batch_results.MAX_ATTEMPTS submissions: like a
     request the provider rejects on the direct path, the item asking it ends unscored with this reason."""
 
     def __init__(self, request_hash: str, attempts: int, last_error: str | None) -> None:

@@ -135,18 +135,21 @@ def budget_price_of(name: str, *, batch: bool = False) -> tuple[float, float, st
     return fallback_price_of(name)
 
 
+# What a judge call is predicted to take until the audit trail has calls of that purpose and model to measure
+# (and what an answer that reported no tokens is counted at): a typical judge prompt and its short answer.
+DEFAULT_PROMPT_TOKENS = 1500
+DEFAULT_COMPLETION_TOKENS = 150
+
+
 def counted_cost_usd(cost: float | None, served: str | None, requested: str, prompt_tokens: int | None,
                      completion_tokens: int | None, *, batch: bool = False) -> float:
     """What a budget counts for one answer: its cost when known; else its tokens (the prediction's default
-    tokens, DEEPSCHOLAR_COST_PROMPT_TOKENS / _COMPLETION_TOKENS, for an answer reporting none) at the served or
+    tokens, DEFAULT_PROMPT_TOKENS / DEFAULT_COMPLETION_TOKENS, for an answer reporting none) at the served or
     requested model's price, or at the fallback price."""
     if cost is not None:
         return cost
-    from deepscholar.settings import current_settings
-
-    settings = current_settings()
-    prompt = settings.cost_prompt_tokens if prompt_tokens is None else prompt_tokens
-    completion = settings.cost_completion_tokens if completion_tokens is None else completion_tokens
+    prompt = DEFAULT_PROMPT_TOKENS if prompt_tokens is None else prompt_tokens
+    completion = DEFAULT_COMPLETION_TOKENS if completion_tokens is None else completion_tokens
     served_price = (batch_price_of(served) if batch else price_of(served)) if served else None
     per_prompt, per_completion = served_price or budget_price_of(requested, batch=batch)[:2]
     return prompt * per_prompt + completion * per_completion

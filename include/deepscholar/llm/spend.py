@@ -90,16 +90,13 @@ class Paid:
 def count_paid(rows: Iterable[Any]) -> Paid:
     """A Paid from PAID_COLUMNS rows: unpriced tokens at the served or requested model's price, else at its
     fallback price (the answers reporting no tokens at the prediction's default tokens)."""
-    from deepscholar.settings import current_settings
-
-    settings = current_settings()
     total = Paid()
     for r in rows:
         counted = float(r.priced_usd)
         notes: tuple[str, ...] = ()
         if r.unpriced:
-            prompt = int(r.prompt_tokens) + int(r.no_prompt) * settings.cost_prompt_tokens
-            completion = int(r.completion_tokens) + int(r.no_completion) * settings.cost_completion_tokens
+            prompt = int(r.prompt_tokens) + int(r.no_prompt) * prices.DEFAULT_PROMPT_TOKENS
+            completion = int(r.completion_tokens) + int(r.no_completion) * prices.DEFAULT_COMPLETION_TOKENS
             served = (prices.batch_price_of(r.provider_model) if r.batched else prices.price_of(r.provider_model))
             per_prompt, per_completion, note = (*served, None) if served else prices.budget_price_of(
                 r.model, batch=r.batched)
