@@ -1,20 +1,6 @@
 """Every setting the library and the DAGs read from the environment, declared once.
 
-A *setting* says how this machine runs the benchmark: where the warehouse and the outside services are,
-how hard clients retry and how fast they go, how Airflow spreads the work, and the defaults a new month's
-spec starts from. It never decides what an opened release contains: that is the release's stored spec
-(`release.spec.ReleaseSpec`). Each setting is one field of `Settings`, declared with `_setting(...)`: its
-environment variable, its default, what a valid value looks like, its group and one line for the docs
-(docs/OPERATIONS.md "Configuration" is `deepscholar settings --markdown`; a unit test keeps the two equal).
-
-Code calls `current_settings()`: the environment parsed once per distinct set of values of the declared
-variables, so a changed variable (a test's monkeypatch.setenv) is seen at the next call.
-`Settings.from_env(environ)` parses a given mapping. A malformed value raises InvalidInput naming the
-variable and what was expected, except for the *tolerant* settings (the retry, timeout and pacing knobs,
-the shard count, claim coverage's window cap), whose bad values were always logged and ignored.
-
-Not settings, and read where they are used: secrets (API keys, and the key-variable names systems are
-configured with) and third-party variables (LITELLM_LOCAL_MODEL_COST_MAP, HF_HUB_OFFLINE, AIRFLOW_*).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.settings`.
 """
 
 from __future__ import annotations

@@ -1,21 +1,7 @@
 """Collecting a batch's answers (llm/batch_transport.py sends the batches): its output and error files, read
 line by line, each line the answer or the error of one request.
 
-A provider's files are third-party input, and one batch's or one line's trouble is never the queue's:
-- each file is streamed to a local temporary file (bounded in size and time, llm/batches.py), never held in
-  memory, and no connection is held while it downloads;
-- lines are split on "\\n" only (JSONL: U+2028, U+2029 and U+0085 are legal unescaped inside a JSON string)
-  and read with a cap of MAX_LINE_BYTES each;
-- each line is validated on its own (`line_outcome`): a line of the wrong shape (a string `response`,
-  `choices` not a list, `usage` a list, token counts as strings), one that is not JSON or over the cap, is
-  that request's error, stored with the reason; the request is asked again up to
-  MAX_ATTEMPTS submissions, like a line the provider answered with a 5xx;
-- answers are stored a chunk at a time, each chunk under a savepoint: an answer the warehouse refuses is
-  that request's error too;
-- a file that cannot be downloaded leaves its batch for the next step (COLLECT_TRIES times in all, a
-  provider's blip), while the other batches are collected; after that, or at once for a file over the cap or
-  refused, the batch is collected with the whole lines read before the cut and its other requests asked
-  again.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.llm.batch_results`.
 """
 
 from __future__ import annotations

@@ -1,38 +1,7 @@
 """Judging through a provider's batch API (OpenAI's Files + Batches first): requests recorded, submitted in
 batches, their answers stored in the llm_calls cache as the direct path stores them.
 
-The judge never waits on a batch. A client in batch mode (LLMClient(batch=BatchQueue(...))) answers what
-llm_calls holds and, for any other request, calls `record_request` (the request's hash, its canonical body,
-purpose) and raises AwaitingBatch; the judge runner leaves that report-metric unstored. Then, in steps that
-a deferrable task can run apart, each holding no worker while the provider works:
-
-- `submit_pending`: the pending requests, per (model, endpoint), written as the provider's JSONL (one line
-  per request: custom_id = request hash, the same body the direct path posts), cut into batches within
-  MAX_REQUESTS and MAX_BYTES, each uploaded and created;
-- `poll_batches`: each submitted batch's state, asked once (a sensor or trigger calls it again later);
-- `batch_results.collect_results`: the output and error files of the batches that ended, line by line;
-  every answered line becomes an llm_calls row (same hash, same parsed usage, cost at the batch price,
-  transport 'openai-batch'), every errored, malformed or unanswered request goes back to pending, or is
-  marked failed after batch_results.MAX_ATTEMPTS submissions (the judgment needing it is then stored
-  unscored with the error);
-- `cancel_batches`: ask the provider to cancel submitted batches (a budget they would pass); what they
-  answered before is collected and billed as any batch's answers (`PendingRequest.billed_to`, copied to the
-  answer's llm_calls row), the rest goes back to pending.
-
-Then the judge runs again and finds the answers in the cache (evaluation/judging/batch_rounds.py).
-
-Every step works on one queue (`BatchQueue`: a month under one judge config): a run submits, waits for and
-prices its own requests only, so another month's refused or running requests neither ride along nor hold
-it up. A request failed for good fails the items of the run that recorded it; a later run asks it again.
-
-No double submission, no lost batch: every step is idempotent on natural keys and survives a retry at any
-point. A batch's row (its key: a hash of its queue, its requests, their attempt numbers and the time) and
-its requests' move to it are one transaction, committed before anything is uploaded; the row says
-`creating` (committed) before the create request is sent, and a send that finds its batch `creating` (a
-create whose answer was lost) first looks for the provider's batch by our key in its metadata, and adopts it
-if found (a list the provider cannot show back to the batch's time fails the step instead of risking a
-second batch). One process at a time sends a given batch (a lease on its row, which runs out if the
-process dies).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.llm.batch_transport`.
 """
 
 from __future__ import annotations

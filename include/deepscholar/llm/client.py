@@ -1,15 +1,6 @@
 """One LLM client for every call in the project (judges and systems), built on litellm.
 
-What it guarantees, so callers need not: an identical request is answered from `llm_calls` with no
-network call, and identical requests made at the same time from several threads reach the provider once
-(the others wait for that answer and count as cached calls: cache.SingleFlight); transient failures
-(429, 5xx, timeouts, dropped connections) are retried a bounded number of times with exponential
-backoff, counted by us alone; every real call is logged with the model the provider reports, tokens,
-cost and latency; judge answers are parsed strictly, re-asked a bounded number of times, and otherwise
-end *unscored* with the reason kept (METRICS.md) — never a default value.
-
-litellm is imported lazily: `import litellm` costs ~4 s, and modules that only need `Judged` or the
-parsers (the local judge, DAG files) should not pay it.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.llm.client`.
 """
 
 from __future__ import annotations

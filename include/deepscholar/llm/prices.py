@@ -1,17 +1,6 @@
 """Per-token prices for the direct OpenAI-compatible path, read from the price table litellm ships.
 
-Why not `litellm.cost_per_token`: importing litellm costs seconds of start-up (more on a busy machine),
-and a judge task on the direct path (llm/openai_compatible.py) has no other use for it. The table is the
-same JSON file litellm itself reads with LITELLM_LOCAL_MODEL_COST_MAP=True, found without importing the
-package, so both paths price a model identically for the token counts a judge call has (litellm also
-knows tiered prices above 128k/200k prompt tokens and per-request fees, which no judge prompt reaches;
-those models are priced at their base rate here). A model the table does not know has no price: None.
-
-A budget still has to count such a model's calls: `fallback_price_of` is the price it counts them at, stated
-wherever it is used (the estimate, the approval, `deepscholar cost`): the highest chat price of the model's
-provider in the same table (OpenAI's for a provider it does not know), prompt and completion apart.
-`counted_cost_usd` is what a budget counts for one answer: its own cost when known, else its tokens (the
-prediction's default tokens when the answer reports none) at the model's price, or the fallback.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.llm.prices`.
 """
 
 from __future__ import annotations
