@@ -16,6 +16,9 @@ def test_the_two_commands_are_make_targets_that_exist():
     assert commands == ["make demo", "make test"], commands
     targets = set(re.findall(r"^([a-z-]+):", (ROOT / "Makefile").read_text(encoding="utf-8"), flags=re.M))
     assert {"demo", "test"} <= targets
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+          if line.strip() and not line.lstrip().startswith("#")]
+    assert ci[-1] == "make test", "CI runs README's test command last"
 
 
 def test_it_stays_short_and_every_file_it_names_exists():
