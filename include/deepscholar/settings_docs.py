@@ -150,10 +150,11 @@ def markdown_table() -> str:
     """docs/OPERATIONS.md's tables of every setting, one per group (`deepscholar settings --markdown`)."""
     lines: list[str] = []
     for group in GROUPS:
-        lines += ["", f"**{group}** ({GROUP_OWNERS[group]})", "",
+        owners = GROUP_OWNERS.get(group, "not said yet: add it to settings_docs.GROUP_OWNERS")
+        lines += ["", f"**{group}** ({owners})", "",
                   "| variable | meaning | accepts | default | who changes it, and why |", "|---|---|---|---|---|"]
         for s in (s for s in SETTINGS if s.group == group):
             tolerant = " (a malformed value is logged and ignored)" if s.tolerant else ""
             lines.append(f"| `{s.env}` | {s.doc} | {s.kind.expected}{tolerant} | {s.default_text()} | "
-                         f"{WHO[s.env]} |")
+                         f"{WHO.get(s.env, 'not said yet: add it to settings_docs.WHO')} |")
     return "\n".join(lines[1:])
