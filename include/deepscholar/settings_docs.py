@@ -32,6 +32,7 @@ GROUP_OWNERS = {
 WHO = {
     "DEEPSCHOLAR_DB_URL": "operator: points every process at the deployment's PostgreSQL",
     "DEEPSCHOLAR_HOME": "developer: where local state goes (the tests give each run its own)",
+    "DEEPSCHOLAR_BACKUP_DIR": "operator: where the warehouse's automatic backups go (docs/RUNBOOK.md)",
     "DEEPSCHOLAR_SQL_DIR": "image builder: the image installs `sql/` apart from the source tree",
     "DEEPSCHOLAR_DB_POOL_SIZE": "operator: more threads per process need more connections; fit the budget",
     "DEEPSCHOLAR_JUDGE_DB_POOL_SIZE": "operator: raised with DEEPSCHOLAR_JUDGE_CONCURRENCY",
@@ -106,6 +107,8 @@ WHO = {
     "DEEPSCHOLAR_AIRFLOW_API_URL": "operator: lets `systems add --backfill` queue in Airflow",
     "DEEPSCHOLAR_AIRFLOW_USERNAME": "operator: the account that queues backfills",
     "DEEPSCHOLAR_FROZEN_SLICE": "maintainers: the month every system is also compared on",
+    "DEEPSCHOLAR_NOTIFY": "operator: who hears of a failed run, a published board, an approval asked",
+    "DEEPSCHOLAR_PUBLICATION_DEADLINE_HOURS": "operator: when a late board should raise an alarm",
     "DEEPSCHOLAR_CATCHUP": "operator: a new deployment that should fill past months",
     "DEEPSCHOLAR_WARM_IMPORTS": "operator: less memory per task when workers fork",
     "DEEPSCHOLAR_WORKER_HOSTNAME": "`deepscholar.local_airflow` for its local Celery workers; nobody by hand",

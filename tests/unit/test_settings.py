@@ -25,6 +25,8 @@ BY_ENV = {s.env: s for s in SETTINGS}
 DYNAMIC_READS = {
     "include/deepscholar/systems/deepscholar_base.py": "the API-key variable a system's config names (a secret)",
     "include/deepscholar/local_airflow.py": "the whole environment, copied for the Airflow processes it starts",
+    "include/deepscholar/warehouse_backup.py": "the whole environment, copied for pg_dump / pg_restore with the "
+                                               "warehouse's password (a secret) added as PGPASSWORD",
     "include/deepscholar/connection_budget.py": "Airflow's own AIRFLOW__* variables (parallelism, its pools), "
                                                 "for the connection budget",
 }
@@ -48,9 +50,10 @@ def test_every_setting_says_who_changes_it_and_the_count_does_not_grow():
     assert set(WHO) == set(BY_ENV), f"say who changes these in settings_docs.WHO: {sorted(set(BY_ENV) ^ set(WHO))}"
     assert set(GROUP_OWNERS) == set(GROUPS)
     # Issue 47 retired 12 of 108 (derived lane pools, provider limits, the cost prediction's default tokens,
-    # the password variable's name). A new setting earns its place by retiring one, or by raising this bound
+    # the password variable's name): 96; the runbook work added three (backups, notifications, the
+    # publication deadline): 99. A new setting earns its place by retiring one, or by raising this bound
     # with a reason in the commit.
-    assert len(SETTINGS) <= 96, f"{len(SETTINGS)} settings: the count may not grow"
+    assert len(SETTINGS) <= 99, f"{len(SETTINGS)} settings: the count may not grow"
 
 
 def test_every_setting_is_declared_once_with_a_group_and_one_line_of_docs():
