@@ -16,7 +16,9 @@ import requests
 
 from deepscholar.errors import InfrastructureError, UserError
 
-__all__ = ["AirflowAPI", "AirflowAPIError"]
+__all__ = ["AirflowAPI", "AirflowAPIError", "PASSWORD_VARIABLE"]
+
+PASSWORD_VARIABLE = "AIRFLOW_API_PASSWORD"  # the queueing user's password (a secret, never a setting)
 
 
 class AirflowAPIError(UserError):
@@ -77,15 +79,15 @@ class AirflowAPI:
     @classmethod
     def from_settings(cls) -> AirflowAPI:
         """The API server of DEEPSCHOLAR_AIRFLOW_API_URL, as DEEPSCHOLAR_AIRFLOW_USERNAME with the password in
-        the variable DEEPSCHOLAR_AIRFLOW_PASSWORD_ENV names (a secret, so not a setting itself)."""
+        AIRFLOW_API_PASSWORD (a secret, so not a setting)."""
         from deepscholar.settings import current_settings
 
         settings = current_settings()
         if not settings.airflow_api_url:
             raise AirflowAPIError("DEEPSCHOLAR_AIRFLOW_API_URL is not set: no Airflow to queue work on")
-        password = os.environ.get(settings.airflow_password_env)
+        password = os.environ.get(PASSWORD_VARIABLE)
         if not password:
-            raise AirflowAPIError(f"{settings.airflow_password_env} is not set: the password of "
+            raise AirflowAPIError(f"{PASSWORD_VARIABLE} is not set: the password of "
                                   f"{settings.airflow_username} on {settings.airflow_api_url}")
         return cls(settings.airflow_api_url, settings.airflow_username, password)
 

@@ -1,24 +1,7 @@
 """The benchmark DAG's budget gate: an Airflow human-in-the-loop approval, asked only when it is needed, and
 answerable only by the operator's approvers.
 
-The task before it (`estimate_budget`) prices the month's planned judge jobs against the run's budget (the
-operator's DEEPSCHOLAR_JUDGE_BUDGET_USD, which the run's `budget_usd` param may lower, never raise or remove:
-evaluation/budget.py `run_budget`) and keeps the estimate in the warehouse as the run's (judging_estimates).
-This task reads it there, never from an XCom (any account allowed to edit the DAG's task instances may
-rewrite an XCom through the REST API). Within the budget it succeeds at once and asks nobody. Over it, or when
-a judge model has no price (counted at the stated fallback price), it asks in the UI (Required actions) and
-the REST API, with the estimate by system, metric and model, and waits in Airflow's `awaiting_input` state
-(no worker slot, no triggerer) for Approve or Reject, at most DEEPSCHOLAR_JUDGE_BUDGET_APPROVAL_HOURS. Only
-the users DEEPSCHOLAR_JUDGE_BUDGET_APPROVERS names may answer (Airflow's HITL assigned users: anyone else gets
-HTTP 403, whatever their role). Approved, the approval is written beside the estimate (who, when, the month's
-total it allows), where the judge tasks read it: they are held to that total plus the margin. Rejected or
-unanswered, the task fails with one line saying why and what the month would have cost (also pushed as the
-XCom `refusal`, which the run's `finish` writes into benchmark_runs), so the judge tasks never start and
-nothing is sent.
-
-Airflow's own operator does the asking; this subclass adds what it lacks here: not asking when nothing needs
-approving, the approvers, the approval kept in the warehouse, and a rejection that ends the run with the
-reason instead of skipping on quietly. Imported by the DAG file only (it needs Airflow's standard provider).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.budget_approval`.
 """
 
 from __future__ import annotations

@@ -1,25 +1,6 @@
 """The deployment's warehouse connections in the worst case, derived from the settings an operator sets.
 
-Why: PostgreSQL refuses every connection past `max_connections` ("sorry, too many clients already"), and
-a month's judging runs many task processes at once, each with its own connection pool. Each pool is
-bounded (db.py: no overflow, threads take turns), so what the deployment can hold at once is a sum known
-in advance:
-
-    warehouse = J x (JUDGE_DB_POOL_SIZE + 1) + (P - J) x DB_POOL_SIZE + (A + 1) x DB_POOL_SIZE + 1
-    airflow   = C x (Airflow pool_size + max_overflow)   when Airflow's metadata is on the same server
-    worst     = warehouse + airflow  <=  max_connections - superuser_reserved_connections
-
-P = Airflow's `[core] parallelism` (task processes running at once), J = min(P, judge tasks per run x
-runs of the benchmark DAG at once), A = API server workers (each serves the leaderboard page), + 1 for an
-operator's command beside the scheduler; the + 1s are the one connection outside the pool a judge
-process and the CLI may hold (document importance's advisory lock, db.dedicated_connection); C = Airflow's own components that hold metadata connections
-(scheduler, dag-processor, triggerer, API server workers). `deepscholar settings` and `deepscholar db
-status` print it against the server's limit; the benchmark DAG's plan_judging task logs it and warns
-when the configuration can exceed the limit.
-
-Airflow's values are read from its environment variables (AIRFLOW__SECTION__KEY), else, inside an Airflow
-process, from the configuration Airflow has loaded, else Airflow's defaults: they are Airflow's settings,
-not ours, and this module never imports Airflow itself.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.connection_budget`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """The offline demo: the monthly flow as it runs deployed, under the real Airflow scheduler.
 
-It writes the bundled demo snapshot, serves it over HTTP (arXiv API, e-prints, OpenAlex, and the demo's
-external system), points the pipeline's endpoints at it, starts `airflow standalone` (metadata in
-PostgreSQL) and unpauses both monthly DAGs with their schedule bounded to the demo month, so the
-scheduler fires the release and the benchmark for that month at the same moment, as the cron tick on the
-1st does. The benchmark run waits for the release and goes on by itself once it is published. The demo
-prints which DAG runs ran, how each was triggered and how it ended, then the month's leaderboard.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.demo`.
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
 """Who is at fault: the exception types that decide what a failure becomes.
 
-- `UserError`: the person running a command asked for something impossible (an unknown release, a bad
-  name, a missing API key). The CLI prints its message as one line and exits 2; nothing is retried.
-- `InfrastructureError`: a service we depend on (the warehouse, an LLM provider, a search backend) was
-  down or refused us after the retries of the layer that called it. It is never a system's or a
-  judge's fault, so generation and judging let it propagate: the Airflow task fails and is retried,
-  and nothing is stored for the work it interrupted.
-- `SystemFailure`: a system under evaluation could not produce a report. Stored as the report's
-  `system_error` with this message; so is anything else (not infrastructure) raised while it writes.
-- `JudgeError`: a judge's answer could not be used (`llm.client.ParseError`, a subclass): re-asked a
-  bounded number of times, then the item is *unscored* with the reason — never a default value.
-- Anything else in the CLI is a bug and is shown with its traceback (exit 1); in a task it fails the task.
-
-The CLI (`cli.main`), the DAG tasks (through the library calls they make) and the storage layer all go
-by these four families; nothing else decides what a failure becomes.
-
-This module imports nothing heavy so every layer (DAG files included) can use it.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.errors`.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """Where metric families live, for the two places that discover them: the metric registry (a family's
 dimensions, metrics and per-query data) and the release (a track's release-time artefacts).
 
-A family is one package laid out like the folders of deepscholar.evaluation.metrics (core, race, fact, ...):
-its `__init__` declares `FAMILY` and `DIMENSIONS` (and `QUERY_DATA` when its metrics read per-query release
-data), its modules declare `METRIC`s, and a module may declare the track's release-time `ARTEFACTS`. The
-families are every sub-package of deepscholar.evaluation.metrics, then the packages
-DEEPSCHOLAR_FAMILY_PACKAGES names (a plugin's track), then any a process adds for a while with `added()` (a
-test's throwaway track). Found by name and imported on first use, as the registries find their modules,
-so the release finds a track's artefacts without importing the evaluation package.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.family_packages`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Great Expectations plumbing shared by every gate: the release gate, the systems' report checks and the
 leaderboard check each build their own expectations over their own frames and run them here.
 
-A check is one expectation over one named pandas frame; `run_checks` validates each frame once in an
-ephemeral GX context and returns one compact, JSON-able record per check (what was observed, which rows
-broke it). GX is imported lazily (`import_gx`): it takes seconds, and DAG files must stay cheap to parse.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.gx`.
 """
 
 from __future__ import annotations

@@ -1,26 +1,7 @@
 """One circuit breaker per host, shared by every outbound client (arXiv API, e-prints, OpenAlex, HTTP
 external systems, LLM providers).
 
-Why: each client retries a failed request with backoff, which is right for a blip and wrong for an
-outage: with OpenAlex unreachable, document importance sat out one timeout-and-backoff cycle per source
-for over ten minutes, printing nothing. The breaker counts, per host, the *calls* that still failed after
-their client's own retries with a connection failure, a timeout or a 5xx. After
-`DEEPSCHOLAR_BREAKER_FAILURES` (default 5) such calls in a row, or at least two in a row spanning
-`DEEPSCHOLAR_BREAKER_SECONDS` (default 120), the call that tripped it and every later call to that host
-raise `HostUnavailable` at once: an `InfrastructureError`, which per-item loops let through, so the step
-fails with one line naming the host and Airflow retries it later instead of the step grinding through
-every item. Any answer from the host counts as a success and resets the count (a 404 is an answer; a
-429 or a 4xx raised as an exception counts neither way). After the same number of seconds the breaker
-lets calls through again; the next failure opens it at once, the next success closes it.
-
-The state lives in this process (`BREAKER`): an Airflow task is one process, so a retried task starts
-with a closed breaker.
-
-`bounded_request` is the other guard, for a host that answers but should not be trusted with how: one
-request whose whole exchange (connect, headers, body) ends by a deadline and whose body is read in chunks up
-to a byte limit (a declared Content-Length over it is refused before reading). requests' own timeout is per
-read, so an endpoint sending a byte a second would otherwise hold the caller as long as it likes; a timer
-shuts the request's socket down at the deadline, whatever the request is doing then.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.http_guard`.
 """
 
 from __future__ import annotations

@@ -4,10 +4,7 @@ with `executor="celery"` the same components as separate processes plus `airflow
 Redis broker — the deployment of docker-compose.yaml's `celery` profile, with the same settings
 (`celery_settings`), minus the containers.
 
-`airflow dags test` runs one DAG in-process, one task after another; it cannot show what the scheduler
-does when both monthly DAGs fire at the same tick. This module starts the real thing with its metadata
-in PostgreSQL (SQLite locks under a running scheduler), waits until it answers and has parsed our DAGs,
-and stops every process group it started afterwards.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.local_airflow`.
 """
 
 from __future__ import annotations

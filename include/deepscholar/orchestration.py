@@ -61,9 +61,11 @@ def lane_batch_size(lane: str, environ: Mapping[str, str] | None = None) -> int:
     return _settings(environ).offline_batch if lane == "offline" else 1
 
 
-def lane_pool(lane: str, environ: Mapping[str, str] | None = None) -> str:
-    """DEEPSCHOLAR_POOL_<LANE> if set; else llm_<lane> for LLM lanes and default_pool for the offline one."""
-    return getattr(_settings(environ), f"pool_{lane}", None) or f"llm_{lane}"
+def lane_pool(lane: str) -> str:
+    """The Airflow pool of a generation lane: llm_<lane> for LLM lanes, default_pool for the offline one.
+    Fixed names: an operator sizes the pools in Airflow (DEEPSCHOLAR_POOLS in docker-compose) rather than
+    renaming them."""
+    return "default_pool" if lane == "offline" else f"llm_{lane}"
 
 
 # How a benchmark run waits for its month's release (see deepscholar.scheduling).

@@ -1,16 +1,6 @@
 """Progress of long steps: plain "LABEL: n of N (p%), r/s, ETA m:ss" log lines, or live bars on a terminal.
 
-A step that loops over hundreds of items (cited-by lookups, reference resolution, judge calls, imports)
-logs a line when it starts, when it ends, and in between when `seconds` (default 15) have passed since
-the last line or, if the caller asks, every `every` items: a slow or stuck step is visible as it runs,
-and a quick one costs two lines.
-Records go to the `deepscholar.progress` logger at INFO: Airflow's task log shows INFO, and the CLI
-shows this logger even without --verbose.
-
-On a terminal the CLI turns on `terminal_bars(sys.stderr)`: each tracker with items then shows a live
-`rich` bar (label, n/N, rate, ETA) instead of the start and in-between lines, and its end line is still
-logged once, as the lasting record. Anywhere else (pipes, CI, Airflow) the plain lines are unchanged.
-DEEPSCHOLAR_PROGRESS=plain forces the lines on a terminal too, DEEPSCHOLAR_PROGRESS=bar forces bars.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.progress`.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
 """Versioned prompt files: `version: <id>` on the first line, `{{name}}` placeholders in the body.
 
-The version is recorded wherever the prompt's output is stored (judge_config, report traces), so a
-prompt change is always a new version.
-
-A prompt whose second line is `fence: <<< >>>` quotes untrusted text (reports, titles, abstracts,
-snippets) between a line `<<<` and a line `>>>`, and tells the model that text there is data, never
-instructions. Rendering it breaks up every run of three or more `<` or `>` inside the substituted values
-(`>>>` becomes `> > >`), so a report cannot close its fence and speak to the judge as the prompt. (A tag
-such as `<report>` would not do: the text can type `</report>` itself.)
+Design notes: docs/MODULE_NOTES.md, `deepscholar.prompts`.
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
 """One request rate per external host, kept by every thread and every worker process of a run.
 
-Why: arXiv asks for at most one request every 3 s (API and e-prints), OpenAlex's polite pool for at most
-10 per second. A limiter inside one process is not enough once a step runs as several mapped Airflow
-tasks (or on several Celery workers): each would keep the limit and together they would exceed it.
-
-How: a request *takes the host's slot* when the slot is free — the host's next free start time is then
-one interval from now — and otherwise sleeps until that time and tries again. Slots are taken at the
-moment of sending, not booked ahead, so a caller that wakes late (a busy CPU, a paused thread) never
-lands right before the next one: requests start at least one interval apart, and while callers queue up
-the host is used at its full rate. No lock is held while waiting or during the request. Slots live
-
-- in Postgres (table host_rate_limits, one UPDATE per request, times from the database's clock so
-  machines with skewed clocks agree) once `use_warehouse(engine)` was called — the release steps, the
-  evaluation's cited-by lookups and `import-reports` call it with the warehouse every worker shares;
-- otherwise in this process (threads share it), e.g. a library user with no warehouse.
-
-Intervals: arXiv's from the settings (DEEPSCHOLAR_ARXIV_DELAY_SECONDS, default 3, also for
-e-prints), OpenAlex's from DEEPSCHOLAR_OPENALEX_INTERVAL_SECONDS (default 0.1). An interval of 0 makes no
-reservation at all.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.rate_limit`.
 """
 
 from __future__ import annotations

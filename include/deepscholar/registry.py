@@ -1,11 +1,7 @@
 """One registry shape for everything a contributor adds as a single file: metrics, search backends,
 import formats and system kinds.
 
-Each module of a package that exports a declaration (`METRIC`, `BACKEND`, `FORMAT`; for system kinds, the
-System subclasses it defines) is found by importing the package's modules once, so adding one is adding a module; a declaration from outside the library
-(a test's, a plugin's) joins with `register()` or, for a while, `registered()`. A malformed or clashing
-declaration is refused when it is registered, and an unknown name is refused with the known ones listed:
-a typo fails loudly instead of silently doing nothing.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.registry`.
 """
 
 from __future__ import annotations

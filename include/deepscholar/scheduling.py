@@ -1,29 +1,6 @@
 """How a benchmark run for month M is tied to release M when both are scheduled at the same cron tick.
 
-Deployed, the scheduler fires the release DAG and the benchmark DAG for M at the same moment, and a real
-release takes hours. So the benchmark run's first task waits for release M (a sensor in reschedule mode,
-no worker slot held while waiting) and every benchmark run records what it is doing in
-`benchmark_runs` [release_id, run_id]:
-
-    waiting   → release M is not published yet (building, gated or not started)
-    running   → release M is published; the run generates, judges and rolls up
-    published → the run published M's leaderboard
-    blocked   → release M failed its gate (or was not published in time, or was never started for a
-                backfill or manual run): nothing was generated
-    failed    → a task of the run failed (the message names it); Airflow retried it first
-
-Every run works on M's current version (`current_release`): the latest published version of the month
-(`2025-06.v2` once a correction is published), so a correction gets its own runs and leaderboard while
-the runs of the version before stay as they were.
-
-When release M is published the release DAG asks `benchmark_start_needed`: if no benchmark run for M is
-waiting or running (the cron run gave up because the gate failed, or M was built by hand), it triggers a
-new benchmark run for M, so a re-built release gets its leaderboard with no human step.
-
-Only a scheduled run waits for a release that was never started (at the cron tick the release run of M
-opens it moments later). A backfill or manual run is for a month that should already exist: when
-release M has no row and no release DAG run is queued or running, `decide_wait` ends it at once with
-how to build the month, instead of leaving it in the sensor for days (`wait_for_release`).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.scheduling`.
 """
 
 from __future__ import annotations

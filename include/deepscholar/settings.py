@@ -1,20 +1,6 @@
 """Every setting the library and the DAGs read from the environment, declared once.
 
-A *setting* says how this machine runs the benchmark: where the warehouse and the outside services are,
-how hard clients retry and how fast they go, how Airflow spreads the work, and the defaults a new month's
-spec starts from. It never decides what an opened release contains: that is the release's stored spec
-(`release.spec.ReleaseSpec`). Each setting is one field of `Settings`, declared with `_setting(...)`: its
-environment variable, its default, what a valid value looks like, its group and one line for the docs
-(README.md "Configuration" is `deepscholar settings --markdown`; a unit test keeps the two equal).
-
-Code calls `current_settings()`: the environment parsed once per distinct set of values of the declared
-variables, so a changed variable (a test's monkeypatch.setenv) is seen at the next call.
-`Settings.from_env(environ)` parses a given mapping. A malformed value raises InvalidInput naming the
-variable and what was expected, except for the *tolerant* settings (the retry, timeout and pacing knobs,
-the shard count, claim coverage's window cap), whose bad values were always logged and ignored.
-
-Not settings, and read where they are used: secrets (API keys, and the key-variable names systems are
-configured with) and third-party variables (LITELLM_LOCAL_MODEL_COST_MAP, HF_HUB_OFFLINE, AIRFLOW_*).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.settings`.
 """
 
 from __future__ import annotations
@@ -66,8 +52,8 @@ __all__ = ["GROUPS", "SETTINGS", "Kind", "Setting", "Settings", "current_setting
 
 log = logging.getLogger(__name__)
 
-GROUPS = ("warehouse", "release", "external services", "LLM calls", "judging", "generation", "orchestration",
-          "demo", "command line", "web page")
+GROUPS = ("warehouse", "release", "external services", "LLM calls", "judging", "costs and budgets",
+          "judge validation", "generation", "orchestration", "demo", "command line", "web page")
 DEFAULT_CATEGORIES = ("cs.CL", "cs.LG", "cs.IR", "cs.AI")
 # Where the outside services live by default: the defaults of the settings that point a run elsewhere
 # (a replay server, a mirror). Here rather than in sources/ because the sources' clients read the settings.
@@ -245,7 +231,7 @@ class Settings:
         "DEEPSCHOLAR_LLM_TRANSPORT", "direct", choice("direct", "litellm"), "LLM calls",
         "how requests to an `openai/<model>` at an explicit `api_base` (vLLM, a proxy, an OpenAI-compatible "
         "server) are sent: `direct` (the OpenAI wire format over one pooled httpx client, without litellm's or "
-        "the OpenAI SDK's per-call work: about a fifth of litellm's client CPU per call) or `litellm` (every "
+        "the OpenAI SDK's per-call work: a fraction of litellm's client CPU per call, docs/BENCHMARKS.md) or `litellm` (every "
         "provider through litellm)")
     llm_timeout_seconds: float | None = _setting(
         "DEEPSCHOLAR_LLM_TIMEOUT_SECONDS", None, POSITIVE_SECONDS, "LLM calls",
@@ -262,18 +248,6 @@ class Settings:
     llm_backoff_seconds: float | None = _setting(
         "DEEPSCHOLAR_LLM_BACKOFF_SECONDS", None, SECONDS, "LLM calls",
         "base of the LLM clients' exponential backoff", tolerant=True, shown_default="`0.5`")
-    batch_max_requests: int = _setting(
-        "DEEPSCHOLAR_BATCH_MAX_REQUESTS", 50_000, POSITIVE_INT, "LLM calls",
-        "most requests in one batch submitted to a provider's batch API (`llm/batch_transport.py`; OpenAI "
-        "accepts 50,000)")
-    batch_max_bytes: int = _setting(
-        "DEEPSCHOLAR_BATCH_MAX_BYTES", 200_000_000, POSITIVE_INT, "LLM calls",
-        "most bytes of one batch's JSONL input file (OpenAI accepts 200 MB); also the most read of one "
-        "output or error file")
-    batch_max_attempts: int = _setting(
-        "DEEPSCHOLAR_BATCH_MAX_ATTEMPTS", 3, POSITIVE_INT, "LLM calls",
-        "submissions of one request to a batch API (an errored line, an expired or cancelled batch submits it "
-        "again) before it is marked failed and its judgment stored unscored with the provider's error")
     batch_poll_seconds: float = _setting(
         "DEEPSCHOLAR_BATCH_POLL_SECONDS", 60.0, POSITIVE_SECONDS, "LLM calls",
         "how often a judge run in batch mode asks the provider whether its batches have ended (the benchmark "
@@ -298,38 +272,31 @@ class Settings:
     release_judge_concurrency: int = _setting(
         "DEEPSCHOLAR_RELEASE_JUDGE_CONCURRENCY", 8, POSITIVE_INT, "judging",
         "release-time judge requests in flight inside one `importance` or `nuggets` task")
-    cost_prompt_tokens: int = _setting(
-        "DEEPSCHOLAR_COST_PROMPT_TOKENS", 1500, POSITIVE_INT, "judging",
-        "prompt tokens of one judge call in `deepscholar cost`'s prediction, until the audit trail has calls of "
-        "that metric and model to measure")
-    cost_completion_tokens: int = _setting(
-        "DEEPSCHOLAR_COST_COMPLETION_TOKENS", 150, POSITIVE_INT, "judging",
-        "completion tokens of one judge call in that prediction, likewise")
     judge_budget_usd: float | None = _setting(
-        "DEEPSCHOLAR_JUDGE_BUDGET_USD", None, USD, "judging",
+        "DEEPSCHOLAR_JUDGE_BUDGET_USD", None, USD, "costs and budgets",
         "the most one month's judging (and its drift check) may cost under one judge: a run predicted over it "
         "(or with an unpriced model) waits for an operator's approval, and judging stops once the month's spend "
         "passes it (or what was approved) by DEEPSCHOLAR_JUDGE_BUDGET_MARGIN; a benchmark run's `budget_usd` "
         "may lower it, never raise or remove it", shown_default="none (no bound)")
     judge_budget_margin: float = _setting(
-        "DEEPSCHOLAR_JUDGE_BUDGET_MARGIN", 0.1, FRACTION, "judging",
+        "DEEPSCHOLAR_JUDGE_BUDGET_MARGIN", 0.1, FRACTION, "costs and budgets",
         "how far past its budget a month's actual judge spend may go before judging stops (a share of the "
         "budget): room for the prediction's error and the requests in flight")
     judge_budget_approval_hours: float = _setting(
-        "DEEPSCHOLAR_JUDGE_BUDGET_APPROVAL_HOURS", 72.0, HOURS, "judging",
+        "DEEPSCHOLAR_JUDGE_BUDGET_APPROVAL_HOURS", 72.0, HOURS, "costs and budgets",
         "how long the benchmark DAG waits for an operator to approve a month predicted over its budget before "
         "the run ends, nothing sent")
     judge_budget_approvers: tuple[str, ...] = _setting(
-        "DEEPSCHOLAR_JUDGE_BUDGET_APPROVERS", ("admin",), NAMES, "judging",
+        "DEEPSCHOLAR_JUDGE_BUDGET_APPROVERS", ("admin",), NAMES, "costs and budgets",
         "the Airflow users (their ids: the user name with Airflow's simple auth manager) who may answer the "
         "benchmark DAG's budget approval; any other account, whatever its role, is refused (HTTP 403)")
     release_judge_budget_usd: float | None = _setting(
-        "DEEPSCHOLAR_RELEASE_JUDGE_BUDGET_USD", None, USD, "judging",
+        "DEEPSCHOLAR_RELEASE_JUDGE_BUDGET_USD", None, USD, "costs and budgets",
         "the most one release's release-time judging may cost (importance labels, nuggets, RACE's criteria and "
         "weights, the claims' ground truth): its steps stop once the release's spend passes it",
         shown_default="none (no bound)")
     category_min_queries: int = _setting(
-        "DEEPSCHOLAR_CATEGORY_MIN_QUERIES", 10, POSITIVE_INT, "judging",
+        "DEEPSCHOLAR_CATEGORY_MIN_QUERIES", 10, POSITIVE_INT, "web page",
         "a primary category's board is shown on the page only with at least this many queries (fewer make a mean "
         "nobody should rank by)")
     tracks: tuple[str, ...] = _setting(
@@ -359,7 +326,7 @@ class Settings:
         "third of it while it works): another evaluation of the month skips them, and takes them over at most "
         "this long after their holder died")
     agreement_resamples: int = _setting(
-        "DEEPSCHOLAR_AGREEMENT_RESAMPLES", 1000, POSITIVE_INT, "judging",
+        "DEEPSCHOLAR_AGREEMENT_RESAMPLES", 1000, POSITIVE_INT, "judge validation",
         "bootstrap resamples behind the 95% intervals of judge validation (`deepscholar judges agreement`, "
         "`deepscholar judges compare`): more is steadier and slower")
     claim_coverage_w_max: int = _setting(
@@ -374,27 +341,27 @@ class Settings:
         "fixed weight set ignores it")
     # judging: the drift alarm (evaluation/judge_validation/drift.py)
     drift_check: bool = _setting(
-        "DEEPSCHOLAR_DRIFT_CHECK", True, BOOL, "judging",
+        "DEEPSCHOLAR_DRIFT_CHECK", True, BOOL, "judge validation",
         "the benchmark DAG's `check_judge_drift` re-judges the calibration slice every month (off: the task is "
         "skipped, saying so; `deepscholar judges drift` still runs when asked)")
     calibration_release: str | None = _setting(
-        "DEEPSCHOLAR_CALIBRATION_RELEASE", None, TEXT, "judging",
+        "DEEPSCHOLAR_CALIBRATION_RELEASE", None, TEXT, "judge validation",
         "the release whose judgments give the calibration slice when a metric has no human labels (read once, "
         "when a judge's slice is drawn)", shown_default="the first published release the judge judged")
     calibration_items: int = _setting(
-        "DEEPSCHOLAR_CALIBRATION_ITEMS", 40, POSITIVE_INT, "judging",
+        "DEEPSCHOLAR_CALIBRATION_ITEMS", 40, POSITIVE_INT, "judge validation",
         "questions per metric in a judge's calibration slice, drawn once and re-judged every month")
     calibration_max_cost_usd: float | None = _setting(
         "DEEPSCHOLAR_CALIBRATION_MAX_COST_USD", 5.0, or_none(number(float, "a number of USD >= 0", 0)),
-        "judging",
+        "costs and budgets",
         "the most a month's drift check may cost, besides the month's judging budget it is paid from: predicted "
         "above it (unpriced models at their fallback price), the check refuses that month and says so, and "
         "while it runs it stops past it by the budget margin; `none`: no bound of its own")
     drift_min_agreement: float = _setting(
-        "DEEPSCHOLAR_DRIFT_MIN_AGREEMENT", 0.8, FRACTION, "judging",
+        "DEEPSCHOLAR_DRIFT_MIN_AGREEMENT", 0.8, FRACTION, "judge validation",
         "the drift alarm trips when a metric's agreement with its calibration labels falls below this")
     drift_max_drop: float | None = _setting(
-        "DEEPSCHOLAR_DRIFT_MAX_DROP", 0.1, or_none(FRACTION), "judging",
+        "DEEPSCHOLAR_DRIFT_MAX_DROP", 0.1, or_none(FRACTION), "judge validation",
         "... or drops by more than this since the judge's previous month checked; `none`: only the minimum")
     # generation
     search_backend: str = _setting("DEEPSCHOLAR_SEARCH_BACKEND", "local", TEXT, "generation",
@@ -416,18 +383,6 @@ class Settings:
     offline_batch: int = _setting(
         "DEEPSCHOLAR_OFFLINE_BATCH", 25, POSITIVE_INT, "generation",
         "(system, query) pairs per generation task of offline systems (LLM systems: one per task)")
-    pool_offline: str = _setting("DEEPSCHOLAR_POOL_OFFLINE", "default_pool", TEXT, "generation",
-                                 "Airflow pool of the generation lane of systems without an LLM")
-    pool_openai: str = _setting("DEEPSCHOLAR_POOL_OPENAI", "llm_openai", TEXT, "generation",
-                                "Airflow pool of the OpenAI generation lane")
-    pool_anthropic: str = _setting("DEEPSCHOLAR_POOL_ANTHROPIC", "llm_anthropic", TEXT, "generation",
-                                   "Airflow pool of the Anthropic generation lane")
-    pool_gemini: str = _setting("DEEPSCHOLAR_POOL_GEMINI", "llm_gemini", TEXT, "generation",
-                                "Airflow pool of the Gemini generation lane")
-    pool_local: str = _setting("DEEPSCHOLAR_POOL_LOCAL", "llm_local", TEXT, "generation",
-                               "Airflow pool of the lane of local models (ollama, vLLM, ...)")
-    pool_other: str = _setting("DEEPSCHOLAR_POOL_OTHER", "llm_other", TEXT, "generation",
-                               "Airflow pool of the lane of every other provider")
     # orchestration
     task_retries: int = _setting("DEEPSCHOLAR_TASK_RETRIES", 2, COUNT, "orchestration", "retries per Airflow task")
     release_shards: int = _setting(
@@ -449,8 +404,6 @@ class Settings:
         "printed")
     airflow_username: str = _setting("DEEPSCHOLAR_AIRFLOW_USERNAME", "admin", TEXT, "orchestration",
                                      "the Airflow user that queues backfills")
-    airflow_password_env: str = _setting("DEEPSCHOLAR_AIRFLOW_PASSWORD_ENV", "AIRFLOW_API_PASSWORD", TEXT,
-                                         "orchestration", "the environment variable holding that user's password")
     frozen_slice: str | None = _setting(
         "DEEPSCHOLAR_FROZEN_SLICE", None, TEXT, "orchestration",
         "a past release (e.g. the first month) every newly registered system is backfilled on, whatever its "
@@ -533,7 +486,7 @@ class Settings:
     # --- bounds on what a third party writes (annotation and report imports) -------------------------------
     # Each is checked before the input is read whole or stored, and refused in one line naming the setting.
     agreement_annotators_per_item: int = _setting(
-        "DEEPSCHOLAR_AGREEMENT_ANNOTATORS_PER_ITEM", 10, number(int, "an integer >= 2", 2), "judging",
+        "DEEPSCHOLAR_AGREEMENT_ANNOTATORS_PER_ITEM", 10, number(int, "an integer >= 2", 2), "judge validation",
         "judge validation's humans-among-themselves statistics (alpha, pairwise agreement) read at most this many "
         "labels per item, the same ones every time (a seeded hash of item and annotator picks them); the "
         "judge-vs-humans majority uses every label. Bounds the work of `annotate import` and `agreement`")

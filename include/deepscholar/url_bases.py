@@ -1,14 +1,6 @@
 """Base URLs a provider's key is sent to (a system's `api_base`, DEEPSCHOLAR_WEB_API_BASES), compared parsed.
 
-Why: a string prefix is not a host. `http://127.0.0.1:18098@127.0.0.1:18099` starts with
-`http://127.0.0.1:18098`, yet every HTTP client sends to 127.0.0.1:18099 (the part before `@` is userinfo),
-with the key in its headers (issue 46 §12). So a base URL is parsed, and taken only when two parsers agree
-on where it leads: the standard library's and httpx's (what litellm and the direct OpenAI-compatible path send
-with). Userinfo, whitespace, backslashes and control characters are refused outright: no base URL needs
-them, and they are where parsers differ. A base lies under an allowed one when scheme, host and port are
-equal (a missing port is the scheme's) and its path is the allowed path or below it on a segment boundary
-(`/v1` admits `/v1/chat`, not `/v1evil`); a path with `.` or `..` segments, raw or percent-encoded, lies
-under nothing.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.url_bases`.
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
 """Backups of the warehouse that restore: PostgreSQL's own pg_dump / pg_restore, custom format.
 
-What a backup holds: the `deepscholar` schema (every table, view and the migration record
-`alembic_version`), nothing of Airflow's metadata. The embedded warehouse and an external one
-(DEEPSCHOLAR_DB_URL, the Airflow connection) are backed up alike; the tools are the embedded server's own
-(pgserver ships PostgreSQL 16's), else the ones on PATH, so the same dump restores on either.
-
-The schema revision travels inside the dump (the `alembic_version` row) and is read back from it before
-anything is touched: a backup made by newer code (a revision this code does not know) is refused in one
-line, an older one is restored and then upgraded by the migrations as `db init` would.
-
-The target must be empty: no table holds a row (a fresh warehouse, or one where `db init` only built the
-schema). A warehouse with data is refused unless `clean=True` (`--clean`), which drops its whole
-`deepscholar` schema first. Restore runs in one transaction: a failure leaves the schema absent, never half
-restored (`db init` then rebuilds an empty one).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.warehouse_backup`.
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
 """Heavy imports paid once per long-lived Airflow process instead of once per task.
 
-Why: every Airflow task runs in a process forked from a long-lived one (the scheduler's LocalExecutor
-workers, a Celery worker's pool). A judge task that imports litellm itself pays ~3-4 s of import before
-its first call, once per task, hundreds of times a month. Imported once in the scheduler or the Celery
-worker before it forks, the module is already there in every task process (copy-on-write, no extra
-memory per task).
-
-`warm_airflow_process()` runs from plugins/airflow_local_settings.py, which Airflow imports in each of
-its processes; it warms only the processes that fork tasks and leaves the others (API server, DAG
-processor, CLI commands) as fast to start as before. DEEPSCHOLAR_WARM_IMPORTS lists the modules
-(default: litellm, and sentence_transformers for the local judge's model code: torch and transformers
-cost a task that uses the default `local` judge 8-15 s of import, the release's importance and nuggets
-tasks, every local judge task and drift check; `none` turns it off). Importing is fork-safe here: it
-happens synchronously before any fork, litellm starts no thread when imported, and torch creates its
-thread pools at the first computation, never at import (the model itself loads in the task, after the
-fork).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.warm`.
 """
 
 from __future__ import annotations

@@ -128,7 +128,7 @@ def test_a_partly_failed_batch_re_asks_only_the_failed_requests(engine, stub):
 
 
 def test_an_expired_batch_is_submitted_again_boundedly_then_the_item_is_unscored(engine, stub, monkeypatch):
-    monkeypatch.setenv("DEEPSCHOLAR_BATCH_MAX_ATTEMPTS", "2")
+    monkeypatch.setattr(batch_results, "MAX_ATTEMPTS", 2)
     _ask_all(engine, stub, ["late"])
     stub.expire_batches = 1
     first = _run_batches(engine, stub)
@@ -237,7 +237,7 @@ def test_two_months_at_once_each_submits_waits_for_and_prices_only_its_own_reque
 def test_a_wrong_shaped_line_is_its_requests_error_and_asked_again_the_rest_is_stored(engine, stub, monkeypatch):
     from deepscholar.replay.openai_batches import BAD_LINES
 
-    monkeypatch.setenv("DEEPSCHOLAR_BATCH_MAX_ATTEMPTS", "2")
+    monkeypatch.setattr(batch_results, "MAX_ATTEMPTS", 2)
     bad = {f"bad {kind}": kind for kind in BAD_LINES}
     prompts = ["good 1", *bad, "good 2", "always bad"]
     _ask_all(engine, stub, prompts)
@@ -287,7 +287,7 @@ def test_a_file_over_the_cap_keeps_its_whole_lines_and_asks_the_rest_again(engin
     _ask_all(engine, stub, prompts)
     cap = 2600  # about five of the stub's answer lines (of some 480 bytes)
     answered = []
-    for _ in range(2):  # within DEEPSCHOLAR_BATCH_MAX_ATTEMPTS (3)
+    for _ in range(2):  # within batch_results.MAX_ATTEMPTS (3)
         outcome = _run_batches(engine, stub, max_file_bytes=cap)
         assert outcome["failed"] == 0 and outcome["batches"] == 1
         answered.append(outcome["answered"])
@@ -296,7 +296,7 @@ def test_a_file_over_the_cap_keeps_its_whole_lines_and_asks_the_rest_again(engin
 
 
 def test_a_slow_download_leaves_its_batch_for_later_and_the_other_batches_are_collected(engine, stub, monkeypatch):
-    monkeypatch.setenv("DEEPSCHOLAR_BATCH_MAX_REQUESTS", "2")
+    monkeypatch.setattr(batch_transport, "MAX_REQUESTS", 2)
     _ask_all(engine, stub, ["s1", "s2", "s3", "s4"])
     assert len(batch_transport.submit_pending(engine, QUEUE, api=_api(stub))) == 2
     assert batch_transport.poll_batches(engine, QUEUE, api=_api(stub))["ended"] == 2
@@ -356,7 +356,7 @@ def test_the_batch_list_is_read_a_bounded_number_of_pages(engine, stub):
 
 
 def test_a_request_failed_for_good_in_one_run_is_asked_again_by_a_later_run(engine, stub, monkeypatch):
-    monkeypatch.setenv("DEEPSCHOLAR_BATCH_MAX_ATTEMPTS", "1")
+    monkeypatch.setattr(batch_results, "MAX_ATTEMPTS", 1)
     _ask_all(engine, stub, ["late"])
     stub.expire_batches = 1
     assert _run_batches(engine, stub)["failed"] == 1

@@ -204,6 +204,25 @@ def _site(_):
     assert set(summary["passed"]) | set(summary["failed"]) == set(summary["goals"])
 
 
+@case("write_figures.py")
+def _write_figures(_):
+    """A real bench's output recorded and rendered into a scratch folder, not the repository's page."""
+    import tempfile
+
+    out = _run("llm_client_cpu.py", "--calls", "2", "--concurrency", "1", "--rounds", "1")
+    with tempfile.TemporaryDirectory() as scratch:
+        results, page = Path(scratch) / "results", Path(scratch) / "BENCHMARKS.md"
+        done = subprocess.run([sys.executable, str(BENCH / "write_figures.py"), "--results", str(results), "--page",
+                               str(page), "record", "llm_client_cpu", "--command", "llm_client_cpu.py --calls 2"],
+                              input="progress line\n" + out, cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        recorded = json.loads((results / "llm_client_cpu.json").read_text())
+        assert recorded["lines"] == _json_lines(out) and recorded["command"] == "llm_client_cpu.py --calls 2"
+        text = page.read_text()
+        assert "## llm_client_cpu" in text and "`llm_client_cpu.py --calls 2`: recorded" in text
+        assert " calls |" in text.split("## llm_client_cpu")[1]
+
+
 LOCAL_JUDGE_METRICS = ("nugget_coverage", "relevance_rate")  # short answers; organization's prompts are 3x longer
 LOCAL_JUDGE_SECONDS = 600  # stated bound of the whole run: the month built, judged locally, then by SmolLM2
 

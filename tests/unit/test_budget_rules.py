@@ -29,8 +29,6 @@ def test_a_runs_budget_is_the_operators_ceiling_lowered_never_raised_or_removed(
 
 
 def test_a_call_without_a_price_counts_its_tokens_at_its_providers_highest_chat_price(monkeypatch):
-    monkeypatch.delenv("DEEPSCHOLAR_COST_PROMPT_TOKENS", raising=False)
-    monkeypatch.delenv("DEEPSCHOLAR_COST_COMPLETION_TOKENS", raising=False)
     assert prices.price_of("openai/stub-judge") is None
     prompt, completion, how = prices.fallback_price_of("openai/stub-judge")
     table = prices._table()

@@ -366,7 +366,7 @@ def test_init_migrates_creates_pools_and_benchmark_schema(services, common):
     # Every pool the benchmark DAG uses in the container exists once init has run.
     from deepscholar.orchestration import GENERATION_LANES, lane_pool
 
-    used = {lane_pool(lane, {}) for lane in GENERATION_LANES} - {"default_pool"}
+    used = {lane_pool(lane) for lane in GENERATION_LANES} - {"default_pool"}
     used.add(interpolate(env_of(common)["DEEPSCHOLAR_JUDGE_POOL"]))
     assert used <= names, f"pools used but never created: {sorted(used - names)}"
     for spec in pools.split(","):

@@ -23,10 +23,10 @@ def test_systems_without_a_model_run_offline():
     assert system_lane("deepscholar_base", {"model": "anthropic/claude-sonnet-4"}) == "anthropic"
 
 
-def test_lane_pools_default_to_provider_pools_and_can_be_overridden():
-    assert lane_pool("offline", {}) == "default_pool"
-    assert lane_pool("openai", {}) == "llm_openai"
-    assert lane_pool("openai", {"DEEPSCHOLAR_POOL_OPENAI": "openai_tier2"}) == "openai_tier2"
+def test_lane_pools_are_the_provider_pools():
+    assert lane_pool("offline") == "default_pool"
+    assert [lane_pool(lane) for lane in GENERATION_LANES[1:]] == [
+        "llm_openai", "llm_anthropic", "llm_gemini", "llm_local", "llm_other"]
 
 
 def test_pairs_by_lane_gives_every_lane_its_own_batches(monkeypatch):

@@ -88,7 +88,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_settings(args) -> int:
-    """The effective settings (variable, value, where it comes from), or README's table with --markdown."""
+    """The effective settings (variable, value, where it comes from), or docs/OPERATIONS.md's tables with --markdown."""
     from tabulate import tabulate
 
     from deepscholar.settings_docs import effective_rows, markdown_table

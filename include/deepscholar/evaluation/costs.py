@@ -22,7 +22,14 @@ from sqlalchemy.engine import Engine
 from deepscholar import db
 from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.evaluation.metrics import registry
-from deepscholar.llm.prices import batch_price_of, budget_price_of, price_of, usd_text
+from deepscholar.llm.prices import (
+    DEFAULT_COMPLETION_TOKENS,
+    DEFAULT_PROMPT_TOKENS,
+    batch_price_of,
+    budget_price_of,
+    price_of,
+    usd_text,
+)
 from deepscholar.llm.spend import PAID_COLUMNS, Paid, count_paid, paid_usd, scope_of
 from deepscholar.settings import current_settings
 
@@ -46,8 +53,7 @@ def _tokens_per_call(conn: sa.Connection, purpose: str, model: str) -> tuple[flo
             WHERE purpose = :p AND model = :m AND prompt_tokens IS NOT NULL LIMIT :n) s"""),
         {"p": purpose, "m": model, "n": TOKEN_SAMPLE_CALLS}).one()
     if not row[2]:
-        settings = current_settings()
-        return float(settings.cost_prompt_tokens), float(settings.cost_completion_tokens), 0
+        return float(DEFAULT_PROMPT_TOKENS), float(DEFAULT_COMPLETION_TOKENS), 0
     return float(row[0]), float(row[1] or 0.0), int(row[2])
 
 

@@ -2,22 +2,7 @@
 how each candidate rule does on them (docs/METRICS.md, "Matching", gives the figures; the unit test
 tests/unit/test_title_rule.py rebuilds them from the published dataset slice and holds them there).
 
-**Entries.** Every title the published dataset and its systems' outputs write with an identifier beside it:
-a reference's resolved title (with its arXiv link), its bibliography title (with its DOI and URL), the title
-of the page a web search found for it (with that page's address), a query paper's title (its arXiv id), and
-each source of a system's output (its arXiv id or URL). An address names a paper when it is an arXiv, DOI,
-OpenReview, ACL Anthology or Semantic Scholar address of one (`address_ids`).
-
-**Labels, from identifiers alone.** Two entries are the same paper when they share an identifier, two
-papers when they carry different identifiers of one kind and share none; any other pair is unlabelled.
-Pairs are counted once per pair of written titles, and titles written identically are left out (every
-candidate matches those, so they say nothing about the choice); a pair labelled both ways would be dropped
-and counted (`conflicts`).
-
-**Candidates** (`CANDIDATES`): the title step of definition d2 (similarity >= 0.8) and stricter thresholds,
-ReportBench's exact normalised title, exact title with spaces ignored, edit distance on the distinguishing
-words, and `same_title` with two floors for a part of a title. A candidate's false match on the set rules it
-out; among the rest the one with the highest recall is kept.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.title_evidence`.
 """
 
 from __future__ import annotations

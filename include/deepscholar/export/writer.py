@@ -1,23 +1,6 @@
 """`deepscholar export`: one month's published data as plain files a reader loads with pandas alone.
 
-Why files: the warehouse is ours; the data is the readers'. Every table is written twice with the same
-columns, as CSV (enough on its own) and as Parquet (typed; needs pyarrow), beside a datacard (README.md)
-that says what each column means, under which licence each paper is, what was withheld and why, and
-which release manifest, judges, code and board version the numbers come from.
-
-Texts of papers whose licence does not allow redistribution (the exemplar section, its LaTeX, and the
-human exemplar's report, which is that section) are left empty with a `text_withheld` reason; titles and
-abstracts are arXiv metadata (CC0) and stay.
-
-Much of the text is written by third parties (systems' reports, their sources' titles, papers' authors;
-tables.UNTRUSTED_COLUMNS), so the CSVs are written to be read safely (`csv_cell`): RFC 4180 with CRLF line
-ends, so every field holding a CR or LF is quoted and no reader splits a row on a bare CR; a text cell that
-starts with `=`, `+`, `-`, `@`, a tab or a CR gets a leading `'`, so a spreadsheet shows it instead of running
-it as a formula. The Parquet files keep the exact text.
-
-`--out` names a folder that is the export: an existing export there is replaced whole (written beside it,
-then swapped in: no file of an earlier export survives); a folder holding anything but an export, or a
-file, is refused in one line.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.export.writer`.
 """
 
 from __future__ import annotations

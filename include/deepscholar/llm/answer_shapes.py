@@ -1,15 +1,6 @@
 """What a judge's answer may be: its budget in tokens and its JSON schema, declared beside each question.
 
-Every judge question carries a budget (`max_tokens`): a normal answer of a frontier model takes 40-70
-tokens for a label with its explanation, so a budget a few times that cuts only a runaway (a small model
-that rambles on for thousands of tokens, which on a paid API is output billed at the highest price). An
-answer cut at its budget is a parse failure (LLMClient.ask): re-asked, then unscored with the reason.
-
-The schemas say in JSON Schema what the parsers (`parse_*` beside each metric) accept, so a server that
-constrains its decoding (vLLM, SGLang, llama.cpp's server: `response_format` with a JSON schema) can only
-produce answers that parse. They are written for the strict subset those servers and OpenAI share: every
-property required, no other properties. The parsers stay the judge of an answer: a schema narrows what a
-model can say, it does not replace the checks (e.g. "papers" must be distinct numbers up to n).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.llm.answer_shapes`.
 """
 
 from __future__ import annotations

@@ -1,21 +1,7 @@
 """Collecting a batch's answers (llm/batch_transport.py sends the batches): its output and error files, read
 line by line, each line the answer or the error of one request.
 
-A provider's files are third-party input, and one batch's or one line's trouble is never the queue's:
-- each file is streamed to a local temporary file (bounded in size and time, llm/batches.py), never held in
-  memory, and no connection is held while it downloads;
-- lines are split on "\\n" only (JSONL: U+2028, U+2029 and U+0085 are legal unescaped inside a JSON string)
-  and read with a cap of MAX_LINE_BYTES each;
-- each line is validated on its own (`line_outcome`): a line of the wrong shape (a string `response`,
-  `choices` not a list, `usage` a list, token counts as strings), one that is not JSON or over the cap, is
-  that request's error, stored with the reason; the request is asked again up to
-  DEEPSCHOLAR_BATCH_MAX_ATTEMPTS submissions, like a line the provider answered with a 5xx;
-- answers are stored a chunk at a time, each chunk under a savepoint: an answer the warehouse refuses is
-  that request's error too;
-- a file that cannot be downloaded leaves its batch for the next step (COLLECT_TRIES times in all, a
-  provider's blip), while the other batches are collected; after that, or at once for a file over the cap or
-  refused, the batch is collected with the whole lines read before the cut and its other requests asked
-  again.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.llm.batch_results`.
 """
 
 from __future__ import annotations
@@ -35,13 +21,13 @@ from deepscholar.errors import InfrastructureError
 from deepscholar.llm import cache, prices
 from deepscholar.llm.batch_transport import POLLED, TRANSPORT, Api, BatchQueue, default_api
 from deepscholar.llm.batches import BatchAPIError
-from deepscholar.settings import current_settings
 
 __all__ = ["COLLECT_TRIES", "MAX_LINE_BYTES", "LineOutcome", "collect_results", "line_outcome", "read_lines"]
 
 log = logging.getLogger(__name__)
 
 MAX_LINE_BYTES = 1_000_000  # a judge's answer is a few kilobytes: a line over this is not one
+MAX_ATTEMPTS = 3  # submissions of one request (errored line, expired or cancelled batch) before it fails
 COLLECT_TRIES = 3  # downloads of a batch's files that may fail before it is collected with what was read
 _CHUNK_LINES = 500  # answers stored per statement (and per savepoint)
 _CHUNK_BYTES = 1_000_000  # ... or fewer, when their lines are long: what a worker holds parsed at once
@@ -207,7 +193,7 @@ def _store_batch(engine: Engine, batch, files: list[tuple[IO[bytes], bool]], cut
     """One batch's lines stored in one transaction; its requests' counts, or None when another process has
     it. `cut`: why its files were not read whole (their whole lines before the cut are used)."""
     key = batch["batch_key"]
-    max_attempts = current_settings().batch_max_attempts
+    max_attempts = MAX_ATTEMPTS
     with engine.begin() as conn:
         # One collector per batch: another process collecting it holds the row (skipped, not waited for),
         # and one that collected it first leaves it 'collected' (nothing to do, its counts kept).

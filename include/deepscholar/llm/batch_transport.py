@@ -1,38 +1,7 @@
 """Judging through a provider's batch API (OpenAI's Files + Batches first): requests recorded, submitted in
 batches, their answers stored in the llm_calls cache as the direct path stores them.
 
-The judge never waits on a batch. A client in batch mode (LLMClient(batch=BatchQueue(...))) answers what
-llm_calls holds and, for any other request, calls `record_request` (the request's hash, its canonical body,
-purpose) and raises AwaitingBatch; the judge runner leaves that report-metric unstored. Then, in steps that
-a deferrable task can run apart, each holding no worker while the provider works:
-
-- `submit_pending`: the pending requests, per (model, endpoint), written as the provider's JSONL (one line
-  per request: custom_id = request hash, the same body the direct path posts), cut into batches within
-  DEEPSCHOLAR_BATCH_MAX_REQUESTS and _MAX_BYTES, each uploaded and created;
-- `poll_batches`: each submitted batch's state, asked once (a sensor or trigger calls it again later);
-- `batch_results.collect_results`: the output and error files of the batches that ended, line by line;
-  every answered line becomes an llm_calls row (same hash, same parsed usage, cost at the batch price,
-  transport 'openai-batch'), every errored, malformed or unanswered request goes back to pending, or is
-  marked failed after DEEPSCHOLAR_BATCH_MAX_ATTEMPTS submissions (the judgment needing it is then stored
-  unscored with the error);
-- `cancel_batches`: ask the provider to cancel submitted batches (a budget they would pass); what they
-  answered before is collected and billed as any batch's answers (`PendingRequest.billed_to`, copied to the
-  answer's llm_calls row), the rest goes back to pending.
-
-Then the judge runs again and finds the answers in the cache (evaluation/judging/batch_rounds.py).
-
-Every step works on one queue (`BatchQueue`: a month under one judge config): a run submits, waits for and
-prices its own requests only, so another month's refused or running requests neither ride along nor hold
-it up. A request failed for good fails the items of the run that recorded it; a later run asks it again.
-
-No double submission, no lost batch: every step is idempotent on natural keys and survives a retry at any
-point. A batch's row (its key: a hash of its queue, its requests, their attempt numbers and the time) and
-its requests' move to it are one transaction, committed before anything is uploaded; the row says
-`creating` (committed) before the create request is sent, and a send that finds its batch `creating` (a
-create whose answer was lost) first looks for the provider's batch by our key in its metadata, and adopts it
-if found (a list the provider cannot show back to the batch's time fails the step instead of risking a
-second batch). One process at a time sends a given batch (a lease on its row, which runs out if the
-process dies).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.llm.batch_transport`.
 """
 
 from __future__ import annotations
@@ -50,7 +19,6 @@ from sqlalchemy.engine import Engine
 from deepscholar.llm import cache
 from deepscholar.llm.batches import TERMINAL, OpenAIBatches
 from deepscholar.llm.openai_compatible import PREFIX, request_body
-from deepscholar.settings import current_settings
 
 __all__ = ["PROVIDER", "TRANSPORT", "METADATA_KEY", "BatchQueue", "PendingRequest", "record_request", "jsonl_line",
            "plan_batches", "submit_pending", "poll_batches", "batch_status", "supports", "default_api",
@@ -214,7 +182,7 @@ def _assign(engine: Engine, queue: BatchQueue, max_requests: int, max_bytes: int
             if too_large:
                 conn.execute(sa.text(f"""
                     UPDATE llm_batch_requests SET state = 'failed', updated_at = now(),
-                        last_error = 'the request is larger than a batch file may be (DEEPSCHOLAR_BATCH_MAX_BYTES)'
+                        last_error = 'the request is larger than a batch file may be (OpenAI: 200 MB)'
                     WHERE {_MINE} AND request_hash = ANY(:h)"""), {"h": too_large, **queue.key})
             for batch in batches:
                 hashes = [h for h, _ in batch]
@@ -235,9 +203,15 @@ def _assign(engine: Engine, queue: BatchQueue, max_requests: int, max_bytes: int
     return made
 
 
+# OpenAI's batch API limits: requests in one batch, and bytes of its JSONL input file (also the most read of
+# one output or error file). Provider facts, not choices; a test lowers them on this module.
+MAX_REQUESTS = 50_000
+MAX_BYTES = 200_000_000
+
+
 def default_api(api_base: str | None) -> OpenAIBatches:
     """The batch API client of an endpoint: OpenAI's (or `api_base`'s) with OPENAI_API_KEY."""
-    return OpenAIBatches(api_base, max_file_bytes=current_settings().batch_max_bytes)
+    return OpenAIBatches(api_base, max_file_bytes=MAX_BYTES)
 
 
 def submit_pending(engine: Engine, queue: BatchQueue, *, api: Api = default_api, assign: bool = True) -> list[str]:
@@ -245,9 +219,8 @@ def submit_pending(engine: Engine, queue: BatchQueue, *, api: Api = default_api,
     a killed or failed earlier call left half sent); the keys of the batches sent by this call.
     `api(api_base)` makes the client of an endpoint (tests give their stub's; the default reads
     OPENAI_API_KEY)."""
-    settings = current_settings()
     if assign:
-        _assign(engine, queue, settings.batch_max_requests, settings.batch_max_bytes)
+        _assign(engine, queue, MAX_REQUESTS, MAX_BYTES)
     with engine.connect() as conn:
         unsent = conn.execute(sa.text(f"""
             SELECT batch_key FROM llm_batches WHERE {_MINE} AND state IN ('preparing', 'creating')

@@ -1,17 +1,6 @@
 """OpenAI's Files and Batches API, as far as judging through batches needs it (llm/batch_transport.py).
 
-upload a JSONL file (POST /files, purpose=batch, multipart), create a batch of it (POST /batches), find a
-batch by our metadata (GET /batches, paged), retrieve one (GET /batches/{id}), cancel one (POST
-/batches/{id}/cancel) and download its output and error files (GET /files/{id}/content). Every answer is
-read through http_guard.bounded_request: bounded in time and size before it is read whole (anything but a
-file a few megabytes); a file is streamed to a local file the caller reads line by line (up to
-DEEPSCHOLAR_BATCH_MAX_BYTES, within a deadline that grows with that cap, so a large file at a fair rate is
-never cut). The listing is bounded too: at most MAX_LIST_PAGES pages, a page repeated by the provider ends
-it, and so does a batch older than the one looked for.
-
-Failures: no answer, a 429 or a 5xx is the provider's (InfrastructureError: the step fails and is retried
-later); another 4xx is a request the provider refuses (BatchAPIError, with its message), which a retry
-would not change.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.llm.batches`.
 """
 
 from __future__ import annotations

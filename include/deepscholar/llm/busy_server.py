@@ -1,14 +1,6 @@
 """A model server that is busy, told apart from one that is down, and per-model serving settings.
 
-A self-served open model (llama.cpp's server, vLLM on one GPU) answers one or a few requests at a time; a
-request waiting for a slot counts against its timeout, and a timed-out request keeps generating on the
-server after the client gives up. Treating that as an outage (retrying every timeout, counting it against
-the host's breaker) piles the same long prompts onto a server still working on the abandoned ones and ends
-in "unavailable" while the server is up. So after a timeout the client asks the server's models endpoint
-(openai_compatible.probe): refused, reset or a 5xx, it is down (retried and counted as before); an answer,
-or a connection taken and held silent (llama-cpp-python serves the list only between generations), it is busy:
-one request fewer in flight from then on (`InFlight.retire`), the prompt sent once more after a pause
-(SLOW_RESENDS), and then the work stops as ProviderTooSlow naming the settings to change.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.llm.busy_server`.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """One LLM client for every call in the project (judges and systems), built on litellm.
 
-What it guarantees, so callers need not: an identical request is answered from `llm_calls` with no
-network call, and identical requests made at the same time from several threads reach the provider once
-(the others wait for that answer and count as cached calls: cache.SingleFlight); transient failures
-(429, 5xx, timeouts, dropped connections) are retried a bounded number of times with exponential
-backoff, counted by us alone; every real call is logged with the model the provider reports, tokens,
-cost and latency; judge answers are parsed strictly, re-asked a bounded number of times, and otherwise
-end *unscored* with the reason kept (METRICS.md) — never a default value.
-
-litellm is imported lazily: `import litellm` costs ~4 s, and modules that only need `Judged` or the
-parsers (the local judge, DAG files) should not pay it.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.llm.client`.
 """
 
 from __future__ import annotations
@@ -90,7 +81,7 @@ class AwaitingBatch(Exception):  # noqa: N818 (a state, not a failure)
 
 
 class BatchRequestFailed(Exception):
-    """A request the batch API did not answer within DEEPSCHOLAR_BATCH_MAX_ATTEMPTS submissions: like a
+    """A request the batch API did not answer within batch_results.MAX_ATTEMPTS submissions: like a
     request the provider rejects on the direct path, the item asking it ends unscored with this reason."""
 
     def __init__(self, request_hash: str, attempts: int, last_error: str | None) -> None:

@@ -1,17 +1,6 @@
 """A direct path to OpenAI-compatible endpoints (`openai/<model>` with an api_base): vLLM, proxies, our stub.
 
-Why not litellm for these: litellm rebuilds its provider config, parameter mapping, logging objects and
-cost lookups on every call (~10 ms of CPU per call here), which is what bounds a judge at high
-concurrency on a small machine. Why not the OpenAI SDK either: its request options, headers and response
-models cost another ~1 ms of CPU per call (3.1 against 2.0 ms per call, measured side by side on one
-local server), and importing it takes about a second, which a cold `deepscholar evaluate` pays. An
-endpoint that speaks the OpenAI wire format needs none of it: the request body is the OpenAI body, sent
-with httpx (the HTTP client the SDK itself uses: one pooled client per endpoint, keep-alive, timeouts).
-
-Failures are raised as the SDK's own exception classes, built the way the SDK builds them (the status
-code picks the class; the error body is attached), so retries, the circuit breaker and unscored outcomes
-behave exactly as on the litellm path, whose errors subclass the same classes. The SDK is imported only
-when a request fails. Set DEEPSCHOLAR_LLM_TRANSPORT=litellm to send everything through litellm instead.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.llm.openai_compatible`.
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
 """Per-token prices for the direct OpenAI-compatible path, read from the price table litellm ships.
 
-Why not `litellm.cost_per_token`: importing litellm costs seconds of start-up (more on a busy machine),
-and a judge task on the direct path (llm/openai_compatible.py) has no other use for it. The table is the
-same JSON file litellm itself reads with LITELLM_LOCAL_MODEL_COST_MAP=True, found without importing the
-package, so both paths price a model identically for the token counts a judge call has (litellm also
-knows tiered prices above 128k/200k prompt tokens and per-request fees, which no judge prompt reaches;
-those models are priced at their base rate here). A model the table does not know has no price: None.
-
-A budget still has to count such a model's calls: `fallback_price_of` is the price it counts them at, stated
-wherever it is used (the estimate, the approval, `deepscholar cost`): the highest chat price of the model's
-provider in the same table (OpenAI's for a provider it does not know), prompt and completion apart.
-`counted_cost_usd` is what a budget counts for one answer: its own cost when known, else its tokens (the
-prediction's default tokens when the answer reports none) at the model's price, or the fallback.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.llm.prices`.
 """
 
 from __future__ import annotations
@@ -135,18 +124,21 @@ def budget_price_of(name: str, *, batch: bool = False) -> tuple[float, float, st
     return fallback_price_of(name)
 
 
+# What a judge call is predicted to take until the audit trail has calls of that purpose and model to measure
+# (and what an answer that reported no tokens is counted at): a typical judge prompt and its short answer.
+DEFAULT_PROMPT_TOKENS = 1500
+DEFAULT_COMPLETION_TOKENS = 150
+
+
 def counted_cost_usd(cost: float | None, served: str | None, requested: str, prompt_tokens: int | None,
                      completion_tokens: int | None, *, batch: bool = False) -> float:
     """What a budget counts for one answer: its cost when known; else its tokens (the prediction's default
-    tokens, DEEPSCHOLAR_COST_PROMPT_TOKENS / _COMPLETION_TOKENS, for an answer reporting none) at the served or
+    tokens, DEFAULT_PROMPT_TOKENS / DEFAULT_COMPLETION_TOKENS, for an answer reporting none) at the served or
     requested model's price, or at the fallback price."""
     if cost is not None:
         return cost
-    from deepscholar.settings import current_settings
-
-    settings = current_settings()
-    prompt = settings.cost_prompt_tokens if prompt_tokens is None else prompt_tokens
-    completion = settings.cost_completion_tokens if completion_tokens is None else completion_tokens
+    prompt = DEFAULT_PROMPT_TOKENS if prompt_tokens is None else prompt_tokens
+    completion = DEFAULT_COMPLETION_TOKENS if completion_tokens is None else completion_tokens
     served_price = (batch_price_of(served) if batch else price_of(served)) if served else None
     per_prompt, per_completion = served_price or budget_price_of(requested, batch=batch)[:2]
     return prompt * per_prompt + completion * per_completion

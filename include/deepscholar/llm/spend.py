@@ -1,26 +1,6 @@
 """A bound on what provider requests may cost while a run goes on, checked before each request; and who pays.
 
-A month's judging has a budget (DEEPSCHOLAR_JUDGE_BUDGET_USD). Before anything is sent the prediction is
-compared with it (evaluation/budget.py); while the run goes on, a `SpendLimit` is active for its requests
-(`spend_limit()`, a context variable, so the judge's worker threads see it as the usage tracking does). The
-client asks it before every provider request (`before_request`; an answer from the cache costs nothing and
-asks nothing) and tells it each answer's cost (`record`). Past the limit the next request raises OverBudget:
-the request is not sent, the judge task's chunk is not stored (as for a provider outage), the answers already
-had stay in llm_calls, so a re-run with a raised budget asks none of them again.
-
-Who pays: every answer paid for inside `billing(scope)` is stored with that scope (llm_calls.billed_to; a
-request recorded for a batch carries it to its answer), whether or not a judgment ever names it. `paid_usd`
-sums a scope's rows, so a budget counts what was paid: the earlier rounds of a question asked in several
-(nugget coverage, RACE through batches), a chunk cut short, another judge task's answers. A call without a
-price counts its tokens at the stated fallback price (llm/prices.py `counted_cost_usd`), never $0.
-
-What counts as spent: the warehouse's figure (`audited`) plus what this process's requests cost since that
-read. The figure is read at the start, every `refresh_seconds`, and again each time this process has spent
-READ_SHARE of the room the last read left under the limit: the closer the month gets to its limit, the more
-often each judge task looks, until it reads before every request, so judge tasks spending at once see each
-other's answers and stop together at the limit, not each at its own. What the limit cannot see is the
-requests in flight when it is crossed (at most every task's concurrency): the margin is for those and for
-the prediction's own error.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.llm.spend`.
 """
 
 from __future__ import annotations
@@ -85,16 +65,13 @@ class Paid:
 def count_paid(rows: Iterable[Any]) -> Paid:
     """A Paid from PAID_COLUMNS rows: unpriced tokens at the served or requested model's price, else at its
     fallback price (the answers reporting no tokens at the prediction's default tokens)."""
-    from deepscholar.settings import current_settings
-
-    settings = current_settings()
     total = Paid()
     for r in rows:
         counted = float(r.priced_usd)
         notes: tuple[str, ...] = ()
         if r.unpriced:
-            prompt = int(r.prompt_tokens) + int(r.no_prompt) * settings.cost_prompt_tokens
-            completion = int(r.completion_tokens) + int(r.no_completion) * settings.cost_completion_tokens
+            prompt = int(r.prompt_tokens) + int(r.no_prompt) * prices.DEFAULT_PROMPT_TOKENS
+            completion = int(r.completion_tokens) + int(r.no_completion) * prices.DEFAULT_COMPLETION_TOKENS
             served = (prices.batch_price_of(r.provider_model) if r.batched else prices.price_of(r.provider_model))
             per_prompt, per_completion, note = (*served, None) if served else prices.budget_price_of(
                 r.model, batch=r.batched)

@@ -2,9 +2,7 @@
 `track_requests()` lists the request hashes (llm_calls keys) that a judgment used. `LLMResult`, one
 answer, lives here because usage is summed from it.
 
-The client (deepscholar.llm.client) records every answer and every attempt here through context variables,
-so a caller measures its own calls without passing anything down, also across the threads of
-LLMClient.map (each unit runs in a copy of the caller's context). Every name is re-exported by client.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.llm.usage`.
 """
 
 from __future__ import annotations

@@ -1,36 +1,6 @@
 """Schema migrations: Alembic revisions that upgrade a warehouse in place, keeping every row.
 
-Why: `CREATE TABLE IF NOT EXISTS` never adds a column to a table that exists, so every schema change
-after the baseline is a revision that runs exactly once per warehouse, recorded in
-`deepscholar.alembic_version`. `db.init_db` (and `deepscholar db init`) calls `upgrade`.
-
-Adding a migration (the whole pattern; see also docs/ARCHITECTURE.md, "Schema migrations"):
-
-1. `versions/NNNN_slug.py`, NNNN the next number; the revision id is the file stem (at most 32
-   characters, Alembic's version column)::
-
-       from deepscholar.migrations import run_sql
-
-       revision = "0003_slug"
-       down_revision = "0002_report_quality_flags"
-
-
-       def upgrade() -> None:
-           run_sql(revision)
-
-2. `versions/NNNN_slug.sql` (or a folder `versions/NNNN_slug/` of .sql files, run in name order):
-   plain PostgreSQL naming the schema (`deepscholar.reports`). It runs once, in the transaction that
-   records the revision, so a failing statement leaves the warehouse at the previous revision.
-3. Pin its checksum in tests/unit/test_migration_checksums.py. A released revision is never edited
-   (warehouses that ran it would silently differ from new ones): change the schema with a new
-   revision; a view that must change is re-created by a later revision (`CREATE OR REPLACE VIEW`).
-
-Revisions only go forward (no downgrades: restore a backup instead). 0001_baseline is the schema
-that the pre-Alembic code applied from sql/001..004; a warehouse built by that code (it has
-`schema_files` and no version table) is adopted: the baseline files are re-run (they were always
-idempotent), the result is compared column by column with a fresh baseline, and the warehouse is
-stamped 0001_baseline and upgraded. Anything else that is not empty and not versioned is refused
-with `WarehouseStateError` rather than guessed at.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.migrations`.
 """
 
 from __future__ import annotations

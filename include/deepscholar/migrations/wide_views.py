@@ -1,11 +1,6 @@
 """The wide leaderboard views, one column per metric, generated from a list of metric names.
 
-The leaderboard is stored long (leaderboard_systems, leaderboard_metrics), so adding a metric needs no
-DDL; analysts still get the familiar wide tables — `leaderboard`, `leaderboard_latest`,
-`leaderboard_history` — as views, over the board version readers see (`board_current`: the latest
-published one, else the latest draft), and `leaderboard_versions` with every version. They are (re-)created here from the metric names the caller passes (the
-roll-up passes the metric registry's), only when their columns differ from what those names call for.
-This module sits at the database layer and knows nothing of metrics beyond their names.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.migrations.wide_views`.
 """
 
 from __future__ import annotations

@@ -2,12 +2,7 @@
 Message and sent (notifiers.send). Each is safe to wire as on_failure_callback / on_success_callback: it
 never raises (a notification that fails is logged, the task's outcome stands).
 
-- `release_gate_failed`: the release DAG's quality_gate failed (the failing checks from releases.gx_result).
-- `task_failed`: a benchmark task failed for good (retries spent): month, task, error line, log link.
-- `board_published`: publish_leaderboard succeeded: board version, systems, the month's judging cost, the
-  site's link when DEEPSCHOLAR_SITE_URL (if the deployment declares it) is set.
-- `approval_asked`: called by BudgetApproval when it asks (the approvers, the kept estimate, Required actions).
-- `publication_deadline_missed`: the benchmark DAG's deadline alert (an AsyncCallback in the triggerer).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.notifications.callbacks`.
 """
 
 from __future__ import annotations

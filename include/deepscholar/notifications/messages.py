@@ -1,11 +1,6 @@
 """What each notification says, built and rendered as pure functions (no Airflow, no network).
 
-A Message is plain text in parts (a subject, labelled facts, a list of lines, links, the command that fixes
-it); each medium renders it with its own escaping: HTML for email (`html.escape`), Slack's mrkdwn (`&`, `<`,
-`>` as entities, links only as `<http(s)://...|label>`), JSON for a webhook (the encoder escapes). Much of the
-text is third parties' (system names, error lines, check summaries), so every value is made one line (no
-control characters: no forged lines or headers) and cut to a bound, lists are cut to MAX_LINES, and links
-must be http(s).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.notifications.messages`.
 """
 
 from __future__ import annotations

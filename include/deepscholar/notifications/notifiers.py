@@ -1,18 +1,6 @@
 """Sending a Message through Airflow's notifiers, to the connections DEEPSCHOLAR_NOTIFY routes its event to.
 
-The connection's type picks the notifier: `smtp` (or `email`) the SMTP provider's SmtpNotifier, to the
-addresses in its extra `to` (comma-separated; the approval request adds approvers whose ids are addresses);
-`slackwebhook` the Slack provider's SlackWebhookNotifier; `http` / `https` WebhookNotifier below, posting the
-message as JSON. Each is used with its templated fields cut to the connection id: our text carries third
-parties' words, already escaped for the medium, and must never be rendered as a Jinja template (a system
-named `{{ var.value.secret }}` would otherwise put an Airflow Variable in the message).
-
-Why a webhook notifier of our own: the HTTP provider's HttpNotifier would do the POST, but it is one more
-provider (and aiohttp) in the image for one request, and its body is a templated field too. httpx, which
-the project already uses, posts the JSON in a few lines.
-
-`send` never raises: a notifier that fails is logged (with the connection and event) and the task it
-reports on goes on as if nothing happened.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.notifications.notifiers`.
 """
 
 from __future__ import annotations

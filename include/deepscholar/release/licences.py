@@ -1,10 +1,6 @@
 """The licence of each kept query paper, and whether it lets us publish the paper's text again.
 
-Why: a release copies each exemplar's related-work section (cleaned text and raw LaTeX). arXiv's default
-licence only lets arXiv distribute a paper, so the published data (`deepscholar export`) may carry a
-section only when the paper's licence allows it (DEEPSCHOLAR_REDISTRIBUTABLE_LICENCES). The licence comes
-from arXiv's OAI-PMH interface (sources/oai.py) and is stored in `paper_licences`, apart from the sealed
-release tables, so `deepscholar release licences M` can fetch it for a month published before.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.release.licences`.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """Import the published DeepScholar-bench dataset as a release, so systems can be scored on it.
 
-Everything is keyed by the version-less arXiv id (FORMATS.md pitfalls: the authors' files disagree on
-row order, and some nugget files are keyed by another numbering). The row order of
-papers_with_related_works.csv is still kept as `release_queries.row_index`, because the published
-system outputs are folders named by that row number.
-
-Rows are validated in Python first and each query is written in its own savepoint: one bad row is
-recorded (log + summary) and never takes the other rows down. Every write is an upsert on the natural
-key. The release is sealed when the import ends (published means immutable, release/versions.py): importing
-the same content again changes nothing, and changed content becomes the next version (`official.v2`)
-with a changelog row.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.release.official_import`.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
-"""The Great Expectations gate a release must pass before it is published.
+"""The Great Expectations gate a release must pass before it is published: a month with broken queries
+or labels would mis-score every system, so it stops here, with a summary saying why.
 
-How data reaches GX: each check's frame is computed by SQL through our own engine, inside one
-REPEATABLE READ read-only transaction, and handed to an ephemeral GX context as a pandas DataFrame.
-Why not a GX postgres data source with query assets: most checks are about aggregates (references per
-query, the release's resolution rate, ids shared with other releases) that are SQL joins anyway; our
-engine may point at an embedded pgserver socket or an Airflow connection whose URL GX would need
-re-assembled (password included); and one snapshot makes every check see the same data even while other
-tasks write. The frames are small (one row per query, reference or nugget), so pandas costs nothing.
-
-GX is imported lazily: it takes ~6 s to import, and DAG files must stay cheap to parse.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.release.quality`.
 """
 
 from __future__ import annotations

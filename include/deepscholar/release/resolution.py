@@ -1,22 +1,6 @@
 """Resolve the month's cited references to arXiv papers and OpenAlex works, in batches.
 
-Per reference: the arXiv id its bib entry names, else an arXiv title search; then OpenAlex by DOI (the
-entry's, the arXiv paper's, or arXiv's own 10.48550 DOI), else by title; an OpenAlex work that names an
-arXiv id gives the paper when arXiv search did not. The OpenAlex cited_by_count is frozen the first time
-it is stored for the release, so scores that depend on it never drift when a month is re-run.
-
-What the services allow in one request is asked in one request: arXiv ids 100 at a time (`id_list`),
-DOIs 50 at a time (OpenAlex `filter=doi:a|b|...`). Only title searches are one request per reference.
-A reference resolved in an earlier month is not searched for again: `resolution_cache` keeps what each
-resolved reference's DOI and arXiv id (or, for an entry with neither, its normalised title of 4 words or
-more) led to, and a hit costs a
-share of one batched request — the cited-by counts, which every release fetches and freezes anew
-(`filter=ids.openalex:W1|W2|...`). Such a reference's resolution_method says which key hit the cache
-(`cache_doi`, `cache_arxiv`, `cache_title`); the cache row keeps how the identity was first found.
-References are taken in chunks of 50, each stored as soon as it is decided, so a retried task goes on
-where the last one stopped. A lookup that failed (a service throttling past its retries) leaves its
-reference pending with the cause, the others are stored, and the step fails at the end so Airflow
-retries it; "unresolved" is kept for references every service answered about.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.release.resolution`.
 """
 
 from __future__ import annotations

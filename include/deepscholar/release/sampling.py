@@ -1,20 +1,6 @@
 """Which of a month's candidate papers become queries when the month has more than `max_queries`.
 
-A real month of cs.CL/LG/IR/AI leaves one to two thousand papers after the metadata filters, and the
-published releases kept 63 and 200. Downloading and resolving every candidate only to throw most away
-costs hours at arXiv's rate limits, so the cap is applied before extraction, without biasing the result:
-
-- The candidates that passed the filters are put in one seeded random order (`sample_order`), balanced
-  over primary categories: within a category the order is a random permutation, and the categories
-  are interleaved systematically, so every prefix of the order holds each category in proportion to
-  its share of the candidates (to within one paper).
-- Extraction walks that order and stops once `max_queries` papers are kept. Whether a paper survives
-  extraction (has LaTeX, a related-work section, enough references) does not depend on its place in a
-  random order, so the kept papers are a uniform sample of the papers that would have survived —
-  the population a month without a cap would keep — stratified by category, and no paper past the
-  cut-off is ever downloaded.
-- The order depends only on the seed, the release id and the set of candidates, and the seed is part
-  of the stored release spec, so re-building a month reproduces the same sample.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.release.sampling`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """The spec of a month's dataset: what a release is built from, stored as JSON on its release row.
 
-Spec apart from settings: the spec decides what a release contains (categories, the venue rule, the
-section and reference limits, the matching thresholds, the sample's size and seed, the release-time
-judge), so every row of a release can be traced back to it and a rebuild on another machine gives the same
-month. How this machine reaches the services (endpoints, delays, the judge's API base) is a setting
-(deepscholar.settings), passed to the steps beside the spec and never stored with it.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.release.spec`.
 """
 
 from __future__ import annotations

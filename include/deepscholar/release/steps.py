@@ -1,14 +1,7 @@
-"""The monthly release pipeline, one function per step.
+"""The monthly release pipeline, one function per step, each resumable: it does only the work still
+missing, so a retried task or a re-run month changes nothing, and a bad paper never stops the month.
 
-Each step reads what earlier steps stored, does only the work that is still missing, and writes with
-idempotent upserts, so re-running a month (or retrying one Airflow task) changes nothing. A paper that
-fails is recorded in `release_candidates` with its reason and never stops the month; a service that is
-down (InfrastructureError, e.g. a host whose circuit breaker opened) stops the step instead, keeping what
-was stored, so the Airflow retry carries on from there.
-
-Each step lives with its concern (context, discovery, extraction, resolution, labelling, quality); this
-module is the pipeline itself: every step, in order, importable from one place (the DAG's tasks and
-`build_release` call them).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.release.steps`.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """Release-time artefacts of the evaluation tracks: built after the nuggets, gated, and added to a published
 month later with `deepscholar release enrich`.
 
-Two tracks need more than the core's labels before any report can be judged: RACE needs per query its
-four dimension weights and its criteria (evaluation/metrics/race/rubrics.py), the claims track a ground-truth claim
-per important exemplar reference (evaluation/metrics/claims/ground_truth.py). Each declares once, in its module's
-`ARTEFACTS` (a TrackArtefacts, release/track_declaration.py), what it builds
-(an idempotent step over the release's queries that skips queries already done by the same judge), the
-SQL frames its GX checks read and the checks. The release DAG runs one task per track after the nuggets
-for the tracks the month is built with (ReleaseSpec.tracks, default DEEPSCHOLAR_TRACKS), the release gate
-runs their checks with its own, and `enrich_release` does both for a month already published: it adds the
-track's rows and records the result in release_track_artefacts, and never touches the month's core rows
-(queries, references, nuggets) or its status.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.release.track_artefacts`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """Versions of a release: published means immutable, so a correction is the next version of the month.
 
-A release is sealed when it is published with a manifest hash (migration 0016): from then on a trigger
-refuses any change of its queries, references and nuggets. Re-building a sealed month opens version n+1
-(`2025-06.v2`, base_id `2025-06`) with a changelog row (why, requested when); sealing it writes what
-changed against the version before (queries added, removed, changed) and when. Readers name a month and
-get its current version (`resolve_release`): the latest published one.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.release.versions`.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """arXiv's search_query language, as the replay server understands it.
 
-    ti:, abs:, au:, co:, jr:, all:  words (a trailing * is a prefix) or "quoted phrases"
-    cat:cs.CL (cat:cs.* too), id:2501.01234
-    submittedDate:[YYYYMMDD[HHMM] TO YYYYMMDD[HHMM]], lastUpdatedDate:[...]  (* for an open end)
-    AND, OR, ANDNOT, parentheses; juxtaposition means AND; a bare word or phrase searches all:
-
-`parse_query` turns a query into a tree of tuples: ("and" | "or" | "andnot", left, right) or
-("term", (field, "word" | "phrase" | "range", value)). `matches` evaluates a tree against an entry and
-`relevance` ranks entries for sortBy=relevance. Text is compared as normalised, crudely stemmed tokens
-on both sides. id_list is not part of the query language: the server looks those ids up itself.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.replay.arxiv_query`.
 """
 
 from __future__ import annotations

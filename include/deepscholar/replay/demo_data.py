@@ -1,12 +1,6 @@
 """The demo snapshot's written content, read from the TOML files in replay/data/.
 
-    demo_themes.toml      four research themes, their related-work groups and reference pools, and the
-                          references with special roles (venue DOI, old-style id, several versions)
-    demo_candidates.toml  the candidate papers of the month (each with its expected fate) and the
-                          distractors a correct search must not return
-    demo_names.toml       author names and the LaTeX escapes a .bib writes for their letters
-
-Order in those files is significant: the generator draws from seeded RNGs in file order.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.replay.demo_data`.
 """
 
 from __future__ import annotations

@@ -1,32 +1,6 @@
 """A local stand-in for OpenAI's Files and Batches API, over real HTTP, for tests, benches and the demo.
 
-It answers chat completions sent one by one too (POST /v1/chat/completions), with the same answers: a
-month judged directly and one judged through batches then ask the same endpoint (which is part of every
-request's cache key) and can be compared byte for byte.
-
-What judging through batches needs of it (llm/batches.py): upload a JSONL file (POST /v1/files, multipart,
-purpose=batch), create a batch (POST /v1/batches), list batches (GET /v1/batches, newest first, paged by
-`after`), retrieve one (GET /v1/batches/{id}), download its output and error files
-(GET /v1/files/{id}/content), cancel one (POST /v1/batches/{id}/cancel: `cancelling`, then `cancelled` when
-next retrieved, having answered the share of its lines its time so far allowed, which are billed; the rest
-are in its error file as `batch_cancelled`). A batch stays `in_progress` for `delay` seconds after its
-creation, then is answered when next retrieved: each line's body goes to `answer(body)` (the same answer
-functions the chat completions stubs take), and its output line carries a chat completion as a provider
-sends it: JSONL split on "\n" only, non-ASCII text unescaped (U+2028 and U+2029 included, as JSON allows).
-Every request body it is asked, one by one or as a batch's line, is kept in `bodies` (what a test reads to
-see what was sent). A model can be billed its own tokens (`usage_by_model`).
-
-Injected failures, for tests of the transport's recovery:
-- `fail_lines`: the next that many request lines answered are errors (a 500 line in the error file);
-- `fail_if(body)`: lines whose body it says yes to are errors the same way;
-- `bad_line_if(body)`: the name of a wrong output line for lines it names one for (BAD_LINES: a string
-  `response`, `choices` not a list, `usage` a list, token counts as strings, a line that is not JSON, a
-  line over a megabyte, a NUL in the answer);
-- `expire_batches`: the next that many batches to end expire (every request in the error file,
-  `batch_expired`);
-- `lose_creates`: the next that many creates make the batch but answer 502 (the answer lost on the way);
-- `repeat_list_pages`: the batch list answers its first page whatever page is asked, always with more;
-- `slow_downloads`: the next that many file downloads trickle (a byte every `trickle_seconds`).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.replay.openai_batches`.
 """
 
 from __future__ import annotations

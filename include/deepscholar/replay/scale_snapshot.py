@@ -1,12 +1,6 @@
 """A synthetic month at real scale, for throughput benches (bench/real_month.py).
 
-Made with the demo snapshot's machinery (replay/demo_snapshot.py): its themes' wording, its reference
-records (arXiv entries, OpenAlex works, DOIs, bib styles of which about one in five names no id or DOI)
-and its LaTeX writer, so the release code meets the same shapes it meets in the demo, only many more:
-by default 10,000 submissions in the window, ~15% passing the metadata filters (the rest not v1 or with
-no venue), ~25 references per paper drawn with a popularity skew from a pool shared across papers, and
-some references neither arXiv nor OpenAlex knows. Only the papers that pass the filters get e-prints:
-the pipeline never downloads the others.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.replay.scale_snapshot`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """A local stand-in for arXiv (search API, e-prints) and OpenAlex (works) serving a snapshot folder.
 
-The offline demo and the tests point the real clients (`arxiv`, `pyalex`, `requests`) at it, so
-what runs offline is the same code that runs against the live services: URL building, Atom and
-JSON parsing, paging, retries. The snapshot folder (written by `demo_snapshot`) is read by
-`snapshot.Snapshot`; search queries are parsed by `arxiv_query` and answered as `atom` feeds.
-
-Failure injection and the request log exist for tests of retries and rate limiting.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.replay.server`.
 """
 
 from __future__ import annotations

@@ -1,37 +1,6 @@
 """The BM25 index behind `local` search: a cache on disk derived from the warehouse's `corpus`, never a source.
 
-What is indexed: every dated corpus paper (undated ones never are: nobody can show they predate a query),
-as the lexemes of its stored `search_vector` (PostgreSQL's English parser and stemmer, so a query is cut
-into words exactly as the corpus was), a title occurrence counting TITLE_WEIGHT times. Papers are laid out
-by (published, arxiv_id), so "published strictly before the cutoff" is a prefix of the documents; postings
-are grouped by term, in document order, with the BM25 weight of each (term, paper) precomputed (k1 1.2,
-b 0.75, Lucene's idf over the whole index: document frequencies count papers on both sides of any
-cutoff, which shapes the weights of words but can never bring a later paper into a result). A search adds
-up the weights of its terms over the prefix only, so its cost is the length of the postings of its words,
-not the size of the corpus.
-
-Building in bounded memory: the corpus is read once, and every SEGMENT_POSTINGS postings the documents
-read so far are written to disk as a segment sorted by term; only each term's document frequency and
-each document's length stay in memory. The weights need those two over the whole index, so they are
-computed in a second pass that merges the segments into the final files a block of terms at a time
-(about MERGE_POSTINGS postings): segments hold consecutive documents, so a term's postings are simply
-its segments' postings one after another. The files are the ones a build holding everything in memory
-would write, byte for byte (the weights are the same float32 operations per posting), and the merge reads
-and writes them with plain file calls rather than mapping them, so the build's resident memory is a
-segment and a block, not the index.
-
-Freshness: an index is keyed by a fingerprint of `corpus` (row count, latest `added_at` and the sum of
-the rows' `xmin`, which every insert, update and delete changes) read in the same REPEATABLE READ snapshot
-as the rows it is built from. A process asks for the fingerprint at most every
-DEEPSCHOLAR_SEARCH_INDEX_CHECK_SECONDS (local.py also asks at once when a search looks stale); when it
-differs it loads the index of that fingerprint, or builds it. Builds are serialised per warehouse by an
-exclusive file lock, written into a temporary folder and renamed into place, so a reader only ever sees a
-complete index; processes on other machines each keep their own cache. While another process builds, one
-that already holds an index keeps searching it (it may miss the newest papers for that long, never more).
-
-The index proposes; the warehouse disposes: `local.py` keeps only the proposed papers a SQL query over
-`corpus` confirms (dated, strictly before the cutoff, not excluded), and takes their metadata from there,
-so a stale or damaged index can cost recall but never return a paper on or after the cutoff.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.search.bm25_index`.
 """
 
 from __future__ import annotations

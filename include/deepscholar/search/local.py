@@ -1,19 +1,6 @@
 """`local`: BM25 search over the warehouse's `corpus`, the offline, reproducible search backend.
 
-Ranking comes from the BM25 index (search/bm25_index.py: a cache on disk derived from `corpus`, brought up
-to date automatically), which scores only the postings of the query's words among papers published before
-the cutoff, so a search costs milliseconds at hundreds of thousands of papers. The cutoff and the excluded
-ids are then enforced by the warehouse itself: the proposed papers are kept only if a SQL query over
-`corpus` confirms them (dated, published strictly before the query paper's date, not excluded), and their
-metadata is read there; a search that finds fewer than k papers, or proposed some the warehouse did not
-confirm, asks at once whether the corpus changed (rather than waiting for the next periodic check) and
-searches again if it did. A paper on or after the cutoff, an undated one or the query paper can therefore
-never be returned, whatever state the index is in. Ties are ordered by arXiv id, so a search is a function
-of the corpus (its fingerprint, as of the last check) and the text.
-
-A text is taken as a bag of words (its first 64 distinct ones, stemmed by PostgreSQL's English
-configuration): a paper matching more of them, rarer ones and in its title, ranks higher. The earlier
-ranking (PostgreSQL's ts_rank_cd over every matching row) stays available as `local_tsrank`.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.search.local`.
 """
 
 from __future__ import annotations

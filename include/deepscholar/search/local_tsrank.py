@@ -1,11 +1,6 @@
 """`local_tsrank`: the first `local` search, kept under its own name for comparison (bench/search.py).
 
-PostgreSQL full text over the warehouse's `corpus`, ranked by cover density (ts_rank_cd) of every matching
-row, so its cost grows with the corpus (seconds per report at 30k papers); `local` (local.py) is the
-BM25 index that replaced it. The cutoff is enforced in SQL (strictly before the query paper's date; undated papers are never
-returned, since nobody can show they predate the query), and the query paper itself is excluded.
-Ranking is Postgres' cover-density rank with the arXiv id as tie-break, so a search is a pure
-function of the corpus and the text.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.search.local_tsrank`.
 """
 
 from __future__ import annotations

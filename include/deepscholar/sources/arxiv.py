@@ -1,12 +1,6 @@
 """arXiv search API and e-print downloads, through the real `arxiv` client and `requests`.
 
-The client's own retry loop retries every status (also 400s) with no backoff and its rate limit
-is per client instance. arXiv asks for at most one request every 3 seconds, so this wrapper runs
-the client with `num_retries=0` and `delay_seconds=0`, fetches page by page itself, spaces requests
-with the limiter every process of a run shares (deepscholar.rate_limit) and retries with
-exponential backoff (tenacity) only what can succeed later: 5xx, 429, empty pages, timeouts and
-dropped connections. A call still failing after its retries counts towards the host's circuit breaker
-(http_guard): once it opens, every further call to that host fails at once with HostUnavailable.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.sources.arxiv`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """Parse the bibliography of a LaTeX project: .bib files, else the compiled .bbl / thebibliography.
 
-Real .bib files are messy (duplicate keys, unclosed entries, duplicate fields, ``@preamble``, month
-macros). bibtexparser 2 splits the file into blocks so one bad entry does not lose the others; we also
-salvage what it reports as failed where the intent is clear (a duplicate field: first value wins, as in
-BibTeX; an entry missing its closing brace: closed and re-parsed). Everything that was dropped is
-recorded in :attr:`Bibliography.failures`.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.sources.bibliography`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""Safe extraction of arXiv e-print payloads.
+"""Safe extraction of arXiv e-print payloads: the archive comes from the network, so no member may write
+outside its folder, and no payload may fill the disk, however it is built.
 
-arXiv serves the "e-print" of a paper as one of: a gzip-compressed tar of the LaTeX project, a single
-gzip-compressed .tex file, a plain tar, a bare .tex file, or a PDF when the authors uploaded no source.
-The payload comes from the network and is treated as hostile: every archive member is checked by hand
-(path, type, sizes) before anything is written, and tarfile's ``data`` filter is applied on top as a
-second line of defence. A gzip payload is decompressed chunk by chunk and refused as soon as it passes the
-absolute cap or grows more than MAX_GZIP_RATIO times the compressed bytes read so far (a gzip bomb: ten
-gigabytes of zeros is ten megabytes of gzip, refused after a few megabytes instead of after the cap).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.sources.eprint`.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""Find and clean the related-work section of a LaTeX project folder.
+"""Find and clean the related-work section of a LaTeX project folder: the exemplar every report is
+compared with, so its text and its citations must survive the project's own layout and macros.
 
-The section is located in the *compiled* document: we start from the main .tex file, inline the
-\\input/\\include files that LaTeX would read (commented-out ones do not count) and search that. A file
-named related_work.tex that nothing inputs, or a commented-out heading, is therefore not a related-work
-section.
-
-Cleaned text format: plain text where each citation command becomes a marker ``[@key1; @key2]``
-(pandoc style; see :mod:`deepscholar.text.markers`), floats and labels are dropped, footnotes are kept inline
-in parentheses, nested headings become their own paragraphs, paragraphs are separated by a blank line and
-all other whitespace is collapsed to single spaces. Cross-references (\\ref, \\cref, ...) become ``[ref]``.
-Math is kept verbatim (``$...$``) because a lossy unicode rendering of macros is worse than the source
-for readers and judges. ``cite_keys`` come from the LaTeX itself, so keys cited only inside a table of
-the section still count, while keys in comments never do.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.sources.latex`.
 """
 
 from __future__ import annotations

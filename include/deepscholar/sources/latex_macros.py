@@ -1,33 +1,6 @@
 """Expand a paper's simple user macros before its LaTeX becomes plain text.
 
-Papers name their own system or recurring terms with macros (``\\newcommand{\\sysname}{Obelia\\xspace}``);
-without expansion the cleaned related-work text silently loses those words, and with them the paper's
-name. Only argument-free macros are expanded:
-
-- ``\\newcommand``, ``\\renewcommand``, ``\\providecommand``, ``\\DeclareRobustCommand`` (starred or not,
-  name braced or not, an explicit ``[0]`` allowed), and ``\\def``/``\\gdef``/``\\edef``/``\\xdef``
-  without parameters;
-- ``\\newcommand`` and ``\\providecommand`` keep an existing definition (as LaTeX does: the first
-  refuses to redefine, the second only defines what is missing); ``\\renewcommand`` and ``\\def`` replace it.
-
-Left alone, on purpose: macros with arguments (``[1]``, ``#1``, an optional default), whose output depends
-on the call and needs a TeX engine to be right; the text keeps their arguments and drops the name.
-Also left alone: names the extractor relies on (citations, headings, floats, ``\\input``), ``@``
-names, and bodies over 300 characters or that define macros themselves.
-
-Acronyms are expanded the same way: a definition from the acronym, acro or glossaries packages
-(``\\newacronym{key}{short}{long}``, ``\\acrodef{key}[short]{long}``, ``\\acro{key}[short]{long}``,
-``\\DeclareAcronym{key}{short=..., long=...}``, ``\\newglossaryentry{key}{name=...}``; the first one of a
-key wins) makes each later use (:data:`ACRONYM_USES`: ``\\ac``, ``\\acl``, ``\\acf``, ``\\acp``, ``\\Ac``,
-``\\gls``, ``\\Gls``, ``\\glspl``, ``\\acrshort``, ...) the text it prints. ``\\ac`` and ``\\gls`` always
-give the short form: LaTeX prints "long (short)" at the first use in the document, which is almost always
-before the related-work section, so first use is not tracked. A use of a key defined nowhere before it is
-left as written; :mod:`.latex_text` then prints the key itself.
-
-Expansion is lazy (at use, like ``\\newcommand``), recursive (a body may use other macros) and guarded:
-a macro met again while it is being expanded (``\\def\\a{\\a}``, or ``\\a`` → ``\\b`` → ``\\a``) stays
-unexpanded, and one call stops expanding after :data:`MAX_EXPANSIONS` uses or :data:`MAX_ADDED_CHARS`
-added characters, leaving the rest as written and logging a warning.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.sources.latex_macros`.
 """
 
 from __future__ import annotations

@@ -1,30 +1,7 @@
 """LaTeX to plain text: the cleaned-text format described in :mod:`deepscholar.sources.latex` (citation
 markers, floats and labels dropped, footnotes inline, math verbatim), and its word count.
 
-Which arguments are text. The rule: a command's braced argument is printed text, so its words are kept and
-the command itself is dropped. This covers every font, shape, size, box and emphasis command
-(``\\textsf{Obelia}``, ``\\texttt``, ``\\mbox``, ``\\emph``, ``\\underline``, ``\\textsuperscript``, ...),
-``{\\bf ..}``-style declarations, and every command this module has never heard of: ``\\foo{x}`` keeps
-``x`` (several braced arguments are all kept, run together; the optional ``[..]`` arguments of a known
-command are dropped, brackets after an unknown one stay, as they may be text). Math fonts used in text (``\\mathrm{x}``, ``\\mathbf{x}``) keep their letters as plain
-text; math itself stays verbatim. The exceptions are listed, never guessed:
-
-- :data:`_NON_TEXT_MACROS`: commands none of whose arguments are text, dropped whole: labels, lengths and
-  spacing (``\\vspace``, ``\\setlength``, ``\\vskip 2pt``), colour names (``\\color``, ``\\definecolor``), file
-  names (``\\input``, ``\\includegraphics``, ``\\bibliography``), package and class loading, definitions
-  (``\\newcommand``, ``\\newacronym``, ...), invisible boxes (``\\phantom``), index entries, captions (their
-  floats are dropped anyway), and two kinds of notes that are not the paper's prose: ``\\todo`` (a note to
-  co-authors) and ``\\thanks`` (title-block acknowledgements);
-- :data:`_TEXT_ARG_MACROS`: commands with setting arguments and one text argument, which alone is kept:
-  ``\\textcolor{red}{TEXT}``, ``\\colorbox``, ``\\fcolorbox``, ``\\href{url}{TEXT}``, ``\\parbox{width}{TEXT}``,
-  ``\\makebox[w][pos]{TEXT}``, ``\\raisebox``, ``\\foreignlanguage{lang}{TEXT}``, ...;
-- commands with their own rendering: citations become markers; ``\\ref`` and its kin ``[ref]``; headings
-  their own paragraph; ``\\footnote`` its text inline in parentheses; ``\\url{u}`` the address itself (a
-  reader sees it printed, and it names the resource); ``\\verb|x|`` its text; ``\\enquote{x}`` the text in
-  quotes; ``\\xspace`` nothing but the space TeX would add before a following word; acronym uses
-  (``\\ac{key}``, ``\\gls{key}``, ...) the key itself, plural or capitalised as the command says. Acronyms
-  defined in the paper are expanded to their short or long form beforehand by
-  :mod:`deepscholar.sources.latex_macros`, so the key is printed only for acronyms defined nowhere before.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.sources.latex_text`.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """A paper's licence from arXiv's OAI-PMH interface (GetRecord, metadata format `arXiv`).
 
-Why OAI-PMH: the search API's Atom entries do not say under which licence a paper is distributed; the
-`arXiv` metadata format does, in a <license> element holding the licence's URL (absent for old papers,
-whose licence is then unknown). OAI-PMH answers protocol errors with HTTP 200 and an <error code="...">
-element: `idDoesNotExist` is this paper's outcome and is recorded; any other code (badArgument,
-cannotDisseminateFormat, badVerb) means the endpoint is not the one we think, so it is raised.
-
-Requests are paced with the shared per-host limiter (`rate_limit.wait_for_slot`) and retried with
-exponential backoff when they can succeed later (5xx, 429, arXiv's 503 flow control with Retry-After,
-timeouts, dropped connections, a body cut off on the way); a call still failing after its retries counts
-towards the host's circuit breaker (http_guard), which then fails every further call at once.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.sources.oai`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """OpenAlex works by DOI or title, through the real `pyalex` client.
 
-pyalex hard-codes its host for entity URLs and reads one global config, while we need a
-configurable base URL (the replay server), a polite e-mail, a timeout and 429 backoff per source.
-pyalex builds a fresh requests session for every call through `pyalex.api._get_requests_session`,
-so that factory is wrapped once: inside an `OpenAlexSource` call it returns a session built from
-that source's settings; everywhere else it defers to whatever factory was there before. Nothing
-leaks between sources, threads or tests. Each lookup, retries included, is one call for the host's
-circuit breaker (http_guard): when OpenAlex stays down, lookups fail at once with HostUnavailable.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.sources.openalex`.
 """
 
 from __future__ import annotations

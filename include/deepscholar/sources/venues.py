@@ -1,10 +1,6 @@
 """Decide from an arXiv entry's comment and journal_ref whether a paper was accepted at a venue.
 
-The benchmark keeps only papers that passed peer review, so the rules are deliberately asymmetric:
-an explicit acceptance phrase ("Accepted at ICML 2025") is trusted even beside other text, while a
-bare venue mention ("ICML 2025") is dropped as soon as the comment also says it is under review,
-submitted, a preprint or work in progress. A non-empty journal_ref means the paper was published.
-Workshop acceptances do not count unless asked for: a workshop is not the main venue.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.sources.venues`.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """A newly registered system's backfill: which past months it should be run on, what that costs, and
 queueing it in Airflow.
 
-Eligible are the current version of every published month whose queries were all published after the
-system's model knowledge cutoff (every month for a model-free kind or an unknown cutoff: the board then
-marks it), plus the frozen comparison slice (`DEEPSCHOLAR_FROZEN_SLICE`, e.g. the first release): a fixed
-set of past queries every system is run on whatever its registration month, so systems of different
-months are also compared on the same items (on a slice its cutoff covers it is shown, not ranked).
-
-Queueing goes through Airflow's REST API: the eligible months after the cutoff form one range, created as
-one backfill of the benchmark DAG with conf {"systems": [name]} and reprocess behaviour "completed" (every
-past month already has its scheduled run, which "none" would keep, creating nothing); the slice, when it
-lies outside that range, is one manual run with conf {"month": M, "systems": [name]}. Every run does only
-the system's missing work (plan, judging, roll-up) and adds a version of the month's published board.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.systems.backfill`.
 """
 
 from __future__ import annotations

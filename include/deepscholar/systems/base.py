@@ -1,10 +1,6 @@
 """The one interface every report generator implements, and the registry of system kinds.
 
-A system gets a query (title, abstract, cutoff date) and a search tool that already enforces the
-cutoff, and returns a Report: markdown whose numbered in-line citations [n] refer to `sources[n-1]`,
-each source carrying the exact snippet the system saw. Adding a kind is adding one file to this package
-with a `System` subclass marked `@register_system("kind")` (or declaring `kind = "..."`): the registry
-below finds it; nothing else lists kinds. An unknown kind is refused with the known ones listed.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.systems.base`.
 """
 
 from __future__ import annotations

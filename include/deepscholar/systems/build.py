@@ -1,31 +1,6 @@
 """A report's system build: what the system that wrote it was, stored whole on every report.
 
-`systems.version` is what was given at registration, but a kind's code, its prompt files and its
-defaults can change under the same name. The build names all of it, so two versions of one system
-can never mix silently in a month (systems/quality.py fails the month's reports check when they do):
-
-- a system we run (`System.effective_version`, systems/base.py):
-  `<kind>:<registered version>+code<code version>[+prompts(<prompt>,...)][+model(<model>,...)][+search(<backend>)][+endpoint<N>]+cfg<hash>`,
-  e.g. `deepscholar_base:1+code2+prompts(aggregate_v1,filter_v1,queries_v1,rank_v1)+model(openai/gpt-4o)+cfg6f07e6ed`.
-  `code` is the kind's `System.version` (its bump rule is there); prompts are the versions (`version:`
-  lines) of the prompt files the kind uses, ordered by role, without the `<kind>_` prefix (kept when only
-  `v<N>` would remain: `search_agent_v1`); models are what it calls; `search` is the search backend its
-  reports are written with (`search_backend`), named in the string only when neither the config (its
-  `search` key is already in the hash) nor the registry's default (`local`) implies it, i.e. when this
-  process's DEEPSCHOLAR_SEARCH_BACKEND chose another one (so a system's builds of before the backend was
-  part of them keep their string, and a month mixing backends for one system fails the check);
-  `endpoint<N>` counts the operator's changes of where the system runs or with whose key since it was
-  registered (`systems.endpoint_revision`, ENDPOINT_KEYS below), named from the first change on
-  (so builds of systems never moved keep their string) because a changed server may write something else;
-  `cfg` is a short sha256 of the output-defining config as sorted JSON (the kind's defaults overlaid with
-  the registered config, less RUN_KEYS), so a changed default changes the build too;
-- a report imported from a file (systems/external/importer.py):
-  `external:<registered version>+import(<format>@<format version>)`, e.g. `external:1+import(storm@1)`:
-  the output was made elsewhere; what we control is how it is read (formats/base.py ImportFormat.version).
-
-`reports.system_build` is the string, `reports.system_build_detail` the same in parts (and the whole
-effective config; `search_backend` always, for a kind that searches), for telling two builds apart. Reports stored before builds were recorded have NULL:
-an unknown build.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.systems.build`.
 """
 
 from __future__ import annotations

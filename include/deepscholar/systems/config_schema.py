@@ -1,14 +1,7 @@
 """What a system's registration may say: its config checked against its kind's schema, its version, its
 knowledge cutoff and its name, the same for the page and `deepscholar systems add` (registry.add_system).
 
-A kind declares `config_schema` (systems/base.py): {key: Key}, every key it reads. A config naming another
-key, or a value of the wrong type or out of range, is refused with one line naming the key. A kind without
-a schema (one a test or a plug-in registers) gets the checks every config gets: a JSON object of bounded
-size and depth, finite numbers, no NUL character. `api_key_env` may only name a variable on
-DEEPSCHOLAR_SYSTEM_KEY_VARIABLES, whatever the kind: the name is read from the workers' environment.
-An `api_base` (where a provider's key is sent) is a base URL as url_bases.py parses it, never with
-userinfo; a system registered from the page must keep it under DEEPSCHOLAR_WEB_API_BASES (check_api_base,
-asked at registration and again when the system runs).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.systems.config_schema`.
 """
 
 from __future__ import annotations

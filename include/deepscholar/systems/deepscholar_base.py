@@ -1,27 +1,6 @@
 """`deepscholar_base`: the DeepScholar paper's reference pipeline, re-implemented on litellm.
 
-The paper builds it from LOTUS semantic operators; we keep its stages and parameters and make each
-stage a plain LLM call through our LLMClient (so every call is cached, retried and logged):
-
-    N rounds:  1 call writes Q search queries from the abstract and the summaries of earlier rounds
-               each query searches up to search_K results (only papers before the cutoff)
-               the relevance filter reads the round's new candidates in batches of at most
-               `filter_batch` (10) and returns the numbers to keep: ceil(new / 10) calls per round
-    then:      1 ranking call keeps the top K of everything the filter kept
-               1 aggregation call writes the section, citing the K numbered sources as [n]
-
-Round summaries cost no call of their own: a round's summary is its record (its queries and the
-titles its filter kept), and the next round's query-writing call is where the LLM reads it. That
-keeps the paper's call pattern (one query-writing call per round) and gives the LLM facts rather than
-a paraphrase of them.
-
-LLM calls per report, without re-asks: N + sum over rounds of ceil(new candidates / 10) + 1 + 1,
-where a round's new candidates are its search results not seen in an earlier round (by arXiv id,
-else by normalised title). An answer that cannot be parsed is re-asked (LLMClient.ask); one that stays
-unparseable fails the report with SystemFailure and the reason.
-
-The helpers below the class (prompt files, client construction, snippets, citation checks) are shared
-with `search_agent`.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.systems.deepscholar_base`.
 """
 
 from __future__ import annotations

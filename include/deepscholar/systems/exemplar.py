@@ -1,10 +1,6 @@
 """The human row: the query paper's own related-work section, as a report like any other.
 
-Its citations `[@key1; @key2]` become [n] numbered in order of first citation, so the metrics read it
-exactly as they read a system's report. Sources are the exemplar references: resolved ones carry
-their arXiv id, title and abstract; unresolved ones keep their bibliography title (arxiv_id None),
-since the human did cite them. A key with no exemplar_references row has nothing to point at: it
-is dropped from its marker and counted in the trace.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.systems.exemplar`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """Report generation for a published release: plan the missing (system, query) pairs, run one pair.
 
-The DAG maps one task over the planned pairs and the CLI loops over them; both call `generate_pair`,
-which never raises for a system's failure (it is stored as system_error) so one broken system cannot
-fail the run for the others, and which upserts on (release, system, query) so retries never duplicate.
-A failure of the infrastructure (warehouse, LLM provider, search backend: deepscholar.errors) is not the
-system's: it propagates, the Airflow task fails and is retried, and nothing is stored for the pair.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.systems.generation`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """The upper-bound row: cite exactly the exemplar's important references that are on arXiv.
 
-As in the paper's oracle ablation, retrieval is replaced by the answer key (E of METRICS.md), so the
-row shows how far writing alone can go once retrieval is perfect. The text is deliberately plain:
-each reference's first abstract sentence with its citation. By default references dated on or after
-the query paper are left out (the benchmark's cutoff holds for every system we run, and the reports
-gate rejects leaks); `respect_cutoff: false` restores the whole of E, counted in the trace.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.systems.oracle`.
 """
 
 from __future__ import annotations

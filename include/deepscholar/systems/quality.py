@@ -1,16 +1,6 @@
 """Great Expectations check on a month's reports, run after generation and before judging.
 
-Our own systems must produce text, resolve every [n] and never cite past the cutoff. External systems
-and the human exemplar are held to the first rule only: their unresolved citations and leaked sources are facts about them,
-already counted and flagged on the report, not defects of the pipeline.
-
-Every system, ours or not, must have written all of its ok reports of the month as one build
-(systems/build.py: registered version, code, prompts, models, config): a prompt, default or code change
-in the middle of a month would otherwise mix two versions of a system under one leaderboard row. A report
-stored before builds were recorded (NULL) counts as one unknown build: a month of such reports alone
-passes, but beside reports with a build it is a mix. An imported system's outputs may need different
-readers (formats) in one month: that is not a mix, one format at two versions is. Generation never rewrites a report because its build
-is outdated (that costs money); the failure says how to regenerate.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.systems.quality`.
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
 """`search_agent`: a ReAct-style tool-calling agent with one `search(query)` tool (litellm function calling).
 
-The loop: the model sees the paper and the tool; each turn it either calls tools or answers. Every tool
-call is one step, malformed ones included (arguments that are not a JSON object with a non-empty
-"query", or an unknown tool): those get an error as their tool message, so the model can correct
-itself, and never crash the report. After `max_steps` steps (default 5) the model is forced to answer:
-one more call with `tool_choice="none"` and a final instruction. Calls that exceed the budget inside a
-turn get a "budget spent" tool message without searching, since every tool call id needs an answer.
-
-Every search result the agent sees becomes a source, numbered in order of first sight and stable
-across searches (a paper returned twice keeps its number), so the [n] it writes resolve to
-`sources[n-1]`; the snippet is the abstract excerpt shown in the tool message. The final section is
-checked like deepscholar_base's: every [n] must resolve and, once anything was found, something must
-be cited; else it is re-asked, then SystemFailure. An agent that never searched may answer uncited:
-that is its behaviour to be scored (retrieval metrics give it 0), not a failure.
-
-LLM calls per report, without re-asks: at most max_steps + 1 (each tool turn uses at least one step).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.systems.search_agent`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """Numbered citations: the [n] markers of a report, its numbered reference list, its arXiv links.
 
-Every report ends up as markdown whose numbered markers ([3], [2][7], [2, 7], [2-4]) refer to sources by
-their 1-based idx. Systems write these in many ways (arXiv links instead of numbers, a numbered reference
-list at the end, 0-based passages), so the rules for reading them live here once: the statistics stored
-with a report and the sentences the verifiability judges see must agree on what a citation is. Where the
-markers and the reference list are is read in report_markup.py, below sentences.py too; named here as well.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.text.citations`.
 """
 
 from __future__ import annotations

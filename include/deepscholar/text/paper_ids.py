@@ -1,17 +1,6 @@
 """A paper's identifiers as comparable keys: every written form of one arXiv id or DOI gives one key.
 
-Metrics decide "same paper?" by these keys (evaluation/metrics/papers.py), so the forms a bibliography, a
-system's reference list or a resolver writes must all meet: `2401.00001v2`, `arXiv:2401.00001`,
-`https://arxiv.org/abs/2401.00001v3`, `arxiv.org/pdf/2401.00001.pdf` and the arXiv DOI
-`10.48550/arXiv.2401.00001` are one arXiv key; `HEP-TH/9901001v1`, `arxiv.org/abs/HEP-TH/9901001v1` and
-`hep-th/9901001` another (old-style ids keep arXiv's own case, `math.GT/0309136`); `https://doi.org/10.1145/ABC`,
-`doi:10.1145/abc` and `10.1145/abc` one DOI key (DOIs are case-insensitive). An arXiv DOI is an arXiv id,
-not a DOI key, so a paper cited once by its arXiv DOI and once by its id is one paper. A DOI key is made only
-from something shaped like a DOI (`10.<registrant>/<suffix>`): a bibliography's `doi` field holding an ISBN,
-a URL of another site or a note names no DOI.
-
-The importers read ids with `arxiv_id_named` (None when a text names no id of a known shape), the metrics
-with `arxiv_key`: the same forms, so whatever an import stores, the metrics read as the same key.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.text.paper_ids`.
 """
 
 from __future__ import annotations

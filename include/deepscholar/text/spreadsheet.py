@@ -1,11 +1,7 @@
 """Text cells a spreadsheet opens safely: the one rule every CSV we write applies (the export's files and
 the annotation sample's CSV).
 
-A spreadsheet runs a cell that begins with `=`, `+`, `-` or `@` as a formula, and a tab or a carriage return
-before them is skipped by some; text third parties wrote (reports, source titles) can begin with any of them.
-`csv_cell` puts a `'` before such a cell, which spreadsheets show as text and hide; the files that keep the
-exact text (Parquet, JSONL) are written without it. Line breaks inside a cell are the CSV writer's to quote
-(RFC 4180, CRLF line ends).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.text.spreadsheet`.
 """
 
 from __future__ import annotations

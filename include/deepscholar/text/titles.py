@@ -1,20 +1,7 @@
 """Title normalisation, similarity and the one rule for "the same title": the one definition across
 sources, reference resolution and the metrics.
 
-`normalise_title` reduces a title to a comparable key: case, accents, LaTeX markup and punctuation go, and a
-LaTeX accent gives the key of the letter it writes (`Fran\\c{c}ais`, `Fran\\c cais` and `Français` are one
-key), as do the letters Unicode does not decompose (`\\o`, `ø` and `o`).
-
-`same_title` is the rule by which two titles name one paper when no identifier decides
-(evaluation/metrics/papers.py): the keys are equal once spaces are ignored (hyphenation: "Pre-training" and
-"Pretraining"), after removing what is not part of the title (a web page's `[PDF]`, `[2411.19581]` or
-`- arXiv`), or one title is the other cut short: marked cut with "..." or "…", or the part before or after
-its first colon ("ShareGPT4V: Improving Large Multi-Modal Models ..." and "Improving Large Multi-Modal
-Models ..."), when that part has at least `MIN_PART_WORDS` words. A part is held against a whole title,
-never against another title's part. Nothing else: a word added, dropped or
-changed ("Conditional Generative Adversarial Nets" and "Generative Adversarial Nets", DDIM's "Implicit"
-and DDPM's "Probabilistic", "FastSpeech" and "FastSpeech 2") makes two titles, however similar; the
-measurements behind the rule are in docs/METRICS.md ("Matching").
+Design notes: docs/MODULE_NOTES.md, `deepscholar.text.titles`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """A report's text (markdown a system wrote: untrusted) as HTML that can be put in the page as it is.
 
-markdown-it-py's CommonMark parser with raw HTML switched off, so `<script>` or `<img onerror>` in a report
-comes out as text; images are off as well (the page loads nothing from elsewhere, and the CSP would refuse
-it anyway). A link becomes an <a> only for http(s) and mailto URLs and same-page references (markdown-it
-refuses javascript:, vbscript:, file: and data: itself; we refuse every other scheme too), and each carries
-rel="nofollow noopener noreferrer". A citation marker `[n]` in plain text links to source n (#source-n).
-Headings move down two levels (# is <h3>): the report sits under the page's own <h1> and <h2>.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.web.report_text`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """Board versions: a published board never changes; a different result is the next version.
 
-A board is one roll-up of a release under a judge config (the core board, every track's board and their
-agreement). The roll-up writes into the latest version while it is a draft; once that version is published
-(`publish_board`: the benchmark DAG's publish_leaderboard, `deepscholar evaluate --publish`), a roll-up
-whose rows or provenance differ — another metric version, a new system build, a system added by a backfill,
-another manifest of the release, other judge settings — opens the next version instead, and says in one
-line what changed. Readers see the latest published version, else the latest draft (the `board_current`
-view); every version stays in the tables.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.boards.board_versions`.
 """
 
 from __future__ import annotations

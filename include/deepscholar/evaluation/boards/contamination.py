@@ -1,11 +1,6 @@
 """Could a system have seen a month's papers? Its model's knowledge cutoff against the month's queries.
 
-A system whose model was trained on data up to its knowledge cutoff may have read every query paper
-published on or before that day, and with it the related-work section it is asked to write. On such a
-month its row is shown on every board but not ranked (`may_have_seen`), and it is never marked best nor
-counted in the agreement between boards. A system that writes from a model whose cutoff nobody registered
-is ranked and marked `cutoff_unknown`; a system that writes from no model (extractive, oracle, the human
-exemplar) has no cutoff to check.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.boards.contamination`.
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
 """Great Expectations check on a rolled-up board, before it is published.
 
-Frames come from SQL in one read-only REPEATABLE READ snapshot (the pattern of release/quality.py), with
-the counts the board must agree with (ok reports, active systems) computed beside its rows, so GX compares
-the stored board to the data it claims to summarise rather than to itself.
-
-Which systems must be on the board: every *active* system with ok reports in the release, once. A
-system deactivated later keeps its past rows (its reports are still there), so inactive systems are
-allowed on a board but not required. The tracks' boards of the same release and judge are checked with
-it: their metric rows as the core's (a fraction's mean and interval in [0, 1], scored + unscored within
-the reports), each row's reports against the ok reports, one metric row per metric of its track.
-
-The judge drift alarm blocks publication here too (`no_judge_drift`): no drift check of the release under
-this judge may have tripped (evaluation/judge_validation/drift.py); the summary then quotes each tripped check's message,
-which names the metric, its agreement and the drop.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.boards.leaderboard_quality`.
 """
 
 from __future__ import annotations

@@ -3,13 +3,7 @@ published after a date. Computed on request from the per-query scores each month
 (evaluation/boards/query_scores.py; a month rolled up before those were kept: its scores). Which queries: a
 Selection (evaluation/boards/selection.py). The command line keeps what it computed (pooled_store.py).
 
-Scores are kept per query, so a board over several months or one category is the roll-up's own
-computation (evaluation/boards/rollup.py `compute_leaderboard`) over the pooled queries: each metric's mean, the
-geometric mean, the bootstrap interval resampling the pooled queries, and the paired t-test over the pooled
-queries both systems scored. A query is identified across months by release and arXiv id. Each month counts
-with its current version (the latest published one). A system whose model's knowledge cutoff covers the
-earliest selected query is shown, not ranked (evaluation/boards/contamination.py): picking only queries published
-after a model's cutoff (`published_after`) is how it is compared fairly.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.boards.pooled`.
 """
 
 from __future__ import annotations

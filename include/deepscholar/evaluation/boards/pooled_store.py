@@ -1,21 +1,6 @@
 """Pooled boards kept once computed (table pooled_boards), for the command line.
 
-A window or category board is the roll-up's computation over the pooled queries of its months: pandas, the
-bootstrap over some 2,400 queries per system at twelve months and the t-tests, about two seconds of a cold
-process on a small machine. Its result changes only when what it read changes, so `deepscholar leaderboard
---from/--to/--category/--after` keeps each board it computes, stamped with all it was computed from, and the
-next process with the same stamp reads the rows back without importing any of that.
-
-The stamp covers: each selected month's current board version under the judge and whether its per-query
-scores are kept; the months' reports, queries and query papers (row count and newest xmin); the systems
-(kind, knowledge cutoff); the family's metrics as the registry defines them; and the source of the modules
-that compute the board. A selection that would read any month's live scores (a board rolled up before
-scores were kept with it) is never kept: those scores change without a new board version. A board is
-computed after its stamp is read, so a kept board is never older than its stamp.
-
-Only the command line writes here (an operator's selections), never the page (anyone's query string); the
-table keeps the KEEP most recently computed selections. A warehouse the process may not write to (a
-read-only role) still gets its board, computed.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.boards.pooled_store`.
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
 """A track's numbers as its authors' released scorer aggregates them, to set beside our board.
 
-Our boards follow the papers' definitions (docs/METRICS.md, "Conformance"); where a published leaderboard
-was made with the authors' released code and that code aggregates differently, a user comparing our
-numbers with the published ones needs theirs too. The roll-up computes these figures from the per-report
-scores the board version counts (`metric_scores`, the variants and details the metrics store for exactly
-this), never judged again, and keeps them with that version (`board_published_figures`): the page's track
-sections, the export and `deepscholar leaderboard --track NAME --as-published [--version N]` read them. They
-are not part of any board's ranking or its gate.
-
-- fact: DeepResearch Bench's `utils/stat.py` pools supported and judged pairs over the reports that cite
-  anything (an uncited report is left out, not 0); effective citations = supported / those reports
-  (metrics/fact/base.py: pooled_over_tasks). A report we leave unscored because a source went unanswered
-  is left out whole; their scorer skips only that source.
-- reportbench: ReportBench's precision over academic sources with an uncited report left out (the
-  `academic` variant's mean), and recall per popularity quartile pooled over queries, as its paper
-  reports it.
-- claims: LiveDRBench's released prior-art scorer grades titles only (the `titles_only` variant's means),
-  and a task without ground truth is 0 in its average (we leave it unscored; the figure counts it as 0).
-- race: the authors' aggregation is ours (a mean over the tasks scored), so nothing is added.
-- the core: nothing is added. DeepScholar-bench's `eval/evaluator/evaluator.py: Evaluator.aggregate`
-  averages every report with a missing value counted 0, and its reference coverage gives a query without
-  important references 0 where we leave it unscored (docs/METRICS.md, Core conformance).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.boards.published`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The per-query headline scores a board version counted, kept beside it as one array per system and metric
 (board_queries, board_query_scores: migration 0032).
 
-Why: a board over several months (evaluation/boards/pooled.py) is the roll-up's computation over their
-pooled queries. Read from metric_scores a year's window is some 340,000 rows; kept per board version it is
-a few thousand short arrays, and each month counts exactly the scores its current board was computed from.
-The roll-up writes them with the board version; a version rolled up before they existed has none until its
-next roll-up, and the readers then read that month's scores from metric_scores as before.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.boards.query_scores`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """Do the benchmarks agree? The rank correlation between every pair of families' boards of a month.
 
-Each family (the core and every track with a board) ranks the month's systems by its headline: the
-core by its geometric mean, a track by its ranking metric. For every pair of families the roll-up stores
-Kendall's tau-b between the two rankings over the competing systems both rank (with their number and
-the p-value) and the systems whose rank moves most (board_agreement; the leaderboard_agreement view).
-`deepscholar leaderboard --agreement` and the page read it here. No single board should be trusted
-before a reader has seen whether the others agree with it.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.boards.rank_agreement`.
 """
 
 from __future__ import annotations

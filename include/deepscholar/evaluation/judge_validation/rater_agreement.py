@@ -1,13 +1,6 @@
 """How often two raters give the same label: the statistics of judge validation, with no database.
 
-A rater is the judge, a second judge or a human annotator; a label is one of a metric's
-`annotation_labels` (strings). Everything here comes from maintained libraries: Cohen's kappa and the
-confusion matrix from scikit-learn, Krippendorff's alpha from `krippendorff`, Kendall's tau (through
-evaluation/boards/rank_agreement.py) and the bootstrap from SciPy. Readers (judge_vs_humans.py, judge_comparison.py)
-only collect the labels; the numbers are made here, so one fix reaches every report.
-
-Undefined is None, never a made-up number: kappa when both raters used one and the same label
-throughout, alpha when the labels show no variation at all, any statistic of no items.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.judge_validation.rater_agreement`.
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
 """Leases on judgments, so two evaluations of one month at once ask the provider once per judgment.
 
-An operator may clear a judge task in the Airflow UI while the scheduled run still judges, or run
-`deepscholar evaluate` beside the DAG. Each process reads the same pending reports, and the `llm_calls` cache
-does not help while neither has stored an answer: both used to pay for every item. So before its LLM work a
-process leases the reports of a chunk in `judge_claims` (the table keeps its first name), one row per (report_id, metric, judge_config):
-
-- `take_leases` is one statement per chunk (INSERT ... ON CONFLICT DO UPDATE ... WHERE the lease ran out or the
-  row is ours ... RETURNING): it takes the chunk's reports that are still pending and not under another
-  holder's live lease, and returns them. Connections are held for that statement only, never while the
-  provider answers.
-- The holder (`host:pid:uuid`, one per process) renews its leases while it works: one heartbeat thread per
-  process (`HEARTBEAT`) every third of DEEPSCHOLAR_JUDGE_CLAIM_LEASE_SECONDS.
-- It deletes its rows once the chunk's results are stored (`return_leases`), and on the way out when it fails.
-- Reports held by another live holder are skipped; at the end the process waits for them (`wait_for_turn`):
-  until they are scored, or until their lease runs out (their holder died), when it leases and judges them
-  itself. A run that returns therefore has every report judged, and a killed holder delays the month by at
-  most one lease.
-
-Times are the database's clock (`now()`), so hosts with skewed clocks agree on what expired.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.judging._leases`.
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
 """Freezing the OpenAlex cited-by counts of the papers reports cite, once per release (METRICS.md, DI).
 
-Counts of exemplar references were frozen when the release was built; report sources get theirs here,
-under the same release, so a month's document-importance scores never drift. A paper that is also an
-exemplar reference of the release takes the count frozen there (no request, and the same number on both
-sides of the ratio); any other is looked up the way the release pipeline resolves references
-(release.resolution): OpenAlex by DOI — the paper's own DOI from the corpus, else its arXiv DOI — 50 DOIs
-in one request (`filter=doi:a|b|...`, OpenAlexSource.works_by_dois), then, only for the papers no DOI
-found, by title at the release's title-match threshold, one request each; all through the same
-OpenAlexSource (base URL and e-mail from the settings, 429/5xx backoff in its session). Each
-batch's rows are stored as soon as they are decided, so a killed task keeps what it looked up.
-
-Frozen means a row, once written, is never looked up again: re-running makes 0 requests. A lookup that
-failed (HTTP error, timeout) is stored with `lookup_error` starting "error:" and stays frozen too, unless
-the caller asks for `retry_errors=True`; "not found" is an answer and is never retried. A batched DOI
-request that fails is a failed lookup of every paper in its batch (none of them is searched by title).
-
-OpenAlex down is not a paper's failure: after a few lookups in a row fail on the host (connection,
-timeout, 5xx after the session's retries) the step stops with HostUnavailable, to be retried later —
-either the host's circuit breaker opens (http_guard: that many failed requests in a row) or the papers
-of the failed requests reach that number (one failed batched request fails up to 50 lookups). The failed
-lookups of that streak are then not stored, so the retry looks them up again; rows written before stay.
-A short failure followed by answers (or at the very end) is stored as "error:" rows as before.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.judging.source_counts`.
 """
 
 from __future__ import annotations

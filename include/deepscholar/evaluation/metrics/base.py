@@ -1,13 +1,6 @@
 """What every metric shares: the report it judges, the items it asks about, and what it stores.
 
-A metric is split into items (a nugget batch, a cited source, a (sentence, citation) pair, ...) so the
-runner can send the items of *all* reports of a month through one bounded-concurrency client at once,
-rather than one report at a time. Judging an item gives an `ItemJudgment` (stored in `judgments`);
-scoring a report from its judgments gives `Score`s (stored in `metric_scores`), one per variant.
-
-Unscored is explicit everywhere: an item the judge could not answer keeps its reason, and a report with
-any unscored item is unscored for that metric (METRICS.md: never silently 0, never dropped from a
-denominator unnoticed).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.metrics.base`.
 """
 
 from __future__ import annotations

@@ -2,25 +2,7 @@
 the one rule by which a report's papers match the exemplar's. A metric module compares no identifiers
 itself (tests/unit/test_paper_identity.py reads them for it).
 
-**Identity** (`resolve_papers`). Entries (a report's cited sources, the exemplar's references, ground-truth
-claims' works) carry up to three keys: an arXiv id, a DOI and a title, each normalised (text/paper_ids.py:
-versions, case, `arXiv:` prefixes, URLs and arXiv DOIs folded into one arXiv key; resolver prefixes and case
-out of DOIs, and no DOI key from what is not shaped like one; `text.normalise_title` for titles). Entries
-sharing an arXiv key or a DOI key are one paper; so are entries with the same normalised title unless that
-would join two different identifiers of one kind (two papers may share a title; two arXiv ids are two
-papers). A paper's keys are the union of its entries'. An entry with no key is a paper of its own. Identity
-within one list never merges two papers on anything looser than an equal title key.
-
-**Matching** (`match_papers`): one-to-one between two lists of papers, each paper used at most once.
-1. Same arXiv key: a match ("id"), whatever the DOIs say (a preprint's journal and proceedings DOIs differ).
-2. Same DOI key, and no arXiv ids that differ: a match ("doi").
-3. The same title by `text.same_title` ("title"), most similar pairs first, **only for pairs where, for
-   each kind of identifier, at least one side lacks it**: when both sides carry an arXiv id (or both a DOI)
-   the identifiers decide. `same_title` asks for the same words (spaces, a web page's additions and a
-   title cut short at "..." or a colon aside), never mere similarity: "Conditional Generative Adversarial
-   Nets" is not "Generative Adversarial Nets" (similarity 0.82), nor DDIM DDPM (0.83), whichever side
-   carries an id. docs/METRICS.md ("Matching") gives the measurements on labelled real title pairs that
-   chose this rule over similarity >= 0.8 (definition d2 of the matching metrics).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.metrics.papers`.
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
 """An external system reached over HTTP: we send the query, it sends back a report with its sources.
 
-The service does its own retrieval, so it gets no search tool; the cutoff travels with the request and
-leakage is checked on what comes back, as for every report. Transient failures (timeouts, connection
-errors, 5xx) are retried; anything else is the system's failure for that query. A query still failing
-after its retries counts towards the endpoint host's circuit breaker (http_guard): after a few in a row
-the batch stops with HostUnavailable (the task is retried later) instead of failing every query in turn.
-
-The endpoint is a third party's server, so each request is bounded (http_guard.bounded_request): the
-system's `timeout` is the deadline of the whole request (connect, headers and body), and the answer is read
-in chunks up to DEEPSCHOLAR_EXTERNAL_MAX_RESPONSE_BYTES. No status and headers by the deadline is a timeout
-like any other (retried); an answer still arriving at the deadline, or one over the limit, is the system's
-failure for that query at once (system_error, not retried: it would only do it again). The slow answer
-counts towards the breaker as a timeout does; the oversized one is an answer.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.systems.external.http_system`.
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
 """`deepscholar reports import`: store reports produced elsewhere as an external system's reports.
 
-An output reaches a query only by its arXiv id or by the dataset row its folder is named after (through
-release_queries.row_index, kept by the official import); an output that maps to no query is reported,
-never stored. Every report goes through storage.store_report (one transaction: a report is stored whole
-or not at all), so imported reports get the same citation statistics and leakage check as our own, and
-importing again changes no row count.
-
-Nothing passes silently: title-only reference entries are resolved against the corpus (and arXiv title
-search) or listed as unresolved (systems.external.resolve), a report with no sources or too many
-unresolved citations is stored with `quality_flags`, and the summary counts all of it per format.
-
-Bounded input (the settings' "bounds on what a third party writes"): a file under PATH larger than
-DEEPSCHOLAR_IMPORT_MAX_FILE_BYTES refuses the import before any file is read; an output whose text is longer
-than DEEPSCHOLAR_IMPORT_MAX_REPORT_CHARS, or that has more sources or cites a number higher than
-DEEPSCHOLAR_IMPORT_MAX_CITATIONS (at most 999: citation markers are read up to three digits, so a larger
-number is refused, never cut), is not imported, before its citations are resolved. What is kept of each
-source is capped (formats/sources.cap_sources: the report page shows all of it). Outputs are read and
-imported one at a time (formats/discovery.read_unit), and the summary lists the first MAX_LISTED_ERRORS
-errors (each is counted, and passed to `on_error` as it is met), so memory does not grow with the file: a
-million tiny JSONL lines peaked at 1.7 GB when every output and error was held (issue 46 §14). A name that
-differs from a registered system's only by case is refused before anything is read. The system is
-registered with the first report stored: an import that stores nothing leaves nothing behind.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.systems.external.importer`.
 """
 
 from __future__ import annotations

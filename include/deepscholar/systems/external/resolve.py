@@ -1,16 +1,6 @@
 """What an imported report's citations resolve to, and whether the import is fit to score as it is.
 
-A reference entry that gives only a title (no arXiv id, URL or DOI, and no passage the system retrieved
-under that title) names no document by itself. It is looked up in `corpus` and, unless title search is
-limited to the corpus, by arXiv title search; found, it becomes that arXiv paper (dated by the corpus or
-its id, like any source); not found, its citations are unresolved and listed in the report's trace
-(`import.unresolved`: number, entry as written, why), never dropped. Nothing is written to `corpus`:
-an import must not change what the local search backend returns to other systems.
-
-Flags (`reports.quality_flags`) make a doubtful import visible instead of a silent `ok`:
-- `no_sources`: no cited source at all;
-- `no_citations`: the text cites nothing;
-- `unresolved_citations`: more than the threshold share of the distinct cited numbers are unresolved.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.systems.external.resolve`.
 """
 
 from __future__ import annotations

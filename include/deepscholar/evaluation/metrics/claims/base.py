@@ -1,49 +1,7 @@
 """What the claims track's three metrics share (claims_precision, claims_recall, claims_f1): the report's
 predicted claims, the query's ground-truth claims, a one-to-one matching, and one batched judge call.
 
-After LiveDRBench's claim-level precision / recall / F1 for its "prior art" category (find the prior works
-a paper builds on and say how each connects). A claim has two sub-claims: the **work** and the
-**connection** (how the paper relates to it).
-
-- Ground-truth claims (evaluation/metrics/claims/ground_truth.py, table gt_claims): one per important exemplar reference,
-  on arXiv or not, with the exemplar's sentences about it condensed into one line by the release judge.
-  Two cite keys of one paper (resolved as the report's works are) are one claim here, their connections
-  joined by "; ".
-- Predicted claims: one per work the report cites, with no extraction call: the work is the cited
-  source; the numbers naming one paper (evaluation/metrics/papers.py: any shared identifier, or the same title
-  where no identifiers of one kind differ) are one work. Its
-  connection is every body sentence citing it (markers removed, each distinct sentence once, report
-  order), joined by a space. A cited number with no stored source names no work and is no claim.
-- Matching, no call: a predicted and a ground-truth claim match when their works are the same paper
-  (evaluation/metrics/papers.match_papers: arXiv id, else DOI, else the same title by `text.same_title`
-  where one side lacks the identifier the other has), one-to-one.
-- Connection grades: one item per report (`matched_pairs`), a batch (evaluation/metrics/base.py
-  BatchJudgedMetric) whose sub-items are the matched pairs, one line each holding the work's title, the
-  exemplar's connection and the report's; the judge grades each 0-3 (3 closely matches, 2 main idea
-  without a key detail, 1 some overlap, 0 wrong or unrelated) in one call (prompt claims_connection_v1),
-  answered as a JSON array of the strings "0".."3", parsed strictly. A grade >= 2 makes the connection
-  right. A matched pair whose report says nothing about the work (every sentence citing it is markers
-  alone) is graded 0 without asking; a report with no pair to grade makes no call.
-- Per ground-truth or predicted claim: matched -> (1 + connection right) / 2 (the work is right by the
-  match), unmatched -> 0 (variant `score`, the headline: the paper's Eq. 1 with its partial credit);
-  `all_subclaims`: 1 only when matched and the connection is right, else 0 (the minimum over the two
-  sub-claims); `titles_only`: 1 for every matched work, the connection ignored (LiveDRBench's released
-  prior-art scorer grades titles only, binary).
-  precision = sum / #predicted, recall = sum / #ground truth, F1 = their harmonic mean (0 when both are 0).
-- Our choices where the definition leaves one: a query without ground-truth claims is unscored on all
-  three (nothing to be right or wrong about; 0 would blame the report); when its exemplar has important
-  references but no claims are stored, the track's artefacts are missing and the reason names the
-  command that builds them. #predicted = 0 -> precision 0, recall 0, F1 0. The human exemplar is judged
-  like any report (its connections are where the ground truth comes from, so its recall is the track's
-  own check; its precision is the share of its citations that are important). A batch the judge cannot
-  answer leaves the report unscored on all three, never 0.
-- Local judge: a pair's grade from the cosine between its two connections (MiniLM): >= 0.80 -> 3,
-  >= 0.65 -> 2 (claim coverage's full-support bar, so "right" means what it does there), >= 0.50 -> 1,
-  else 0.
-
-The three metrics ask the very same question (same prompt file, item key, prompt fields and purpose), so
-a report costs one call: whichever metric is judged second or third is answered by the LLM client's
-cache or single flight. They are three metrics only because the board shows one number per metric.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.metrics.claims.base`.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ precision and claims recall, 0 when both are 0.
 Same claims, matching and judge call as the other two (metrics/claims/base.py), so it costs no call of its
 own; `strict` is the F1 of the strict precision and recall. A query without ground-truth claims is
 unscored; a report citing nothing scores 0.
+
+Definition: docs/METRICS.md, "`claims_precision`, `claims_recall`, `claims_f1` (the track's ranking metric)".
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Claims precision (claims track, Prior-art claims): how much of what a report claims about prior work is
 right, per work it cites.
 
-precision = sum of the per-claim scores / #predicted claims, one predicted claim per distinct work the
-report cites; a claim matched to a ground-truth claim scores (1 + connection right) / 2, else 0 (`strict`:
-1 only when the connection is right too). Claims, matching and the one batched judge call:
-metrics/claims/base.py. A report citing nothing scores 0; a query without ground-truth claims is unscored.
+Definition: docs/METRICS.md, "`claims_precision`, `claims_recall`, `claims_f1` (the track's ranking metric)".
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.metrics.claims.claims_precision`.
 """
 
 from __future__ import annotations

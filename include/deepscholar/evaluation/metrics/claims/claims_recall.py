@@ -1,11 +1,8 @@
 """Claims recall (claims track, Prior-art claims): how much of the prior art the exemplar's authors
 describe a report finds and connects rightly.
 
-recall = sum of the per-claim scores / #ground-truth claims (one per important exemplar reference); a
-ground-truth claim matched by a work the report cites scores (1 + connection right) / 2, else 0
-(`strict`: 1 only when the connection is right too). Claims, matching and the one batched judge call:
-metrics/claims/base.py, whose question this metric shares with claims_precision (so it costs no call of its
-own). A query without ground-truth claims is unscored.
+Definition: docs/METRICS.md, "`claims_precision`, `claims_recall`, `claims_f1` (the track's ranking metric)".
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.metrics.claims.claims_recall`.
 """
 
 from __future__ import annotations

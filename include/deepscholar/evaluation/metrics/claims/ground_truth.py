@@ -1,33 +1,6 @@
 """The claims track's release-time ground truth: one claim per important exemplar reference.
 
-After LiveDRBench's "prior art" claims, adapted to our task (docs/METRICS.md "Claims track"). A ground-truth
-claim is a work and what the exemplar says about it:
-
-- **Which references**: every exemplar reference labelled important (`is_important`), on arXiv or not;
-  one claim per cite key (the track's metrics merge two keys of one paper when they score).
-- **The work**: its resolved title (else the bibliography's), resolved arXiv id, and DOI (resolved, else
-  the bibliography's), copied onto the claim so a report's citation can be matched to it without the
-  bibliography.
-- **The evidence**: the exemplar sentences citing the cite key (split_exemplar_sentences, markers
-  removed, each distinct sentence once, in section order), joined by a space; "" when no sentence cites
-  it by marker.
-- **The connection**: one line condensing that evidence. The release judge writes all of a query's
-  connections in one call (prompt `gt_claims_v1`: the paper's title and abstract and, numbered, each
-  important reference's title and evidence); the answer is a JSON array of exactly one non-empty string
-  per reference, in order, parsed strictly (anything else is re-asked, then the query is unscored: no rows
-  for it, counted and logged, and the GX check names it).
-
-The offline local judge cannot read, so it answers with a documented heuristic, the same for every run:
-the connection is the first citing sentence, markers removed, cut to its first 40 words (with "…" when cut);
-a reference no sentence cites gets its title ("the work cited as <key>" without one). It tests the
-pipeline, not the quality of the answer key.
-
-Rows name their maker: judge_config `llm:<model>:gt_claims_v1` or `local:<MODEL_ID>:claims_local_v1`,
-prompt_version `gt_claims_v1` or `claims_local_v1`. `build_gt_claims` is idempotent: a query is done when
-every important reference has a claim from this judge config and no other claim is stored for it;
-otherwise its claims are replaced as a whole (importance labels changed since, or another judge made
-them). Counted per build: queries, queries without an important reference, built, kept, unscored, claims
-written, judge calls.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.metrics.claims.ground_truth`.
 """
 
 from __future__ import annotations

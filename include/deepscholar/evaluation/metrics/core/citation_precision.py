@@ -1,11 +1,7 @@
 """Citation precision (METRICS.md, Verifiability): does each cited source back what its sentence says?
 
-One item per distinct (sentence, cited paper) pair: [n][n], or two numbers naming one paper, are one
-citation of that sentence (evaluation/metrics/papers.py). The judge reads only the sentence and the source's
-text, so the same sentence citing the same source in another report is the same request and the call
-cache answers it free. A cited number that resolves to no source cannot support anything: it counts as
-an imprecise pair without asking anyone. The human exemplar is judged like any report; its sources'
-text is their title and abstract (context.py), as METRICS.md asks.
+Definition: docs/METRICS.md, "`citation_precision`".
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.metrics.core.citation_precision`.
 """
 
 from __future__ import annotations

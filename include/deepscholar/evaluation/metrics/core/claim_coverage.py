@@ -1,16 +1,7 @@
 """Claim coverage (METRICS.md, Verifiability): is each sentence backed by the references around it?
 
-For sentence i the references at window w are the sources cited in sentences i-w .. i+w (clipped to the
-report) plus the query paper's own title and abstract, which a writer may always lean on. Each sentence
-gets its *minimal* covering window: windows 0, 1, 2, ... are asked in turn up to W_max and the first
-success ends the loop. A window that brings no new source leaves the question unchanged, so it is not
-asked again. Coverage at every w <= W_max then follows from the stored minima with no more calls. (The
-reference implementation's score ignores w; here coverage at w counts only minima <= w.)
-
-The monthly run searches up to W_max = 1: the leaderboard's headline is coverage at w = 1, and windows
-2..5 cannot change it, so asking them only costs calls (193 of 560 calls on four real reports). The
-w = 0..5 sweep is opt-in: DEEPSCHOLAR_CLAIM_COVERAGE_W_MAX=5 (then stored as its own metric version,
-`wmax5`, with variants w0..w5, and judged only for reports that lack it).
+Definition: docs/METRICS.md, "`claim_coverage`".
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.metrics.core.claim_coverage`.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 The nuggets were extracted from the exemplar once per query at release time; here the judge labels each
 one support / partial_support / not_support against the report's text, at most ten per call. All four
 variants come from the same labels, so they never disagree about which nuggets were judged.
+
+Definition: docs/METRICS.md, "`nugget_coverage`".
 """
 
 from __future__ import annotations

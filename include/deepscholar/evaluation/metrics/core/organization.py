@@ -3,6 +3,8 @@
 Judging twice with the report first and then second cancels a judge's preference for a position: a
 report that only wins from one place scores 0.5, like a tie. Both sections are shown in the same shape
 (numbered [n] markers, no reference list) so that formatting cannot decide.
+
+Definition: docs/METRICS.md, "`organization`".
 """
 
 from __future__ import annotations

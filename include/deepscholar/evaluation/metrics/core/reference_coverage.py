@@ -1,13 +1,8 @@
 """Reference coverage (METRICS.md, Retrieval quality): the share of the exemplar's important arXiv
 references that the report also cites.
 
-RC = |S ∩ E| / |E|. S and E are papers (evaluation/metrics/papers.py): two cite keys or two [n] of one paper are
-one paper. A paper of S matches one of E by arXiv id (every written form of it: versions, `arXiv:`, URLs,
-arXiv DOIs, any case); the title step (`text.same_title`) only ever pairs papers where one side lacks an
-arXiv id, and both sides of RC always have one, so since d2 a different arXiv id is a different paper
-however close the titles (d1 let DDIM cover DDPM at similarity 0.83). The matching is one-to-one.
-
-No judge: the importance labels were made once per query when the release was built.
+Definition: docs/METRICS.md, "`reference_coverage`".
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.metrics.core.reference_coverage`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Relevance rate (METRICS.md, Retrieval quality): how relevant the arXiv papers a report cites are.
 
-The judge grades a source against the query paper alone (title, abstract, exemplar section), never
-against the report citing it, so the prompt for one source of one query is the same for every system's
-report and the llm_calls cache answers all but the first. RR = sum of grades / (2 |S|).
-
-S is the report's cited papers with an arXiv key (evaluation/metrics/papers.py): since d2 one paper cited as
-`hep-th/9901001v2` and as `HEP-TH/9901001`, or by its arXiv id and its arXiv DOI, is one item (d1 keyed
-items on the stored id as written).
+Definition: docs/METRICS.md, "`relevance_rate`".
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.metrics.core.relevance_rate`.
 """
 
 from __future__ import annotations

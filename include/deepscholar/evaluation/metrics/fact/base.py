@@ -1,26 +1,7 @@
 """What the FACT track's two metrics share (citation_accuracy, effective_citations): the report's
 statement–source pairs, one judge call per cited source, and the three labels.
 
-FACT (DeepResearch Bench) checks a report's citations in three steps: extract (statement, cited source)
-pairs, drop duplicate pairs, and ask whether each source supports its statements. Here:
-
-- Pairs need no extraction call: they are read off the [n] markers. Each sentence of the report body
-  (ReportContext.sentences) citing number n gives the pair (its text with the markers removed, n). A
-  sentence that is nothing but markers and punctuation states nothing and gives no pair.
-- Duplicates: no LLM deduplication (FACT asks a model which statements say the same thing). Only exact
-  duplicates are merged: one statement text cited twice for one source (two identical sentences, or a
-  sentence citing [n] twice) is one pair, judged once and counted once. Paraphrases count separately.
-- Validation: one item, and so one call, per cited number, with every statement citing it listed in
-  that call (evaluation/metrics/base.py BatchJudgedMetric); each statement is labelled "supported" or
-  "unsupported" against the source's text (the snippet the system saw, else title and abstract).
-- "unknown": a cited number whose source has no usable text (no snippet, no title, no abstract), or that
-  names no stored source at all, cannot be checked. Its statements are labelled "unknown" without a call
-  and left out of the accuracy's denominator, and counted in the details (`unknown`, `n_unknown_sources`).
-
-citation_accuracy and effective_citations ask the very same question per source (the same prompt file,
-item keys and prompt fields), so whichever is judged second is answered by the first one's call: from the
-client's memory or `llm_calls`, or, when both are in flight at once, by the LLM client's single-flight
-(llm/client.py). They are two metrics only because the board shows one number per metric.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.metrics.fact.base`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Citation accuracy (FACT track, Citations): the share of a report's checkable citation pairs whose
 cited source supports the statement.
 
-accuracy = supported / (supported + unsupported), over the report's unique (statement, cited source)
-pairs as metrics/fact/base.py reads and judges them (one call per cited source). Pairs whose source has no
-text are "unknown": left out of the denominator and counted in the details. A report without citation
-pairs scores 0, as FACT has it (details: no_citation_pairs); a report whose every pair is unknown is
-unscored (nothing could be checked). A source the judge could not answer leaves the report unscored.
+Definition: docs/METRICS.md, "`citation_accuracy` (the track's ranking metric)".
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.metrics.fact.citation_accuracy`.
 """
 
 from __future__ import annotations

@@ -1,36 +1,7 @@
 """RACE (after DeepResearch Bench): a report graded relative to the human related-work section on criteria
 made for its query at release time (evaluation/metrics/race/rubrics.py). Shared by the five race_* metrics.
 
-One judge call per report: both articles (target = the report, always "article 1"; reference = the exemplar
-section, "article 2"; citation markers and reference lists stripped deterministically, no cleaning call)
-and every criterion of the query's rubric; per criterion the judge first writes a short comparative
-analysis of the two articles, then gives each a score in [0, 10] (prompt race_scoring_v2, after the
-analysis-then-scores answer of DeepResearch Bench's scoring prompt). The answer is one JSON object per
-criterion, {"analysis": ..., "article_1": s, "article_2": s}, parsed strictly: a missing or empty analysis
-is re-asked like a missing score, and the analysis is kept in the stored label beside the two scores.
-Answers are matched to the rubric by position, exactly one per criterion. The authors' code
-(utils/score_calculator.py: calculate_weighted_scores) matches them back by the criterion text the judge
-writes, falling back to a substring match and then to the dimension's mean criterion weight, and divides
-each dimension's weighted sum by the weights it used; docs/METRICS.md works an example where the two
-differ.
-Then, with w_dk a criterion's weight within dimension d and W_d the dimension's weight:
-S_d(X) = sum_k w_dk * s_X,dk, S_int(X) = sum_d W_d * S_d(X),
-race_overall = S_int(R) / (S_int(R) + S_int(ref)) and race_d = S_d(R) / (S_d(R) + S_d(ref)): 0.5 means as
-good as the human section.
-
-A denominator of 0 (both articles scored 0 on every criterion counted) is unscored, not a score. The
-authors' code writes 0 there; we do not: 0 would say the report lost to the human section on a question
-where the judge found nothing in either, and 0.5 would claim a tie measured on nothing. Unscored keeps
-it out of the means and counted, with the reason, like any other judge failure. The other ratios of the
-same answer stand: one dimension at 0/0 leaves race_overall and the other dimensions scored.
-
-The five metrics ask the identical question (same prompt, item key and fields): the LLM client answers it
-once and the other four read the cache, so a report costs one call. The human exemplar's own report is
-0.5 on every RACE metric by construction (it is the reference), with no call. A query whose release has
-no rubric yet is unscored with the command that builds one. The local judge scores a criterion for an
-article as 10 x the best cosine similarity between the criterion (name and explanation) and the
-article's sentences, clipped to [0, 1]: a deterministic stand-in that exercises the pipeline, not a
-reading of the articles.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.metrics.race.base`.
 """
 
 from __future__ import annotations

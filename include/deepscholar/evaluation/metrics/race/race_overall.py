@@ -1,4 +1,7 @@
-"""RACE overall: the report's weighted score relative to the human section's (0.5 = as good), docs/METRICS.md "RACE track"."""
+"""RACE overall: the report's weighted score relative to the human section's (0.5 = as good), docs/METRICS.md "RACE track".
+
+Definition: docs/METRICS.md, "RACE track (`race`), dimension Quality vs the human section".
+"""
 
 from deepscholar.evaluation.metrics.race.base import RaceMetric
 

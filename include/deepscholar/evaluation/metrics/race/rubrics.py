@@ -1,43 +1,6 @@
 """RACE's release-time rubric: per query, the weights of four dimensions and each dimension's criteria.
 
-After DeepResearch Bench's RACE, adapted to our task (docs/METRICS.md "RACE track"): the release judge
-reads the query paper's title and abstract and the task, weighs four dimensions, and writes 3-8 criteria
-specific to the paper for each dimension with weights (one call per dimension), once per release, stored in
-race_rubrics with the judge config and prompt versions that made them. Criteria weights that do not sum to
-1 are re-normalised within their dimension (`raw_weight` keeps the judge's).
-
-Dimension weights are sampled: the weights question is asked N = DEEPSCHOLAR_RACE_WEIGHT_SAMPLES times
-(default 5) per query, N + 4 calls per query. Each sample is its own request, so its own cache entry:
-sample k is sent at temperature 1 with seed k (`sample_params`), so a re-run is answered from the cache
-(no call) and sample k always gets the same stored answer. Each sample is parsed strictly and re-normalised
-on its own as a single answer would be; the dimension's weight is the mean of the samples' normalised
-weights (which sums to 1 as each of them does). The row keeps every sample (`weight_samples`: its
-normalised and raw weight, whether it was re-normalised), so the spread is on record; `raw_weight` is
-the mean of the judge's own values and `renormalised` says whether any sample used was scaled. A sample
-the judge cannot answer (unparseable after the re-asks, or a rejected request) is recorded as unscored
-with its reason and left out of the mean: the rubric uses the samples that parsed when at least one did
-(counted: `weight_samples_unscored`), and the query is unscored when none did. N = 1 is the single
-deterministic call of before (temperature 0, seed 0, the same cache key and judge config as rubrics built
-before sampling), stored with its one sample. N is part of the judge config (`race_weights_v1.x<N>`), so
-a month's rubric built with another N is never taken for this one.
-
-How the authors combine them (their utils/generate_criteria.py): 5 samples per task at the provider's
-default temperature; a sample whose weights do not sum to 1 is asked again rather than re-normalised (5
-tries), one still invalid is dropped (an unparseable last try fails the task); the mean of the samples that
-passed is re-normalised and rounded to 2 decimals, the rounding remainder added to readability. We match
-the count, the mean over the samples that parsed and the need for at least one; we differ in
-re-normalising a sample instead of re-asking it (one rule for every weight the judge gives, recorded), in
-keeping a sample whose last answer is unparseable out of the mean instead of failing the query, and in
-not rounding (no weight is moved to readability). The mean of re-normalised samples needs no
-re-normalising of its own.
-
-The offline local judge cannot read the task, so it answers with a documented heuristic, the same for
-every run: weights 0.3 / 0.3 / 0.2 / 0.2 (comprehensiveness and insight first, as the task is about prior
-work); comprehensiveness criteria "covers <work>" for the exemplar's important references (3-8, in
-bibliography order, vital nuggets filling in when fewer than 3 have titles), and three fixed criteria per
-other dimension; equal weights within a dimension. It is deterministic, so sampling it would give N
-identical weight sets: it gives its one fixed set, DEEPSCHOLAR_RACE_WEIGHT_SAMPLES does not apply (its
-judge config does not name it) and its rows' `weight_samples` are empty.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.metrics.race.rubrics`.
 """
 
 from __future__ import annotations

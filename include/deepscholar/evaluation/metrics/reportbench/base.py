@@ -1,16 +1,7 @@
 """What ReportBench's two bibliography metrics share (reference_precision, reference_recall): the report's
 cited papers S, the exemplar's whole bibliography G, and a one-to-one matching between them.
 
-- S: the distinct papers the report cites, resolved by evaluation/metrics/papers.py (one paper cited under two
-  numbers, by arXiv id under one and by DOI or title only under the other, counts once); a cited source with
-  no arXiv id, DOI or title is a paper of its own that never matches.
-- G: every reference of the exemplar section, on arXiv or not, resolved or not (an unresolved reference is
-  still one the authors cited; leaving it out would flatter recall), resolved to papers the same way.
-- A paper of S matches one of G by arXiv id, else DOI, else the same title (`text.same_title`) where one
-  side lacks the identifier the other has (evaluation/metrics/papers.py), each paper matched at most once.
-- Academic sources (the `academic` variant of precision): a cited paper with an arXiv id or a DOI. The
-  authors' scorer drops web pages and other non-papers from precision's denominator (a model reads each
-  page); ours is a rule a user can check on the stored sources.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.metrics.reportbench.base`.
 """
 
 from __future__ import annotations

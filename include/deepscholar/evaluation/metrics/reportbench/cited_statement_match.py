@@ -1,27 +1,7 @@
 """Cited statement match (ReportBench track, Faithfulness): is each cited statement grounded in its source?
 
-ReportBench checks a report's cited statements against the text of the sources they cite. Here one item
-per (sentence, cited paper) pair, as citation_precision has them (`[2][2]` is one pair, and so are two
-numbers naming one paper; a sentence that
-is nothing but markers and punctuation states nothing and gives no pair). One judge call per pair: the
-judge first quotes the passage of the source that supports the statement, or answers NOT_FOUND, and then
-decides whether that passage matches what the statement says:
-{"quote": "...", "match": true|false, "reason": "..."}, parsed strictly (NOT_FOUND with a match is a
-contradiction and re-asked).
-
-score = matching pairs / pairs.
-- A report without pairs scores 0 (details: no_citation_pairs): our choice, as reference_precision's
-  headline. ReportBench's released scorer leaves such a report out of its averages, and drops a pair
-  whose source it could not fetch or whose check failed (docs/METRICS.md, ReportBench conformance).
-- A cited number whose source has no text (no snippet, title or abstract), or that names no stored source:
-  no match, without a call. The citation names nothing the statement could be grounded in, and the
-  statement is the report's (citation_precision counts such a pair imprecise for the same reason). Counted
-  in the details (`n_no_text`). FACT's citation accuracy decides otherwise (unknown, left out): it asks
-  whether the *sources* back the report, this asks whether the report's *statements* are grounded.
-- The quote is kept in the label with whether it appears in the source verbatim (white space and case
-  aside): a match whose quote is not in the source is still the judge's match, but it shows in the
-  drill-down and in the details (`n_match_quote_not_in_source`).
-- A pair the judge could not answer leaves the report unscored.
+Definition: docs/METRICS.md, "`cited_statement_match`".
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.metrics.reportbench.cited_statement_match`.
 """
 
 from __future__ import annotations

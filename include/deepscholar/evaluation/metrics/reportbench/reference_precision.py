@@ -1,25 +1,8 @@
 """Reference precision (ReportBench track, Bibliography): the share of the papers a report cites that the
 human authors also cite.
 
-precision = |S ∩ G| / |S|, with S, G and the matching of metrics/reportbench/base.py (arXiv id, else DOI, else
-the same title; G the exemplar's whole bibliography). A report citing nothing (|S| = 0) scores
-0 (nothing was retrieved; ReportBench's released scorer leaves such a report out, as the `academic`
-variant below does). Our choice where the definition is silent: a query whose exemplar has no
-bibliography (|G| = 0) leaves the report unscored, as recall does, since there is nothing to be precise
-against. The human exemplar scores 1 by construction (its sources are G). `ref_count` = |S| is in the
-details. No judge: 0 calls.
-
-Variant `academic` (ReportBench's own scoring, for setting our numbers beside theirs): precision over the
-cited papers with an arXiv id or a DOI only (their scorer drops web pages and other non-papers from the
-denominator), and no value for a report that cites nothing (their scorer leaves it out of the averages;
-here it is unscored with that reason, so the variant's mean is theirs). A report whose citations are all
-non-papers scores 0 there, as in theirs. The headline keeps every cited source and scores an uncited
-report 0: a report citing a blog instead of the paper did not find the paper.
-
-d2: S and G resolved to papers first (one paper under two numbers counts once whatever key each carries),
-and a title match only where one side lacks the identifier the other has (evaluation/metrics/papers.py).
-d3: that title match is `text.same_title` instead of similarity >= 0.8 (reference_recall.py says why);
-identifiers are read in any written case.
+Definition: docs/METRICS.md, "`reference_precision`".
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.metrics.reportbench.reference_precision`.
 """
 
 from __future__ import annotations

@@ -1,24 +1,8 @@
 """Reference recall (ReportBench track, Bibliography): the share of the human authors' bibliography that
 a report also cites, overall and per popularity quartile.
 
-recall = |S ∩ G| / |G|, with S, G and the matching of metrics/reportbench/base.py (arXiv id, else DOI, else
-the same title; G the exemplar's whole bibliography, on arXiv or not). |G| = 0 leaves the report
-unscored. Variants q1..q4: recall within each quartile of G by the references' frozen cited-by counts,
-as ReportBench's popularity analysis does. The cut points are the 25th, 50th and 75th percentiles
-(numpy's linear interpolation) of the counts of G's references that have one, within the query; a
-reference belongs to the first quartile whose cut point its count does not exceed (q4: above the 75th).
-References without a count are in no quartile (details: `n_without_count`); an empty quartile leaves
-its variant unscored. The human exemplar scores 1 by construction. No judge: 0 calls.
-
-Quartile recall is a mean over queries, like every number on our boards; ReportBench's paper pools the
-counts over all queries (matched references of a quartile / references of that quartile), and its released
-scorer has no quartile analysis. Each quartile's details carry both counts (`n_references`, `n_matched`),
-so the pooled figure is their sums' ratio (docs/METRICS.md shows the SQL).
-
-d2: S and G resolved to papers first, and a title match only where one side lacks the identifier the
-other has (evaluation/metrics/papers.py). d3: that title match is `text.same_title` (the same words, a web
-page's additions or a cut-short title aside) instead of similarity >= 0.8, which let "Conditional Generative
-Adversarial Nets" match "Generative Adversarial Nets"; identifiers are read in any written case.
+Definition: docs/METRICS.md, "`reference_recall`".
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.metrics.reportbench.reference_recall`.
 """
 
 from __future__ import annotations

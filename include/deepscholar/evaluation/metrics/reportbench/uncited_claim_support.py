@@ -1,58 +1,8 @@
 """Uncited claim support (ReportBench track, Faithfulness): are the facts a report states without a citation
 backed by the literature?
 
-An offline, corpus-grounded stand-in for ReportBench's "non-cited factual accuracy", which verifies a
-report's uncited statements on the web. Here the evidence is the warehouse's own `corpus`: a claim is
-checked against the papers the project's search finds for it, published before the query paper (its
-cutoff), the query paper itself excluded. So "supported" means "supported by what the corpus holds", and
-a true claim the corpus has no paper for is `not_enough_evidence`, not a falsehood: the score is a lower
-bound on web-verified accuracy, and it moves with the corpus (a later, larger corpus can support more).
-
-One item per report (`uncited`): the report's sentences that cite nothing (no `[n]`) and state something.
-Judging it makes 1 + n calls:
-1. extraction (prompt `uncited_claim_extract_v1`): the judge reads the query paper's title and abstract,
-   the whole report for context and the uncited sentences, numbered by their place in the report
-   (1-based), and answers a JSON array of {"sentence": n, "claim": "..."}: the sentences that make a
-   specific, checkable factual assertion (not an opinion, common knowledge, a statement about the report
-   itself or about the query paper's own contribution, which no earlier paper can confirm), each as one
-   self-contained claim, at most one per sentence, n among the numbers offered (parse_claims, strictly: a
-   cited sentence's number, a repeated number, a missing or extra key is a ParseError and re-asked);
-2. per claim, evidence: the top EVIDENCE_K papers of the search backend for the claim's text, bound to
-   the query (`deepscholar.search.make_search` with the query paper's id and its `published` date as the
-   cutoff, as generation binds a system's search); the registry's default backend (`local`, BM25 over
-   `corpus`), since a release records no backend of its own and the evidence must not depend on how the
-   systems under test were configured. Results are checked again here (dated strictly before the cutoff,
-   not the query paper, each paper once), whatever the backend promises;
-3. per claim with evidence, a verdict (prompt `uncited_claim_verdict_v1`): {"verdict": "supported" |
-   "contradicted" | "not_enough_evidence", "papers": [numbers], "reason": "..."} parsed strictly
-   (parse_verdict: the papers a verdict rests on, at least one unless not_enough_evidence, none then;
-   papers that disagree make it contradicted). A claim the search finds no paper for is
-   not_enough_evidence without a call.
-
-score = supported claims / extracted claims.
-- No claim extracted (nothing checkable), or no uncited sentence at all: unscored, never 1 (nothing was
-  verified) and never 0 (nothing was wrong). The reason says which; the roll-up counts it in n_unscored.
-- The extraction or any verdict the judge cannot answer after the re-asks leaves the item, and so the
-  report, unscored (the remaining claims are not asked).
-- The stored label lists every claim with its sentence, the evidence papers (id, title, date), the
-  verdict, the papers it rests on and the judge's reason, so the drill-down shows each check.
-- The human exemplar is judged like any report: its uncited sentences are checked the same way (no
-  value by construction; its own sentences may well state facts the corpus cannot confirm).
-
-The search needs the warehouse, which a metric does not otherwise see: the runner's optional `prepare(engine,
-release_id)` hook (run once per metric before any report is judged, in every judge task's process) binds
-a search factory for the release (`bind`), and judging looks it up by the report's release. That keeps
-the runner free of metric-specific code and the search out of the report context; a test binds an
-in-memory search with `bind` directly. The binding is kept per release because the metric is one object
-per process (the registry's METRIC): two releases judged in one process each keep their own. Judging a
-release nothing was bound for is a bug and raises. (The runner judges equal reports once, content_key:
-right here too, as the corpus does not change under a judge task.)
-
-Local judge (offline, deterministic): extraction is a documented heuristic (`heuristic_claim`: an
-uncited sentence of at least MIN_WORDS words with a digit or a capitalised multi-word name after its first
-word, not opening with a statement about the report such as "We" or "This section"); the claim is the
-sentence itself. It is supported when its best cosine against an evidence paper's title and abstract
-(MiniLM) is >= SUPPORT_COSINE, else not_enough_evidence: the local judge never says contradicted.
+Definition: docs/METRICS.md, "`uncited_claim_support`".
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.metrics.reportbench.uncited_claim_support`.
 """
 
 from __future__ import annotations

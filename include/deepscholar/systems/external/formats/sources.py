@@ -1,12 +1,6 @@
 """Which source each [n] of an imported report is: reference lists, arXiv links, retrieved passages.
 
-Shared by the formats that number citations through the text's own reference list or arXiv links
-(markdown, deepscholar-base, the {output, ctxs} JSON formats) and by `report_from_json` (JSONL lines and
-the HTTP system's answers).
-
-What a third party says about each source is kept bounded (`cap_sources`, by the importer and the HTTP
-system before a report is stored): titles, snippets and URLs had no cap, and a report page shows them all, so
-one imported report of 20 MB made every rendering of its page 20 MB (issue 46 §13).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.systems.external.formats.sources`.
 """
 
 from __future__ import annotations
