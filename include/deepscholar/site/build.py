@@ -1,9 +1,6 @@
 """`deepscholar site build --out DIR`: the whole static site, written from the warehouse in one go.
 
-The site is deterministic: the same warehouse gives the same bytes in every file but one, STAMP_FILE (when
-and by what it was built). MANIFEST_FILE lists every other file with its SHA-256, which is how publishing
-(publish.py) knows which files changed since the last publication. The folder is written beside DIR and
-swapped in whole, so DIR never holds half a site; a DIR holding anything but an earlier site is refused.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.site.build`.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """The site's reading pages: methodology, how to submit, and downloads (each month's export files).
 
-Methodology renders docs/METRICS.md (the metric definitions, the roll-up, the conformance notes) with the
-judge configs the boards were judged under; "How to submit" renders docs/SUBMITTING.md. Both are read from
-the source tree's docs/ (DOCS_DIR); a document that is not there is left out of the site with a log line,
-never replaced by a placeholder. Markdown is rendered with raw HTML off, and a link that is neither a web
-link nor a fragment (a link to another file of the repository) is left as text, so no link of the site
-points at a file it does not have.
-
-Downloads: each month's `deepscholar export` (CSV, Parquet, the datacard), written into the site by
-the build, and the JSON mirror of every board.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.site.documents`.
 """
 
 from __future__ import annotations

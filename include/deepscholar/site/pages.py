@@ -1,10 +1,6 @@
 """The site's pages, rendered by the live page's own templates and context functions (web/render.py).
 
-Each function returns {site path: HTML}. The context is the one the app builds for the same route (the app's
-`base` is "" here), then `SiteMap.rewrite` turns the app's links into links between the site's files. What a
-static folder cannot do is left out, not faked: the pooled-window form (computed on request) and the
-registration form (a sign-in) are not shown, and the navigation lists the site's own pages. A meta
-Content-Security-Policy forbids every script, as the app's header does: third-party text stays text.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.site.pages`.
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """Publishing a built site to its URL, so readers never see half of one (docs/SITE.md says it per scheme).
 
-Each publication is a new prefix, `builds/<id>/` (id: UTC time and the site's hash), switched to once it
-is complete:
-- a local folder (file:// or a path): `current` is a symlink to `builds/<id>`, replaced by an atomic
-  rename; the folder's index.html sends a reader to `current/index.html`;
-- an object store (s3://, gs://, ... anything fsspec reaches): the one object `index.html` at the root
-  redirects to `builds/<id>/index.html` and `current` names the id; each is one PUT, written last.
-Incremental: a file whose hash is in the published build's manifest is not sent again (a hard link
-locally, a server-side copy on an object store); only changed files are uploaded. A site equal to the
-published one publishes nothing. The newest KEEP_BUILDS builds stay, so a reader in the middle of a
-visit keeps working pages; older ones are removed.
-
-The target is an fsspec file system and a root path: from a URL (`fsspec.core.url_to_fs`, no Airflow
-needed: the CLI) or from an Airflow `ObjectStoragePath` (the DAG, which resolves credentials through an
-Airflow connection); both are the same fsspec file systems underneath.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.site.publish`.
 """
 
 from __future__ import annotations

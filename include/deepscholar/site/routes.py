@@ -1,14 +1,6 @@
 """Where each page of the static site lives, and the live page's links turned into links between its files.
 
-The site renders the live page's templates with the live page's context functions (web/render.py), whose
-links are the app's routes with query strings (`/system/x?judge_config=j&release=m`). A static folder has
-no query strings, so every href and form action the templates wrote is mapped here to the file that shows
-the same thing, as a path relative to the page (so the site works from file:// and under any prefix), or
-dropped (`href` removed: the link is inert text) when the site has no such page, with a log line.
-
-Names from the warehouse (system ids, judge configs, months) become file names through `file_name`: kept
-as they are when they are plain (letters, digits, `.`, `_`, `-`), else a readable slug with a hash of the
-name after a `~`, which no plain name holds, so two names never share a file and none escapes its folder.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.site.routes`.
 """
 
 from __future__ import annotations
