@@ -14,7 +14,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import sqlalchemy as sa
-from integration.test_export import _licences, judged_month  # noqa: F401 - the fixture
+from integration import test_export
+from integration.test_export import _licences
 from integration.test_leaderboard import JUDGE
 
 from deepscholar.export import export_release
@@ -27,6 +28,7 @@ duckdb = pytest.importorskip("duckdb")
 huggingface_hub = pytest.importorskip("huggingface_hub")
 
 EMPTY_MONTH = "2025-02"
+judged_month = test_export.judged_month  # the fixture: a judged, rolled-up, published month
 
 
 def _load(folder, name: str, cache):
