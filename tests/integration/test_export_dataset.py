@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import re
 
+import datasets
+import duckdb
+import huggingface_hub
 import pandas as pd
 import pyarrow.parquet as pq
-import pytest
 import sqlalchemy as sa
 from integration import test_export
 from integration.test_export import _licences
@@ -22,10 +24,6 @@ from deepscholar.export import export_release
 from deepscholar.export.hub import DUCKDB_EXAMPLE
 from deepscholar.export.tables import TABLES, TEXT_COLUMNS
 from deepscholar.replay.demo_snapshot import ARXIV_NONEXCLUSIVE, CC_BY
-
-datasets = pytest.importorskip("datasets")
-duckdb = pytest.importorskip("duckdb")
-huggingface_hub = pytest.importorskip("huggingface_hub")
 
 EMPTY_MONTH = "2025-02"
 judged_month = test_export.judged_month  # the fixture: a judged, rolled-up, published month

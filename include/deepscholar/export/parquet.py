@@ -57,8 +57,10 @@ def write_parquet(frame: pd.DataFrame, path: Path, types: dict[str, str]) -> Non
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     table = pa.Table.from_pandas(frame, preserve_index=False)
-    wanted = {c: types.get(c) or PYTHON_COLUMNS.get(c) for c in frame.columns}
-    fields = [pa.field(f.name, _arrow(wanted[f.name]) if wanted[f.name] else f.type) for f in table.schema]
+    fields = []
+    for f in table.schema:
+        wanted = types.get(f.name) or PYTHON_COLUMNS.get(f.name)
+        fields.append(pa.field(f.name, _arrow(wanted) if wanted else f.type))
     schema = pa.schema(fields, metadata=table.schema.metadata)
     if schema != table.schema:
         table = table.cast(schema)

@@ -24,6 +24,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from deepscholar.systems.external import rules
 from deepscholar.systems.external.formats import AUTO, ExternalOutput, cap_sources, forced_format, read_unit
 from deepscholar.systems.external.formats.base import SKIPPED
 from deepscholar.systems.external.resolve import (
@@ -32,17 +33,7 @@ from deepscholar.systems.external.resolve import (
     finish_report,
     quality_flags,
 )
-from deepscholar.systems.external.rules import (
-    Caps,
-    Refused,
-    ReleaseKeys,
-    admit,
-    check_arguments,
-    check_sizes,
-    find_outputs,
-    query_paper_citations,
-    release_keys,
-)
+from deepscholar.systems.external.rules import Refused, ReleaseKeys
 
 __all__ = ["CheckResult", "check_submission", "format_check"]
 
@@ -101,7 +92,7 @@ def _report_problems(engine: Engine, output: ExternalOutput, arxiv_id: str, keys
                             f"{max_unresolved_share:.0%}")
         else:
             problems.append(f"flag {flag}: {'no cited source at all' if flag == 'no_sources' else 'the text cites nothing'}")
-    own = query_paper_citations(report.sources, arxiv_id)
+    own = rules.query_paper_citations(report.sources, arxiv_id)
     if own:
         problems.append(f"cites the query paper itself ({', '.join(f'[{n}]' for n in own)}): its own section "
                         "is the task")
@@ -123,8 +114,8 @@ def check_submission(engine: Engine, path: Path | str, release_id: str, fmt: str
     raises before reading (a mistyped argument, an unknown release, a file over the size cap, nothing
     recognised)."""
     path = Path(path)
-    check_arguments(release_id, fmt, title_search, max_unresolved_share, path, system_id)
-    keys = release_keys(engine, release_id)
+    rules.check_arguments(release_id, fmt, title_search, max_unresolved_share, path, system_id)
+    keys = rules.release_keys(engine, release_id)
     if system_id is not None:
         from deepscholar.systems.external.importer import refuse_case_twin
 
@@ -133,10 +124,10 @@ def check_submission(engine: Engine, path: Path | str, release_id: str, fmt: str
         from deepscholar import rate_limit
 
         rate_limit.use_warehouse(engine)  # arXiv's pace is shared with whatever else runs, as the import's
-    caps = Caps.from_settings()
-    check_sizes(path, caps.max_file_bytes)
+    caps = rules.Caps.from_settings()
+    rules.check_sizes(path, caps.max_file_bytes)
     forced = forced_format(fmt)
-    units, resolved = find_outputs(path, fmt)
+    units, resolved = rules.find_outputs(path, fmt)
     result = CheckResult(release_id=release_id, path=str(path), format=resolved, n_queries=len(keys.ids))
     result.skipped = [{"path": str(u.path), "why": u.why} for u in units if u.fmt == SKIPPED]
     resolver = TitleResolver(engine, title_search)
@@ -144,7 +135,7 @@ def check_submission(engine: Engine, path: Path | str, release_id: str, fmt: str
     for unit in (u for u in units if u.fmt != SKIPPED):
         for output in read_unit(unit, forced):
             try:
-                arxiv_id = admit(output, keys, release_id, claimed, caps)
+                arxiv_id = rules.admit(output, keys, release_id, claimed, caps)
             except Refused as exc:
                 result.add(output, None, [f"not imported: {' '.join(str(exc).split())}"], refused=True)
                 continue
