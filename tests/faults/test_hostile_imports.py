@@ -246,6 +246,18 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
+def _hostile_input(engine, tmp_path: Path, monkeypatch, name: str, env: dict, make) -> Path:
+    """The month, the case's settings and its files: the PATH an import (or a check) is given."""
+    _release(engine)
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", engine.url.render_as_string(hide_password=False))
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    folder = tmp_path / "outputs"
+    folder.mkdir()
+    made = make(folder)
+    return made if name in ("sparse-3GB-markdown", "nested-json") else folder
+
+
 @pytest.mark.parametrize(("name", "env", "make", "says"), REPORT_CASES)
 def test_a_hostile_report_import_is_refused_in_one_line_and_leaves_nothing(engine, tmp_path, monkeypatch, capsys,
                                                                           name, env, make, says):
@@ -254,18 +266,31 @@ def test_a_hostile_report_import_is_refused_in_one_line_and_leaves_nothing(engin
     nested JSON file printed a traceback with exit 1."""
     from faults.conftest import unchanged
 
-    _release(engine)
-    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", engine.url.render_as_string(hide_password=False))
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
-    folder = tmp_path / "outputs"
-    folder.mkdir()
-    made = make(folder)
+    target = _hostile_input(engine, tmp_path, monkeypatch, name, env, make)
     with unchanged(engine):  # no report, no source, no system registered
-        code, err, took = _import(made if name in ("sparse-3GB-markdown", "nested-json") else folder, capsys)
+        code, err, took = _import(target, capsys)
     assert code == 2 and len(err) == 1 and err[0].startswith("deepscholar: error: "), err
     assert says in err[0], err
     assert took < 30, took  # refused before its references are parsed or resolved (before: 233 s)
+
+
+@pytest.mark.parametrize(("name", "env", "make", "says"), REPORT_CASES)
+def test_reports_check_refuses_each_hostile_import_with_the_import_s_words(engine, tmp_path, monkeypatch, capsys,
+                                                                          name, env, make, says):
+    """`reports check` holds a submission to the import's own rules (systems/external/rules.py): the same
+    hostile input is refused with the same words, exit 2, and nothing is written."""
+    from deepscholar import cli
+    from faults.conftest import unchanged
+
+    target = _hostile_input(engine, tmp_path, monkeypatch, name, env, make)
+    capsys.readouterr()
+    start = time.perf_counter()
+    with unchanged(engine):
+        code = cli.main(["reports", "check", str(target), "--release", MONTH, "--title-search", "corpus"])
+    took = time.perf_counter() - start
+    out, err = capsys.readouterr()
+    assert code == 2 and says in out + err, (out, err)
+    assert took < 30, took
 
 
 def test_a_report_within_the_caps_is_stored_and_registers_the_system(engine, tmp_path, monkeypatch, capsys):

@@ -1,5 +1,5 @@
-"""`deepscholar reports list | import | generate`: the systems' reports of a release, listed, imported from
-files, generated. The older spellings are aliases (same arguments and output): `reports --release M` (no
+"""`deepscholar reports list | import | check | generate`: the systems' reports of a release, listed, imported
+from files, a submission checked before its import (stores nothing), generated. The older spellings are aliases (same arguments and output): `reports --release M` (no
 sub-command) is `reports list`, `import-reports` is `reports import`, `generate` is `reports generate`."""
 
 from __future__ import annotations
@@ -13,9 +13,12 @@ from deepscholar.cli.common import CommandParser, named_release, ready_engine
 
 LIST_HELP = "reports of a release with citation and leakage counts"
 IMPORT_HELP = "import reports produced elsewhere as an external system"
+CHECK_HELP = ("check a submission against a release as `reports import` would, storing nothing: exit 0 when it "
+              "would import cleanly, 2 when not")
 GENERATE_HELP = "write the missing reports of a release (same code as the DAG)"
 BARE_EPILOG = ("This is `deepscholar reports list`. The group's commands: reports list --release ID [--json]; "
-               "reports import SYSTEM PATH --release ID ... (also `import-reports`); reports generate --release ID "
+               "reports import SYSTEM PATH --release ID ... (also `import-reports`); reports check PATH --release ID ...; "
+               "reports generate --release ID "
                "... (also `generate`). `deepscholar reports COMMAND --help` shows each.")
 
 
@@ -30,6 +33,7 @@ def add_commands(sub) -> None:
     commands = group.add_subparsers(dest="reports_command", required=True)
     _add_list_args(commands.add_parser("list", help=LIST_HELP))
     _add_import_args(commands.add_parser("import", help=IMPORT_HELP))
+    _add_check_args(commands.add_parser("check", help=CHECK_HELP))
     _add_generate_args(commands.add_parser("generate", help=GENERATE_HELP))
 
 
@@ -60,6 +64,20 @@ class _FormatOption(argparse.Action):
 
 def _add_import_args(p) -> None:
     p.add_argument("system")
+    _add_reading_args(p)
+    p.add_argument("--json", action="store_true", help="the whole summary as JSON")
+    p.set_defaults(func=cmd_reports_import)
+
+
+def _add_check_args(p) -> None:
+    _add_reading_args(p)
+    p.add_argument("--system", help="also check the name the outputs would be imported under")
+    p.add_argument("--json", action="store_true", help="every problem and the summary as JSON")
+    p.set_defaults(func=cmd_reports_check)
+
+
+def _add_reading_args(p) -> None:
+    """How PATH is read and judged: the same options for `reports import` and `reports check`."""
     p.add_argument("path")
     p.add_argument("--release", required=True)
     p.add_argument("--format", default="auto", action=_FormatOption)
@@ -68,8 +86,6 @@ def _add_import_args(p) -> None:
                         "title search (default), or the corpus only")
     p.add_argument("--max-unresolved", type=float, default=0.2, metavar="SHARE",
                    help="flag a report when more than this share of its cited [n] is unresolved (default 0.2)")
-    p.add_argument("--json", action="store_true", help="the whole summary as JSON")
-    p.set_defaults(func=cmd_reports_import)
 
 
 def _add_generate_args(p) -> None:
@@ -95,6 +111,19 @@ def cmd_reports_import(args) -> int:
                              max_unresolved_share=args.max_unresolved, on_error=print_error)
     print(json.dumps(summary.as_dict(), default=str, indent=2) if args.json else format_import_summary(summary))
     return 2 if summary.n_errors else 0
+
+
+def cmd_reports_check(args) -> int:
+    """Exit 0 when the submission would import cleanly (every query answered, nothing refused or marked), 2
+    when not; writes nothing."""
+    from deepscholar.systems.external.check import check_submission, format_check
+
+    engine = ready_engine()
+    result = check_submission(engine, Path(args.path), named_release(engine, args.release), fmt=args.format,
+                              title_search=args.title_search, max_unresolved_share=args.max_unresolved,
+                              system_id=args.system)
+    print(json.dumps(result.as_dict(), default=str, indent=2) if args.json else format_check(result))
+    return 0 if result.clean else 2
 
 
 def cmd_reports_generate(args) -> int:

@@ -1,5 +1,5 @@
 """The datacard (README.md) of an exported month: what each file holds, where the numbers come from, and
-what was left out for its licence. Written from the same declarations as the files (export/tables.py), so
+what was left out for its licence; it is also the Hugging Face dataset card (export/hub.py). Written from the same declarations as the files (export/tables.py), so
 it cannot describe a column that is not there."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from deepscholar.export.hub import card_header, card_sections
 from deepscholar.export.tables import TABLES, TEXT_COLUMNS, UNTRUSTED_COLUMNS
 from deepscholar.release.licences import PaperLicence
 from deepscholar.settings import Settings
@@ -36,9 +37,9 @@ def _cell(value: Any) -> str:
 def write_datacard(path: Path, *, release: dict, frames: dict[str, pd.DataFrame],
                    licences: dict[str, PaperLicence], boards: list[dict], result: Any, settings: Settings,
                    exported_by: str) -> None:
-    """README.md beside the files."""
+    """README.md beside the files: the dataset card's YAML header (export/hub.py), then the card."""
     rid = release["release_id"]
-    lines = [f"# DeepScholar live benchmark: release {rid}", ""]
+    lines = card_header(rid, frames, result.formats) + [f"# DeepScholar live benchmark: release {rid}", ""]
     never = sum(not p.fetched for p in licences.values())
     if never:
         lines += [f"> **WARNING: the licences of {never} of {len(licences)} query papers were never fetched.** "
@@ -46,6 +47,7 @@ def write_datacard(path: Path, *, release: dict, frames: dict[str, pd.DataFrame]
                   f"`deepscholar release licences {rid}` and export again.", ""]
     lines += _provenance(release, boards, result, exported_by)
     lines += _reading()
+    lines += card_sections(rid, frames, release)
     lines += _judges(frames["judge_configs"])
     lines += _licences(frames["queries"], licences, result, settings)
     lines += _files(frames)

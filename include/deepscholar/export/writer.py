@@ -20,6 +20,7 @@ from sqlalchemy.engine import Engine
 from deepscholar.errors import InvalidInput, NotFound
 from deepscholar.evaluation.metrics import registry
 from deepscholar.export.datacard import write_datacard
+from deepscholar.export.parquet import arrow_types, write_parquet
 from deepscholar.export.tables import TABLES, WITHHELD_QUERY_COLUMNS, Table
 from deepscholar.release.context import code_version
 from deepscholar.release.licences import PaperLicence, query_licences
@@ -31,7 +32,8 @@ __all__ = ["ExportResult", "export_release", "metrics_frame", "csv_cell", "FORMU
 log = logging.getLogger(__name__)
 
 HUMAN_EXEMPLAR_KIND = "human_exemplar"  # its report is the exemplar section itself
-DATACARD_TITLE = "# DeepScholar live benchmark: release "  # the first line of every export's README.md
+DATACARD_TITLE = "# DeepScholar live benchmark: release "  # the first line of every export's README.md after its
+_MAX_HEADER_LINES = 200  # YAML header (an export written before the header had none: the title came first)
 
 
 def _csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
@@ -54,9 +56,13 @@ def _is_export(folder: Path) -> bool:
     card = folder / "README.md"
     try:
         with card.open(encoding="utf-8") as f:
-            return f.readline().startswith(DATACARD_TITLE)
+            lines = [f.readline() for _ in range(_MAX_HEADER_LINES)]
     except (OSError, UnicodeDecodeError):
         return False
+    if lines[0].rstrip("\r\n") == "---":  # the dataset card's YAML header (export/hub.py), then the title
+        ends = [i for i, line in enumerate(lines[1:], start=1) if line.rstrip("\r\n") == "---"]
+        lines = lines[ends[0] + 1:] if ends else []
+    return next((line for line in lines if line.strip()), "").startswith(DATACARD_TITLE)
 
 
 def _check_out(out: Path) -> None:
@@ -123,10 +129,12 @@ def _judges(conn: sa.Connection, release_id: str, judge: str | None) -> list[str
          WHERE r.release_id = :r ORDER BY 1"""), {"r": release_id}).scalars())
 
 
-def _read(conn: sa.Connection, table: Table, params: dict) -> pd.DataFrame:
+def _read(conn: sa.Connection, table: Table, params: dict, types: dict[str, dict[str, str]]) -> pd.DataFrame:
+    """The table's rows; its columns' warehouse types go into `types[table.name]` (for the Parquet file)."""
     if table.sql is None:
         raise ValueError(f"table {table.name} is not read from the warehouse")
     result = conn.execute(sa.text(table.sql), params)
+    types[table.name] = arrow_types(result.cursor.description if result.cursor is not None else None)
     return pd.DataFrame([tuple(r) for r in result], columns=list(result.keys()))
 
 
@@ -177,8 +185,9 @@ def export_release(engine: Engine, release_id: str, out: Path, *, judge: str | N
         licences = query_licences(conn, release_id, settings.redistributable_licences)
         params = {"r": release_id, "judges": judges}
         frames: dict[str, pd.DataFrame] = {}
+        types: dict[str, dict[str, str]] = {}
         for table in TABLES:
-            frames[table.name] = metrics_frame() if table.sql is None else _read(conn, table, params)
+            frames[table.name] = metrics_frame() if table.sql is None else _read(conn, table, params, types)
         current = conn.execute(sa.text("""
             SELECT judge_config, board_version, status, published_at FROM board_current
              WHERE release_id = :r AND judge_config = ANY(:judges) ORDER BY 1"""), params).mappings().all()
@@ -196,7 +205,7 @@ def export_release(engine: Engine, release_id: str, out: Path, *, judge: str | N
     out.parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     try:
-        result = _write(release, frames, licences, current, judges, staged, out, settings)
+        result = _write(release, frames, types, licences, current, judges, staged, out, settings)
         _check_out(out)  # still ours to replace
         _swap_in(staged, out)
     except BaseException:
@@ -207,8 +216,9 @@ def export_release(engine: Engine, release_id: str, out: Path, *, judge: str | N
     return result
 
 
-def _write(release, frames: dict[str, pd.DataFrame], licences: dict[str, PaperLicence], current, judges: list[str],
-           folder: Path, out: Path, settings: Settings) -> ExportResult:
+def _write(release, frames: dict[str, pd.DataFrame], types: dict[str, dict[str, str]],
+           licences: dict[str, PaperLicence], current, judges: list[str], folder: Path, out: Path,
+           settings: Settings) -> ExportResult:
     release_id = release["release_id"]
     parquet = _parquet_available()
     warnings = []
@@ -218,7 +228,7 @@ def _write(release, frames: dict[str, pd.DataFrame], licences: dict[str, PaperLi
         frame = frames[table.name]
         write_csv(frame, folder / f"{table.name}.csv")
         if parquet:
-            frame.to_parquet(folder / f"{table.name}.parquet", index=False)
+            write_parquet(frame, folder / f"{table.name}.parquet", types.get(table.name, {}))
     never = sum(not p.fetched for p in licences.values())
     if never:
         warnings.append(f"the licences of {never} of {len(licences)} query papers of {release_id} were never "

@@ -67,6 +67,13 @@ def source_dates(conn: sa.Connection, sources: list[Source]) -> list[tuple[datet
     return out
 
 
+def source_leaks(conn: sa.Connection, sources: list[Source], cutoff: datetime | None
+                 ) -> tuple[list[tuple[datetime | None, str]], list[bool]]:
+    """(each source's date and its basis, whether it leaks): a source dated on or after the query's cutoff
+    (its paper's first submission) leaks. The one definition `reports check` applies too."""
+    dates = source_dates(conn, sources)
+    return dates, [d is not None and cutoff is not None and d >= cutoff for d, _ in dates]
+
 
 def check_sources(report: Report) -> None:
     """[n] must name exactly one source: duplicate or non-positive indices make citations ambiguous."""
@@ -113,8 +120,7 @@ def store_report(engine: Engine, rec: ReportRecord) -> int:
             "SELECT published FROM release_queries WHERE release_id = :r AND arxiv_id = :a"),
             {"r": rec.release_id, "a": rec.arxiv_id}).scalar()
         sources = rec.report.sources if rec.report else []
-        dates = source_dates(conn, sources)
-        leaked = [d is not None and cutoff is not None and d >= cutoff for d, _ in dates]
+        dates, leaked = source_leaks(conn, sources, cutoff)
         stats = citation_stats(rec.report.text, sources) if rec.report else None
         # Leaks among the sources a report lists, and (apart) among those it only says it retrieved.
         n_leaked = sum(lk for s, lk in zip(sources, leaked, strict=True) if s.cited)

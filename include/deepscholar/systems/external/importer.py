@@ -1,13 +1,14 @@
 """`deepscholar reports import`: store reports produced elsewhere as an external system's reports.
 
+Every rule an output is held to is defined once, in systems/external/rules.py, and applied here and by
+`deepscholar reports check` (systems/external/check.py), which stores nothing.
+
 Design notes: docs/MODULE_NOTES.md, `deepscholar.systems.external.importer`.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -18,27 +19,28 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar import db
-from deepscholar.errors import InvalidInput, NotFound
+from deepscholar.errors import InvalidInput
 from deepscholar.progress import progress
 from deepscholar.systems.build import SystemBuild, import_build
-from deepscholar.systems.external.formats import (
-    AUTO,
-    ExternalOutput,
-    Unit,
-    cap_sources,
-    find_units,
-    forced_format,
-    format_names,
-    read_unit,
-)
+from deepscholar.systems.external.formats import AUTO, ExternalOutput, cap_sources, forced_format, read_unit
 from deepscholar.systems.external.formats import get as get_format
-from deepscholar.systems.external.formats.base import SKIPPED, UNREADABLE
+from deepscholar.systems.external.formats.base import SKIPPED
 from deepscholar.systems.external.resolve import (
     DEFAULT_UNRESOLVED_SHARE,
-    TITLE_SEARCH,
     TitleResolver,
     finish_report,
     quality_flags,
+)
+from deepscholar.systems.external.rules import (
+    Caps,
+    Refused,
+    ReleaseKeys,
+    admit,
+    check_arguments,
+    check_sizes,
+    find_outputs,
+    query_paper_citations,
+    release_keys,
 )
 from deepscholar.systems.storage import ReportRecord, store_report
 
@@ -128,17 +130,7 @@ def _ensure_system(engine: Engine, system_id: str, path: Path, fmt: str) -> dict
     return dict(row)
 
 
-def _release_keys(engine: Engine, release_id: str) -> tuple[set[str], dict[int, str]]:
-    with engine.connect() as conn:
-        if conn.execute(sa.text(f"SELECT 1 FROM {db.SCHEMA}.releases WHERE release_id = :r"),
-                        {"r": release_id}).first() is None:
-            raise NotFound(f"release {release_id!r} does not exist; `deepscholar release list` lists the releases")
-        rows = conn.execute(sa.text(f"SELECT arxiv_id, row_index FROM {db.SCHEMA}.release_queries "
-                                    "WHERE release_id = :r"), {"r": release_id}).all()
-    return {r.arxiv_id for r in rows}, {r.row_index: r.arxiv_id for r in rows if r.row_index is not None}
-
-
-def _refuse_case_twin(engine: Engine, system_id: str) -> None:
+def refuse_case_twin(engine: Engine, system_id: str) -> None:
     """A system registered under the name in another case is that system: refused before anything is read."""
     from deepscholar.systems.registry import case_twin
 
@@ -147,100 +139,6 @@ def _refuse_case_twin(engine: Engine, system_id: str) -> None:
     if twin is not None:
         raise InvalidInput(f"system {system_id!r} differs from the registered system {twin!r} only by case: a name is "
                            f"one system in any case; import as {twin!r} or under a new name")
-
-
-def _query_for(output: ExternalOutput, ids: set[str], rows: dict[int, str], release_id: str) -> str:
-    """The release query an output is for; raises ValueError with the reason when there is none."""
-    if output.key is None:
-        raise ValueError("the output names no arXiv id and sits in no folder named by a dataset row or "
-                         "arXiv id; put it under <row>/ or <arxiv_id>/")
-    if isinstance(output.key, int):
-        if output.key not in rows:
-            raise ValueError(f"row {output.key} is not a row of the dataset imported as release {release_id} "
-                             "(only official imports record rows)")
-        return rows[output.key]
-    if output.key not in ids:
-        raise ValueError(f"arXiv id {output.key} is not a query of release {release_id}")
-    if output.row is not None and rows.get(output.row) != output.key:
-        raise ValueError(f"folder row {output.row} is {rows.get(output.row)} in release {release_id}, "
-                         f"but the output is for {output.key}")
-    return output.key
-
-
-def _check_arguments(system_id: str, release_id: str, fmt: str, title_search: str,
-                     max_unresolved_share: float, path: Path) -> None:
-    """Refuse, before anything is read or stored, what the user mistyped (each with the valid choices)."""
-    from deepscholar.release.window import validate_release_id
-    from deepscholar.systems.registry import validate_name
-
-    validate_name(system_id)
-    validate_release_id(release_id)
-    if fmt != AUTO:
-        get_format(fmt)  # InvalidInput naming the known formats
-    if title_search not in TITLE_SEARCH:
-        raise InvalidInput(f"title search must be one of {', '.join(TITLE_SEARCH)}, not {title_search!r}")
-    if not 0.0 <= max_unresolved_share <= 1.0:
-        raise InvalidInput(f"the unresolved-citation threshold is a share in [0, 1], not {max_unresolved_share}")
-    if not path.exists():
-        raise NotFound(f"{path} does not exist")
-
-
-def _check_sizes(path: Path, max_bytes: int) -> None:
-    """Refuse, before anything is read, an import holding a file larger than the cap (one line)."""
-    from deepscholar.systems.external.formats.discovery import MAX_DEPTH
-
-    if path.is_file():
-        files = [path]
-    else:
-        files = []
-        base = len(path.parts)
-        for folder, dirs, names in os.walk(path):
-            dirs[:] = [d for d in dirs if not d.startswith(".") and len(Path(folder, d).parts) - base <= MAX_DEPTH + 1]
-            files += [Path(folder, n) for n in names if not n.startswith(".")]
-    for f in files:
-        try:
-            size = f.stat().st_size
-        except OSError:
-            continue  # unreadable: the reader reports it
-        if size > max_bytes:
-            raise InvalidInput(f"{f}: {size} bytes, more than DEEPSCHOLAR_IMPORT_MAX_FILE_BYTES ({max_bytes}); "
-                               "nothing was imported")
-
-
-# Every number inside a citation bracket, however many digits: [1], [2, 1000], [3-12], \[4\].
-_BRACKET = re.compile(r"\[([\d\s,;\u2010-\u2014\u2212-]*\d[\d\s,;\u2010-\u2014\u2212-]*)\]")
-
-
-def _too_big(report: Any, max_chars: int, max_citations: int) -> str | None:
-    """Why an output's report is over a cap, or None."""
-    if len(report.text) > max_chars:
-        return (f"report text of {len(report.text)} characters, more than DEEPSCHOLAR_IMPORT_MAX_REPORT_CHARS "
-                f"({max_chars})")
-    if len(report.sources) > max_citations:
-        return (f"{len(report.sources)} sources, more than DEEPSCHOLAR_IMPORT_MAX_CITATIONS ({max_citations})")
-    highest = max((s.idx for s in report.sources), default=0)
-    for match in _BRACKET.finditer(report.text):
-        highest = max(highest, *(int(n) for n in re.findall(r"\d+", match.group(1))))
-    if highest > max_citations:
-        return (f"citation number {highest}, higher than DEEPSCHOLAR_IMPORT_MAX_CITATIONS ({max_citations}; "
-                "numbers above 999 are never read)")
-    return None
-
-
-def _units(path: Path, fmt: str) -> tuple[list[Unit], str]:
-    """The outputs' units under PATH (files and folders, not yet parsed) and the format(s) they are read as;
-    refused when nothing is recognised."""
-    try:
-        units = find_units(path)
-    except (OSError, ValueError) as exc:  # unreadable, or nothing in it we know: the user's file, not a bug
-        raise InvalidInput(f"{path}: {exc}") from exc
-    readable = [u for u in units if u.fmt not in (UNREADABLE, SKIPPED)]
-    formats = sorted({fmt} if fmt != AUTO and readable else {u.fmt for u in readable})
-    if not formats and not any(u.fmt == UNREADABLE for u in units):
-        skipped = "; ".join(f"{u.path}: {u.why}" for u in units if u.fmt == SKIPPED)[:500]
-        raise InvalidInput(f"{path}: no system outputs recognised (formats: {', '.join(format_names())})"
-                           + (f"; skipped {skipped}" if skipped else ""))
-    return units, formats[0] if len(formats) == 1 else ("+".join(formats) if formats else fmt)
 
 
 @dataclass
@@ -253,12 +151,10 @@ class _Target:
     path: Path
     system: dict  # {} until the first report is stored (_ensure_system)
     format: str
-    ids: set[str]
-    rows: dict[int, str]
+    keys: ReleaseKeys
     resolver: TitleResolver
     max_unresolved_share: float
-    max_chars: int
-    max_citations: int
+    caps: Caps
 
 
 def _stored_counts(engine: Engine, report_id: Any) -> dict[str, Any]:
@@ -296,29 +192,19 @@ def _store(target: _Target, output: ExternalOutput, arxiv_id: str) -> dict[str, 
     return {"arxiv_id": arxiv_id, "report_id": report_id, "path": output.path, "format": output.format,
             "n_sources": quality["n_sources"], "n_retrieved_uncited": quality["n_retrieved_uncited"],
             "n_cited_numbers": stats.n_distinct, **_stored_counts(target.engine, report_id),
+            "query_paper_citations": query_paper_citations(report.sources, arxiv_id),
             "unresolved": [u for u in info["unresolved"] if u.get("in_text", True)]}
 
 
 def _import_output(target: _Target, output: ExternalOutput, claimed: dict[str, str],
                    summary: ImportSummary) -> None:
-    """Store one output as the report for its query, or count it as an error with the reason."""
+    """Store one output as the report for its query, or count it as an error with the reason (rules.admit)."""
     summary._counts(output.format)["outputs"] += 1
-    if output.error or output.report is None:
-        summary.error(output, output.error or "no report")
-        return
     try:
-        arxiv_id = _query_for(output, target.ids, target.rows, target.release_id)
-    except ValueError as exc:
+        arxiv_id = admit(output, target.keys, target.release_id, claimed, target.caps)
+    except Refused as exc:
         summary.error(output, str(exc))
         return
-    if arxiv_id in claimed:
-        summary.error(output, f"a second output for {arxiv_id} (first: {claimed[arxiv_id]}); not stored")
-        return
-    why = _too_big(output.report, target.max_chars, target.max_citations)
-    if why:
-        summary.error(output, f"{why}; not stored")
-        return
-    claimed[arxiv_id] = output.path
     if not target.system:  # registered with the first report stored, never by an import that stores nothing
         target.system = _ensure_system(target.engine, target.system_id, target.path, target.format)
     summary.stored(output.format, _store(target, output, arxiv_id))
@@ -337,23 +223,20 @@ def import_reports(engine: Engine, system_id: str, path: Path | str, release_id:
     """
     started = time.perf_counter()
     path = Path(path)
-    _check_arguments(system_id, release_id, fmt, title_search, max_unresolved_share, path)
-    ids, rows = _release_keys(engine, release_id)
-    _refuse_case_twin(engine, system_id)
+    check_arguments(release_id, fmt, title_search, max_unresolved_share, path, system_id)
+    keys = release_keys(engine, release_id)
+    refuse_case_twin(engine, system_id)
     from deepscholar import rate_limit
 
     rate_limit.use_warehouse(engine)  # title searches share arXiv's pace with whatever else runs
-    from deepscholar.settings import current_settings
-
-    settings = current_settings()
-    _check_sizes(path, settings.import_max_file_bytes)
+    caps = Caps.from_settings()
+    check_sizes(path, caps.max_file_bytes)
     forced = forced_format(fmt)
-    units, resolved = _units(path, fmt)
+    units, resolved = find_outputs(path, fmt)
     summary = ImportSummary(system_id=system_id, release_id=release_id, path=str(path), format=resolved,
                             title_search=title_search, max_unresolved_share=max_unresolved_share, on_error=on_error)
-    target = _Target(engine, system_id, release_id, path, {}, resolved, ids, rows,
-                     TitleResolver(engine, title_search), max_unresolved_share, settings.import_max_report_chars,
-                     settings.import_max_citations)
+    target = _Target(engine, system_id, release_id, path, {}, resolved, keys, TitleResolver(engine, title_search),
+                     max_unresolved_share, caps)
     summary.skipped = [{"path": str(u.path), "why": u.why} for u in units if u.fmt == SKIPPED]
     claimed: dict[str, str] = {}
     # Unit by unit, output by output: what one output held is let go before the next is read.
