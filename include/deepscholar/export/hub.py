@@ -1,13 +1,7 @@
 """The export folder as a Hugging Face dataset repository: the dataset card's YAML header at the top of
 README.md, and the card's sections on loading with `datasets` or DuckDB, publishing, and citing.
 
-Why: the field loads a benchmark's data with `datasets.load_dataset` and queries it with DuckDB; a folder of
-files with prose about them makes every reader write their own loader. The header declares one config per
-table, each naming its Parquet file (`data_files`), so `load_dataset(folder_or_repo, "<table>")` reads that
-table with the file's types (export/parquet.py). A table with no row this month is left out of the configs:
-`datasets` cannot load an empty split (its file is still there for pandas and DuckDB, and the card says so).
-Nothing in the header comes from a third party: table names are ours and the release id is validated.
-Uploading is the operator's step (`hf upload`, shown in the card); nothing here talks to a hub.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.export.hub`.
 """
 
 from __future__ import annotations

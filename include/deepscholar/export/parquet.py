@@ -1,13 +1,7 @@
 """The Parquet files' column types: the warehouse's own, so a file says what a column is even when this
 month left it empty.
 
-Why: pandas infers a type from the values, so a column with no value this month (an error column with no
-error, a table with no row) was written as Arrow `null` and an integer column with gaps as a float. Readers
-that trust the file (`datasets.load_dataset`, DuckDB's `read_parquet`) then met an untyped column, could not
-load an empty table at all, and two months of one table differed in type. Each column's type is now read
-from the query's result (PostgreSQL's type of the column) or declared beside the column the exporter adds
-in Python (PYTHON_COLUMNS). Text is `large_string`, what pandas itself writes for text, so a column whose
-values already had their type is written exactly as before.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.export.parquet`.
 """
 
 from __future__ import annotations

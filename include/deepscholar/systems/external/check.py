@@ -1,19 +1,6 @@
 """`deepscholar reports check`: what `reports import` would do with a submission, without storing anything.
 
-A team runs it before sending its outputs; the operator runs it before importing them. It reads PATH as the
-import reads it and applies the import's own rules (systems/external/rules.py, resolve.py, storage.source_leaks:
-the same functions, so the two cannot disagree), then says per output what is wrong:
-
-- not imported (`refused`): unreadable or unparseable, for no query of the release, a second output for a
-  query, over a cap (length, sources, citation number); a file over the size cap refuses the whole PATH;
-- imported but marked on the board and the report page: flags (no sources, no citations, more than
-  `--max-unresolved` of the cited numbers unresolved), cited sources dated on or after the query paper
-  (leaks), citations of the query paper itself;
-- for the submission: the release's queries no output answers (`missing`).
-
-Clean (exit 0) means every query answered and no problem above. Nothing is written to the warehouse (title-only
-references are looked up as the import looks them up; an arXiv title search takes arXiv's shared pacing slot,
-as every arXiv request does; `--title-search corpus` stays offline).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.systems.external.check`.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """The rules an outside system's outputs are held to, defined once: `reports import` applies them and stores
 what passes; `reports check` applies the same functions and stores nothing (systems/external/check.py).
 
-Refused before anything is read: a mistyped argument (`check_arguments`), a file over
-DEEPSCHOLAR_IMPORT_MAX_FILE_BYTES (`check_sizes`), a PATH where no format recognises anything (`find_outputs`).
-Refused per output (`admit`, raising `Refused` with the one line the import prints): an unreadable or
-unparseable output, one that maps to no query of the release, a second output for a query, one over the caps
-(`too_big`: report length, number of sources, highest citation number). What passes is imported; what the
-import then finds is stored as facts about the report: citations that resolve to nothing (the flags of
-resolve.quality_flags), sources dated on or after the query paper (storage.source_leaks), and citations of the
-query paper itself (`query_paper_citations`).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.systems.external.rules`.
 """
 
 from __future__ import annotations
