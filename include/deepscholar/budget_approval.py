@@ -3,7 +3,7 @@ answerable only by the operator's approvers.
 
 The task before it (`estimate_budget`) prices the month's planned judge jobs against the run's budget (the
 operator's DEEPSCHOLAR_JUDGE_BUDGET_USD, which the run's `budget_usd` param may lower, never raise or remove:
-evaluation/budget.py `run_budget`) and keeps the estimate in the warehouse as the run's (judging_estimates).
+evaluation/money/budget.py `run_budget`) and keeps the estimate in the warehouse as the run's (judging_estimates).
 This task reads it there, never from an XCom (any account allowed to edit the DAG's task instances may
 rewrite an XCom through the REST API). Within the budget it succeeds at once and asks nobody. Over it, or when
 a judge model has no price (counted at the stated fallback price), it asks in the UI (Required actions) and
@@ -38,7 +38,7 @@ class BudgetApproval(ApprovalOperator):
 
     def _estimate(self, context: Any) -> dict:
         from deepscholar.db import get_engine
-        from deepscholar.evaluation.budget import run_estimate
+        from deepscholar.evaluation.money.budget import run_estimate
 
         return run_estimate(get_engine(), context["run_id"]) or {}
 
@@ -60,7 +60,7 @@ class BudgetApproval(ApprovalOperator):
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         from deepscholar.db import get_engine
-        from deepscholar.evaluation.budget import approve_estimate
+        from deepscholar.evaluation.money.budget import approve_estimate
 
         estimate = self._estimate(context)
         line = (estimate.get("detail") or "judging over its budget").split("\n\n")[0]

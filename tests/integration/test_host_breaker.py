@@ -15,7 +15,7 @@ from werkzeug import Request, Response
 
 from deepscholar import db
 from deepscholar.errors import InfrastructureError
-from deepscholar.evaluation.judging.source_counts import freeze_source_counts
+from deepscholar.evaluation.metrics.core.source_counts import freeze_source_counts
 from deepscholar.http_guard import BREAKER, HostBreaker, HostUnavailable, host_of
 from deepscholar.release.spec import ReleaseSpec
 from deepscholar.release.steps import ReleaseContext, extract_exemplars, resolve_references

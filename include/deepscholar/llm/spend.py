@@ -1,7 +1,7 @@
 """A bound on what provider requests may cost while a run goes on, checked before each request; and who pays.
 
 A month's judging has a budget (DEEPSCHOLAR_JUDGE_BUDGET_USD). Before anything is sent the prediction is
-compared with it (evaluation/budget.py); while the run goes on, a `SpendLimit` is active for its requests
+compared with it (evaluation/money/budget.py); while the run goes on, a `SpendLimit` is active for its requests
 (`spend_limit()`, a context variable, so the judge's worker threads see it as the usage tracking does). The
 client asks it before every provider request (`before_request`; an answer from the cache costs nothing and
 asks nothing) and tells it each answer's cost (`record`). Past the limit the next request raises OverBudget:

@@ -20,7 +20,7 @@ from urllib.parse import quote, urlencode, urlsplit
 import jinja2
 from markupsafe import Markup
 
-from deepscholar.evaluation.judging.judges import is_local_config
+from deepscholar.evaluation.judge_spec import is_local_config
 from deepscholar.evaluation.metrics import registry
 from deepscholar.web.queries import Board, TrackBoard, finite, metric_mean
 from deepscholar.web.report_text import report_html
@@ -348,7 +348,9 @@ def board_context(board: Board, base: str, tracks: Sequence[TrackBoard] = (),
 
 
 def _usd(x: float | None) -> str:
-    from deepscholar.evaluation.costs import usd_text  # the cost tables' money format (imported when shown)
+    from deepscholar.evaluation.money.costs import (
+        usd_text,  # the cost tables' money format (imported when shown)
+    )
 
     return usd_text(x, unknown="unknown (no price)")
 

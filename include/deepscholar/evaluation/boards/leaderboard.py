@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.db import SQL_DIR
-from deepscholar.evaluation.judging.judges import is_local_config
+from deepscholar.evaluation.judge_spec import is_local_config
 from deepscholar.evaluation.metrics import registry
 from deepscholar.release.window import validate_release_id
 
