@@ -633,3 +633,42 @@ def test_a_metric_version_bump_keeps_the_published_scores_and_figures_beside_the
     assert {(r["metric_version"], r["is_current"]) for r in rows} == {(old_version, "True"), ("d99", "False")}
     with open(result.out / "published_figures.csv", newline="") as f:
         assert {r["figure"] for r in csv.DictReader(f)} >= {"reference_precision_academic"}
+
+
+def test_evaluate_parses_the_judge_text_once_on_its_way_to_the_request(demo, db_url, monkeypatch, capsys):
+    """`deepscholar evaluate --judge X` down to the LLM request: X becomes a JudgeSpec once, at the edge, and
+    every layer below (planning, the budget, the runner, the client) takes that JudgeSpec. The constructor is
+    counted through a wrapper around the real one; the requests reach a real local server."""
+    engine, month = demo["engine"], demo["month"]
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
+    text = "openai/parse-once-judge;relevance_rate=openai/parse-once-big"
+    judge_config = "llm:openai/parse-once-judge;relevance_rate=openai/parse-once-big"
+    parsed: list[str] = []
+    parse = JudgeSpec.parse.__func__  # type: ignore[attr-defined]
+
+    def counted(cls, given, metric_models=None):
+        parsed.append(given)
+        return parse(cls, given, metric_models)
+
+    monkeypatch.setattr(JudgeSpec, "parse", classmethod(counted))
+    parses_at_request: list[tuple[str, int]] = []
+
+    def answer(body: dict) -> str:
+        parses_at_request.append((body["model"], len(parsed)))
+        if "comparing two related-work" in first_user_text(body):
+            return _organization_judge(body)
+        return json.dumps({"grade": 1, "explanation": "scripted"})
+
+    with OpenAIStub(model_suffix="") as stub:
+        stub.default = answer
+        code = cli.main(["evaluate", "--release", month, "--judge", text, "--metrics", "organization",
+                         "relevance_rate", "--system", "extractive", "--api-base", stub.url, "--json"])
+    stub.raise_errors()
+    assert code == 0, capsys.readouterr().err
+    result = json.loads(capsys.readouterr().out)
+    assert result["judge_config"] == judge_config and result["llm_requests"] == len(parses_at_request) > 0
+    assert {model for model, _ in parses_at_request} == {"parse-once-judge", "parse-once-big"}
+    assert parsed == [text] and {n for _, n in parses_at_request} == {1}, (parsed, parses_at_request)
+    _forget(engine, judge_config, "openai/parse-once-judge")
+    _forget(engine, judge_config, "openai/parse-once-big")
