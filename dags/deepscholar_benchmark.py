@@ -91,6 +91,36 @@ LEADERBOARD_PUBLISHED = Asset(name=LEADERBOARD_ASSET_NAME, uri=LEADERBOARD_ASSET
 
 WAIT_TASK_ID = "wait_for_release"
 MIN_BATCH_POKE_SECONDS = 10.0
+# The publication deadline's callback, run by the triggerer (imported there by its path).
+DEADLINE_CALLBACK = "deepscholar.notifications.callbacks.publication_deadline_missed"
+
+
+def _notify_task_failed(context) -> None:
+    """on_failure_callback of every task but `wait_for_release` (a blocked release is the release DAG's news)
+    and `finish` (the consequence of a failure already told): `run_failed`, once per failed task."""
+    from deepscholar.notifications.callbacks import task_failed
+
+    task_failed(context)
+
+
+def _notify_board_published(context) -> None:
+    from deepscholar.notifications.callbacks import board_published
+
+    board_published(_judge_config)(context)
+
+
+def _publication_deadline() -> dict:
+    """With DEEPSCHOLAR_PUBLICATION_DEADLINE_HOURS: a deadline alert N hours after the run is queued (a
+    scheduled run is queued when month M's data interval ends), whose callback says what the run waits on."""
+    hours = SETTINGS.publication_deadline_hours
+    if hours is None:
+        return {}
+    from airflow.sdk.definitions.callback import AsyncCallback
+    from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
+
+    return {"deadline": DeadlineAlert(reference=DeadlineReference.DAGRUN_QUEUED_AT, interval=timedelta(hours=hours),
+                                      callback=AsyncCallback(DEADLINE_CALLBACK, kwargs={"hours": hours}),
+                                      name="board_published")}
 
 
 def _month() -> str:
@@ -164,7 +194,9 @@ def _run():
         "retries": SETTINGS.task_retries,
         "retry_delay": timedelta(minutes=2),
         "retry_exponential_backoff": True,
+        "on_failure_callback": _notify_task_failed,
     },
+    **_publication_deadline(),
     params={
         # ASCII digits, months 01-12 and exactly 7 characters: Python's \d takes '２０２５-０６' and `$` a
         # trailing newline, and the run would fail later on them.
@@ -194,7 +226,7 @@ def deepscholar_benchmark():
     # -- wait for release M (same cron tick as the release DAG) --
 
     @task.sensor(task_id=WAIT_TASK_ID, mode="reschedule", poke_interval=release_poke_seconds(),
-                 timeout=release_wait_seconds())
+                 timeout=release_wait_seconds(), on_failure_callback=None)
     def wait_for_release() -> PokeReturnValue:
         from airflow.sdk.exceptions import AirflowFailException
 
@@ -415,7 +447,7 @@ def deepscholar_benchmark():
             raise AirflowFailException(f"leaderboard of {release_id} failed its check: {result.summary}")
         return {"summary": result.summary}
 
-    @task(outlets=[LEADERBOARD_PUBLISHED])
+    @task(outlets=[LEADERBOARD_PUBLISHED], on_success_callback=_notify_board_published)
     def publish_leaderboard():
         from deepscholar.db import get_engine
         from deepscholar.evaluation.boards.board_versions import publish_board
@@ -436,7 +468,21 @@ def deepscholar_benchmark():
                                                "board_version": version["board_version"],
                                                "systems": len(rows), "top_system": top})
 
-    @task(trigger_rule="all_done", retries=0)
+    @task
+    def back_up_warehouse() -> dict:
+        """After publication, with DEEPSCHOLAR_BACKUP_DIR set: the whole warehouse to that folder, newest 3 kept."""
+        from deepscholar.db import get_engine
+        from deepscholar.warehouse_backup import scheduled_backup
+
+        folder = current_settings().backup_dir
+        if folder is None:
+            print("DEEPSCHOLAR_BACKUP_DIR is unset: no backup")
+            return {}
+        result = scheduled_backup(get_engine(), folder, _month())
+        print(f"backed up to {result.path} ({result.bytes / 2**20:.1f} MiB in {result.seconds:.1f} s)")
+        return {"path": str(result.path), "bytes": result.bytes, "seconds": round(result.seconds, 1)}
+
+    @task(trigger_rule="all_done", retries=0, on_failure_callback=None)
     def finish() -> dict:
         """Fails the run unless it published M's leaderboard, saying why in the log and benchmark_runs."""
         from airflow.sdk.exceptions import AirflowFailException
@@ -480,7 +526,9 @@ def deepscholar_benchmark():
     rolled >> check_judge_drift() >> check_leaderboard() >> published
     compared = compare_judges()  # optional: beside the checks and publication, never before them
     rolled >> compared
-    [published, compared] >> finish()
+    finished = finish()
+    [published, compared] >> finished
+    published >> back_up_warehouse() >> finished  # a failed backup fails the run, its board stays published
 
 
 deepscholar_benchmark()

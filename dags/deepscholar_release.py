@@ -48,6 +48,13 @@ def _judged(step, release_id: str, *args):
         raise AirflowFailException(str(exc)) from exc
 
 
+def _notify_gate_failed(context) -> None:
+    """`release_failed`: the month, its failing checks and the command that rebuilds it."""
+    from deepscholar.notifications.callbacks import release_gate_failed
+
+    release_gate_failed(context)
+
+
 @dag(
     dag_id=RELEASE_DAG_ID,
     schedule=CronDataIntervalTimetable(MONTHLY_CRON, timezone="UTC"),
@@ -187,7 +194,7 @@ def deepscholar_release():
         return _judged(build_track_artefacts, release_id, track)
 
     # With no artefact track the mapped task is skipped; the gate still runs (and checks what was built).
-    @task(retries=0, trigger_rule="none_failed")
+    @task(retries=0, trigger_rule="none_failed", on_failure_callback=_notify_gate_failed)
     def quality_gate(release_id: str) -> dict:
         from airflow.sdk.exceptions import AirflowFailException
 

@@ -56,6 +56,9 @@ class BudgetApproval(ApprovalOperator):
         self.body = (f"{estimate['detail']}\n\nOnly {', '.join(approvers)} may answer "
                      "(DEEPSCHOLAR_JUDGE_BUDGET_APPROVERS).")
         self.log.info("asking %s for approval: %s", ", ".join(approvers), line)
+        from deepscholar.notifications.callbacks import approval_asked
+
+        approval_asked(context, estimate, list(approvers))  # `approval_asked`; never raises
         return super().execute(context)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:

@@ -55,15 +55,6 @@ def run_release_dag(release_id: str, endpoints: dict[str, str], home: Path, log_
     return run_airflow(["dags", "test", RELEASE_DAG_ID, logical_date_for(release_id)], env, log_file)
 
 
-def run_benchmark_dag(release_id: str, endpoints: dict[str, str], home: Path, log_file: Path,
-                      systems: list[str] | None = None) -> int:
-    env = airflow_env(home, endpoints)
-    args = ["dags", "test", BENCHMARK_DAG_ID, logical_date_for(release_id)]
-    if systems:
-        args += ["--conf", json.dumps({"systems": systems})]
-    return run_airflow(args, env, log_file)
-
-
 # The offline systems of the demo: (name, kind, config).
 DEMO_SYSTEMS: list[tuple[str, str, dict]] = [
     ("extractive", "extractive", {}), ("oracle", "oracle", {}), ("human_exemplar", "human_exemplar", {})]

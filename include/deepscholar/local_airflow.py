@@ -324,9 +324,6 @@ class LocalAirflow:
         for dag_id in dag_ids:
             self.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
 
-    def trigger(self, dag_id: str, logical_date: str | None, conf: dict | None = None) -> dict:
-        return self.api("POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": logical_date, "conf": conf or {}})
-
     def dag_runs(self, dag_id: str) -> list[dict]:
         return self.api("GET", f"/dags/{dag_id}/dagRuns", params={"order_by": "run_after", "limit": 100})[
             "dag_runs"]

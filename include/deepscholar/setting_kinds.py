@@ -126,6 +126,25 @@ def _serving(raw: str) -> tuple[tuple[str, float | None, int | None], ...]:
     return tuple(out)
 
 
+# The events the DAGs notify about (deepscholar.notifications; docs/RUNBOOK.md says what each means).
+NOTIFY_EVENTS = ("release_failed", "run_failed", "board_published", "approval_asked", "deadline_missed")
+
+
+def _notify_routes(raw: str) -> tuple[tuple[str, str], ...]:
+    """`event,event:conn_id,conn_id;event:conn_id` as sorted (event, conn_id) pairs; `*` is every event."""
+    routes: set[tuple[str, str]] = set()
+    for group in filter(str.strip, raw.split(";")):
+        events, sep, conns = group.partition(":")
+        names, conn_ids = _names(events), _names(conns)
+        if not sep or not names or not conn_ids or not all(re.fullmatch(r"[\w.-]+", c) for c in conn_ids):
+            raise ValueError(raw)
+        names = NOTIFY_EVENTS if names == ("*",) else names
+        if set(names) - set(NOTIFY_EVENTS):
+            raise ValueError(raw)
+        routes |= {(event, conn) for event in names for conn in conn_ids}
+    return tuple(sorted(routes))
+
+
 TEXT = Kind("text", str)
 URL = Kind("an http(s) URL", _url)
 DATABASE_URL = Kind("a database URL (postgresql://user:password@host:port/database)", _database_url)
@@ -146,6 +165,7 @@ POSITIVE_SECONDS = number(float, "a positive number of seconds", 0, above=True)
 PORT = number(int, "a port number (0: any free one)", 0, maximum=65535)
 FRACTION = number(float, "a number from 0 to 1", 0, maximum=1)
 USD = number(float, "an amount of US dollars >= 0", 0)
+NOTIFY_ROUTES = Kind(f"event,...:connection_id,...;... (events: {', '.join(NOTIFY_EVENTS)}, or *)", _notify_routes)
 SERVING = Kind('a JSON object {"<model>": {"timeout_seconds": s, "concurrency": n}, ...}', _serving)
 
 

@@ -42,6 +42,7 @@ from deepscholar.setting_kinds import (
     HOURS,
     MONTH,
     NAMES,
+    NOTIFY_ROUTES,
     PATH,
     PORT,
     POSITIVE_INT,
@@ -85,9 +86,8 @@ REDISTRIBUTABLE_LICENCES = tuple(
        "http://creativecommons.org/publicdomain/mark/"])
 # The variables a system's `api_key_env` may name by default (DEEPSCHOLAR_SYSTEM_KEY_VARIABLES): LLM providers'
 # keys, never the warehouse URL, Airflow's secrets or anything else of the workers' environment.
-PROVIDER_KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
-                          "MISTRAL_API_KEY", "GROQ_API_KEY", "TOGETHER_API_KEY", "OPENROUTER_API_KEY",
-                          "DEEPSEEK_API_KEY")
+PROVIDER_KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "MISTRAL_API_KEY",
+                          "GROQ_API_KEY", "TOGETHER_API_KEY", "OPENROUTER_API_KEY", "DEEPSEEK_API_KEY")
 # --- the declarations ---------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -130,17 +130,14 @@ class Setting:
         return "env"
 
     def default_text(self) -> str:
-        if self.shown_default:
-            return self.shown_default
-        return "unset" if self.default is None else f"`{shown(self.default)}`"
+        return self.shown_default or ("unset" if self.default is None else f"`{shown(self.default)}`")
 
 
 def _setting(env: str, default: Any, kind: Kind, group: str, doc: str, **options: Any) -> Any:
     """A field of Settings read from `env` (options: those of Setting)."""
     if group not in GROUPS:
         raise ValueError(f"{env}: unknown group {group!r}")
-    return field(default=default, metadata={"setting": {"env": env, "kind": kind, "group": group, "doc": doc,
-                                                         **options}})
+    return field(default=default, metadata={"setting": {"env": env, "kind": kind, "group": group, "doc": doc, **options}})
 
 
 @dataclass(frozen=True)
@@ -157,6 +154,8 @@ class Settings:
     sql_dir: Path | None = _setting(
         "DEEPSCHOLAR_SQL_DIR", None, PATH, "warehouse", "folder of the analyst queries (`queries/*.sql`)",
         shown_default="`sql/` of the source tree")
+    backup_dir: Path | None = _setting("DEEPSCHOLAR_BACKUP_DIR", None, PATH, "warehouse", "folder the benchmark DAG "
+                                       "backs the warehouse up to after each publication, newest 3 kept; unset: none")
     db_pool_size: int = _setting(
         "DEEPSCHOLAR_DB_POOL_SIZE", 4, POSITIVE_INT, "warehouse",
         "warehouse connections one process opens at most (a task, the CLI, the page); its threads take turns, "
@@ -457,6 +456,10 @@ class Settings:
         "a past release (e.g. the first month) every newly registered system is backfilled on, whatever its "
         "knowledge cutoff, so systems of different months are also compared on the same queries; none: off",
         shown_default="none")
+    notify: tuple[tuple[str, str], ...] = _setting("DEEPSCHOLAR_NOTIFY", (), NOTIFY_ROUTES, "orchestration",
+                                                   "which events go to which Airflow connections (docs/RUNBOOK.md)")
+    publication_deadline_hours: float | None = _setting("DEEPSCHOLAR_PUBLICATION_DEADLINE_HOURS", None, HOURS,
+        "orchestration", "hours after month M ends by which its board should be published, else `deadline_missed`")
     catchup: bool = _setting("DEEPSCHOLAR_CATCHUP", False, BOOL, "orchestration",
                              "whether the scheduler catches up the months between start and now (or end)")
     warm_imports: tuple[str, ...] = _setting(

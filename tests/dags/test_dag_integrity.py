@@ -102,7 +102,9 @@ def test_benchmark_run_waits_for_its_release_and_its_final_state_tells_the_truth
     assert dag.get_task("check_leaderboard").trigger_rule == "none_failed"  # a drift check switched off is skipped
     # ... and whatever happened, `finish` runs last and is the run's only leaf.
     finish = dag.get_task("finish")
-    assert finish.trigger_rule == "all_done" and finish.upstream_task_ids == {"publish_leaderboard", "compare_judges"}
+    assert finish.trigger_rule == "all_done"
+    assert finish.upstream_task_ids == {"publish_leaderboard", "compare_judges", "back_up_warehouse"}
+    assert dag.get_task("back_up_warehouse").upstream_task_ids == {"publish_leaderboard"}  # after publication
     # Judge vs judge is optional: after the roll-up, beside publication, skipped when M has one judge's boards.
     assert dag.get_task("compare_judges").upstream_task_ids == {"roll_up"}
     assert not dag.get_task("compare_judges").downstream_task_ids - {"finish"}
@@ -116,3 +118,18 @@ def test_release_dag_starts_a_benchmark_run_only_after_publishing(dagbag):
     assert start.upstream_task_ids == {"benchmark_start_needed"}
     assert "publish" in dag.get_task("benchmark_start_needed").upstream_task_ids
     assert start.skip_when_already_exists  # a retried task never starts a second run
+
+
+def test_the_dags_tell_the_operator(dagbag):
+    """Issue 49: a failed task (once, retries spent) and a publication are notified; `finish` and the sensor
+    are not (a consequence, and the release DAG's own news); the release gate's failure is `release_failed`."""
+    dag = dagbag.dags["deepscholar_benchmark"]
+    def names(callbacks) -> list[str]:  # one callable or a list of them
+        return [getattr(c, "__name__", "") for c in ([callbacks] if callable(callbacks) else callbacks or [])]
+
+    for t in dag.tasks:
+        expected = [] if t.task_id in ("finish", "wait_for_release") else ["_notify_task_failed"]
+        assert names(t.on_failure_callback) == expected, t.task_id
+    assert names(dag.get_task("publish_leaderboard").on_success_callback) == ["_notify_board_published"]
+    gate = dagbag.dags["deepscholar_release"].get_task("quality_gate")
+    assert names(gate.on_failure_callback) == ["_notify_gate_failed"]

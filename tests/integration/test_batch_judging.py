@@ -172,7 +172,7 @@ def test_the_dag_step_waits_without_sending_past_the_budget_and_a_raised_budget_
         assert jobs
         with pytest.raises(OverBudget) as refused:
             batch_job_step(engine, jobs, spec, run_id="run-1", budget_usd=1e-9)
-        assert "stopped at $0.0000 of $0.0000; the next batch would cost about $" in str(refused.value)
+        assert "stopped at $0.00 of $0.00; the next batch would cost about $" in str(refused.value)
         assert "it was not submitted and its requests wait; raise the budget" in str(refused.value)
         assert stub.creates == 0 and stub.chat_requests == 0
         with engine.connect() as conn:

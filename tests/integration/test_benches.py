@@ -151,6 +151,15 @@ def _benchmark_scale(_):
     assert batch["working_pokes"] == batch["batches"] + 1 and batch["provider_seconds"] >= 4 * batch["batches"] - 1
 
 
+@case("backup.py", pytest.mark.slow)  # two scratch warehouses, the months' boards rolled up
+def _backup(_):
+    lines = {line["measure"]: line for line in _json_lines(_run(
+        "backup.py", "--months", "2", "--queries", "3", "--systems", "3", "--scale", "0.02", "--n-boot", "20"))}
+    assert {"fill", "backup", "restore", "summary"} <= set(lines), lines
+    assert lines["backup"]["dump_mb"] > 0 and lines["backup"]["database_mb"] > 0, lines["backup"]
+    assert lines["restore"]["same_row_counts"] and lines["restore"]["upgraded"] == [], lines["restore"]
+
+
 @case("history.py", pytest.mark.slow)  # about a minute: two scratch warehouses, cold CLI processes, GX
 def _history(_):
     lines = _json_lines(_run("history.py", "--months", "2", "--queries", "4", "--systems", "3", "--scale", "0.02",

@@ -27,7 +27,7 @@ from deepscholar.evaluation.judging.jobs import plan_judging, plan_units
 from deepscholar.evaluation.judging.runner import judge_job, judge_units
 from deepscholar.evaluation.money.costs import month_judge_spend
 from deepscholar.llm import prices
-from deepscholar.llm.spend import dollars
+from deepscholar.llm.prices import usd_text
 from deepscholar.replay.openai_batches import BatchStub
 
 pytestmark = pytest.mark.slow  # builds and judges the demo month
@@ -103,7 +103,7 @@ def test_an_approved_unpriced_judge_is_counted_at_its_fallback_price_and_stops_w
                                              r"unpriced models at their fallback price") as stopped:
             judge_job(engine, {"release_id": month, "units": units}, spec, budget_usd=1.0, approved_usd=approved)
         limit = approved * 1.1
-        assert f"of {dollars(limit)}" in str(stopped.value)
+        assert f"of {usd_text(limit)}" in str(stopped.value)
         # Counted at the server: it stopped once past the approved total (plus the margin), within the two
         # requests in flight, long before the month was judged.
         assert (stub.requests - 2) * per_call <= limit < stub.requests * per_call, stub.requests
@@ -148,7 +148,7 @@ def test_two_judge_tasks_stop_together_at_the_total_approved_in_the_warehouse(de
             t.join(300)
     stub.raise_errors()
     limit = approved * 1.1
-    assert len(stops) == 2 and all(f"of {dollars(limit)}" in str(s) for s in stops), stops
+    assert len(stops) == 2 and all(f"of {usd_text(limit)}" in str(s) for s in stops), stops
     # Both stopped at the approved total, far past the budget: what passed it is the requests in flight then
     # (two per task) and at most one more per task sent on a figure read just before the other's answer was
     # stored, not a second task's share of the limit (each task alone would have sent about limit / per_call).

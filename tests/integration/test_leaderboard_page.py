@@ -31,7 +31,7 @@ from deepscholar import cli, db  # noqa: E402
 from deepscholar.evaluation.boards.leaderboard import load_leaderboard  # noqa: E402
 from deepscholar.evaluation.metrics import registry  # noqa: E402
 from deepscholar.web import create_app  # noqa: E402
-from deepscholar.web.app import format_value  # noqa: E402
+from deepscholar.web.render import format_value  # noqa: E402
 
 # Chromium and the Airflow plugin make most of these slow (marked one by one); the trust table's test is fast.
 slow = pytest.mark.slow

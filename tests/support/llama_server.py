@@ -124,6 +124,12 @@ def local_judge_server(*, n_ctx: int = DEFAULT_N_CTX, n_threads: int = 2, startu
                 raise RuntimeError(f"llama_cpp.server did not answer GET {api_base}/models within "
                                    f"{startup_timeout:.0f} s; log {log_path}:\n{_tail(log_path)}")
             time.sleep(0.25)
-        yield api_base
+        try:
+            yield api_base
+        except Exception as exc:
+            if proc.poll() is not None:  # the server died under the test: say how, with its log
+                raise RuntimeError(f"llama_cpp.server exited with {proc.returncode} while the test ran; "
+                                   f"log {log_path}:\n{_tail(log_path)}") from exc
+            raise
     finally:
         _stop(proc)

@@ -87,3 +87,28 @@ def test_an_unpriced_answer_counts_in_a_running_limit():
     limit.record(None, 0.6)
     with pytest.raises(OverBudget, match="counting 2 requests of unpriced models at their fallback price"):
         limit.before_request()
+
+
+@pytest.mark.parametrize(("amount", "options", "written"), [
+    (1234.5, {}, "$1,234.50"),             # messages: to the cent ...
+    (0.5, {}, "$0.50"),
+    (0.0, {}, "$0.00"),
+    (0.0012, {}, "$0.0012"),               # ... and to 1/100 cent below a cent
+    (None, {}, "unknown"),
+    (0.5, {"decimals": 4}, "$0.5000"),     # a table aligning its column (the cost summary)
+    (1234.5, {"decimals": 2}, "$1,234.50"),  # the backfill plan
+    (1234.5, {"decimals": 4, "grouped": False}, "$1234.5000"),  # the drift check's messages
+    (1234.5, {"sign": False, "grouped": False, "unknown": "n/a"}, "1234.50"),  # the board's "USD" column
+    (0.004, {"sign": False, "grouped": False, "unknown": "n/a"}, "0.0040"),
+    (None, {"sign": False, "grouped": False, "unknown": "n/a"}, "n/a"),
+])
+def test_money_is_written_by_one_function(amount, options, written):
+    assert prices.usd_text(amount, **options) == written
+
+
+def test_the_boards_cost_cells_write_money_with_it():
+    from deepscholar.evaluation.boards.leaderboard import cost_cells
+
+    cells = cost_cells({"gen_prompt_tokens": 1500, "gen_completion_tokens": 500, "gen_cost_usd": 0.004,
+                        "judge_prompt_tokens": None, "judge_cost_usd": 12.5, "mean_latency_ms": 2500})
+    assert cells == ["2.0k / n/a", "0.0040 / 12.50", "2.5"]

@@ -17,11 +17,11 @@ import pytest
 from support.source_imports import PACKAGE, SOURCES, imports, module_name, package_of
 
 LAYERS: dict[str, int] = {
-    **dict.fromkeys(("errors", "clock", "text", "prompts", "family_packages", "progress", "http_guard", "url_bases", "rate_limit", "settings", "setting_kinds", "settings_docs", "db", "connection_budget",
+    **dict.fromkeys(("errors", "clock", "text", "prompts", "family_packages", "progress", "http_guard", "url_bases", "rate_limit", "settings", "setting_kinds", "settings_docs", "db", "connection_budget", "warehouse_backup",
                      "migrations", "sources", "llm", "gx", "orchestration", "registry", "airflow_api"), 0),
     **dict.fromkeys(("release", "systems", "search", "evaluation", "replay"), 1),
     **dict.fromkeys(("web", "cli", "demo", "reporting", "local_airflow", "scheduling", "warm", "export", "__init__",
-                     "__main__", "budget_approval"), 2),
+                     "__main__", "budget_approval", "notifications"), 2),
 }
 
 

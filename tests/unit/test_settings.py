@@ -27,6 +27,8 @@ DYNAMIC_READS = {
     "include/deepscholar/local_airflow.py": "the whole environment, copied for the Airflow processes it starts",
     "include/deepscholar/airflow_api.py": "the Airflow password, from the variable DEEPSCHOLAR_AIRFLOW_PASSWORD_ENV "
                                           "names (a secret)",
+    "include/deepscholar/warehouse_backup.py": "the whole environment, copied for pg_dump / pg_restore with the "
+                                               "warehouse's password (a secret) added as PGPASSWORD",
     "include/deepscholar/connection_budget.py": "Airflow's own AIRFLOW__* variables (parallelism, its pools), "
                                                 "for the connection budget",
 }

@@ -162,13 +162,13 @@ def _print_evaluation(result: dict, published: dict | None) -> None:
     print(f"\n{result['reports_judged']} report scores written under {result['judge_config']}, "
           f"{asked}, {result['unscored_reports']} unscored; leaderboard rows: {result.get('leaderboard_rows', 0)}")
     if budget := result.get("budget"):
-        from deepscholar.llm.spend import dollars
+        from deepscholar.llm.prices import usd_text
 
         def shown(x: float | None) -> str:
-            return "unknown" if x is None else dollars(x)
+            return "unknown" if x is None else usd_text(x)
 
         approved = " (approved over it)" if budget["approved_over_budget"] else ""
-        print(f"budget {dollars(budget['budget_usd'])}{approved}: predicted {shown(budget['predicted_cost_usd'])} "
+        print(f"budget {usd_text(budget['budget_usd'])}{approved}: predicted {shown(budget['predicted_cost_usd'])} "
               f"for {budget['predicted_calls']:,.0f} calls, {shown(result.get('cost_usd'))} spent by this run")
     if published is not None:
         print(published["message"], file=sys.stdout if published["published"] else sys.stderr)

@@ -1,4 +1,4 @@
-"""`deepscholar db init | status | url | stop`: warehouse administration."""
+"""`deepscholar db init | status | url | stop | backup | restore`: warehouse administration."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 
 def add_commands(sub) -> None:
-    """db init | status | url | stop."""
+    """db init | status | url | stop | backup | restore."""
     dbp = sub.add_parser("db", help="warehouse administration").add_subparsers(dest="db_command", required=True)
     dbp.add_parser("init", help="upgrade the schema to the newest revision, keeping the data (idempotent)"
                    ).set_defaults(func=cmd_db_init)
@@ -17,6 +17,15 @@ def add_commands(sub) -> None:
     dbp.add_parser("url", help="print the resolved warehouse URL").set_defaults(func=cmd_db_url)
     dbp.add_parser("stop", help="stop the embedded PostgreSQL (its data stays; the next command restarts it)"
                    ).set_defaults(func=cmd_db_stop)
+    p = dbp.add_parser("backup", help="write the warehouse (schema, rows, schema revision) to FILE with pg_dump's "
+                                      "custom format")
+    p.add_argument("--out", required=True, help="the backup file to write (replaced whole when it exists)")
+    p.set_defaults(func=cmd_db_backup)
+    p = dbp.add_parser("restore", help="restore a backup into an empty warehouse, then upgrade it to this code's "
+                                       "schema; refused for a backup of a newer schema")
+    p.add_argument("file", help="a file written by `deepscholar db backup`")
+    p.add_argument("--clean", action="store_true", help="the target holds data: drop all of it first")
+    p.set_defaults(func=cmd_db_restore)
 
 
 def cmd_db_init(args) -> int:
@@ -72,4 +81,31 @@ def cmd_db_url(args) -> int:
     from deepscholar import db
 
     print(db.resolve_db_url())
+    return 0
+
+
+def cmd_db_backup(args) -> int:
+    """One line: where, which revision, how big, how long."""
+    from pathlib import Path
+
+    from deepscholar import db
+    from deepscholar.warehouse_backup import backup
+
+    result = backup(db.get_engine(), Path(args.out))
+    print(f"backed up {db.describe_url(db.get_engine())} at schema revision {result.revision} to {result.path} "
+          f"({result.bytes / 2**20:.1f} MiB in {result.seconds:.1f} s)")
+    return 0
+
+
+def cmd_db_restore(args) -> int:
+    """Exit 2, nothing changed, for a newer backup or a target holding data without --clean."""
+    from pathlib import Path
+
+    from deepscholar import db
+    from deepscholar.warehouse_backup import restore
+
+    engine = db.get_engine()
+    revision, applied, seconds = restore(engine, Path(args.file), clean=args.clean)
+    print(f"restored {args.file} (schema revision {revision}) into {db.describe_url(engine)} in {seconds:.1f} s; "
+          f"upgraded since: {', '.join(applied) or 'nothing'}")
     return 0

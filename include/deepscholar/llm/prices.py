@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["batch_cost_usd", "batch_price_of", "budget_price_of", "cost_usd", "counted_cost_usd", "fallback_price_of",
-           "litellm_cost", "litellm_module", "price_of"]
+           "litellm_cost", "litellm_module", "price_of", "usd_text"]
 
 BATCH_DISCOUNT = 0.5  # OpenAI's (and Anthropic's) batch APIs charge half the list price
 
@@ -185,3 +185,17 @@ def litellm_cost(served: str | None, requested: str, usage: Mapping[str, Any]) -
     if name is None or prompt is None or completion is None:
         return None
     return float(sum(litellm_module().cost_per_token(model=name, prompt_tokens=prompt, completion_tokens=completion)))
+
+
+def usd_text(x: float | None, *, decimals: int | None = None, unknown: str = "unknown", grouped: bool = True,
+             sign: bool = True) -> str:
+    """A USD amount as money is written everywhere: "$1,234.57", "$0.0012" (to the cent from a cent up and
+    for zero, to 1/100 cent below), or to `decimals` places where a table aligns its column; `unknown` where
+    the price is not known (None). One function so money reads alike in messages, tables and on the page;
+    callers differ only in that precision, the word for an unknown price and, for a column headed "USD"
+    (the board's costs) or the drift check's messages, no sign or no thousands separator."""
+    if x is None:
+        return unknown
+    places = decimals if decimals is not None else 2 if x >= 0.01 or x == 0 else 4
+    text = f"{x:,.{places}f}" if grouped else f"{x:.{places}f}"
+    return "$" + text if sign else text

@@ -39,14 +39,9 @@ from deepscholar.errors import OverBudget
 from deepscholar.llm import prices
 
 __all__ = ["SpendLimit", "spend_limit", "scope_limit", "billing", "current_scope", "scope_of", "before_request", "record",
-           "dollars", "Paid", "paid_usd", "count_paid", "PAID_COLUMNS", "READ_SHARE"]
+           "Paid", "paid_usd", "count_paid", "PAID_COLUMNS", "READ_SHARE"]
 
 READ_SHARE = 0.1  # the spend is read again once this process spent this share of the room left at the last read
-
-
-def dollars(amount: float) -> str:
-    """An amount as budgets are written in messages: cents from a dollar up, four decimals below it."""
-    return f"${amount:,.2f}" if amount >= 1 else f"${amount:,.4f}"
 
 
 def scope_of(stage: str, release_id: str, judge_config: str | None = None) -> str:
@@ -180,7 +175,7 @@ class SpendLimit:
         if spent > self.limit_usd:
             unpriced = (f", counting {self.unpriced_requests} requests of unpriced models at their fallback price"
                         if self.unpriced_requests else "")
-            raise OverBudget(f"{self.what}: stopped at {dollars(spent)} of {dollars(self.limit_usd)}{unpriced}; the "
+            raise OverBudget(f"{self.what}: stopped at {prices.usd_text(spent)} of {prices.usd_text(self.limit_usd)}{unpriced}; the "
                              f"answers so far are kept and will not be asked again{self.how_to_go_on}")
 
     def record(self, cost_usd: float | None, counted_usd: float) -> None:

@@ -185,10 +185,6 @@ class FlatDocument:
     # dependencies first: they define macros but are not part of the document's text.
     packages: list[str] = field(default_factory=list)
 
-    def locate(self, pos: int) -> tuple[_Piece, int]:
-        i = max(0, bisect.bisect_right(self.offsets, pos) - 1)
-        return self.pieces[i], pos - self.offsets[i]
-
     def file_at(self, pos: int) -> str:
         for i in range(max(0, bisect.bisect_right(self.offsets, pos) - 1), len(self.pieces)):
             file = self.pieces[i].file

@@ -131,7 +131,7 @@ def plan_backfill(engine: Engine, system_id: str, *, judge: str | None = None,
 def format_plan(plan: BackfillPlan) -> str:
     from tabulate import tabulate
 
-    from deepscholar.evaluation.money.costs import usd_text
+    from deepscholar.llm.prices import usd_text
 
     usd = functools.partial(usd_text, decimals=2)
 

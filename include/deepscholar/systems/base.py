@@ -179,10 +179,6 @@ def register_system(kind: str):
     return decorate
 
 
-def unregister_system(kind: str) -> None:
-    _KINDS.unregister(kind)
-
-
 @contextmanager
 def registered_system(cls: type[System]) -> Iterator[type[System]]:
     """`cls` (its `kind` set) is a registered kind inside the block only (tests, trial runs)."""

@@ -1,5 +1,5 @@
-"""Board reads answered from what was already rendered: conditional requests (ETag, 304) and the rendered
-pages kept per app, keyed by what a page shows and bounded in bytes.
+"""Page reads answered from what was already rendered: conditional requests (ETag, 304) and the rendered
+pages kept per app, keyed by what a page shows and bounded in bytes; and the boards the page computes.
 
 A page is kept under the parameters it reads, parsed (`shows`: `/report/7?x=1` and `/report/007` are one
 page), never under the raw query string: keyed by that, a 20 MB report page opened at 12 URLs was kept 12
@@ -14,21 +14,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
 from fastapi import Request
 from fastapi.responses import Response
 from sqlalchemy.engine import Engine
 
-from deepscholar.web import queries as q
+from deepscholar.web.freshness import PageStamps
 from deepscholar.web.stamped_cache import StampedCache
 
-__all__ = ["PageReads", "conditional", "RENDERED_PAGES_KEPT", "RENDERED_BYTES_KEPT"]
+__all__ = ["PageReads", "conditional", "RENDERED_PAGES_KEPT", "RENDERED_BYTES_KEPT", "BOARDS_KEPT"]
 
 RENDERED_PAGES_KEPT = 128  # board reads kept rendered per cache (a board page is tens of kilobytes)
 # Bytes of rendered pages kept per cache (two per app: boards, reports). Sized for Airflow's API server, which
 # serves the page among its own work: a month's boards fit many times over; a report page of the largest an
 # import keeps (DEEPSCHOLAR_IMPORT_MAX_REPORT_CHARS of text, its sources capped) fits a few times.
 RENDERED_BYTES_KEPT = 32 * 1024 * 1024
+BOARDS_KEPT = 64  # computed boards kept per app: a month's categories, a few windows
 
 
 def _page_code_stamp() -> str:
@@ -51,40 +51,41 @@ def _weight(kept: tuple[int, bytes, str | None]) -> int:
 
 
 class PageReads:
-    """What every board read of one app shares: the digest of the page's code, and the responses already
-    rendered, kept by ETag. A tag names the page's code, the mount, the page and the parameters it shows, and
-    the board stamp, so a kept response is what building the page again would give, and a new board version
-    is a new tag."""
+    """What every page read of one app shares: the digest of the page's code, each page's stamp statement
+    (web/freshness.py), the responses already rendered, kept by ETag, and the boards the page computes. A
+    tag names the page's code, the mount, the page and the parameters it shows, and the page's stamp, so a
+    kept response is what building the page again would give, and a write to what it shows is a new tag."""
 
     def __init__(self) -> None:
         self.code_stamp = _page_code_stamp()
+        self.stamps = PageStamps()
         self.rendered = StampedCache(RENDERED_PAGES_KEPT, max_bytes=RENDERED_BYTES_KEPT, weigh=_weight)
         # Apart: a crawl of reports does not push boards out.
         self.reports = StampedCache(RENDERED_PAGES_KEPT, max_bytes=RENDERED_BYTES_KEPT, weigh=_weight)
+        # Window and category boards (seconds of bootstrap each), kept per page stamp: computed once per
+        # roll-up, however many readers and pages show them.
+        self.boards = StampedCache(BOARDS_KEPT)
 
 
 def conditional(request: Request, engine: Callable[[], Engine], reads: PageReads, shows: tuple[Any, ...],
-                build: Callable[[str], Response], also: Callable[[sa.Connection], str] | None = None,
-                kept: StampedCache | None = None) -> Response:
-    """A board read, answered 304 when nothing it shows has changed since the client's copy.
+                build: Callable[[str], Response], *, key: object = None, kept: StampedCache | None = None) -> Response:
+    """A page read, answered 304 when nothing it shows has changed since the client's copy.
 
-    `shows`: the page's name and the parameters it reads, as the route parsed them (what the page shows;
-    other query parameters change nothing). The ETag digests them with the mount and the warehouse's board
-    stamp (q.board_stamp: one statement over the board versions and the judge-vs-humans statistics, which
-    change whenever a board is rolled up, versioned or published or a trust figure is recomputed); the page
-    is assembled only when it does not match, and `build` gets the stamp (the page's kept boards are keyed by
-    it: one read a request). `no-cache`: a browser or proxy may keep the page but asks again before showing it.
+    `shows`: the page's name (a key of freshness.PAGES) and the parameters it reads, as the route parsed them
+    (other query parameters change nothing); `key`: the page's own row (a report id, a system id) for a page
+    whose stamp reads it. The ETag digests them with the mount and the page's stamp (one statement over what
+    the page reads: web/freshness.py); the page is assembled only when it does not match, and `build` gets
+    the stamp (the page's computed boards are keyed by it: one read a request). `no-cache`: a browser or
+    proxy may keep the page but asks again before showing it.
 
-    The rendered answer is kept by its tag (`reads.rendered`): every later reader of the same page under the
-    same stamp, with or without a conditional request, gets it for the stamp's read alone, and readers
-    arriving together while it is built wait for that one build. At 20 concurrent readers on 2 cores the
-    pages' own CPU (30-85 ms a board page) was most of their time; errors (a 404) are not kept.
-    `also`: what else the page shows, read in the stamp's statement's connection (a system's own row);
-    `kept`: another cache than the boards' (reports)."""
+    The rendered answer is kept by its tag (`reads.rendered`, or `kept`: the reports'): every later reader of
+    the same page under the same stamp, with or without a conditional request, gets it for the stamp's read
+    alone, and readers arriving together while it is built wait for that one build. At 20 concurrent readers
+    on 2 cores the pages' own CPU (30-85 ms a board page) was most of their time; errors (a 404) are not kept."""
     with engine().connect() as conn:
-        stamp = q.board_stamp(conn) + ("/" + also(conn) if also is not None else "")
-    key = "\0".join([reads.code_stamp, request.scope.get("root_path", ""), *map(repr, shows), stamp])
-    tag = '"' + hashlib.sha256(key.encode()).hexdigest()[:32] + '"'
+        stamp = reads.stamps.stamp(conn, shows[0], key)
+    digest = "\0".join([reads.code_stamp, request.scope.get("root_path", ""), *map(repr, shows), stamp])
+    tag = '"' + hashlib.sha256(digest.encode()).hexdigest()[:32] + '"'
     headers = {"ETag": tag, "Cache-Control": "no-cache"}
     named = _if_none_match(request)
     if tag in named or "*" in named:

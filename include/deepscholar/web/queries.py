@@ -1,9 +1,9 @@
 """What the leaderboard page reads from the warehouse, and the JSON the API serves of it.
 
 Only reads of what the roll-up and the label import stored (leaderboard, leaderboard_metrics, reports,
-judgments, human_agreement_stats; schema in
-deepscholar/migrations/versions/); no metric is computed here. Which board is "the latest" is decided by
-`deepscholar.evaluation.boards.leaderboard.pick_board`, the function `deepscholar leaderboard` uses too.
+judgments, human_agreement_stats; schema in deepscholar/migrations/versions/); no metric is computed here.
+Which board is "the latest" is decided by `deepscholar.evaluation.boards.leaderboard.pick_board`, the function
+`deepscholar leaderboard` uses too. What each page reads is declared in web/freshness.py (its ETag's stamp).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import sqlalchemy as sa
 from deepscholar import errors
 from deepscholar.evaluation.boards.leaderboard import pick_board
 from deepscholar.evaluation.metrics import registry
-from deepscholar.web.stamped_cache import StampedCache
 
 __all__ = ["Board", "TrackBoard", "NotFound", "load_board", "board_versions_of", "load_track_boards", "load_agreement_rows", "trust_rows", "board_json",
            "tracks_json", "metric_mean", "finite", "json_value", "pick",
-           "history_rows", "history_judge_configs", "system_info", "system_page_data", "system_stamp", "system_reports", "report_detail"]
+           "history_rows", "history_judge_configs", "system_info", "system_page_data", "system_reports", "report_detail",
+           "pooled_page_board", "category_page_boards", "board_months", "board_with_tracks", "existing_board_versions"]
 
 
 class NotFound(errors.NotFound):
@@ -318,34 +318,6 @@ def system_page_data(conn: sa.Connection, system_id: str, judge_config: str | No
             "release_id": release_id, "reports": reports}
 
 
-def system_stamp(conn: sa.Connection, system_id: str) -> str:
-    """The system's registration as the page shows it: its row's xmin, which every update changes (a
-    re-registration, a new version, deactivation); "-" for no such system. One primary-key read."""
-    value = conn.execute(sa.text("SELECT xmin::text FROM deepscholar.systems WHERE system_id = :s"),
-                         {"s": system_id}).scalar()
-    return value or "-"
-
-
-def report_stamp(conn: sa.Connection, report_id: int) -> str:
-    """Everything a report's page shows, as it stands: the report's row, its query's and system's rows (xmin,
-    which every update changes) and, per child table, how many rows and their newest xmin (an insert, update
-    or re-judge changes the latter, a delete the former). Primary-key reads of one report's rows."""
-    return conn.execute(sa.text("""
-        SELECT concat_ws('/', rp.xmin, q.xmin, s.xmin,
-               (SELECT count(*) || '.' || coalesce(max(xmin::text::bigint), 0) FROM deepscholar.report_sources
-                WHERE report_id = rp.report_id),
-               (SELECT count(*) || '.' || coalesce(max(xmin::text::bigint), 0) FROM deepscholar.metric_scores
-                WHERE report_id = rp.report_id),
-               (SELECT count(*) || '.' || coalesce(max(xmin::text::bigint), 0) FROM deepscholar.judgments
-                WHERE report_id = rp.report_id),
-               (SELECT count(*) || '.' || coalesce(max(xmin::text::bigint), 0)
-                FROM deepscholar.superseded_metric_scores WHERE report_id = rp.report_id))
-        FROM deepscholar.reports rp
-        LEFT JOIN deepscholar.release_queries q ON q.release_id = rp.release_id AND q.arxiv_id = rp.arxiv_id
-        LEFT JOIN deepscholar.systems s ON s.system_id = rp.system_id
-        WHERE rp.report_id = :id"""), {"id": report_id}).scalar() or "-"
-
-
 def system_reports(conn: sa.Connection, system_id: str, release_id: str, judge_config: str) -> list[dict]:
     """A system's reports of a month, each with `scores`: {metric: its headline score under the judge}."""
     reports = _rows(conn, """
@@ -413,23 +385,10 @@ def board_months(conn: sa.Connection, judge_config: str | None) -> list[str]:
         "ORDER BY month"), {"j": judge_config}).scalars()]
 
 
-_CATEGORY_BOARDS = StampedCache()
-_WINDOW_BOARDS = StampedCache(16)
-
-
-def pooled_page_board(engine, stamp: str, judge_config: str | None, window_from: str | None,
+def pooled_page_board(engine, judge_config: str | None, window_from: str | None,
                       window_to: str | None) -> tuple[Board, list[TrackBoard], Any]:
-    """The core board and the track boards pooled over a window of months, as the page shows a stored one.
-
-    Computed from every score of the window's months (seconds for a year), so kept per board stamp like the
-    category boards (`stamp`: board_stamp, read once by the request): the first view of a window after a
-    roll-up computes it, the later ones read it."""
-    return _WINDOW_BOARDS.get((str(engine.url), judge_config, window_from, window_to, stamp),
-                              lambda: _pooled_page_board(engine, judge_config, window_from, window_to))
-
-
-def _pooled_page_board(engine, judge_config: str | None, window_from: str | None,
-                       window_to: str | None) -> tuple[Board, list[TrackBoard], Any]:
+    """The core board and the track boards pooled over a window of months, as the page shows a stored one:
+    computed from every score of the window's months (seconds for a year; the page keeps it per stamp)."""
     from deepscholar.evaluation.boards import pooled
     from deepscholar.evaluation.boards.selection import current_releases, window_judge
 
@@ -449,19 +408,13 @@ def _pooled_page_board(engine, judge_config: str | None, window_from: str | None
     return board, tracks, selection
 
 
-def category_page_boards(engine, stamp: str, selection, judge_config: str, min_queries: int) -> list:
+def category_page_boards(engine, selection, judge_config: str, min_queries: int) -> list:
     """The core board of each primary category with at least `min_queries` queries (ranks and geometric
-    means; 200 bootstrap replicates: the page shows no category interval).
-
-    Computed from the month's per-query scores (about 2 s for a 200-query month of 20 systems), so kept
-    until the next roll-up or publication changes the board stamp: every later view of the month reads
-    the kept boards (`stamp`: board_stamp, read once by the request). Callers treat them as read-only."""
+    means; 200 bootstrap replicates: the page shows no category interval). Computed from the month's
+    per-query scores (about 2 s for a 200-query month of 20 systems; the page keeps them per stamp)."""
     from deepscholar.evaluation.boards import pooled
 
-    return _CATEGORY_BOARDS.get(
-        (str(engine.url), selection, judge_config, min_queries, stamp),
-        lambda: pooled.category_boards(engine, selection, judge_config, min_queries=min_queries, n_boot=200)[1])
-
+    return pooled.category_boards(engine, selection, judge_config, min_queries=min_queries, n_boot=200)[1]
 
 
 def trust_rows(engine, release_id: str | None, judge_config: str | None) -> list[dict]:
@@ -474,24 +427,3 @@ def trust_rows(engine, release_id: str | None, judge_config: str | None) -> list
         return []
     with engine.connect() as conn:
         return stored_agreement(conn, release_id, judge_config)
-
-
-def board_stamp(conn: sa.Connection) -> str:
-    """What a board read depends on, in one statement over four small tables: every board version's last
-    change (a roll-up, a new version, a publication), the judge-vs-humans statistics' (the trust rows: also
-    the sum of their rows' xmin, which any write changes, so an entry rewritten by hand shows at once; the
-    table holds a row per month, judge and labelled metric) and the tracks' published figures (a version
-    rolled up before they were kept gains them at its next roll-up without any other change).
-    The conditional requests' ETag digests it (web/app.py), so an unchanged board costs this read alone."""
-    row = conn.execute(sa.text("""
-        SELECT (SELECT count(*) FROM board_versions) AS versions,
-               (SELECT max(greatest(created_at, computed_at, coalesce(published_at, created_at)))
-                FROM board_versions) AS boards_changed,
-               (SELECT count(*) FROM human_agreement_stats) AS stats,
-               (SELECT max(computed_at) FROM human_agreement_stats) AS stats_changed,
-               (SELECT coalesce(sum(xmin::text::bigint), 0) FROM human_agreement_stats) AS stats_written,
-               (SELECT max(estimated_at) FROM judging_estimates) AS estimated,
-               (SELECT count(*) || '.' || coalesce(max(computed_at)::text, '') FROM board_published_figures)
-                   AS figures""")).one()
-    return (f"{row.versions}/{row.boards_changed}/{row.stats}/{row.stats_changed}/{row.stats_written}/"
-            f"{row.estimated}/{row.figures}")

@@ -11,7 +11,8 @@ create on DAG Runs" for that DAG). The backfill itself is then queued with that 
 kept: each write asks again. Without an Airflow API configured, registration from the page is off and says
 so; the CLI (`deepscholar systems add ... --backfill`) does the same work.
 
-What the page takes is bounded (web/app.py: body size and time, its own threads for sign-in) and checked
+What the page takes is bounded (web/bounded_input.py: body size and time; registration_pages.py: its own threads
+for sign-in) and checked
 like the CLI's (systems/config_schema.py), and narrower than the CLI's:
 - it only creates: a name already registered is refused (changing a system, above all its endpoint or key,
   is the operator's `deepscholar systems add`);

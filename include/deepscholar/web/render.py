@@ -22,6 +22,7 @@ from markupsafe import Markup
 
 from deepscholar.evaluation.judge_spec import is_local_config
 from deepscholar.evaluation.metrics import registry
+from deepscholar.llm.prices import usd_text
 from deepscholar.web.queries import Board, TrackBoard, finite, metric_mean
 from deepscholar.web.report_text import report_html
 
@@ -348,11 +349,7 @@ def board_context(board: Board, base: str, tracks: Sequence[TrackBoard] = (),
 
 
 def _usd(x: float | None) -> str:
-    from deepscholar.evaluation.money.costs import (
-        usd_text,  # the cost tables' money format (imported when shown)
-    )
-
-    return usd_text(x, unknown="unknown (no price)")
+    return usd_text(x, decimals=4, unknown="unknown (no price)")
 
 
 def _spend_shown(spend: Mapping | None) -> dict | None:

@@ -9,6 +9,7 @@ another judge on one metric must not hide the full board), then the largest, the
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import math
@@ -25,6 +26,7 @@ from sqlalchemy.engine import Engine
 from deepscholar.db import SQL_DIR
 from deepscholar.evaluation.judge_spec import is_local_config
 from deepscholar.evaluation.metrics import registry
+from deepscholar.llm.prices import usd_text
 from deepscholar.release.window import validate_release_id
 
 __all__ = [
@@ -283,8 +285,8 @@ def _tokens(n) -> str:
     return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e3 else str(int(n))
 
 
-def _dollars(x) -> str:
-    return "n/a" if x is None else f"{x:.2f}" if x >= 0.01 or x == 0 else f"{x:.4f}"
+# The cost column is headed "USD": plain amounts, to the cent, finer below one.
+_usd = functools.partial(usd_text, sign=False, grouped=False, unknown="n/a")
 
 
 def cost_cells(c: dict) -> list[str]:
@@ -295,7 +297,7 @@ def cost_cells(c: dict) -> list[str]:
         c.get("judge_completion_tokens") or 0)
     latency = c.get("mean_latency_ms")
     return [f"{_tokens(gen_tokens)} / {_tokens(judge_tokens)}",
-            f"{_dollars(c.get('gen_cost_usd'))} / {_dollars(c.get('judge_cost_usd'))}",
+            f"{_usd(c.get('gen_cost_usd'))} / {_usd(c.get('judge_cost_usd'))}",
             "n/a" if latency is None else f"{latency / 1000:.1f}"]
 
 

@@ -39,7 +39,8 @@ from deepscholar.evaluation.judge_validation.annotation_units import (
     judged_units,
 )
 from deepscholar.evaluation.metrics import registry
-from deepscholar.evaluation.money.costs import predicted_call_prices, usd_text
+from deepscholar.evaluation.money.costs import predicted_call_prices
+from deepscholar.llm.prices import usd_text
 from deepscholar.llm.spend import SpendLimit, billing, scope_of, spend_limit
 from deepscholar.settings import Settings, current_settings
 
@@ -47,7 +48,7 @@ __all__ = ["SliceItem", "MetricDrift", "DriftCheck", "calibration_slice", "check
            "check_month", "tripped_messages", "format_drift"]
 
 log = logging.getLogger("deepscholar.evaluation")
-_money = functools.partial(usd_text, grouped=False)  # the check's messages and table: "$0.0123", "unknown"
+_money = functools.partial(usd_text, decimals=4, grouped=False)  # the check's messages and table: "$0.0123", "unknown"
 
 HUMAN, FIRST_JUDGMENT = "human", "first_judgment"
 # What an unscored answer (None) is compared as: no label of any metric, so it agrees with no reference. An

@@ -46,7 +46,8 @@ from deepscholar.evaluation.judge_spec import JudgeSpec
 from deepscholar.evaluation.judging.runner import JudgeRun, judge_units
 from deepscholar.llm import batch_results, batch_transport
 from deepscholar.llm.batch_transport import BatchQueue
-from deepscholar.llm.spend import SpendLimit, billing, dollars
+from deepscholar.llm.prices import usd_text
+from deepscholar.llm.spend import SpendLimit, billing
 from deepscholar.settings import current_settings
 
 __all__ = ["advance", "collect_round", "judge_by_batches", "submit_within", "MAX_ROUNDS"]
@@ -102,8 +103,8 @@ def _check_budget(engine: Engine, queue: BatchQueue, limit: SpendLimit | None) -
         pending_usd, unpriced = predicted_pending_batch_cost(conn, queue.release_id, queue.judge_config)
     spent = limit.refreshed()
     if spent + pending_usd > limit.limit_usd:
-        raise OverBudget(f"{limit.what}: stopped at {dollars(spent)} of {dollars(limit.limit_usd)}; the next batch "
-                         f"would cost about {dollars(pending_usd)}"
+        raise OverBudget(f"{limit.what}: stopped at {usd_text(spent)} of {usd_text(limit.limit_usd)}; the next batch "
+                         f"would cost about {usd_text(pending_usd)}"
                          + (f" (counting {unpriced} requests of unpriced models at their fallback price)"
                             if unpriced else "")
                          + f"; it was not submitted and its requests wait{limit.how_to_go_on}")
@@ -122,8 +123,8 @@ def _cancel_over_budget(engine: Engine, queue: BatchQueue, limit: SpendLimit | N
     spent = limit.refreshed()
     if not running or spent + sum(running.values()) <= limit.limit_usd:
         return None
-    reason = (f"{limit.what}: cancelled at {dollars(spent)} of {dollars(limit.limit_usd)}, its running batches "
-              f"would cost about {dollars(sum(running.values()))} more")
+    reason = (f"{limit.what}: cancelled at {usd_text(spent)} of {usd_text(limit.limit_usd)}, its running batches "
+              f"would cost about {usd_text(sum(running.values()))} more")
     cancelled = batch_transport.cancel_batches(engine, [k for k in running if k], reason, api=api)
     if not cancelled:  # cancelling already: their end is awaited like any batch's
         return None

@@ -34,7 +34,8 @@ from deepscholar.evaluation.money.costs import (
     predicted_unit_costs,
     unbilled_judge_spend,
 )
-from deepscholar.llm.spend import SpendLimit, dollars, scope_of
+from deepscholar.llm.prices import usd_text
+from deepscholar.llm.spend import SpendLimit, scope_of
 from deepscholar.settings import current_settings
 
 __all__ = ["JudgingEstimate", "estimate_judging", "check_before_judging", "limit_for",
@@ -105,19 +106,19 @@ class JudgingEstimate:
         """(whether it needs an operator's approval, one line saying why or why not)."""
         what = (f"judging {self.release_id} under {self.judge_config}: {self.calls:,.0f} calls predicted"
                 + (" (through the batch API, at its price)" if self.batch else ""))
-        spent = f" ({dollars(self.spent_usd)} already spent this month)" if self.spent_usd else ""
-        counted = (f"; counted at {'; '.join(self.pricing)}: {dollars(self.counted_usd)}" if self.pricing else "")
+        spent = f" ({usd_text(self.spent_usd)} already spent this month)" if self.spent_usd else ""
+        counted = (f"; counted at {'; '.join(self.pricing)}: {usd_text(self.counted_usd)}" if self.pricing else "")
         if budget_usd is None:
-            cost = dollars(self.cost_usd) if self.cost_usd is not None else "unknown"
+            cost = usd_text(self.cost_usd) if self.cost_usd is not None else "unknown"
             return False, f"{what}, {cost}{spent}; no budget set{counted}"
         if self.cost_usd is None:
             return True, (f"{what}{spent}, at a cost nobody can predict: {', '.join(self.unpriced_models)} "
-                          f"has no price, so the {dollars(budget_usd)} budget cannot be checked at its own "
-                          f"price{counted}, a month of {dollars(self.month_total_usd)} that an approval allows "
+                          f"has no price, so the {usd_text(budget_usd)} budget cannot be checked at its own "
+                          f"price{counted}, a month of {usd_text(self.month_total_usd)} that an approval allows "
                           f"(plus the {current_settings().judge_budget_margin:.0%} margin)")
         if self.spent_usd + self.cost_usd > budget_usd:
-            return True, f"{what}, {dollars(self.cost_usd)}{spent}: over the {dollars(budget_usd)} budget"
-        return False, f"{what}, {dollars(self.cost_usd)}{spent}: within the {dollars(budget_usd)} budget"
+            return True, f"{what}, {usd_text(self.cost_usd)}{spent}: over the {usd_text(budget_usd)} budget"
+        return False, f"{what}, {usd_text(self.cost_usd)}{spent}: within the {usd_text(budget_usd)} budget"
 
     def by(self, key: str) -> list[tuple[str, float, float | None]]:
         """(name, calls, USD or None) per system, metric or model, costliest first."""
@@ -135,7 +136,7 @@ class JudgingEstimate:
         """Markdown: the estimate by system, by metric and by model (what the approval shows)."""
         parts = []
         for key, title in (("system_id", "System"), ("metric", "Metric"), ("model", "Model")):
-            rows = [f"| {name} | {calls:,.0f} | {'unknown' if cost is None else dollars(cost)} |"
+            rows = [f"| {name} | {calls:,.0f} | {'unknown' if cost is None else usd_text(cost)} |"
                     for name, calls, cost in self.by(key)]
             parts.append("\n".join([f"| {title} | Calls | USD |", "|---|---:|---:|", *rows]))
         return "\n\n".join(parts)
@@ -292,14 +293,14 @@ def drift_limit(engine: Engine, release_id: str, spec: JudgeSpec, predicted_usd:
     limits = []
     if bound is not None:
         if predicted_usd > bound:
-            return None, (f"{what} refused: the predicted cost {dollars(predicted_usd)} is over the bound "
+            return None, (f"{what} refused: the predicted cost {usd_text(predicted_usd)} is over the bound "
                           f"DEEPSCHOLAR_CALIBRATION_MAX_COST_USD={bound:g}")
         limits.append(spent + bound * (1 + margin))
     if budget_usd is not None:
         allowed = max(budget_usd, approved_usd or 0.0)
         if spent + predicted_usd > allowed:
-            return None, (f"{what} refused: the month has spent {dollars(spent)} of its {dollars(allowed)} budget "
-                          f"and the check would cost {dollars(predicted_usd)} more")
+            return None, (f"{what} refused: the month has spent {usd_text(spent)} of its {usd_text(allowed)} budget "
+                          f"and the check would cost {usd_text(predicted_usd)} more")
         limits.append(allowed * (1 + margin))
     if not limits:
         return None, None

@@ -22,11 +22,11 @@ from sqlalchemy.engine import Engine
 from deepscholar import db
 from deepscholar.evaluation.judge_spec import JudgeSpec
 from deepscholar.evaluation.metrics import registry
-from deepscholar.llm.prices import batch_price_of, budget_price_of, price_of
+from deepscholar.llm.prices import batch_price_of, budget_price_of, price_of, usd_text
 from deepscholar.llm.spend import PAID_COLUMNS, Paid, count_paid, paid_usd, scope_of
 from deepscholar.settings import current_settings
 
-__all__ = ["judge_cost_summary", "format_cost_summary", "predicted_judge_cost", "predicted_call_cost", "usd_text",
+__all__ = ["judge_cost_summary", "format_cost_summary", "predicted_judge_cost", "predicted_call_cost",
            "predicted_unit_costs", "month_judge_spend", "month_requests", "predicted_pending_batch_cost",
            "store_month_spend", "judging_spend", "month_cost_rows", "requests_stamp", "kept_month_requests",
            "month_judge_paid", "judging_scopes", "predicted_batch_costs", "predicted_call_prices",
@@ -463,7 +463,7 @@ def budget_spend(conn: sa.Connection, release_id: str, judge_config: str) -> dic
 
 def format_budgets(budgets: dict) -> str:
     """`deepscholar cost`'s lines on the month's budgets: what each paid, beside its bound."""
-    usd = functools.partial(usd_text, unknown="no bound")
+    usd = functools.partial(usd_text, decimals=4, unknown="no bound")
     judging, drift, release = budgets["judging"], budgets["drift"], budgets["release"]
     approved = judging["approved"]
     lines = [f"Paid from the month's judging budget ({usd(judging['budget_usd'])}"
@@ -478,20 +478,10 @@ def format_budgets(budgets: dict) -> str:
     return "\n".join(lines)
 
 
-def usd_text(x: float | None, *, decimals: int = 4, unknown: str = "unknown", grouped: bool = True) -> str:
-    """A USD amount as the cost tables and messages print it ("$1,234.5678"), `unknown` where the price is
-    not known (None). One function so money is written alike everywhere; the callers differ only in the
-    precision they need (a backfill estimate to the cent, a month's judge calls to 1/100 cent), the word for
-    an unknown price and, for the drift check's messages, no thousands separator."""
-    if x is None:
-        return unknown
-    return f"${x:,.{decimals}f}" if grouped else f"${x:.{decimals}f}"
-
-
 def format_cost_summary(summary: dict) -> str:
     from tabulate import tabulate
 
-    usd = functools.partial(usd_text, unknown="unknown price")
+    usd = functools.partial(usd_text, decimals=4, unknown="unknown price")
 
     lines = [f"Judge cost of {summary['release_id']} under {summary['judge_config']}: {summary['n_queries']} queries "
              f"x {len(summary['systems'])} systems"]
