@@ -241,11 +241,11 @@ def _run(args, engine, home: Path) -> int:
     from support.demo_month import build_demo_month
 
     from deepscholar.evaluation.boards.rollup import roll_up
-    from deepscholar.evaluation.judging.evaluate import evaluate_release
-    from deepscholar.evaluation.judging.judges import JudgeSpec
+    from deepscholar.evaluation.judge_spec import JudgeSpec
     from deepscholar.evaluation.judging.report_contexts import load_reports
     from deepscholar.evaluation.judging.runner import judge_metric
     from deepscholar.evaluation.metrics import registry
+    from deepscholar.evaluation.pipeline import evaluate_release
     from deepscholar.replay.server import ReplayServer
 
     t0 = time.monotonic()
@@ -301,7 +301,7 @@ def _run(args, engine, home: Path) -> int:
             for metric in metric_names:
                 before = stub.requests
                 t0 = time.monotonic()
-                run = judge_metric(engine, month, metric, judge=spec, api_base=stub.url,
+                run = judge_metric(engine, month, metric, spec=spec, api_base=stub.url,
                                    concurrency=args.concurrency)
                 wall = time.monotonic() - t0
                 requests = stub.requests - before

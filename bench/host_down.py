@@ -105,8 +105,8 @@ def seed(engine, n_sources: int) -> None:
 
 
 def run(engine, which: str, mode: str, n_sources: int, retries: int | None, backoff: float | None) -> dict:
-    from deepscholar.evaluation.judging.source_counts import freeze_source_counts
     from deepscholar.http_guard import BREAKER
+    from deepscholar.release.source_counts import freeze_source_counts
     from deepscholar.settings import Settings
     from deepscholar.sources.openalex import OpenAlexSource
 

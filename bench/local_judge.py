@@ -57,8 +57,8 @@ def judge_mode(engine, month: str, api_base: str, system: str, metrics: list[str
     """Judge `metrics` of `system`'s reports through the server under one output mode; its figures.
     `query_shard` (k, n): only query shard k of n (the judge jobs' own split of a month, by a hash of the id)."""
     from deepscholar.evaluation.boards.rollup import roll_up
+    from deepscholar.evaluation.judge_spec import JudgeSpec
     from deepscholar.evaluation.judging.jobs import plan_units
-    from deepscholar.evaluation.judging.judges import JudgeSpec
     from deepscholar.evaluation.judging.runner import judge_units
 
     spec = JudgeSpec.parse(judge_config_of(output))
@@ -170,7 +170,7 @@ def main() -> None:
     from support.llama_server import local_judge_server
     from support.warehouse import environment, throwaway_warehouse
 
-    from deepscholar.evaluation.judging.evaluate import evaluate_release
+    from deepscholar.evaluation.pipeline import evaluate_release
     from deepscholar.replay.server import ReplayServer
 
     with throwaway_warehouse("deepscholar_localjudge_", database="auto") as (engine, home):

@@ -36,7 +36,7 @@ evaluation/judging/jobs.py), each judging only what is missing. So a scheduled r
 backfill for a newly registered system (params.systems = ["name"]) all do only the missing work.
 **Budget.** With a budget (DEEPSCHOLAR_JUDGE_BUDGET_USD, which the run's `budget_usd` param may lower but
 never raise or remove), `estimate_budget` prices the planned judge jobs and the drift check
-(evaluation/budget.py) and keeps the estimate as the run's. Within it, `approve_budget` goes on without
+(evaluation/money/budget.py) and keeps the estimate as the run's. Within it, `approve_budget` goes on without
 asking; over it, or with an unpriced judge model, it asks the approvers (DEEPSCHOLAR_JUDGE_BUDGET_APPROVERS)
 in the UI or the REST API and waits in the `awaiting_input` state, holding no worker slot
 (deepscholar/budget_approval.py). Rejected or unanswered, the run ends failed with one line saying what the
@@ -53,6 +53,7 @@ Wiring only: every task calls one function of the deepscholar library.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from airflow.sdk import (
     Asset,
@@ -80,6 +81,9 @@ from deepscholar.orchestration import (
     schedule_window,
 )
 from deepscholar.settings import current_settings
+
+if TYPE_CHECKING:
+    from deepscholar.evaluation.judge_spec import JudgeSpec
 
 SETTINGS = current_settings()  # read when the DAG file is parsed: task bounds, pools, retries, defaults
 LEADERBOARD_PUBLISHED = Asset(name=LEADERBOARD_ASSET_NAME, uri=LEADERBOARD_ASSET_URI)
@@ -136,34 +140,35 @@ def _month() -> str:
     return current_release(get_engine(), ctx["params"].get("month") or release_id_for(ctx["data_interval_start"]))
 
 
-def _judge() -> str:
-    return get_current_context()["params"].get("judge") or "local"
+def _judge() -> JudgeSpec:
+    """The run's judge: its `judge` param, parsed here (each task's one parse of the text)."""
+    from deepscholar.evaluation.judge_spec import JudgeSpec
+
+    return JudgeSpec.parse(get_current_context()["params"].get("judge") or "local")
 
 
 def _budget() -> float | None:
     """The most this month's judging may cost: the operator's DEEPSCHOLAR_JUDGE_BUDGET_USD, lowered by the
     run's `budget_usd` param, never raised or removed by it (None: neither sets one). Every task of the run
     reads it here, so the estimate and the judge tasks hold the same bound."""
-    from deepscholar.evaluation.budget import run_budget
+    from deepscholar.evaluation.money.budget import run_budget
 
     value = get_current_context()["params"].get("budget_usd")
     return run_budget(None if value is None else float(value))
 
 
-def _approved() -> float | None:
+def _approved(judge: JudgeSpec) -> float | None:
     """The month's total an approver approved for this run, read from the warehouse (never an XCom)."""
     from deepscholar.db import get_engine
-    from deepscholar.evaluation.budget import approved_total
+    from deepscholar.evaluation.money.budget import approved_total
 
-    return approved_total(get_engine(), _month(), _judge_config(), get_current_context()["run_id"])
+    return approved_total(get_engine(), _month(), judge.config_id, get_current_context()["run_id"])
 
 
 def _judge_config() -> str:
     """The judge config id this run's judgments, boards and checks are keyed by: derived from the run's
     judge here only, so every task names the same board."""
-    from deepscholar.evaluation.judging.judges import JudgeSpec
-
-    return JudgeSpec.parse(_judge()).config_id
+    return _judge().config_id
 
 
 def _run():
@@ -313,7 +318,7 @@ def deepscholar_benchmark():
     @task
     def estimate_budget() -> dict:
         from deepscholar.db import get_engine
-        from deepscholar.evaluation.budget import estimate_for_month
+        from deepscholar.evaluation.judging.evaluate import estimate_for_month
 
         params = get_current_context()["params"]
         estimate = estimate_for_month(get_engine(), _month(), _judge(), _budget(), systems=params.get("systems"),
@@ -339,7 +344,8 @@ def deepscholar_benchmark():
         from deepscholar.evaluation.judging.runner import judge_job
 
         try:
-            return judge_job(judge_engine(), job, _judge(), budget_usd=_budget(), approved_usd=_approved())
+            judge = _judge()
+            return judge_job(judge_engine(), job, judge, budget_usd=_budget(), approved_usd=_approved(judge))
         except UserError as exc:  # a judge misconfigured (missing API key, unknown metric): no retries
             raise AirflowFailException(str(exc)) from exc
 
@@ -365,8 +371,9 @@ def deepscholar_benchmark():
         from deepscholar.evaluation.judging.batch_rounds import batch_job_step
 
         try:
-            summary = batch_job_step(judge_engine(), jobs, _judge(), run_id=get_current_context()["run_id"],
-                                     budget_usd=_budget(), approved_usd=_approved())
+            judge = _judge()
+            summary = batch_job_step(judge_engine(), jobs, judge, run_id=get_current_context()["run_id"],
+                                     budget_usd=_budget(), approved_usd=_approved(judge))
         except UserError as exc:  # misconfigured, or over the budget: a retry cannot fix it
             raise AirflowFailException(str(exc)) from exc
         return PokeReturnValue(is_done=summary is not None, xcom_value=summary)
@@ -418,8 +425,9 @@ def deepscholar_benchmark():
         if not current_settings().drift_check:
             raise AirflowSkipException("the judge drift check is off (DEEPSCHOLAR_DRIFT_CHECK=false)")
         try:
-            check = check_month(get_engine(), _month(), _judge(), get_current_context()["params"].get("metrics"),
-                                say=print, budget_usd=_budget(), approved_usd=_approved())
+            judge = _judge()
+            check = check_month(get_engine(), _month(), judge, get_current_context()["params"].get("metrics"),
+                                say=print, budget_usd=_budget(), approved_usd=_approved(judge))
         except UserError as exc:  # e.g. the judge's API key is not set: a retry cannot fix it
             raise AirflowFailException(str(exc)) from exc
         print(check.summary)

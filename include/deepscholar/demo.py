@@ -265,7 +265,7 @@ def _serve_until_interrupted(airflow) -> None:
 
 def print_leaderboard(engine, release_id: str) -> None:
     from deepscholar.evaluation.boards.leaderboard import format_leaderboard, load_leaderboard
-    from deepscholar.evaluation.judging.judges import JudgeSpec
+    from deepscholar.evaluation.judge_spec import JudgeSpec
 
     judge_config = JudgeSpec.parse("local").config_id
     print(f"\nLeaderboard of {release_id} (judge {judge_config}: the offline embedding judge, for demos and CI)")

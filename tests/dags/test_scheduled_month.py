@@ -20,8 +20,8 @@ from support.warehouse import ConnectionSampler, throwaway_warehouse
 
 from deepscholar.airflow_api import AirflowAPIError
 from deepscholar.demo import demo_schedule_env, replay_endpoints
-from deepscholar.evaluation.judge_validation.annotation_units import annotatable_metric_names
 from deepscholar.evaluation.metrics import registry
+from deepscholar.evaluation.metrics.registry import annotatable_metric_names
 from deepscholar.llm import prices
 from deepscholar.local_airflow import LocalAirflow, drop_database, fresh_metadata_database
 from deepscholar.orchestration import BENCHMARK_DAG_ID, RELEASE_DAG_ID

@@ -119,7 +119,7 @@ DEBUG_MARKERS = {"litellm": ("Params passed to completion()", "LiteLLM"),
 def canary_run(db_url, request):  # slow: builds and judges a month per transport
     """Generation and LLM judging with the canary keys, once per transport; what every channel captured."""
     transport = request.param
-    from deepscholar.evaluation.judging.evaluate import evaluate_release
+    from deepscholar.evaluation.pipeline import evaluate_release
     from deepscholar.systems.generation import generate_release
     from deepscholar.systems.registry import add_system
 

@@ -27,7 +27,7 @@ from support.demo_month import served_demo_month
 from support.openai_stub import OpenAIStub, RawBody
 
 from deepscholar.errors import InfrastructureError
-from deepscholar.evaluation.judging.evaluate import evaluate_release
+from deepscholar.evaluation.pipeline import evaluate_release
 from deepscholar.http_guard import BREAKER
 from faults.conftest import assert_no_loss, unchanged, warehouse_fingerprint
 

@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from support.demo_month import served_demo_month
 
 from deepscholar import cli
+from deepscholar.evaluation.judge_spec import JudgeSpec
 from deepscholar.evaluation.judge_validation.annotation_units import judged_units
-from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.evaluation.judging.runner import judge_metric
 from deepscholar.evaluation.metrics import get_metric, registry
 
@@ -34,7 +34,7 @@ def demo(db_url):
     """The demo month judged locally on the judged core metrics (and citation_accuracy) only."""
     with served_demo_month(db_url, "deepscholar_annot_") as month:
         for name in JUDGED:
-            judge_metric(month["engine"], month["month"], name, judge="local")
+            judge_metric(month["engine"], month["month"], name)
         yield month
 
 

@@ -17,13 +17,13 @@ from support.judge_stub import scripted_judge
 from deepscholar import cli
 from deepscholar.errors import OverBudget
 from deepscholar.evaluation.boards.rollup import roll_up
-from deepscholar.evaluation.budget import estimate_for_month
-from deepscholar.evaluation.costs import judging_spend
+from deepscholar.evaluation.judge_spec import JudgeSpec
 from deepscholar.evaluation.judging.batch_rounds import batch_job_step, collect_round, judge_by_batches
+from deepscholar.evaluation.judging.evaluate import estimate_for_month
 from deepscholar.evaluation.judging.jobs import plan_judging, plan_units
-from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.evaluation.judging.runner import judge_units
 from deepscholar.evaluation.metrics import registry
+from deepscholar.evaluation.money.costs import judging_spend
 from deepscholar.llm.batches import OpenAIBatches
 from deepscholar.llm.prices import cost_usd
 from deepscholar.replay.openai_batches import BatchStub
@@ -108,9 +108,9 @@ def test_a_month_judged_through_batches_equals_the_direct_path_byte_for_byte(dem
         assert len(rows) == sent_one_by_one and {r[0] for r in rows} == {"openai-batch"}
         assert all(r[1] == pytest.approx(cost_usd(None, MODEL, r[2], r[3]) / 2) for r in rows)
         # `deepscholar cost`: the month's requests went by the batch API, and it says what that saved.
-        from deepscholar.evaluation.costs import format_cost_summary, judge_cost_summary
+        from deepscholar.evaluation.money.costs import format_cost_summary, judge_cost_summary
 
-        summary = judge_cost_summary(engine, month, MODEL)
+        summary = judge_cost_summary(engine, month, JudgeSpec.parse(MODEL))
         batch_cost = sum(r[1] for r in rows)
         (sent,) = summary["transports"]
         assert (sent["transport"], sent["requests"]) == ("openai-batch", summary["actual_requests"])

@@ -194,8 +194,8 @@ def test_two_months_at_once_each_submits_waits_for_and_prices_only_its_own_reque
     """Month A over its budget sends nothing, whoever steps next; month B's steps send B's requests only
     (counted at the server), its budget check counts B's only, and A's half-sent batch is A's to send."""
     from deepscholar.errors import OverBudget
-    from deepscholar.evaluation.costs import predicted_pending_batch_cost
     from deepscholar.evaluation.judging.batch_rounds import submit_within
+    from deepscholar.evaluation.money.costs import predicted_pending_batch_cost
     from deepscholar.llm.spend import SpendLimit
 
     month_a, month_b = BatchQueue("2025-01", QUEUE.judge_config, "run-a"), BatchQueue("2025-02", QUEUE.judge_config,

@@ -16,9 +16,8 @@ from support.demo_month import served_demo_month
 from support.openai_stub import OpenAIStub, first_user_text
 
 from deepscholar import cli, db
-from deepscholar.evaluation.judging.evaluate import evaluate_release
+from deepscholar.evaluation.judge_spec import JudgeSpec
 from deepscholar.evaluation.judging.jobs import SHARDS_PER_JOB, plan_judging, plan_units
-from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.evaluation.judging.runner import (
     judge_job,
     judge_metric,
@@ -27,6 +26,7 @@ from deepscholar.evaluation.judging.runner import (
 )
 from deepscholar.evaluation.metrics import get_metric, registry
 from deepscholar.evaluation.metrics.base import Score
+from deepscholar.evaluation.pipeline import evaluate_release
 
 pytestmark = pytest.mark.slow  # builds and judges the demo month
 
@@ -130,7 +130,7 @@ def test_a_new_metric_version_rejudges_only_that_metric(demo):
                                     SELECT min(report_id) FROM reports WHERE system_id = 'extractive')"""))
     assert len(pending_reports(engine, month, relevance, LOCAL)) == 1
     assert pending_reports(engine, month, get_metric("organization"), LOCAL) == []
-    run = judge_metric(engine, month, "relevance_rate", judge="local")
+    run = judge_metric(engine, month, "relevance_rate")
     assert run.reports == 1
     assert pending_reports(engine, month, relevance, LOCAL) == []
 
@@ -175,7 +175,7 @@ def test_judging_is_planned_as_jobs_of_the_units_with_work_left(demo):
     assert together == [pending_reports(engine, month, get_metric(u["metric"]), LOCAL, u["system_id"], u["shard"])
                         for u in units]
     assert sorted(r for ids in together for r in ids) == sorted(rid for _, _, rid in stale)
-    done = [judge_job(engine, job, "local") for job in sharded]
+    done = [judge_job(engine, job, JudgeSpec.parse("local")) for job in sharded]
     assert [d["reports_judged"] for d in done] == [j["reports"] for j in sharded]
     assert {(r["metric"], r["system_id"]) for d in done for r in d["runs"]} == expected
     assert plan_judging(engine, month) == []
@@ -315,7 +315,7 @@ def test_judge_runs_count_every_request_token_and_cost_the_provider_served(demo,
 def _assert_costs_match_the_audit_trail(engine, month, model, judge_config, api_base, served, cost) -> None:
     """Every judgment names its llm_calls rows; per system and for the month, `leaderboard_costs` and
     `deepscholar cost` sum exactly those rows (recomputed here from the raw rows in Python)."""
-    from deepscholar.evaluation.costs import judge_cost_summary
+    from deepscholar.evaluation.money.costs import judge_cost_summary
 
     with engine.connect() as conn:
         calls = {h: (p, c, usd) for h, p, c, usd in conn.execute(sa.text(
@@ -336,7 +336,7 @@ def _assert_costs_match_the_audit_trail(engine, month, model, judge_config, api_
         assert row.judge_requests == len(hashes)
         assert row.judge_prompt_tokens == sum(calls[h][0] for h in hashes)
         assert row.judge_cost_usd == pytest.approx(sum(calls[h][2] for h in hashes))
-    summary = judge_cost_summary(engine, month, model, metrics=["organization", "relevance_rate"],
+    summary = judge_cost_summary(engine, month, JudgeSpec.parse(model), metrics=["organization", "relevance_rate"],
                                  systems=["extractive", "oracle"])
     assert summary["actual_requests"] == served and summary["actual_cost_usd"] == pytest.approx(cost)
     # Its per-system rows come from the same one pass, and are the view's (month_costs_of's) rows.
@@ -380,7 +380,7 @@ def _assert_cost_reads_the_kept_requests_until_something_is_judged(engine, month
     """The roll-up keeps its count of the month's requests (month_judge_requests): the same as counting now;
     `deepscholar cost` reads it while the stamp matches (a tampered count shows) and counts afresh once a
     judgment of the month changed."""
-    from deepscholar.evaluation.costs import judge_cost_summary, kept_month_requests, month_requests
+    from deepscholar.evaluation.money.costs import judge_cost_summary, kept_month_requests, month_requests
 
     with engine.connect() as conn:
         live = month_requests(conn, month, judge_config)
@@ -390,14 +390,14 @@ def _assert_cost_reads_the_kept_requests_until_something_is_judged(engine, month
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE month_judge_requests SET requests = :t WHERE release_id = :r AND judge_config = :j"),
                      {"t": json.dumps(tampered), "r": month, "j": judge_config})
-    assert judge_cost_summary(engine, month, judge_config)["actual_requests"] == live["month"]["requests"] + 1000
+    assert judge_cost_summary(engine, month, JudgeSpec.parse(judge_config))["actual_requests"] == live["month"]["requests"] + 1000
     with engine.begin() as conn:  # one judgment of the month written again (a re-judge)
         conn.execute(sa.text("""
             UPDATE judgments SET metric = metric WHERE (report_id, metric) = (
                 SELECT j.report_id, j.metric FROM judgments j JOIN reports r USING (report_id)
                 WHERE r.release_id = :r AND j.judge_config = :j LIMIT 1) AND judge_config = :j"""),
             {"r": month, "j": judge_config})
-    assert judge_cost_summary(engine, month, judge_config)["actual_requests"] == live["month"]["requests"]
+    assert judge_cost_summary(engine, month, JudgeSpec.parse(judge_config))["actual_requests"] == live["month"]["requests"]
 
 
 def litellm_unit_cost(model: str) -> tuple[float, float]:
@@ -416,7 +416,7 @@ def test_a_judge_provider_down_fails_the_task_and_scores_nothing(demo, monkeypat
     with OpenAIStub() as stub:
         stub.default = lambda body: 503
         with pytest.raises(InfrastructureError, match="unavailable") as err:
-            judge_metric(engine, month, "organization", system_id="extractive", judge="openai/down-judge",
+            judge_metric(engine, month, "organization", system_id="extractive", spec=JudgeSpec.parse("openai/down-judge"),
                          api_base=stub.url, concurrency=16)
         attempts = stub.requests
     # named by the client (the provider and endpoint) or by the host's circuit breaker (http_guard)
@@ -453,8 +453,8 @@ def test_a_month_over_its_budget_sends_nothing_and_a_run_past_it_stops_and_resum
     nothing half-done, and the re-run with a raised budget asks no question twice."""
     from deepscholar import cli
     from deepscholar.errors import OverBudget
-    from deepscholar.evaluation.budget import check_before_judging
-    from deepscholar.evaluation.costs import month_judge_spend
+    from deepscholar.evaluation.money.budget import check_before_judging
+    from deepscholar.evaluation.money.costs import month_judge_spend
 
     engine, month = demo["engine"], demo["month"]
     monkeypatch.setenv("OPENAI_API_KEY", "test")
@@ -474,31 +474,31 @@ def test_a_month_over_its_budget_sends_nothing_and_a_run_past_it_stops_and_resum
         assert "calls predicted" in err[0] and "--yes" in err[0]
         assert stub.requests == 0
         # An unpriced model: its cost cannot be predicted, so even a large budget needs the approval.
-        units = plan_units(engine, month, ["extractive"], ["relevance_rate"], "openai/no-such-priced-model")
+        units = plan_units(engine, month, ["extractive"], ["relevance_rate"], JudgeSpec.parse("openai/no-such-priced-model"))
         with pytest.raises(OverBudget, match="has no price, so the \\$1,000.00 budget cannot be checked"):
             check_before_judging(engine, month, units, JudgeSpec.parse("openai/no-such-priced-model"), 1000.0)
         assert stub.requests == 0
         # What the benchmark DAG's approval step reads: the same verdict for the run's selection.
-        from deepscholar.evaluation.budget import estimate_for_month
+        from deepscholar.evaluation.judging.evaluate import estimate_for_month
 
-        asked = estimate_for_month(engine, month, "openai/no-such-priced-model", 1000.0, systems=["extractive"],
+        asked = estimate_for_month(engine, month, JudgeSpec.parse("openai/no-such-priced-model"), 1000.0, systems=["extractive"],
                                    metrics=["relevance_rate"])
         assert asked["needs_approval"] and "has no price" in asked["line"]
         # ... counted at the stated fallback price (its provider's dearest), which is what an approval allows.
         assert "counted at openai/no-such-priced-model at openai's highest chat price" in asked["line"]
         assert asked["approved_total_usd"] > 0 and asked["predicted_usd"] is None
         assert "| System | Calls | USD |" in asked["table"] and "| extractive |" in asked["table"]
-        within = estimate_for_month(engine, month, model, 1000.0, systems=["extractive"], metrics=["relevance_rate"])
+        within = estimate_for_month(engine, month, JudgeSpec.parse(model), 1000.0, systems=["extractive"], metrics=["relevance_rate"])
         assert not within["needs_approval"] and "within the $1,000.00 budget" in within["line"]
         assert within["approved_total_usd"] == pytest.approx(within["predicted_usd"]) and within["predicted_usd"] > 0
-        assert not estimate_for_month(engine, month, "local", 0.0)["needs_approval"]  # the local judge is free
+        assert not estimate_for_month(engine, month, JudgeSpec.parse("local"), 0.0)["needs_approval"]  # the local judge is free
 
         # The Airflow judge job under a $0.10 budget, no margin: it stops once its answers cost more.
         monkeypatch.setenv("DEEPSCHOLAR_JUDGE_API_BASE", stub.url)
         monkeypatch.setenv("DEEPSCHOLAR_JUDGE_CONCURRENCY", "2")
         monkeypatch.setenv("DEEPSCHOLAR_JUDGE_BUDGET_USD", "0.10")
         monkeypatch.setenv("DEEPSCHOLAR_JUDGE_BUDGET_MARGIN", "0")
-        units = plan_units(engine, month, ["extractive", "oracle"], ["relevance_rate"], model)
+        units = plan_units(engine, month, ["extractive", "oracle"], ["relevance_rate"], JudgeSpec.parse(model))
         needed = sum(u["distinct"] for u in units)
         with pytest.raises(OverBudget, match=r"stopped at \$0\.1\d+ of \$0\.1000; the answers so far are kept"):
             judge_job(engine, {"release_id": month, "units": units}, JudgeSpec.parse(model))
@@ -633,3 +633,42 @@ def test_a_metric_version_bump_keeps_the_published_scores_and_figures_beside_the
     assert {(r["metric_version"], r["is_current"]) for r in rows} == {(old_version, "True"), ("d99", "False")}
     with open(result.out / "published_figures.csv", newline="") as f:
         assert {r["figure"] for r in csv.DictReader(f)} >= {"reference_precision_academic"}
+
+
+def test_evaluate_parses_the_judge_text_once_on_its_way_to_the_request(demo, db_url, monkeypatch, capsys):
+    """`deepscholar evaluate --judge X` down to the LLM request: X becomes a JudgeSpec once, at the edge, and
+    every layer below (planning, the budget, the runner, the client) takes that JudgeSpec. The constructor is
+    counted through a wrapper around the real one; the requests reach a real local server."""
+    engine, month = demo["engine"], demo["month"]
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
+    text = "openai/parse-once-judge;relevance_rate=openai/parse-once-big"
+    judge_config = "llm:openai/parse-once-judge;relevance_rate=openai/parse-once-big"
+    parsed: list[str] = []
+    parse = JudgeSpec.parse.__func__  # type: ignore[attr-defined]
+
+    def counted(cls, given, metric_models=None):
+        parsed.append(given)
+        return parse(cls, given, metric_models)
+
+    monkeypatch.setattr(JudgeSpec, "parse", classmethod(counted))
+    parses_at_request: list[tuple[str, int]] = []
+
+    def answer(body: dict) -> str:
+        parses_at_request.append((body["model"], len(parsed)))
+        if "comparing two related-work" in first_user_text(body):
+            return _organization_judge(body)
+        return json.dumps({"grade": 1, "explanation": "scripted"})
+
+    with OpenAIStub(model_suffix="") as stub:
+        stub.default = answer
+        code = cli.main(["evaluate", "--release", month, "--judge", text, "--metrics", "organization",
+                         "relevance_rate", "--system", "extractive", "--api-base", stub.url, "--json"])
+    stub.raise_errors()
+    assert code == 0, capsys.readouterr().err
+    result = json.loads(capsys.readouterr().out)
+    assert result["judge_config"] == judge_config and result["llm_requests"] == len(parses_at_request) > 0
+    assert {model for model, _ in parses_at_request} == {"parse-once-judge", "parse-once-big"}
+    assert parsed == [text] and {n for _, n in parses_at_request} == {1}, (parsed, parses_at_request)
+    _forget(engine, judge_config, "openai/parse-once-judge")
+    _forget(engine, judge_config, "openai/parse-once-big")

@@ -15,8 +15,8 @@ from werkzeug import Request, Response
 
 from deepscholar import db
 from deepscholar.errors import InfrastructureError
-from deepscholar.evaluation.judging.source_counts import freeze_source_counts
 from deepscholar.http_guard import BREAKER, HostBreaker, HostUnavailable, host_of
+from deepscholar.release.source_counts import freeze_source_counts
 from deepscholar.release.spec import ReleaseSpec
 from deepscholar.release.steps import ReleaseContext, extract_exemplars, resolve_references
 from deepscholar.settings import Settings

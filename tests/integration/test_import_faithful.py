@@ -125,7 +125,7 @@ def test_deepscholar_base_links_keep_uncited_rows_apart_and_leak_check_them(rele
     assert (listed["n_sources"], listed["n_retrieved_uncited"], listed["leaked_retrieved"]) == (2, 2, 1)
 
     # Cited-by counts are frozen for cited papers only (OpenAlex from the replay server).
-    from deepscholar.evaluation.judging.source_counts import freeze_source_counts
+    from deepscholar.release.source_counts import freeze_source_counts
     from deepscholar.replay.demo_snapshot import write_demo_snapshot
     from deepscholar.replay.server import ReplayServer
 

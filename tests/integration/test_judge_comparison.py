@@ -19,12 +19,12 @@ from support.openai_stub import OpenAIStub, first_user_text
 from deepscholar import cli
 from deepscholar.evaluation.boards.board_versions import BOARD_TABLES
 from deepscholar.evaluation.boards.leaderboard import load_leaderboard
+from deepscholar.evaluation.judge_spec import JudgeSpec
 from deepscholar.evaluation.judge_validation.annotation_units import judged_units
 from deepscholar.evaluation.judge_validation.judge_comparison import compare_judges, load_comparison
 from deepscholar.evaluation.judge_validation.judge_vs_humans import agreement_report
 from deepscholar.evaluation.judge_validation.rater_agreement import cohen_kappa, percent_agreement
-from deepscholar.evaluation.judging.evaluate import evaluate_release
-from deepscholar.evaluation.judging.judges import JudgeSpec
+from deepscholar.evaluation.pipeline import evaluate_release
 
 pytestmark = pytest.mark.slow  # builds and judges the demo month
 

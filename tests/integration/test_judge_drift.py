@@ -17,9 +17,9 @@ from support.openai_stub import OpenAIStub, first_user_text
 
 from deepscholar import cli
 from deepscholar.evaluation.boards.leaderboard_quality import check_leaderboard
+from deepscholar.evaluation.judge_spec import JudgeSpec
 from deepscholar.evaluation.judge_validation.drift import check_drift
-from deepscholar.evaluation.judging.evaluate import evaluate_release
-from deepscholar.evaluation.judging.judges import JudgeSpec
+from deepscholar.evaluation.pipeline import evaluate_release
 from deepscholar.scheduling import BenchmarkRun, finish_run, record_run
 
 pytestmark = pytest.mark.slow  # builds and judges the demo month
@@ -74,7 +74,7 @@ def fresh(month):
 
 
 def _check(month, release_id, **kwargs):
-    return check_drift(month["engine"], release_id, MODEL, metrics=METRICS, api_base=month["stub"].url, **kwargs)
+    return check_drift(month["engine"], release_id, JudgeSpec.parse(MODEL), metrics=METRICS, api_base=month["stub"].url, **kwargs)
 
 
 def _shared_calls(engine) -> dict:
@@ -232,7 +232,7 @@ def test_an_unknown_or_judge_free_metric_is_one_clear_error(fresh, db_url, monke
 def test_the_local_judge_is_checked_too_offline_and_free(fresh):
     engine, release = fresh["engine"], fresh["month"]
     evaluate_release(engine, release, judge="local", metrics=METRICS, roll_up=False)
-    check = check_drift(engine, release, "local", metrics=METRICS)
+    check = check_drift(engine, release, JudgeSpec.parse("local"), metrics=METRICS)
     (d,) = check.metrics
     assert (d.status, d.reference_kind, d.agreement, d.tripped) == ("checked", "first_judgment", 1.0, False)
     assert d.n_items > 0 and (d.requests, d.cost_usd, d.predicted_cost_usd) == (0, 0.0, 0.0)

@@ -20,12 +20,12 @@ from support.settings import replay_settings
 
 from deepscholar import cli
 from deepscholar.errors import OverBudget
-from deepscholar.evaluation.budget import estimate_for_month
-from deepscholar.evaluation.costs import month_judge_spend
+from deepscholar.evaluation.judge_spec import JudgeSpec
 from deepscholar.evaluation.judging.batch_rounds import batch_job_step
+from deepscholar.evaluation.judging.evaluate import estimate_for_month
 from deepscholar.evaluation.judging.jobs import plan_judging, plan_units
-from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.evaluation.judging.runner import judge_job, judge_units
+from deepscholar.evaluation.money.costs import month_judge_spend
 from deepscholar.llm import prices
 from deepscholar.llm.prices import usd_text
 from deepscholar.replay.openai_batches import BatchStub
@@ -71,9 +71,9 @@ def _billed(engine, stage: str, month: str, model: str | None = None) -> int:
 def _approved_by_an_operator(engine, month: str, model: str, budget: float, run_id: str, **selection) -> float:
     """The DAG's path: the run's estimate kept, its approval recorded, the approved total read back from the
     warehouse (what the judge tasks, the batch sensor and the drift check are given)."""
-    from deepscholar.evaluation.budget import approve_estimate, approved_total, run_estimate
+    from deepscholar.evaluation.money.budget import approve_estimate, approved_total, run_estimate
 
-    asked = estimate_for_month(engine, month, model, budget, run_id=run_id, **selection)
+    asked = estimate_for_month(engine, month, JudgeSpec.parse(model), budget, run_id=run_id, **selection)
     assert asked["needs_approval"], asked["line"]
     approve_estimate(engine, run_estimate(engine, run_id), "operator")
     approved = approved_total(engine, month, JudgeSpec.parse(model).config_id, run_id)
@@ -90,7 +90,7 @@ def test_an_approved_unpriced_judge_is_counted_at_its_fallback_price_and_stops_w
     with OpenAIStub(model_suffix="", usage=usage) as stub:
         stub.default = scripted_judge
         judge_env.setenv("DEEPSCHOLAR_JUDGE_API_BASE", stub.url)
-        asked = estimate_for_month(engine, month, model, 1.0, systems=SYSTEMS, metrics=["relevance_rate"])
+        asked = estimate_for_month(engine, month, JudgeSpec.parse(model), 1.0, systems=SYSTEMS, metrics=["relevance_rate"])
         assert "has no price, so the $1.00 budget cannot be checked at its own price" in asked["line"]
         fallback = ("openai's highest chat price in litellm's table ($30.00 / $75.00 per million prompt / completion "
                     "tokens)")

@@ -20,7 +20,6 @@ from support.demo_month import served_demo_month
 from deepscholar.errors import InvalidInput
 from deepscholar.evaluation.boards.leaderboard import format_leaderboard, load_leaderboard
 from deepscholar.evaluation.boards.rollup import roll_up
-from deepscholar.evaluation.judging.evaluate import evaluate_release
 from deepscholar.evaluation.metrics import registry
 from deepscholar.evaluation.metrics.base import (
     Item,
@@ -30,6 +29,7 @@ from deepscholar.evaluation.metrics.base import (
     compose_version,
     report_unscored,
 )
+from deepscholar.evaluation.pipeline import evaluate_release
 from deepscholar.web import create_app
 
 pytestmark = pytest.mark.slow  # builds and judges the demo month
@@ -185,12 +185,12 @@ def test_a_metric_of_another_family_is_judged_only_when_its_track_is_on_and_neve
         assert registry.metric_names(registry.CORE) == CORE and registry.tracks()[-1] == "scratch"
         # Judged by default only with its track enabled; an unknown track is refused by name.
         monkeypatch.delenv("DEEPSCHOLAR_TRACKS", raising=False)
-        assert {u["metric"] for u in plan_units(engine, month, judge="local")} == set(CORE)
+        assert {u["metric"] for u in plan_units(engine, month)} == set(CORE)
         monkeypatch.setenv("DEEPSCHOLAR_TRACKS", "scratch")
-        assert "scratch_density" in {u["metric"] for u in plan_units(engine, month, judge="local")}
+        assert "scratch_density" in {u["metric"] for u in plan_units(engine, month)}
         monkeypatch.setenv("DEEPSCHOLAR_TRACKS", "scratch,vibes")
         with pytest.raises(InvalidInput, match="unknown evaluation tracks: vibes; known: .*reportbench, .*scratch"):
-            plan_units(engine, month, judge="local")
+            plan_units(engine, month)
         monkeypatch.delenv("DEEPSCHOLAR_TRACKS")
 
         evaluate_release(engine, month, judge="local", metrics=["scratch_density"])

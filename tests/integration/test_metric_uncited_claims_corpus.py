@@ -14,6 +14,7 @@ from support.metric_support import ScriptedJudge, needs_model
 from support.search_corpus import CUTOFF, add_cutoff_corpus
 
 from deepscholar import db
+from deepscholar.evaluation.judge_spec import JudgeSpec
 from deepscholar.evaluation.judging.runner import judge_metric
 from deepscholar.evaluation.metrics.reportbench.uncited_claim_support import METRIC
 from deepscholar.search import bm25_index
@@ -83,7 +84,7 @@ def evidence_ids(label: dict) -> list[set[str]]:
 
 def test_the_runner_binds_the_local_search_and_evidence_precedes_the_cutoff(month):
     client = ScriptedJudge(every_sentence_supported_by_paper_1)
-    run = judge_metric(month, RELEASE, METRIC.name, judge="openai/scripted", client=client)
+    run = judge_metric(month, RELEASE, METRIC.name, spec=JudgeSpec.parse("openai/scripted"), client=client)
     assert (run.reports, run.unscored_reports) == (1, 0)
     label, (value, reason, details) = stored(month, "llm:openai/scripted")
     assert [c["sentence"] for c in label["claims"]] == [1, 2, 4]  # the uncited ones
@@ -104,7 +105,7 @@ def test_the_runner_binds_the_local_search_and_evidence_precedes_the_cutoff(mont
 
 @needs_model
 def test_the_local_judge_searches_the_same_way_and_never_contradicts(month):
-    run = judge_metric(month, RELEASE, METRIC.name, judge="local")
+    run = judge_metric(month, RELEASE, METRIC.name)
     assert run.reports == 1 and run.llm_requests == 0
     label, (value, reason, details) = stored(month, run.judge_config)
     # The heuristic keeps the sentences with a digit or a capitalised name after the first word.
@@ -115,5 +116,5 @@ def test_the_local_judge_searches_the_same_way_and_never_contradicts(month):
     # The same corpus, the same report: the same judgments.
     with month.begin() as conn:
         conn.execute(sa.text("DELETE FROM metric_scores WHERE metric = :m"), {"m": METRIC.name})
-    assert judge_metric(month, RELEASE, METRIC.name, judge="local").reports == 1
+    assert judge_metric(month, RELEASE, METRIC.name).reports == 1
     assert stored(month, run.judge_config) == (label, (value, reason, details))

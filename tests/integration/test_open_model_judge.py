@@ -12,7 +12,7 @@ import pytest
 from support.openai_stub import OpenAIStub
 
 from deepscholar.errors import InfrastructureError, ProviderTooSlow
-from deepscholar.evaluation.judging.judges import JudgeSpec
+from deepscholar.evaluation.judge_spec import JudgeSpec
 from deepscholar.http_guard import BREAKER, host_of
 from deepscholar.llm import openai_compatible
 from deepscholar.llm.client import LLMClient, parse_json_object
@@ -160,7 +160,7 @@ def test_the_judge_config_names_its_constrained_output():
     spec = JudgeSpec.parse("openai/small;output=json_schema", {"nugget_coverage": "openai/big"})
     assert spec.output == "json_schema"
     assert spec.config_id == "llm:openai/small;output=json_schema;nugget_coverage=openai/big"
-    assert JudgeSpec.from_config_id(spec.config_id) == spec
+    assert JudgeSpec.parse(spec.config_id) == spec
     assert JudgeSpec.parse("openai/small").config_id == "llm:openai/small"
     for bad in ("openai/small;output=grammar", "local;output=json_schema", "openai/small;output"):
         with pytest.raises(Exception, match="output|option|constrained"):

@@ -12,8 +12,8 @@ from werkzeug import Request, Response
 
 from deepscholar import db
 from deepscholar.evaluation.judging.report_contexts import load_reports
-from deepscholar.evaluation.judging.source_counts import freeze_source_counts
 from deepscholar.evaluation.metrics.core.document_importance import METRIC as DI
+from deepscholar.release.source_counts import freeze_source_counts
 from deepscholar.settings import Settings
 
 RELEASE = "2025-06"

@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from support.warehouse import one_query_release
 
 from deepscholar import db
-from deepscholar.evaluation.judging.source_counts import arxiv_doi, freeze_source_counts
 from deepscholar.http_guard import BREAKER, HostUnavailable
+from deepscholar.release.source_counts import arxiv_doi, freeze_source_counts
 from deepscholar.release.spec import ReleaseSpec
 from deepscholar.replay.demo_snapshot import write_demo_snapshot
 from deepscholar.replay.server import ReplayServer

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from deepscholar.errors import OverBudget
-from deepscholar.evaluation.budget import run_budget
+from deepscholar.evaluation.money.budget import run_budget
 from deepscholar.llm import prices
 from deepscholar.llm.spend import READ_SHARE, SpendLimit
 

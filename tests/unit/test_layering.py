@@ -46,8 +46,72 @@ def test_no_module_imports_a_higher_layer_or_another_packages_private_name(path)
     assert not problems, f"{module}:\n" + "\n".join(problems)
 
 
+# evaluation/'s parts stand on floors, bottom first: a module imports its own part and the floors below, never
+# a floor above nor another part of its own floor. Metrics know no judge; JudgeSpec names one; money prices and
+# bounds judging; judging stores judgments and scores; boards roll them up; judge validation reads all of them;
+# pipeline sequences judging then the roll-up (the DAG does the same with tasks). docs/ARCHITECTURE.md, "Layers".
+EVALUATION = "deepscholar.evaluation"
+EVALUATION_FLOORS: tuple[tuple[str, ...], ...] = (
+    ("metrics", "title_evidence"),
+    ("judge_spec",),
+    ("money",),
+    ("judging",),
+    ("boards",),
+    ("judge_validation",),
+    ("pipeline",),
+)
+FLOOR_OF = {part: n for n, parts in enumerate(EVALUATION_FLOORS) for part in parts}
+
+
+def _evaluation_part(module: str) -> str | None:
+    """deepscholar.evaluation.judging.runner -> judging; None outside evaluation or for its own __init__."""
+    prefix = EVALUATION + "."
+    return module[len(prefix):].split(".")[0] if module.startswith(prefix) else None
+
+
+def _floor_problem(module: str, target: str) -> str | None:
+    """Why `module` may not import `target` (an upward import, or a peer on its floor); None when it may."""
+    here, there = _evaluation_part(module), _evaluation_part(target)
+    if here is None or there is None or here == there:
+        return None
+    if FLOOR_OF[there] > FLOOR_OF[here]:
+        return f"{here} (floor {FLOOR_OF[here]}) imports {there}, a floor above (floor {FLOOR_OF[there]})"
+    if FLOOR_OF[there] == FLOOR_OF[here]:
+        return f"{here} imports {there}, a part on its own floor ({FLOOR_OF[here]})"
+    return None
+
+
+def test_every_part_of_evaluation_stands_on_a_floor():
+    folder = PACKAGE / "evaluation"
+    parts = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"} | {
+        p.parent.name for p in folder.glob("*/__init__.py")}
+    assert parts == set(FLOOR_OF), f"place these in EVALUATION_FLOORS: {sorted(parts - set(FLOOR_OF))}; " \
+                                   f"gone: {sorted(set(FLOOR_OF) - parts)}"
+
+
+@pytest.mark.parametrize("path", [p for p in SOURCES if _evaluation_part(module_name(p))],
+                         ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_evaluation_module_imports_a_floor_above_its_own(path):
+    module = module_name(path)
+    problems = [f"line {line}: {problem}" for target, _, line in imports(path)
+                if (problem := _floor_problem(module, target))]
+    assert not problems, f"{module}:\n" + "\n".join(problems)
+
+
+def test_the_floor_check_refuses_an_upward_import_and_a_peer():
+    """A metric reaching into judging (the import that once closed evaluation's cycle) is refused, so is
+    judging calling the roll-up; judging reading the registry or the pipeline calling the roll-up is not."""
+    assert _floor_problem("deepscholar.evaluation.metrics.core.document_importance",
+                          "deepscholar.evaluation.judging.report_contexts")
+    assert _floor_problem("deepscholar.evaluation.judging.evaluate", "deepscholar.evaluation.boards.rollup")
+    assert _floor_problem("deepscholar.evaluation.metrics.registry", "deepscholar.evaluation.title_evidence")
+    assert _floor_problem("deepscholar.evaluation.judging.jobs", "deepscholar.evaluation.metrics.registry") is None
+    assert _floor_problem("deepscholar.evaluation.pipeline", "deepscholar.evaluation.boards.rollup") is None
+    assert _floor_problem("deepscholar.cli.boards", "deepscholar.evaluation.pipeline") is None
+
+
 # evaluation/ is split by concern; each sub-package's __init__ names its public modules in `__all__`.
-SUB_PACKAGES = ("deepscholar.evaluation.judging", "deepscholar.evaluation.boards",
+SUB_PACKAGES = ("deepscholar.evaluation.money", "deepscholar.evaluation.judging", "deepscholar.evaluation.boards",
                 "deepscholar.evaluation.judge_validation")
 
 

@@ -16,7 +16,7 @@ for family in registry.families():
 import deepscholar.cli.boards, deepscholar.cli.release
 from deepscholar.evaluation.boards.leaderboard import format_leaderboard, load_leaderboard
 from deepscholar.reporting import format_releases, list_releases
-from deepscholar.evaluation import costs
+from deepscholar.evaluation.money import costs
 print(sorted(m for m in ("pandas", "numpy", "scipy", "great_expectations") if m in sys.modules))
 """
 

@@ -125,7 +125,7 @@ def _metric_models(pairs: list[str] | None) -> dict[str, str]:
 
 
 def cmd_evaluate(args) -> int:
-    from deepscholar.evaluation.judging.evaluate import evaluate_release
+    from deepscholar.evaluation.pipeline import evaluate_release
     from deepscholar.settings import current_settings
 
     engine = ready_engine()
@@ -192,7 +192,7 @@ def _publish_board(release_id: str, judge_config: str) -> dict:
 
 def cmd_leaderboard(args) -> int:
     from deepscholar.evaluation.boards.leaderboard import format_leaderboard, load_leaderboard
-    from deepscholar.evaluation.judging.judges import JudgeSpec
+    from deepscholar.evaluation.judge_spec import JudgeSpec
 
     judge_config = JudgeSpec.parse(args.judge).config_id if args.judge else None
     engine = ready_engine()
@@ -350,12 +350,13 @@ def _print_board_versions(engine, release_id: str | None, judge_config: str | No
 
 
 def cmd_cost(args) -> int:
-    from deepscholar.evaluation.costs import format_cost_summary, judge_cost_summary
+    from deepscholar.evaluation.judge_spec import JudgeSpec
+    from deepscholar.evaluation.money.costs import format_cost_summary, judge_cost_summary
     from deepscholar.settings import current_settings
 
     engine = ready_engine()
     release_id = existing_release(engine, args.release)  # NotFound (a UserError) for an unknown release
-    summary = judge_cost_summary(engine, release_id, args.judge or current_settings().judge,
+    summary = judge_cost_summary(engine, release_id, JudgeSpec.parse(args.judge or current_settings().judge),
                                  metrics=args.metrics or None, systems=args.system or None)
     print(json.dumps(summary, default=str, indent=2) if args.json else format_cost_summary(summary))
     return 0

@@ -116,17 +116,18 @@ def cmd_annotate_import(args) -> int:
 
 
 def cmd_judges_agreement(args) -> int:
+    from deepscholar.evaluation.judge_spec import JudgeSpec
     from deepscholar.evaluation.judge_validation.judge_vs_humans import (
         agreement_report,
         format_agreement_report,
         lock_labels,
         save_agreement,
     )
-    from deepscholar.evaluation.judging.judges import judge_config_of
+    from deepscholar.settings import current_settings
 
     engine = ready_engine()
     release = named_release(engine, args.release)
-    judge = judge_config_of(args.judge)
+    judge = JudgeSpec.parse(args.judge or current_settings().judge).config_id
     # Computed on connections of its own (none held meanwhile: the pool rule), then stored under the labels'
     # lock in one short transaction: what the page then shows.
     report = agreement_report(engine, release, args.metric, judge)
@@ -147,11 +148,13 @@ def cmd_judges_compare(args) -> int:
 
 
 def cmd_judges_drift(args) -> int:
+    from deepscholar.evaluation.judge_spec import JudgeSpec
     from deepscholar.evaluation.judge_validation.drift import check_drift, format_drift
     from deepscholar.settings import current_settings
 
     engine = ready_engine()
-    check = check_drift(engine, named_release(engine, args.release), args.judge or current_settings().judge,
+    check = check_drift(engine, named_release(engine, args.release),
+                        JudgeSpec.parse(args.judge or current_settings().judge),
                         metrics=args.metrics or None, api_base=args.api_base,
                         say=lambda line: print(line, file=sys.stderr))
     if args.json:

@@ -115,7 +115,7 @@ def _judges(conn: sa.Connection, release_id: str, judge: str | None) -> list[str
     """The judge configs exported: the one asked for (a config id or a judge spec such as `local`), else
     every judge with a board of the release, else every judge that scored its reports."""
     if judge:
-        from deepscholar.evaluation.judging.judges import JudgeSpec
+        from deepscholar.evaluation.judge_spec import JudgeSpec
 
         known = set(conn.execute(sa.text("SELECT judge_config FROM judge_configs")).scalars())
         config = judge if judge in known else JudgeSpec.parse(judge).config_id

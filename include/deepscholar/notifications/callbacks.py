@@ -93,7 +93,7 @@ def _board_published(context: Mapping[str, Any], judge_config: str) -> None:
     import sqlalchemy as sa
 
     from deepscholar.db import get_engine
-    from deepscholar.evaluation.costs import month_judge_spend
+    from deepscholar.evaluation.money.costs import month_judge_spend
     from deepscholar.settings import current_settings
 
     release_id = _month(context) or "?"

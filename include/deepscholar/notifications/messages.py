@@ -87,7 +87,7 @@ def board_published(month: str, board_version: int, judge_config: str, systems: 
 
 def approval_asked(month: str, approvers: Sequence[str], estimate_lines: Sequence[str], total_usd: float | None,
                    budget_usd: float | None, required_actions_url: str | None) -> Message:
-    """`estimate_lines`: the kept estimate's table, by system, metric and model (evaluation/budget.py)."""
+    """`estimate_lines`: the kept estimate's table, by system, metric and model (evaluation/money/budget.py)."""
     usd = lambda v: "unpriced" if v is None else f"${v:,.2f}"  # noqa: E731
     return _message("approval_asked", f"DeepScholar: approve the judging budget of {month}",
                     [("month", month), ("approvers", ", ".join(approvers)), ("estimate", usd(total_usd)),

@@ -73,8 +73,8 @@ def _month_of(base_id: str) -> str | None:
 def plan_backfill(engine: Engine, system_id: str, *, judge: str | None = None,
                   frozen_slice: str | None = None, tracks: Sequence[str] | None = None) -> BackfillPlan:
     """The months to run `system_id` on, with their missing reports and predicted cost (nothing is run)."""
-    from deepscholar.evaluation.costs import predicted_judge_cost
-    from deepscholar.evaluation.judging.judges import JudgeSpec
+    from deepscholar.evaluation.judge_spec import JudgeSpec
+    from deepscholar.evaluation.money.costs import predicted_judge_cost
     from deepscholar.release.versions import resolve_release
     from deepscholar.settings import current_settings
 

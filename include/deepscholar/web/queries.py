@@ -157,7 +157,7 @@ def load_board(conn: sa.Connection, judge_config: str | None = None, release_id:
                        f"{', '.join(str(v['board_version']) for v in versions) or 'none'}")
     rows = _rows(conn, "SELECT * FROM deepscholar.leaderboard_versions WHERE release_id = :r AND judge_config = :j "
                        "AND board_version = :v", r=release, j=chosen, v=shown)
-    from deepscholar.evaluation.costs import judging_spend
+    from deepscholar.evaluation.money.costs import judging_spend
 
     costs = {c["system_id"]: c for c in _rows(
         conn, "SELECT * FROM deepscholar.month_costs WHERE release_id = :r AND judge_config = :j",

@@ -20,7 +20,7 @@ from urllib.parse import quote, urlencode, urlsplit
 import jinja2
 from markupsafe import Markup
 
-from deepscholar.evaluation.judging.judges import is_local_config
+from deepscholar.evaluation.judge_spec import is_local_config
 from deepscholar.evaluation.metrics import registry
 from deepscholar.llm.prices import usd_text
 from deepscholar.web.queries import Board, TrackBoard, finite, metric_mean

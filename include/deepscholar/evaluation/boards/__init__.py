@@ -13,7 +13,8 @@ Public (for the DAGs, the CLI and the page):
 - `contamination`: could a system have seen a month's papers (knowledge cutoffs);
 - `published`: a track's numbers aggregated as its authors' released scorer does, beside ours.
 
-Boards read judging's public modules only (`judging.judges`), never its private ones.
+Boards stand above judging and money (the roll-up stores the month's spend through `money.costs`) and
+import no judging module at all: the judge comes from `evaluation.judge_spec`.
 """
 
 __all__ = ["board_versions", "contamination", "leaderboard", "leaderboard_quality", "pooled", "pooled_store",

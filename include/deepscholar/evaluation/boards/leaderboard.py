@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.db import SQL_DIR
-from deepscholar.evaluation.judging.judges import is_local_config
+from deepscholar.evaluation.judge_spec import is_local_config
 from deepscholar.evaluation.metrics import registry
 from deepscholar.llm.prices import usd_text
 from deepscholar.release.window import validate_release_id

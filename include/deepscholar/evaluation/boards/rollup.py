@@ -35,8 +35,8 @@ from deepscholar.evaluation.boards.contamination import contamination as contami
 from deepscholar.evaluation.boards.published import has_published, store_published
 from deepscholar.evaluation.boards.query_scores import has_query_scores, metric_versions, store_query_scores
 from deepscholar.evaluation.boards.rank_agreement import competition_ranks, rank_agreement
-from deepscholar.evaluation.costs import store_month_spend
 from deepscholar.evaluation.metrics import registry
+from deepscholar.evaluation.money.costs import store_month_spend
 from deepscholar.migrations.wide_views import sync_query_views, sync_track_views, sync_wide_views
 
 __all__ = [

@@ -46,12 +46,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.errors import InvalidInput, NotFound
+from deepscholar.evaluation.judge_spec import JudgeSpec
 from deepscholar.evaluation.judge_validation.annotation_units import (
     JudgedUnit,
     annotatable_metric,
     judged_units,
 )
-from deepscholar.evaluation.judging.judges import judge_config_of
+from deepscholar.settings import current_settings
 
 __all__ = ["ExportResult", "ImportSummary", "FILE_COLUMNS", "output_paths", "allocate",
            "export_sample", "import_labels"]
@@ -238,7 +239,7 @@ def export_sample(engine: Engine, release_id: str, metric: str, judge_config: st
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise InvalidInput(f"the sample size must be a positive integer, got {n!r}")
     m = annotatable_metric(metric)
-    judge_config = judge_config_of(judge_config)
+    judge_config = JudgeSpec.parse(judge_config or current_settings().judge).config_id
     if not _release_exists(engine, release_id):
         raise NotFound(f"no release {release_id!r}: `deepscholar release list` lists them")
     jsonl, csv_path = output_paths(out_path)

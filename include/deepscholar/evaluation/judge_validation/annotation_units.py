@@ -22,7 +22,7 @@ from deepscholar.evaluation.judging.report_contexts import load_reports
 from deepscholar.evaluation.metrics import registry
 from deepscholar.evaluation.metrics.base import AnnotationUnit, ReportContext, annotatable
 
-__all__ = ["JudgedUnit", "item_id", "annotatable_metric", "annotatable_metric_names", "metrics_judged_on",
+__all__ = ["JudgedUnit", "item_id", "annotatable_metric", "metrics_judged_on",
            "judged_units"]
 
 CHUNK_REPORTS = 200  # report contexts loaded per round trip pair (context.load_reports)
@@ -60,13 +60,8 @@ def annotatable_metric(name: str) -> Any:
     metric = registry.get(name)
     if not annotatable(metric):
         raise InvalidInput(f"metric {name!r} asks no judge a question a human could answer (it is computed "
-                           f"without a judge); annotatable metrics: {', '.join(annotatable_metric_names())}")
+                           f"without a judge); annotatable metrics: {', '.join(registry.annotatable_metric_names())}")
     return metric
-
-
-def annotatable_metric_names() -> list[str]:
-    """Every registered metric (core and tracks) with annotation units, in registry order."""
-    return [m.name for m in registry.metrics() if annotatable(m)]
 
 
 def metrics_judged_on(conn: sa.Connection, release_id: str, judge_config: str, *,

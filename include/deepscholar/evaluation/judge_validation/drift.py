@@ -12,7 +12,7 @@ since the judge's previous checked month, trips the alarm: the board's Great Exp
 
 The slice is drawn once per (judge config, metric) and stored (calibration_items); the check of a month is
 stored per (release, judge config, metric) in judge_drift_checks. It is paid from the month's judging budget
-(evaluation/budget.py `drift_limit`: its answers are billed to the month, the benchmark run's estimate
+(evaluation/money/budget.py `drift_limit`: its answers are billed to the month, the benchmark run's estimate
 includes it) and bounded by DEEPSCHOLAR_CALIBRATION_MAX_COST_USD besides: predicted over either (an unpriced
 model at its fallback price), the month's check is refused, not paid; past either while it runs (by the
 budget margin), it stops, and the metrics it had not checked are stored as refused, saying so.
@@ -32,14 +32,14 @@ from sqlalchemy.engine import Engine
 
 from deepscholar import db
 from deepscholar.errors import NotFound, OverBudget
-from deepscholar.evaluation.costs import predicted_call_prices
+from deepscholar.evaluation.judge_spec import LOCAL_JUDGE, JudgeSpec
 from deepscholar.evaluation.judge_validation import rater_agreement
 from deepscholar.evaluation.judge_validation.annotation_units import (
     annotatable_metric,
-    annotatable_metric_names,
     judged_units,
 )
-from deepscholar.evaluation.judging.judges import JudgeSpec
+from deepscholar.evaluation.metrics import registry
+from deepscholar.evaluation.money.costs import predicted_call_prices
 from deepscholar.llm.prices import usd_text
 from deepscholar.llm.spend import SpendLimit, billing, scope_of, spend_limit
 from deepscholar.settings import Settings, current_settings
@@ -313,11 +313,11 @@ def _require_release(engine: Engine, release_id: str) -> None:
 
 def _metric_names(metrics: Sequence[str] | None) -> list[str]:
     if not metrics:
-        return annotatable_metric_names()
+        return registry.annotatable_metric_names()
     return [annotatable_metric(m).name for m in dict.fromkeys(metrics)]  # InvalidInput for one without a judge
 
 
-def check_drift(engine: Engine, release_id: str, judge: str | JudgeSpec = "local", *,
+def check_drift(engine: Engine, release_id: str, spec: JudgeSpec = LOCAL_JUDGE, *,
                 metrics: Sequence[str] | None = None, api_base: str | None = None, api_key: str | None = None,
                 concurrency: int | None = None, settings: Settings | None = None,
                 say: Callable[[str], None] = log.info, budget_usd: float | None = None,
@@ -332,7 +332,6 @@ def check_drift(engine: Engine, release_id: str, judge: str | JudgeSpec = "local
     month is kept), nothing sent; stopped by either while it runs, the metrics not checked yet are stored as
     refused. The local judge is checked too: offline and free, it still shows a change of its model or code."""
     settings = settings or current_settings()
-    spec = JudgeSpec.of(judge)
     _require_release(engine, release_id)
 
     slices, results = _calibration_slices(engine, _metric_names(metrics), spec, settings)
@@ -415,7 +414,7 @@ def _predicted_costs(engine: Engine, spec: JudgeSpec, slices: Mapping[str, list[
 def _drift_limit(engine: Engine, release_id: str, spec: JudgeSpec, counted: float, budget_usd: float | None,
                  approved_usd: float | None) -> tuple[SpendLimit | None, str | None]:
     """budget.drift_limit with the month's budget (the operator's ceiling) and its latest approval by default."""
-    from deepscholar.evaluation.budget import approved_total, drift_limit, run_budget
+    from deepscholar.evaluation.money.budget import approved_total, drift_limit, run_budget
 
     approved = approved_total(engine, release_id, spec.config_id) if approved_usd is None else approved_usd
     return drift_limit(engine, release_id, spec, counted, budget_usd=run_budget(budget_usd), approved_usd=approved)
@@ -495,13 +494,13 @@ def format_drift(check: DriftCheck) -> str:
     return f"{table}\n\n{check.summary}"
 
 
-def check_month(engine: Engine, release_id: str, judge: str, metrics: Sequence[str] | None = None,
+def check_month(engine: Engine, release_id: str, spec: JudgeSpec, metrics: Sequence[str] | None = None,
                 say: Callable[[str], None] = log.info, *, budget_usd: float | None = None,
                 approved_usd: float | None = None) -> DriftCheck:
     """The benchmark DAG's check: the run's metrics that a drift check can ask about (all of them when the
     run names none; a run restricted to judge-free metrics checks every annotatable one), within the run's
     budget and approval."""
-    from deepscholar.evaluation.budget import drift_check_metrics
+    from deepscholar.evaluation.money.budget import drift_check_metrics
 
-    return check_drift(engine, release_id, judge, metrics=drift_check_metrics(metrics), say=say,
+    return check_drift(engine, release_id, spec, metrics=drift_check_metrics(metrics), say=say,
                        budget_usd=budget_usd, approved_usd=approved_usd)

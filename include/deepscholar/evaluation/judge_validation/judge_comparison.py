@@ -29,14 +29,13 @@ from sqlalchemy.engine import Engine
 
 from deepscholar import db
 from deepscholar.errors import InvalidInput, NotFound
+from deepscholar.evaluation.judge_spec import JudgeSpec
 from deepscholar.evaluation.judge_validation import rater_agreement as stats
 from deepscholar.evaluation.judge_validation.annotation_units import (
     annotatable_metric,
-    annotatable_metric_names,
     judged_units,
     metrics_judged_on,
 )
-from deepscholar.evaluation.judging.judges import judge_config_of
 from deepscholar.evaluation.metrics import registry
 
 __all__ = ["FORMATS", "compare_judges", "compare_with_other_judges", "other_judge_configs", "load_comparison",
@@ -194,11 +193,11 @@ def _compute(engine: Engine, release_id: str, a: str, b: str, *, seed: int, n_re
                            f"month with it first (`deepscholar evaluate --release {release_id} --judge ...`)")
     columns = _metric_columns(boards[a], boards[b])
     both = judged[a] & judged[b]
-    names = [m for m in registry.metric_names() if m in columns or (m in both and m in annotatable_metric_names())]
+    names = [m for m in registry.metric_names() if m in columns or (m in both and m in registry.annotatable_metric_names())]
     metrics = []
     for m in names:
         items = (_item_statistics(engine, release_id, a, b, m, seed=seed, n_resamples=n_resamples)
-                 if m in both and m in annotatable_metric_names() else
+                 if m in both and m in registry.annotatable_metric_names() else
                  {"n_items": 0, "percent_agreement": None, "ci": None, "cohen_kappa": None, "kappa_ci": None,
                   "confusion": {}, "labels": []})
         column = columns.get(m, {"deltas": {}, "n_systems": 0, "kendall_tau": None, "p_value": None, "swaps": []})
@@ -252,7 +251,7 @@ def compare_judges(engine: Engine, release_id: str, a: str, b: str, *, seed: int
     n_swaps, n_swaps_within_noise}}."""
     from deepscholar.settings import current_settings
 
-    a, b = judge_config_of(a), judge_config_of(b)
+    a, b = JudgeSpec.parse(a).config_id, JudgeSpec.parse(b).config_id
     if a == b:
         raise InvalidInput(f"compare two different judge configs, got {a!r} twice")
     first, second = sorted((a, b))
@@ -273,7 +272,7 @@ def compare_with_other_judges(engine: Engine, release_id: str, judge_config: str
 def load_comparison(engine: Engine, release_id: str, a: str, b: str) -> dict | None:
     """The stored comparison of a pair (board row and metric rows), oriented a → b; None if never computed.
     Readers get what `compare_judges` returned, minus labels and p-values per metric."""
-    a, b = judge_config_of(a), judge_config_of(b)
+    a, b = JudgeSpec.parse(a).config_id, JudgeSpec.parse(b).config_id
     first, second = sorted((a, b))
     params = {"r": release_id, "a": first, "b": second}
     with engine.connect() as conn:

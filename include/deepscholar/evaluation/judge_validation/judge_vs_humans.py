@@ -1,6 +1,6 @@
 """How far can you trust each column? Our judge's labels against human labels, metric by metric.
 
-For every annotatable metric (the registry's, `annotatable_metric_names()`) with human labels on a
+For every annotatable metric (the registry's, `registry.annotatable_metric_names()`) with human labels on a
 release: the judge's label of each labelled item (annotation_units.judged_units under one judge config)
 against the majority of the humans' labels (human_labels), as percent agreement and Cohen's kappa with
 bootstrap 95% intervals and a confusion matrix (rows: the judge's label, columns: the humans'); among the
@@ -30,14 +30,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.errors import NotFound
+from deepscholar.evaluation.judge_spec import JudgeSpec
 from deepscholar.evaluation.judge_validation import rater_agreement as stats
 from deepscholar.evaluation.judge_validation.annotation_units import (
     annotatable_metric,
-    annotatable_metric_names,
     judged_units,
     metrics_judged_on,
 )
-from deepscholar.evaluation.judging.judges import judge_config_of
 from deepscholar.evaluation.metrics import registry
 
 __all__ = ["FORMATS", "labelled_metrics", "capped_labels", "agreement_report", "store_agreement",
@@ -55,7 +54,7 @@ def labelled_metrics(conn: sa.Connection, release_id: str) -> list[str]:
         SELECT DISTINCT ai.metric FROM annotation_items ai
         WHERE ai.release_id = :r AND EXISTS (SELECT 1 FROM human_labels hl WHERE hl.item_id = ai.item_id)"""),
         {"r": release_id}).scalars())
-    return [m for m in annotatable_metric_names() if m in found]
+    return [m for m in registry.annotatable_metric_names() if m in found]
 
 
 def _human_labels(conn: sa.Connection, release_id: str, metric: str) -> tuple[dict[str, dict[str, str]], set[int]]:
@@ -181,7 +180,7 @@ def agreement_report(engine: Engine, release_id: str, metric: str | None = None,
     `conn`: read the labels on this connection (a transaction that holds the labels' lock, to store them)."""
     from deepscholar.settings import current_settings
 
-    judge_config = judge_config_of(judge_config)
+    judge_config = JudgeSpec.parse(judge_config or current_settings().judge).config_id
     if metric is not None:
         annotatable_metric(metric)  # InvalidInput for an unknown metric or one no human can validate
     with engine.connect() as own:
@@ -190,7 +189,7 @@ def agreement_report(engine: Engine, release_id: str, metric: str | None = None,
         configs = sorted(own.execute(sa.text("""
             SELECT DISTINCT j.judge_config FROM judgments j JOIN reports r USING (report_id)
             WHERE r.release_id = :r"""), {"r": release_id}).scalars())
-    wanted = [m for m in ([metric] if metric else annotatable_metric_names()) if m in labelled]
+    wanted = [m for m in ([metric] if metric else registry.annotatable_metric_names()) if m in labelled]
     if not wanted:
         which = f" of metric {metric}" if metric else ""
         raise NotFound(f"no human labels{which} on release {release_id}: draw a sample with `deepscholar annotate "
@@ -266,7 +265,7 @@ def stored_agreement(conn: sa.Connection, release_id: str, judge_config: str) ->
     rows = {r.metric: r.report for r in conn.execute(sa.text("""
         SELECT metric, report FROM human_agreement_stats WHERE release_id = :r AND judge_config = :j"""),
         {"r": release_id, "j": judge_config})}
-    return [rows[m] for m in annotatable_metric_names() if m in rows]
+    return [rows[m] for m in registry.annotatable_metric_names() if m in rows]
 
 
 # ------------------------------------------------------------------------------------------- formatting

@@ -3,12 +3,10 @@
 Public (the DAGs, the CLI, the page and the other evaluation sub-packages may import these modules):
 - `runner`: `judge_job` (one Airflow task's units), `judge_units` and `judge_metric` (one metric over given
   reports);
-- `evaluate`: `evaluate_release` (a whole month outside Airflow, direct or through batches, then the roll-up);
+- `evaluate`: `judge_release` (a whole month outside Airflow, direct or through batches; the roll-up is the
+  caller's: evaluation/pipeline.py) and `estimate_for_month` (what the DAG's approval step reads);
 - `jobs`: how a month's judging is cut into Airflow tasks of equal work;
-- `judges`: `JudgeSpec`, a judge config id parsed, rendered and turned into clients (the local embedding
-  judge or LLMs through litellm), shared by the runner and the drift check;
 - `report_contexts`: loading the reports, sources and query data that metrics read;
-- `source_counts`: the cited-by counts frozen per release (document importance reads them);
 - `batch_rounds`: judging through a provider's batch API, in rounds (collect, submit, wait, collect results),
   one step at a time for the benchmark DAG's sensor.
 
@@ -17,4 +15,4 @@ Private (`_`): `_leases` (two evaluations of a month never ask the provider twic
 (tests/unit/test_layering.py).
 """
 
-__all__ = ["batch_rounds", "evaluate", "jobs", "judges", "report_contexts", "runner", "source_counts"]
+__all__ = ["batch_rounds", "evaluate", "jobs", "report_contexts", "runner"]

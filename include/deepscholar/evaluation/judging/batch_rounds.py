@@ -24,7 +24,7 @@ The budget: every request recorded for a batch is billed to the month's judging 
 its answer's llm_calls row too when collected, so what the earlier rounds paid counts whether or not their
 judgments are stored yet (a re-ask after an unusable answer, a question that depends on an earlier answer:
 its report-metric stores nothing until its last round). Before a submission, that spend plus what the
-queue's waiting requests should cost at the batch price is held to the run's limit (evaluation/budget.py
+queue's waiting requests should cost at the batch price is held to the run's limit (evaluation/money/budget.py
 `limit_for`). Over it, nothing is submitted and OverBudget says by how much; the requests stay pending, so a
 run with a raised budget submits them, asking nothing twice. While batches run, each step holds the spend
 plus what the queue's submitted requests should cost to the same limit: a batch whose answers would pass it
@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from sqlalchemy.engine import Engine
 
 from deepscholar.errors import InfrastructureError, InvalidInput, OverBudget
-from deepscholar.evaluation.judging.judges import JudgeSpec
+from deepscholar.evaluation.judge_spec import JudgeSpec
 from deepscholar.evaluation.judging.runner import JudgeRun, judge_units
 from deepscholar.llm import batch_results, batch_transport
 from deepscholar.llm.batch_transport import BatchQueue
@@ -71,7 +71,7 @@ def collect_round(engine: Engine, release_id: str, units: Sequence[dict], spec: 
                   api_base: str | None = None, concurrency: int | None = None) -> tuple[list[JudgeRun], int]:
     """One collect pass of run `run_id`: (the judge runs, report-metrics left waiting for a batch). 0
     waiting: done. The requests it records are billed to the month's judging (their answers will be)."""
-    from deepscholar.evaluation.budget import judging_scope
+    from deepscholar.evaluation.money.budget import judging_scope
 
     _check(spec, units)
     with billing(judging_scope(release_id, spec)):
@@ -97,7 +97,7 @@ def _check_budget(engine: Engine, queue: BatchQueue, limit: SpendLimit | None) -
     the queue's waiting requests should cost at the batch price, unpriced models at their fallback)."""
     if limit is None:
         return
-    from deepscholar.evaluation.costs import predicted_pending_batch_cost
+    from deepscholar.evaluation.money.costs import predicted_pending_batch_cost
 
     with engine.connect() as conn:
         pending_usd, unpriced = predicted_pending_batch_cost(conn, queue.release_id, queue.judge_config)
@@ -116,7 +116,7 @@ def _cancel_over_budget(engine: Engine, queue: BatchQueue, limit: SpendLimit | N
     the limit, cancel those batches through the provider's API; the line saying so, or None."""
     if limit is None:
         return None
-    from deepscholar.evaluation.costs import predicted_batch_costs
+    from deepscholar.evaluation.money.costs import predicted_batch_costs
 
     with engine.connect() as conn:
         running, _ = predicted_batch_costs(conn, queue.release_id, queue.judge_config, "submitted")
@@ -213,7 +213,7 @@ def batch_summary(release_id: str, spec: JudgeSpec, runs: Sequence[JudgeRun], to
             "unscored_reports": sum(r.unscored_reports for r in runs)}
 
 
-def batch_job_step(engine: Engine, jobs: Sequence[dict], judge: str | JudgeSpec, *, run_id: str,
+def batch_job_step(engine: Engine, jobs: Sequence[dict], spec: JudgeSpec, *, run_id: str,
                    budget_usd: float | None = None, approved_usd: float | None = None) -> dict | None:
     """What one poke of the benchmark DAG's `judge_batches` sensor runs for run `run_id` (the Airflow run's
     id: every poke, retry and clear of it is the same run): one `advance` over every planned job's units (a
@@ -221,15 +221,14 @@ def batch_job_step(engine: Engine, jobs: Sequence[dict], judge: str | JudgeSpec,
     just submitted; the summary (as a direct judge job's, with the step's counts) once judged.
 
     `budget_usd` (DEEPSCHOLAR_JUDGE_BUDGET_USD, which it may lower, never raise: budget.run_budget) and
-    `approved_usd` bound the month's spend as for a direct judge job (evaluation/budget.py `limit_for`),
+    `approved_usd` bound the month's spend as for a direct judge job (evaluation/money/budget.py `limit_for`),
     checked before each submission and while batches run. A batch cancelled for the budget fails the step
     once it is collected (OverBudget at the next submission)."""
-    from deepscholar.evaluation.budget import limit_for, run_budget
+    from deepscholar.evaluation.money.budget import limit_for, run_budget
 
     if not jobs:
         return {"reports_judged": 0, "rounds": 0, "batches": 0, "runs": []}
     release_id = jobs[0]["release_id"]
-    spec = JudgeSpec.of(judge)
     units = [u for job in jobs for u in job["units"]]
     budget = run_budget(budget_usd)
     step = advance(engine, release_id, units, spec, run_id=run_id,

@@ -48,8 +48,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.errors import InvalidInput
+from deepscholar.evaluation.judge_spec import LOCAL_JUDGE, JudgeSpec
 from deepscholar.evaluation.judging._pending import PENDING_CONDITION, SHARD_OF_QUERY, pending_params
-from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.evaluation.metrics import registry
 
 __all__ = ["DEFAULT_JOB_REPORTS", "SHARDS_PER_JOB", "SHARD_OF_QUERY", "JUDGED_TABLES", "job_count", "plan_units", "unit_cost",
@@ -97,7 +97,7 @@ def _checked_metrics(metrics: Sequence[str] | None, tracks: Sequence[str] | None
 
 
 def plan_units(engine: Engine, release_id: str, systems: Sequence[str] | None = None,
-               metrics: Sequence[str] | None = None, judge: str | JudgeSpec = "local",
+               metrics: Sequence[str] | None = None, spec: JudgeSpec = LOCAL_JUDGE,
                shards: int = 1, tracks: Sequence[str] | None = None) -> list[dict]:
     """Every (metric, system) with ok reports in the release, with how many of them lack a current score
     (`pending`) and how many of those are the first of their content among their metric's and shard's
@@ -106,7 +106,6 @@ def plan_units(engine: Engine, release_id: str, systems: Sequence[str] | None = 
     from deepscholar.evaluation.metrics import get_metric
 
     chosen = _checked_metrics(metrics, tracks)
-    spec = judge if isinstance(judge, JudgeSpec) else JudgeSpec.parse(judge)
     shard = SHARD_OF_QUERY if shards > 1 else "0"
     units = []
     with engine.connect() as conn:
@@ -215,7 +214,7 @@ def job_count(units: Sequence[dict], job_reports: int, tasks: int) -> int:
 
 
 def plan_judging(engine: Engine, release_id: str, systems: Sequence[str] | None = None,
-                 metrics: Sequence[str] | None = None, judge: str | JudgeSpec = "local",
+                 metrics: Sequence[str] | None = None, spec: JudgeSpec = LOCAL_JUDGE,
                  job_reports: int = DEFAULT_JOB_REPORTS, tasks: int = 1,
                  tracks: Sequence[str] | None = None) -> list[dict]:
     """The judge tasks of a run: one dict per job, each listing the (metric, system[, query shard]) units
@@ -224,7 +223,6 @@ def plan_judging(engine: Engine, release_id: str, systems: Sequence[str] | None 
     statistics first (refresh_judging_statistics)."""
     from deepscholar.evaluation.metrics import get_metric
 
-    spec = judge if isinstance(judge, JudgeSpec) else JudgeSpec.parse(judge)
     refresh_judging_statistics(engine)
     units = plan_units(engine, release_id, systems, metrics, spec, tracks=tracks)
     jobs = job_count(units, job_reports, tasks)

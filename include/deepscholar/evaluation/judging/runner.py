@@ -27,8 +27,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar import db
+from deepscholar.evaluation.judge_spec import LOCAL_JUDGE, JudgeSpec, record_judge_config
 from deepscholar.evaluation.judging._pending import PENDING_CONDITION, SHARD_OF_QUERY, pending_params
-from deepscholar.evaluation.judging.judges import JudgeSpec, record_judge_config
 from deepscholar.evaluation.metrics.base import ItemJudgment, Metric, ReportContext, Score
 from deepscholar.settings import current_settings
 
@@ -322,7 +322,7 @@ def judge_metric(
     *,
     system_id: str | None = None,
     shard: Sequence[int] | None = None,
-    judge: str | JudgeSpec = "local",
+    spec: JudgeSpec = LOCAL_JUDGE,
     api_base: str | None = None,
     api_key: str | None = None,
     concurrency: int | None = None,
@@ -346,7 +346,6 @@ def judge_metric(
     from deepscholar.llm.client import track_usage
 
     started = time.perf_counter()
-    spec = judge if isinstance(judge, JudgeSpec) else JudgeSpec.parse(judge)
     metric = get_metric(metric_name)
     run = JudgeRun(metric_name, system_id, spec.config_id, metric.version)
     if pending is None:
@@ -483,7 +482,7 @@ def judge_units(engine: Engine, release_id: str, units: Sequence[dict], spec: Ju
 
     def unit_run(u: dict, ids: list[int], share: JobShare) -> JudgeRun:
         return judge_metric(engine, release_id, u["metric"], system_id=u["system_id"], shard=u.get("shard"),
-                            judge=spec, client=clients.get(spec.model_for(u["metric"])), prepared=True,
+                            spec=spec, client=clients.get(spec.model_for(u["metric"])), prepared=True,
                             share=share, pending=ids)
 
     if spec.is_local:
@@ -497,24 +496,23 @@ def judge_units(engine: Engine, release_id: str, units: Sequence[dict], spec: Ju
         return list(pool.map(lambda ctx, u, ids: ctx.run(unit_run, u, ids, share), contexts, units, pending))
 
 
-def judge_job(engine: Engine, job: dict, judge: str | JudgeSpec = "local", *, budget_usd: float | None = None,
+def judge_job(engine: Engine, job: dict, spec: JudgeSpec = LOCAL_JUDGE, *, budget_usd: float | None = None,
               approved_usd: float | None = None) -> dict:
     """What one mapped Airflow judge task runs: the units of one job planned by evaluation.jobs.
 
     `budget_usd` (DEEPSCHOLAR_JUDGE_BUDGET_USD, which it may lower, never raise: budget.run_budget) and
     `approved_usd` (the month's total an operator approved over it) bound the month's spend while the job
-    runs (evaluation/budget.py `limit_for`).
+    runs (evaluation/money/budget.py `limit_for`).
 
     Its log line and summary say where the task's life went: the process's age when the job started
     (interpreter, Airflow and DAG imports), the first request and the last answer counted from the job's
     start, and the job's own seconds; a small job must not spend most of its life starting."""
-    from deepscholar.evaluation.budget import judging_scope, limit_for, run_budget
+    from deepscholar.evaluation.money.budget import judging_scope, limit_for, run_budget
     from deepscholar.llm.client import track_usage
     from deepscholar.llm.spend import billing, spend_limit
 
     started = time.monotonic()
     age = _process_age()
-    spec = judge if isinstance(judge, JudgeSpec) else JudgeSpec.parse(judge)
     budget = run_budget(budget_usd)  # the operator's ceiling holds whatever the caller asks
     limit = limit_for(engine, job["release_id"], spec, budget, approved_usd=approved_usd)
     # A warehouse failure mid-job re-runs the job after a pause: only what is still pending is judged again

@@ -56,6 +56,7 @@ __all__ = [
     "get",
     "metrics",
     "metric_names",
+    "annotatable_metric_names",
     "dimensions",
     "dimension_of",
     "headline_variant",
@@ -207,6 +208,14 @@ def metrics(family: str | None = None) -> list[Metric]:
 
 def metric_names(family: str | None = None) -> tuple[str, ...]:
     return tuple(m.name for m in metrics(family))
+
+
+def annotatable_metric_names() -> list[str]:
+    """Every registered metric (core and tracks) a person can validate (base.annotatable), in registry order:
+    what judge validation samples and the drift check re-asks."""
+    from deepscholar.evaluation.metrics.base import annotatable
+
+    return [m.name for m in metrics() if annotatable(m)]
 
 
 def dimensions(family: str | None = None) -> dict[str, tuple[str, ...]]:

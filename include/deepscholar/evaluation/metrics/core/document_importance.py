@@ -3,7 +3,7 @@ ones the human authors cited?
 
 DI = min(median{cites(s) : s in S} / median{cites(x) : x in S*}, 1), cites() being the OpenAlex cited-by
 count frozen for the release (exemplar references when the release was built; report sources by
-deepscholar.evaluation.judging.source_counts), so a month's scores never drift. The median is the statistical
+deepscholar.release.source_counts), so a month's scores never drift. The median is the statistical
 one: the mean of the two middle values for an even count.
 
 Missing counts, decided here and kept visible in the score's details:
@@ -78,7 +78,7 @@ class DocumentImportance(JudgeFreeMetric):
     def prepare(self, engine, release_id: str) -> None:
         """Before judging: the OpenAlex cited-by counts of the papers the release's reports cite, looked up
         once and frozen under the release (METRICS.md), so every report is scored against the same counts."""
-        from deepscholar.evaluation.judging.source_counts import freeze_source_counts
+        from deepscholar.release.source_counts import freeze_source_counts
 
         freeze_source_counts(engine, release_id)
 

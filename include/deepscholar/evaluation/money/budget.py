@@ -26,20 +26,21 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar.errors import OverBudget
-from deepscholar.evaluation.costs import (
+from deepscholar.evaluation.judge_spec import JudgeSpec
+from deepscholar.evaluation.metrics import registry
+from deepscholar.evaluation.money.costs import (
     month_judge_paid,
     predicted_call_prices,
     predicted_unit_costs,
     unbilled_judge_spend,
 )
-from deepscholar.evaluation.judging.judges import JudgeSpec
 from deepscholar.llm.prices import usd_text
 from deepscholar.llm.spend import SpendLimit, scope_of
 from deepscholar.settings import current_settings
 
-__all__ = ["JudgingEstimate", "estimate_judging", "estimate_for_month", "check_before_judging", "limit_for",
+__all__ = ["JudgingEstimate", "estimate_judging", "check_before_judging", "limit_for",
            "record_estimate", "run_budget", "judging_scope", "run_estimate", "approve_estimate", "approved_total",
-           "drift_check_metrics", "drift_limit", "DRIFT_CHECK"]
+           "drift_check_metrics", "drift_check_lines", "drift_limit", "DRIFT_CHECK"]
 
 GO_ON = ("raise the budget (DEEPSCHOLAR_JUDGE_BUDGET_USD, or `deepscholar evaluate --max-cost`) and run again, "
          "or approve it (`--yes`)")
@@ -176,17 +177,13 @@ def limit_for(engine: Engine, release_id: str, spec: JudgeSpec, budget_usd: floa
 def drift_check_metrics(metrics: Sequence[str] | None) -> list[str] | None:
     """The metrics a run's drift check asks about: the run's that a drift check can ask about; None (every
     annotatable metric) when the run names none of them."""
-    from deepscholar.evaluation.judge_validation.annotation_units import annotatable_metric_names
-
-    names = [m for m in metrics or () if m in annotatable_metric_names()]
+    names = [m for m in metrics or () if m in registry.annotatable_metric_names()]
     return names or None
 
 
-def _drift_check_lines(engine: Engine, spec: JudgeSpec, metrics: Sequence[str] | None) -> list[dict]:
+def drift_check_lines(engine: Engine, spec: JudgeSpec, metrics: Sequence[str] | None) -> list[dict]:
     """The month's drift check as estimate lines: per metric, its slice's questions (the stored slice's, else
     DEEPSCHOLAR_CALIBRATION_ITEMS, the most a slice drawn later holds) at one call's predicted price."""
-    from deepscholar.evaluation.judge_validation.annotation_units import annotatable_metric_names
-
     if spec.is_local:
         return []
     with engine.connect() as conn:
@@ -194,43 +191,13 @@ def _drift_check_lines(engine: Engine, spec: JudgeSpec, metrics: Sequence[str] |
             SELECT metric, count(DISTINCT (report_id, item_key)) FROM calibration_items WHERE judge_config = :j
             GROUP BY metric"""), {"j": spec.config_id}).all())
         lines = []
-        for name in drift_check_metrics(metrics) or annotatable_metric_names():
+        for name in drift_check_metrics(metrics) or registry.annotatable_metric_names():
             calls = float(stored.get(name) or current_settings().calibration_items)
             listed, counted, pricing = predicted_call_prices(conn, spec, name)
             lines.append({"system_id": DRIFT_CHECK, "metric": name, "model": spec.model_for(name), "reports": 0,
                           "calls": calls, "cost_usd": None if listed is None else calls * listed,
                           "counted_usd": calls * counted, "pricing": pricing})
     return lines
-
-
-def estimate_for_month(engine: Engine, release_id: str, judge: str | JudgeSpec, budget_usd: float | None, *,
-                       systems: Sequence[str] | None = None, metrics: Sequence[str] | None = None,
-                       tracks: Sequence[str] | None = None, batch: bool = False,
-                       run_id: str | None = None, drift_check: bool = False) -> dict:
-    """What the benchmark DAG's approval step reads: whether judging the month's pending work (planned as
-    the run's judge jobs are: jobs.plan_units with the same selection; with `drift_check`, the month's drift
-    check too) needs an operator's approval, the one line saying why, the estimate by system, metric and model,
-    and the month's total an approval allows (spent + predicted, unpriced models at their fallback price).
-    `batch`: the run judges through the provider's batch API, priced at its rate. `run_id`: the estimate is
-    kept as that run's (judging_estimates): what its approval shows and records, and what predicted against
-    actual reads."""
-    from deepscholar.evaluation.judging.jobs import plan_units
-
-    spec = JudgeSpec.of(judge)
-    if spec.is_local:
-        return {"release_id": release_id, "needs_approval": False,
-                "line": f"judging {release_id} under {spec.config_id}: the local judge costs nothing", "table": "",
-                "budget_usd": budget_usd, "predicted_usd": 0.0, "spent_usd": 0.0, "approved_total_usd": None}
-    units = plan_units(engine, release_id, systems or None, metrics or None, spec, tracks=tracks)
-    extra = _drift_check_lines(engine, spec, metrics) if drift_check else []
-    estimate = estimate_judging(engine, release_id, units, spec, batch=batch, extra_lines=extra)
-    needs, line = estimate.verdict(budget_usd)
-    if run_id is not None:
-        record_estimate(engine, estimate, run_id, budget_usd)
-    return {"release_id": release_id, "needs_approval": needs, "line": line, "table": estimate.table(),
-            "budget_usd": budget_usd,
-            "predicted_usd": estimate.cost_usd, "spent_usd": estimate.spent_usd,
-            "approved_total_usd": estimate.month_total_usd, "pricing": estimate.pricing}
 
 
 def record_estimate(engine: Engine, estimate: JudgingEstimate, run_id: str, budget_usd: float | None) -> None:

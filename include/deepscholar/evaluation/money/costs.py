@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from deepscholar import db
-from deepscholar.evaluation.judging.judges import JudgeSpec
+from deepscholar.evaluation.judge_spec import JudgeSpec
 from deepscholar.evaluation.metrics import registry
 from deepscholar.llm.prices import (
     DEFAULT_COMPLETION_TOKENS,
@@ -387,12 +387,11 @@ def judging_spend(conn: sa.Connection, release_id: str, judge_config: str) -> di
             else 0.0}
 
 
-def judge_cost_summary(engine: Engine, release_id: str, judge: str, *, metrics: Sequence[str] | None = None,
+def judge_cost_summary(engine: Engine, release_id: str, spec: JudgeSpec, *, metrics: Sequence[str] | None = None,
                        systems: Sequence[str] | None = None) -> dict:
     """Per metric: predicted and actual judge requests, tokens and cost for one release and judge; and per
     system, generation's and the judge's tokens and cost (leaderboard_costs). Costs are None when a price
     is unknown (a local or unpriced model), never a silent 0."""
-    spec = JudgeSpec.of(judge)  # a model string, or a stored judge config id (llm:...)
     names = list(metrics or [*registry.metric_names(registry.CORE),
                              *(m for t in current_settings().tracks for m in registry.metric_names(t))])
     with engine.connect() as conn:

@@ -1,6 +1,6 @@
 """Freezing the OpenAlex cited-by counts of the papers reports cite, once per release (METRICS.md, DI).
 
-Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.judging.source_counts`.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.release.source_counts`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """Which judge scores a month: the offline `local` embedding judge, or LLMs through litellm.
 
+Text becomes a judge one way, `JudgeSpec.parse` (a judge as `--judge` takes it, or a stored config id), at
+the edge that receives it (the CLI, a DAG task, the page); everything below takes the JudgeSpec. This module
+sits on evaluation's floor above metrics, so money, judging, boards and judge validation all import it.
 The judge_config string names it and keys every judgment, score and leaderboard row, so LLM-judged and
 locally judged results never mix. Per-metric models are allowed (the paper used gpt-4.1 for nuggets and
 gpt-4o for the rest): `JudgeSpec.parse("openai/gpt-4o", {"nugget_coverage": "openai/gpt-4.1"})`.
@@ -20,7 +23,7 @@ from deepscholar.evaluation.metrics import registry
 if TYPE_CHECKING:
     from deepscholar.llm.batch_transport import BatchQueue
 
-__all__ = ["JudgeSpec", "LOCAL_JUDGE_VERSION", "record_judge_config", "is_local_config", "judge_config_of"]
+__all__ = ["JudgeSpec", "LOCAL_JUDGE", "LOCAL_JUDGE_VERSION", "record_judge_config", "is_local_config"]
 
 LOCAL_JUDGE_VERSION = "v1"
 
@@ -34,18 +37,22 @@ class JudgeSpec:
     output: str | None = None
 
     @classmethod
-    def parse(cls, spec: str, metric_models: Mapping[str, str] | None = None) -> JudgeSpec:
-        """'local', or a model with options after semicolons as the config id writes them:
-        "openai/smollm2;output=json_schema" (constrained output), "openai/gpt-4o;nugget_coverage=openai/gpt-4.1"."""
+    def parse(cls, text: str, metric_models: Mapping[str, str] | None = None) -> JudgeSpec:
+        """The one way text becomes a judge: a judge as `evaluate --judge` takes it ('local', or a model with
+        options after semicolons: "openai/smollm2;output=json_schema", "openai/gpt-4o;nugget_coverage=openai/gpt-4.1")
+        or a stored judge config id (`config_id`: "local:..." is the local judge whatever model and version it
+        names, "llm:<model>;..." the LLM judge it writes), both naming the same judge."""
         from deepscholar.llm.answer_shapes import CONSTRAINED_OUTPUTS
 
-        model, *options = (spec or "").strip().split(";")
+        given = (text or "").strip()
+        body = "local" if given.startswith("local:") else given.removeprefix("llm:")
+        model, *options = body.split(";")
         model = model.strip()
         if not model:
             raise InvalidInput("a judge is required: 'local' or a litellm model string such as openai/gpt-4o")
         pairs = [o.split("=", 1) for o in options if o.strip()]
         if any(len(pair) != 2 for pair in pairs):
-            raise InvalidInput(f"judge options are name=value after a semicolon: {spec!r}")
+            raise InvalidInput(f"judge options are name=value after a semicolon: {given!r}")
         named = {k.strip(): v.strip() for k, v in pairs}
         output = named.pop("output", None)
         if output is not None and output not in CONSTRAINED_OUTPUTS:
@@ -57,27 +64,6 @@ class JudgeSpec:
         if model == "local" and (overrides or output):
             raise InvalidInput("the local judge takes no per-metric models and no constrained output")
         return cls(model, overrides, output)
-
-    @classmethod
-    def from_config_id(cls, config_id: str) -> JudgeSpec:
-        """The inverse of `config_id`: the judge a stored judge_config id (boards, judgments,
-        judge_drift_checks) names. "local:..." is the local judge whatever model and version it names;
-        "llm:<model>;<metric>=<model>..." the LLM judge with its per-metric models."""
-        text = (config_id or "").strip()
-        if text.startswith("local:"):
-            return cls.parse("local")
-        if text.startswith("llm:"):
-            return cls.parse(text[len("llm:"):])
-        raise InvalidInput(f"not a judge config id (local:... or llm:...): {config_id!r}")
-
-    @classmethod
-    def of(cls, judge: str | JudgeSpec) -> JudgeSpec:
-        """A judge given any way a caller names one: a JudgeSpec, a stored judge config id (`from_config_id`)
-        or a judge spec as `evaluate --judge` takes it ('local', a litellm model string)."""
-        if isinstance(judge, JudgeSpec):
-            return judge
-        text = (judge or "").strip()
-        return cls.from_config_id(text) if is_config_id(text) else cls.parse(text)
 
     @property
     def is_local(self) -> bool:
@@ -127,6 +113,9 @@ class JudgeSpec:
         return clients
 
 
+LOCAL_JUDGE = JudgeSpec("local")  # the offline judge, what `JudgeSpec.parse("local")` gives
+
+
 def record_judge_config(engine: Engine, spec: JudgeSpec, metric, client=None) -> None:
     """Store what `spec.config_id` stands for (models, request parameters) and the metric version judged
     under it now, so a board can always be traced to the exact judge setup and prompts behind it."""
@@ -161,20 +150,3 @@ def is_local_config(judge_config: str) -> bool:
     its numbers as such: they answer the same questions, but not with an LLM."""
     return judge_config == "local" or judge_config.startswith("local:")
 
-
-def is_config_id(text: str) -> bool:
-    """Whether `text` is a stored judge config id ("local:...", "llm:...", as `JudgeSpec.config_id` writes
-    them) rather than a judge spec as `evaluate --judge` takes it ('local', a litellm model string)."""
-    return text.startswith(("local:", "llm:"))
-
-
-def judge_config_of(text: str | None) -> str:
-    """The judge_config a reader means: a stored judge_config string as given ("local:...", "llm:..."), else
-    a judge spec as `evaluate --judge` takes it ('local', a litellm model string) turned into its config id;
-    nothing given: the settings' judge (DEEPSCHOLAR_JUDGE)."""
-    from deepscholar.settings import current_settings
-
-    text = (text or "").strip() or current_settings().judge
-    if is_config_id(text):
-        return text
-    return JudgeSpec.parse(text).config_id
