@@ -21,7 +21,7 @@ class BudgetApproval(ApprovalOperator):
 
     def _estimate(self, context: Any) -> dict:
         from deepscholar.db import get_engine
-        from deepscholar.evaluation.budget import run_estimate
+        from deepscholar.evaluation.money.budget import run_estimate
 
         return run_estimate(get_engine(), context["run_id"]) or {}
 
@@ -46,7 +46,7 @@ class BudgetApproval(ApprovalOperator):
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         from deepscholar.db import get_engine
-        from deepscholar.evaluation.budget import approve_estimate
+        from deepscholar.evaluation.money.budget import approve_estimate
 
         estimate = self._estimate(context)
         line = (estimate.get("detail") or "judging over its budget").split("\n\n")[0]
