@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from deepscholar.llm.prices import usd_text
+
 MAX_VALUE_CHARS = 300  # one fact, one line, a subject
 MAX_LINES = 20  # lines listed (failing checks, systems, estimate rows); the rest counted
 MAX_SLACK_CHARS = 3000  # Slack's limit for one section's text
@@ -77,7 +79,7 @@ def run_failed(month: str | None, dag_id: str, task_id: str, error_line: str, lo
 
 def board_published(month: str, board_version: int, judge_config: str, systems: Sequence[str],
                     cost_usd: float | None, site_url: str | None = None) -> Message:
-    cost = "unknown" if cost_usd is None else f"${cost_usd:,.2f}"
+    cost = usd_text(cost_usd)
     return _message("board_published", f"DeepScholar: board of {month} published (version {board_version})",
                     [("month", month), ("board version", board_version), ("judge", judge_config),
                      ("systems", len(systems)), ("month's cost", cost)], systems, [("site", site_url)],
@@ -88,10 +90,9 @@ def board_published(month: str, board_version: int, judge_config: str, systems: 
 def approval_asked(month: str, approvers: Sequence[str], estimate_lines: Sequence[str], total_usd: float | None,
                    budget_usd: float | None, required_actions_url: str | None) -> Message:
     """`estimate_lines`: the kept estimate's table, by system, metric and model (evaluation/money/budget.py)."""
-    usd = lambda v: "unpriced" if v is None else f"${v:,.2f}"  # noqa: E731
     return _message("approval_asked", f"DeepScholar: approve the judging budget of {month}",
-                    [("month", month), ("approvers", ", ".join(approvers)), ("estimate", usd(total_usd)),
-                     ("budget", usd(budget_usd))], [ln for ln in estimate_lines if ln.strip()],
+                    [("month", month), ("approvers", ", ".join(approvers)), ("estimate", usd_text(total_usd, unknown="unpriced")),
+                     ("budget", usd_text(budget_usd, unknown="unpriced"))], [ln for ln in estimate_lines if ln.strip()],
                     [("Required actions", required_actions_url)], month=month, approvers=list(approvers),
                     total_usd=total_usd, budget_usd=budget_usd)
 
