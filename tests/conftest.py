@@ -48,6 +48,15 @@ def db_url() -> str:
         yield engine.url.render_as_string(hide_password=False)
 
 
+@pytest.fixture(scope="session")
+def demo_template(db_url) -> str:
+    """URL of the demo month's template database on the session database's server, built once per code
+    version for every worker (support/demo_month.py); a module clones it with served_demo_month."""
+    from support.demo_month import demo_template_url
+
+    return demo_template_url(db_url)
+
+
 @pytest.fixture
 def engine(db_url):
     """The session database, emptied before each test so tests never see each other's rows."""

@@ -10,12 +10,14 @@ server stalls arXiv's first answer), and nothing else is done by hand: the tests
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
 import sqlalchemy as sa
 from support.demo_month import write_unresolvable_snapshot
 from support.judge_stub import scripted_judge
+from support.notification_catchers import posted, smtp_inbox, webhook_connection
 from support.warehouse import ConnectionSampler, throwaway_warehouse
 
 from deepscholar.airflow_api import AirflowAPIError
@@ -470,13 +472,23 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
 
 
 def test_failed_gate_blocks_the_month_cleanly_and_a_rebuild_publishes_it_by_itself(
-        engine, db_url, metadata_url, snapshot, tmp_path):
+        engine, db_url, metadata_url, snapshot, tmp_path, httpserver):
+    """Also what the operator is told, caught by a real SMTP server and a webhook receiver (every event routed
+    to both): the failed gate once, naming its checks and the rebuild command; the publication once; a
+    publication deadline of 72 s, which the blocked run passes, once per run at most. And the public site,
+    published after the board."""
     _systems(engine)
     corrupted = write_unresolvable_snapshot(snapshot, tmp_path / "corrupted", MONTH)
     server = ReplayServer(corrupted).start()
     port = server.port
+    httpserver.expect_request("/hook", method="POST").respond_with_data("ok")
+    site = tmp_path / "site"
     try:
-        with _airflow(tmp_path, metadata_url, server, snapshot, db_url) as airflow:
+        with smtp_inbox() as inbox, _airflow(tmp_path, metadata_url, server, snapshot, db_url, {
+                "AIRFLOW_CONN_SMTP_E2E": inbox.connection(),
+                "AIRFLOW_CONN_HOOK_E2E": webhook_connection(httpserver.url_for("/hook")),
+                "DEEPSCHOLAR_NOTIFY": "*:smtp_e2e,hook_e2e", "DEEPSCHOLAR_PUBLICATION_DEADLINE_HOURS": "0.02",
+                "DEEPSCHOLAR_SITE_URL": str(site)}) as airflow:
             airflow.wait_for_dags([RELEASE_DAG_ID, BENCHMARK_DAG_ID])
             airflow.unpause(RELEASE_DAG_ID, BENCHMARK_DAG_ID)
             _wait(lambda: _all_ended(airflow), airflow, 900, "both runs to end")
@@ -514,8 +526,37 @@ def test_failed_gate_blocks_the_month_cleanly_and_a_rebuild_publishes_it_by_itse
             board = _wait(lambda: _leaderboard(engine), airflow, 600, "the leaderboard after the re-build")
             _wait(lambda: _all_ended(airflow), airflow, 180, "every DAG run to end")
             benchmark_runs = _runs(airflow, BENCHMARK_DAG_ID)
+            published_run = [r for r in benchmark_runs if r["state"] == "success"][0]["dag_run_id"]
+            site_task = {t["task_id"]: t["state"] for t in airflow.task_instances(BENCHMARK_DAG_ID, published_run)}
+            time.sleep(5)  # a callback's message may still be on its way when its task has ended
+            mails = [(m["Subject"], m.get_body(("plain",)).get_content()) for m in inbox.received]
     finally:
         server.stop()
+    hooks = posted(httpserver, "/hook")
+    by_event: dict[str, list[dict]] = {}
+    for body in hooks:
+        by_event.setdefault(body["event"], []).append(body)
+    # Every message reached both media: the same subjects by mail and by webhook.
+    assert sorted(subject for subject, _ in mails) == sorted(body["subject"] for body in hooks), (mails, hooks)
+    gate = by_event["release_failed"]
+    assert len(gate) == 1 and gate[0]["month"] == MONTH and gate[0]["failing_checks"], gate
+    assert f"deepscholar release build {MONTH}" in gate[0]["command"]
+    with engine.connect() as conn:
+        version, systems = conn.execute(sa.text(
+            "SELECT board_version, (SELECT array_agg(system_id ORDER BY system_id) FROM leaderboard_systems l "
+            " WHERE l.release_id = b.release_id) FROM board_versions b WHERE release_id = :m"), {"m": MONTH}).one()
+    published = by_event["board_published"]
+    assert len(published) == 1 and published[0]["board_version"] == version, published
+    assert sorted(published[0]["systems"]) == sorted(systems)
+    # The blocked run waited past the 72 s deadline; no run is told twice.
+    late = by_event.get("deadline_missed", [])
+    assert late and all(body["waiting_on"] for body in late), by_event.keys()
+    assert len({body["facts"]["run"] for body in late}) == len(late), late
+    assert "run_failed" not in by_event or all(b["task"] != "finish" for b in by_event["run_failed"])
+    # The public site: published after the board, one switch to a complete build.
+    assert site_task["publish_site"] == "success"
+    assert os.readlink(site / "current").startswith("builds/")
+    assert json.loads((site / "current" / "api" / "leaderboard.json").read_bytes())["release_id"] == MONTH
     assert board == [(MONTH, "human_exemplar"), (MONTH, "oracle")]
     assert sorted(r["state"] for r in benchmark_runs) == ["failed", "success"]
     started = [r for r in benchmark_runs if r["state"] == "success"][0]

@@ -41,8 +41,8 @@ JUDGE_BOOKKEEPING = ["llm_calls", "judge_configs"]  # the call cache, and what t
 
 
 @pytest.fixture(scope="module")
-def month(db_url):
-    with served_demo_month(db_url, "deepscholar_llm_faults_") as built:
+def month(demo_template):
+    with served_demo_month(demo_template, "deepscholar_llm_faults_") as built:
         yield built["engine"], built["month"]
 
 

@@ -30,20 +30,20 @@ ANNOTATION_TABLES = ("human_label_history", "human_labels", "annotation_sample_i
 
 
 @pytest.fixture(scope="module")
-def demo(db_url):
+def demo(demo_template):
     """The demo month judged locally on the judged core metrics (and citation_accuracy) only."""
-    with served_demo_month(db_url, "deepscholar_annot_") as month:
+    with served_demo_month(demo_template, "deepscholar_annot_") as month:
         for name in JUDGED:
             judge_metric(month["engine"], month["month"], name)
         yield month
 
 
 @pytest.fixture
-def month(demo, db_url, monkeypatch):
+def month(demo, monkeypatch):
     """The judged month with no annotation rows yet, and the CLI pointed at its warehouse."""
     with demo["engine"].begin() as conn:
         conn.execute(sa.text(f"TRUNCATE {', '.join(ANNOTATION_TABLES)} CASCADE"))
-    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", demo["db_url"])
     monkeypatch.setenv("DEEPSCHOLAR_JUDGE", "local")
     return demo
 

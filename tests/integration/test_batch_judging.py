@@ -36,8 +36,8 @@ SYSTEMS = ["extractive", "oracle"]
 
 
 @pytest.fixture(scope="module")
-def demo(db_url):
-    with served_demo_month(db_url, "deepscholar_batch_") as month:
+def demo(demo_template):
+    with served_demo_month(demo_template, "deepscholar_batch_") as month:
         yield month
 
 
@@ -68,7 +68,7 @@ def _forget(engine, judge_config) -> None:
             conn.execute(sa.text(f"DELETE FROM {table}"))
 
 
-def test_a_month_judged_through_batches_equals_the_direct_path_byte_for_byte(demo, monkeypatch, db_url, capsys):
+def test_a_month_judged_through_batches_equals_the_direct_path_byte_for_byte(demo, monkeypatch, capsys):
     engine, month = demo["engine"], demo["month"]
     monkeypatch.setenv("OPENAI_API_KEY", "test")
     spec = JudgeSpec.parse(MODEL)
@@ -138,7 +138,7 @@ def test_a_month_judged_through_batches_equals_the_direct_path_byte_for_byte(dem
         assert waiting == 0 and stub.creates == result["batches"]
 
         # On the command line, a system not judged yet: through batches, saying how many and what they cost.
-        monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
+        monkeypatch.setenv("DEEPSCHOLAR_DB_URL", demo["db_url"])
         monkeypatch.setenv("DEEPSCHOLAR_BATCH_POLL_SECONDS", "1")
         stub.usage = (20_000, 5_000)  # tokens enough for the run's cost to show at four decimals
         capsys.readouterr()

@@ -4,8 +4,9 @@ rots; bench/evaluation.py --reports real broke when the tracks were added and no
 Each case runs the script with arguments that make it finish in seconds and checks what it prints: its
 JSON (where it prints one) has the fields its docstring promises, its own consistency checks passed. The
 figures themselves are not asserted: at these sizes they mean nothing. The two that need Airflow's
-processes are marked slow, and so is the demo-month evaluation (it builds and judges the demo month: about
-three minutes). A new bench/*.py without a case here fails test_every_bench_has_a_case.
+processes are marked slow, and so are the two that judge the demo month (minutes); those two clone it from
+the suite's template database (`--demo-template`, tests/support/demo_month.py) instead of building it again.
+A new bench/*.py without a case here fails test_every_bench_has_a_case.
 """
 
 from __future__ import annotations
@@ -46,8 +47,9 @@ def case(script: str, *marks):
 
 
 @case("extraction_throughput.py")
-def _extraction(shared_fixtures):
-    out = _run("extraction_throughput.py", "--repeat", "1", "--fixtures", str(shared_fixtures / "latex_real"))
+def _extraction(fixture):
+    latex = fixture("shared_fixtures") / "latex_real"
+    out = _run("extraction_throughput.py", "--repeat", "1", "--fixtures", str(latex))
     assert "throughput:" in out and "papers/s" in out
 
 
@@ -93,18 +95,20 @@ def _generation(_):
     assert "re-run added 0" in out and "HTTP requests:" in out
 
 
-@case("evaluation.py", pytest.mark.slow)  # minutes, not seconds: it builds the demo month and judges it locally
-def _evaluation_demo(_):
-    out = _run("evaluation.py", "--latency", "0.01", "--concurrency", "4", "--full-concurrency", "4")
+@case("evaluation.py", pytest.mark.slow)  # minutes, not seconds: it judges the demo month (cloned) locally
+def _evaluation_demo(fixture):
+    out = _run("evaluation.py", "--latency", "0.01", "--concurrency", "4", "--full-concurrency", "4",
+               "--demo-template", fixture("demo_template"))
     summary = _json_lines(out)[-1]
     assert summary["report_set"] == "demo" and summary["rerun_requests"] == 0
     assert [r["concurrency"] for r in summary["runs"]] == [4] and summary["runs"][0]["requests"] > 0
 
 
 @case("evaluation.py --reports real")
-def _evaluation_real(shared_fixtures):
+def _evaluation_real(fixture):
     """The cold `deepscholar evaluate` of the published reports at concurrency 16 on the default pool of 4:
     it waited 300 s on the pool and died while local search held connections across the index's lock."""
+    fixture("shared_fixtures")  # skipped without the real data, failed under CI=true
     out = _run("evaluation.py", "--reports", "real", "--latency", "0.01", "--cold-trials", "1",
                "--full-concurrency", "16")
     summary = _json_lines(out)[-1]
@@ -120,7 +124,8 @@ def _evaluation_real(shared_fixtures):
 
 
 @case("title_rule.py")
-def _title_rule(shared_fixtures):
+def _title_rule(fixture):
+    fixture("shared_fixtures")  # the labelled pairs come from the real data
     (out,) = _json_lines(_run("title_rule.py", "--systems", "1"))
     assert out["labelled"]["same_paper_pairs"] > 0 and out["labelled"]["different_paper_pairs"] > 0
     assert out["kept"] in {r["rule"] for r in out["rules"]}
@@ -224,11 +229,11 @@ def _write_figures(_):
 
 
 LOCAL_JUDGE_METRICS = ("nugget_coverage", "relevance_rate")  # short answers; organization's prompts are 3x longer
-LOCAL_JUDGE_SECONDS = 600  # stated bound of the whole run: the month built, judged locally, then by SmolLM2
+LOCAL_JUDGE_SECONDS = 600  # stated bound of the whole run: the month cloned, judged locally, then by SmolLM2
 
 
 @case("local_judge.py", pytest.mark.slow)  # the demo month through the real llama.cpp server: minutes
-def _local_judge(_):
+def _local_judge(fixture):
     """Issue 36's end to end: one system's report of query shard 3 of 8 (one of the demo month's queries; the
     whole month took 265 s here with the suite around it) judged on two metrics by SmolLM2-135M behind
     llama-cpp-python's server (constrained to each answer's schema) with the real client over real HTTP;
@@ -239,9 +244,11 @@ def _local_judge(_):
     from support.llama_server import require_local_judge
 
     require_local_judge()  # skipped without `make localjudge`, failed under CI=true
+    template = fixture("demo_template")
     started = time.monotonic()
     lines = _json_lines(_run("local_judge.py", "--metrics", ",".join(LOCAL_JUDGE_METRICS), "--modes", "json_object",
-                             "--query-shard", "3/8", "--threads", "1", timeout=LOCAL_JUDGE_SECONDS))
+                             "--query-shard", "3/8", "--threads", "1", "--demo-template", template,
+                             timeout=LOCAL_JUDGE_SECONDS))
     assert time.monotonic() - started < LOCAL_JUDGE_SECONDS
     judged, busy = lines
     assert judged["output"] == "json_object" and judged["judge_config"] == "llm:openai/smollm2;output=json_object"
@@ -265,5 +272,4 @@ def test_every_bench_has_a_case():
                                   CASES.items()])
 def test_bench_runs_at_a_tiny_size(name, request):
     fn, _ = CASES[name]
-    needs_data = name.startswith(("extraction", "title_rule")) or "--reports real" in name
-    fn(request.getfixturevalue("shared_fixtures") if needs_data else None)
+    fn(request.getfixturevalue)  # each case asks for the fixtures it needs

@@ -37,9 +37,9 @@ LOCAL = JudgeSpec.parse("local").config_id
 
 
 @pytest.fixture(scope="module")
-def demo(db_url):
-    """The demo month in the session database, with the replay server's OpenAlex reachable for DI lookups."""
-    with served_demo_month(db_url, "deepscholar_eval_") as month:
+def demo(demo_template):
+    """The demo month in a clone of its own, with the replay server's OpenAlex reachable for DI lookups."""
+    with served_demo_month(demo_template, "deepscholar_eval_") as month:
         yield month
 
 
@@ -213,12 +213,12 @@ def test_a_judge_answering_garbage_leaves_reports_unscored_with_reasons_and_the_
     assert all(v[0] is not None for k, v in _scores(engine).items() if k[2] == "organization")
 
 
-def test_cli_evaluate_reruns_for_free_and_leaderboard_prints_every_format(demo, db_url):
+def test_cli_evaluate_reruns_for_free_and_leaderboard_prints_every_format(demo):
     from test_cli import run_cli
 
     engine, month = demo["engine"], demo["month"]
     evaluate_release(engine, month, judge="local")
-    out = run_cli("evaluate", "--release", month, "--json", "--publish", db_url=db_url)
+    out = run_cli("evaluate", "--release", month, "--json", "--publish", db_url=demo["db_url"])
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["reports_judged"] == 0 and result["llm_requests"] == 0
@@ -229,7 +229,7 @@ def test_cli_evaluate_reruns_for_free_and_leaderboard_prints_every_format(demo, 
             "SELECT board_version, status FROM board_current WHERE release_id = :r AND judge_config = :j"),
             {"r": month, "j": LOCAL}).one() == (result["publish"]["board_version"], "published")
 
-    out = run_cli("leaderboard", "--release", month, "--judge", "local", "--format", "json", db_url=db_url)
+    out = run_cli("leaderboard", "--release", month, "--judge", "local", "--format", "json", db_url=demo["db_url"])
     assert out.returncode == 0, out.stderr
     board = json.loads(out.stdout)
     with engine.connect() as conn:
@@ -241,11 +241,11 @@ def test_cli_evaluate_reruns_for_free_and_leaderboard_prints_every_format(demo, 
         assert b["rank"] == expected[b["system_id"]].rank
         assert b["geometric_mean"] == pytest.approx(expected[b["system_id"]].geometric_mean)
     for fmt in ("table", "csv", "markdown"):
-        out = run_cli("leaderboard", "--release", month, "--format", fmt, db_url=db_url)
+        out = run_cli("leaderboard", "--release", month, "--format", fmt, db_url=demo["db_url"])
         assert out.returncode == 0 and "human_exemplar" in out.stdout, out.stderr
-    out = run_cli("leaderboard", "--release", "2031-01", db_url=db_url)
+    out = run_cli("leaderboard", "--release", "2031-01", db_url=demo["db_url"])
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "no release 2031-01" in out.stderr
-    out = run_cli("leaderboard", "--release", month, "--judge", "openai/never-used", db_url=db_url)
+    out = run_cli("leaderboard", "--release", month, "--judge", "openai/never-used", db_url=demo["db_url"])
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     assert f"no leaderboard for release {month} judged by openai/never-used yet" in out.stderr
     assert f"deepscholar evaluate --release {month}" in out.stderr
@@ -445,7 +445,7 @@ def test_evaluate_names_a_missing_key_before_any_request_and_refuses_an_empty_re
         evaluate_release(engine, month, judge="local", systems=["nobody"])
 
 
-def test_a_month_over_its_budget_sends_nothing_and_a_run_past_it_stops_and_resumes(demo, db_url, monkeypatch,
+def test_a_month_over_its_budget_sends_nothing_and_a_run_past_it_stops_and_resumes(demo, monkeypatch,
                                                                                    capsys):
     """The budget (issue 35): predicted over it, `deepscholar evaluate` sends nothing and exits 2 with one line
     (`--yes` approves); an unpriced model cannot be checked, so it needs the approval too; a judge job (the
@@ -458,7 +458,7 @@ def test_a_month_over_its_budget_sends_nothing_and_a_run_past_it_stops_and_resum
 
     engine, month = demo["engine"], demo["month"]
     monkeypatch.setenv("OPENAI_API_KEY", "test")
-    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", demo["db_url"])
     model, judge_config = "openai/gpt-4o-mini", "llm:openai/gpt-4o-mini"
     _forget(engine, judge_config, model)
     # 139.6k prompt and 100 completion tokens a call (within every answer budget): $0.021 at gpt-4o-mini's
@@ -536,7 +536,7 @@ def test_a_month_over_its_budget_sends_nothing_and_a_run_past_it_stops_and_resum
     stub.raise_errors()
 
 
-def test_a_metric_version_bump_keeps_the_published_scores_and_figures_beside_the_new_ones(demo, db_url, monkeypatch,
+def test_a_metric_version_bump_keeps_the_published_scores_and_figures_beside_the_new_ones(demo, monkeypatch,
                                                                                           tmp_path, capsys):
     """A definition change judged again adds a version: the published board version's per-report scores (at
     the version it names) and its published figures read back unchanged, and the export names both."""
@@ -601,7 +601,7 @@ def test_a_metric_version_bump_keeps_the_published_scores_and_figures_beside_the
                          "--as-published", *version, "--format", "json"]) == 0
         return {e["system_id"]: e["reference_precision_academic"] for e in json.loads(capsys.readouterr().out)}
 
-    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", demo["db_url"])
     first = {r["system_id"]: r["reference_precision_academic"] for r in published_figures}
     assert as_published() == as_published("--version", str(v1)) == first  # v2 is a draft: readers see v1
     assert as_published("--version", str(v2)) == halved

@@ -51,9 +51,9 @@ def _means(engine, month: str, judge_config: str) -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
-def judged(db_url):
+def judged(demo_template):
     """The demo month judged on relevance_rate by the local judge, then by the stubbed LLM judge."""
-    with served_demo_month(db_url, "deepscholar_judgecmp_") as month, pytest.MonkeyPatch.context() as mp:
+    with served_demo_month(demo_template, "deepscholar_judgecmp_") as month, pytest.MonkeyPatch.context() as mp:
         mp.setenv("OPENAI_API_KEY", "test")
         engine, release = month["engine"], month["month"]
         evaluate_release(engine, release, judge="local", metrics=[METRIC])
@@ -74,8 +74,8 @@ def judged(db_url):
             stub.default = grade
             evaluate_release(engine, release, judge=LLM_MODEL, metrics=[METRIC], api_base=stub.url, concurrency=8)
             assert stub.requests > 0
-        yield {"engine": engine, "month": release, "local_before": local_before, "weak": weak, "strong": strong,
-               "units": units}
+        yield {"engine": engine, "db_url": month["db_url"], "month": release, "local_before": local_before,
+               "weak": weak, "strong": strong, "units": units}
 
 
 def test_rejudging_under_a_second_judge_leaves_the_first_judges_boards_as_they_were(judged):
@@ -85,9 +85,9 @@ def test_rejudging_under_a_second_judge_leaves_the_first_judges_boards_as_they_w
     assert _board_rows(engine, LLM)["leaderboard_systems"]  # the new judge has a board of its own
 
 
-def test_judges_compare_reports_item_agreement_and_the_known_swap(judged, db_url, monkeypatch, capsys):
+def test_judges_compare_reports_item_agreement_and_the_known_swap(judged, monkeypatch, capsys):
     engine, month, weak, strong = judged["engine"], judged["month"], judged["weak"], judged["strong"]
-    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)  # the CLI reads this month's warehouse
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", judged["db_url"])  # the CLI reads this month's warehouse
     assert cli.main(["judges", "compare", "--release", month, "--a", "local", "--b", LLM, "--format", "json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert (result["judge_a"], result["judge_b"]) == (LOCAL, LLM)
@@ -134,18 +134,18 @@ def test_judges_compare_reports_item_agreement_and_the_known_swap(judged, db_url
         assert conn.execute(sa.text("SELECT count(*) FROM judge_comparisons")).scalar() == 1
 
 
-def test_judges_compare_refuses_what_cannot_be_compared(judged, db_url, monkeypatch, capsys):
+def test_judges_compare_refuses_what_cannot_be_compared(judged, monkeypatch, capsys):
     month = judged["month"]
-    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", judged["db_url"])
     assert cli.main(["judges", "compare", "--release", month, "--a", "local", "--b", "local"]) == 2
     assert "two different judge configs" in capsys.readouterr().err
     assert cli.main(["judges", "compare", "--release", month, "--a", "local", "--b", "openai/never-ran"]) == 2
     assert "has no judgments and no board" in capsys.readouterr().err
 
 
-def test_agreement_with_human_labels_on_the_demo_month(judged, db_url, monkeypatch, capsys):
+def test_agreement_with_human_labels_on_the_demo_month(judged, monkeypatch, capsys):
     engine, month = judged["engine"], judged["month"]
-    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", judged["db_url"])
     units = list(judged_units(engine, month, METRIC, LLM))[:12]
     judge = {u.item_id: u.judge_label for u in units}
     ids = sorted(judge)

@@ -46,10 +46,10 @@ def changed_judge(body: dict) -> str:
 
 
 @pytest.fixture(scope="module")
-def month(db_url):
+def month(demo_template):
     """The demo month judged on relevance_rate by the steady stub judge and rolled up; the stub stays up
     (its URL is part of every cache key) and an earlier month's release row exists."""
-    with served_demo_month(db_url, "deepscholar_drift_") as built, OpenAIStub(model_suffix="") as stub, \
+    with served_demo_month(demo_template, "deepscholar_drift_") as built, OpenAIStub(model_suffix="") as stub, \
             pytest.MonkeyPatch.context() as mp:
         mp.setenv("OPENAI_API_KEY", "test")
         stub.default = steady_judge
@@ -165,9 +165,9 @@ def test_a_changed_judge_trips_the_alarm_blocks_the_board_and_the_run_says_why(f
             "failed", message)
 
 
-def test_a_check_over_the_cost_bound_is_refused_before_anything_is_sent(fresh, db_url, monkeypatch, capsys):
+def test_a_check_over_the_cost_bound_is_refused_before_anything_is_sent(fresh, monkeypatch, capsys):
     engine, stub = fresh["engine"], fresh["stub"]
-    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", fresh["db_url"])
     monkeypatch.setenv("DEEPSCHOLAR_CALIBRATION_MAX_COST_USD", "0.000001")
     sent = stub.requests
     capsys.readouterr()
@@ -219,8 +219,8 @@ def test_human_labels_are_the_reference_when_a_metric_has_them(fresh):
             conn.execute(sa.text("DELETE FROM annotation_items"))
 
 
-def test_an_unknown_or_judge_free_metric_is_one_clear_error(fresh, db_url, monkeypatch, capsys):
-    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
+def test_an_unknown_or_judge_free_metric_is_one_clear_error(fresh, monkeypatch, capsys):
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", fresh["db_url"])
     capsys.readouterr()
     assert cli.main(["judges", "drift", "--release", fresh["month"], "--judge", MODEL, "--metrics",
                      "reference_coverage"]) == 2

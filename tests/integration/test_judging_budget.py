@@ -36,8 +36,8 @@ SYSTEMS = ["extractive", "oracle"]
 
 
 @pytest.fixture(scope="module")
-def demo(db_url):
-    with served_demo_month(db_url, "deepscholar_budget_") as month:
+def demo(demo_template):
+    with served_demo_month(demo_template, "deepscholar_budget_") as month:
         yield month
 
 
@@ -114,7 +114,7 @@ def test_an_approved_unpriced_judge_is_counted_at_its_fallback_price_and_stops_w
     stub.raise_errors()
 
 
-def test_two_judge_tasks_stop_together_at_the_total_approved_in_the_warehouse(demo, judge_env, capsys, db_url):
+def test_two_judge_tasks_stop_together_at_the_total_approved_in_the_warehouse(demo, judge_env, capsys):
     """Point 2: the total an approver approved (kept by the DAG's approval, read back by its judge tasks)
     bounds two judge tasks spending at once: each sees the other's answers near the limit, so together they
     stop at it, not at twice it."""
@@ -156,7 +156,7 @@ def test_two_judge_tasks_stop_together_at_the_total_approved_in_the_warehouse(de
         stub.requests, limit / per_call)
     assert month_judge_spend(engine, month, spec.config_id) == pytest.approx(stub.requests * per_call)
     # `deepscholar cost` says what the month's budget paid, and who approved how much.
-    judge_env.setenv("DEEPSCHOLAR_DB_URL", db_url)
+    judge_env.setenv("DEEPSCHOLAR_DB_URL", demo["db_url"])
     capsys.readouterr()
     assert cli.main(["cost", "--release", month, "--judge", model, "--metrics", "relevance_rate"]) == 0
     out = capsys.readouterr().out
@@ -279,8 +279,7 @@ def test_the_drift_check_is_paid_from_the_months_budget_and_stops_while_it_runs(
     assert month_judge_spend(engine, month, spec.config_id) == pytest.approx(spent + asked * per_call)
 
 
-def test_release_time_judging_stops_at_its_budget_and_cost_shows_what_each_budget_paid(demo, judge_env, capsys,
-                                                                                       db_url):
+def test_release_time_judging_stops_at_its_budget_and_cost_shows_what_each_budget_paid(demo, judge_env, capsys):
     """Point 4: importance labels, nuggets, RACE's criteria and weights and the claims' ground truth had no
     budget at all. The demo month is built again (its next version) with an LLM release judge."""
     from deepscholar.release.spec import ReleaseSpec
@@ -304,7 +303,7 @@ def test_release_time_judging_stops_at_its_budget_and_cost_shows_what_each_budge
         stub.raise_errors()
         assert 3 <= stub.requests <= 5, stub.requests  # past $0.50 at $0.20 a call, two in flight
         assert _billed(engine, "release", f"{month}.v2") == stub.requests
-        judge_env.setenv("DEEPSCHOLAR_DB_URL", db_url)
+        judge_env.setenv("DEEPSCHOLAR_DB_URL", demo["db_url"])
         capsys.readouterr()
         assert cli.main(["cost", "--release", f"{month}.v2", "--judge", model]) == 0
         out = capsys.readouterr().out

@@ -104,8 +104,8 @@ def test_an_unknown_metric_name_lists_the_known_ones():
 
 
 @pytest.fixture(scope="module")
-def demo(db_url):
-    with served_demo_month(db_url, "deepscholar_registry_") as month:
+def demo(demo_template):
+    with served_demo_month(demo_template, "deepscholar_registry_") as month:
         yield month
 
 

@@ -4,55 +4,27 @@ by DEEPSCHOLAR_NOTIFY; a notifier that fails is logged and never raises; the cal
 
 from __future__ import annotations
 
-import email
-import email.policy
 import json
-import socket
-import threading
 from types import SimpleNamespace
 
 import pytest
 import sqlalchemy as sa
-from aiosmtpd.controller import Controller
+from support.notification_catchers import posted, smtp_inbox
 from support.warehouse import one_query_release
 
 from deepscholar import db
+from deepscholar.local_airflow import free_port
 from deepscholar.notifications import callbacks, messages
 from deepscholar.notifications.notifiers import send
 
 HOSTILE = '{{ 7 * 7 }} <b>bold</b> & "q" <!channel>'
 
 
-class _Inbox:
-    """aiosmtpd handler keeping every message it receives."""
-
-    def __init__(self) -> None:
-        self.received: list[email.message.EmailMessage] = []
-        self.arrived = threading.Event()
-
-    async def handle_DATA(self, server, session, envelope):  # noqa: N802  (aiosmtpd's hook name)
-        self.received.append(email.message_from_bytes(envelope.content, policy=email.policy.default))
-        self.arrived.set()
-        return "250 OK"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def inbox(monkeypatch):
-    box = _Inbox()
-    controller = Controller(box, hostname="127.0.0.1", port=_free_port())
-    controller.start()
-    monkeypatch.setenv("AIRFLOW_CONN_SMTP_TEST", json.dumps({
-        "conn_type": "smtp", "host": "127.0.0.1", "port": controller.port,
-        "extra": {"from_email": "deepscholar@example.org", "to": "ops@example.org", "disable_ssl": True,
-                  "disable_tls": True, "timeout": 10, "retry_limit": 1}}))
-    yield box
-    controller.stop()
+    with smtp_inbox() as box:
+        monkeypatch.setenv("AIRFLOW_CONN_SMTP_TEST", box.connection())
+        yield box
 
 
 @pytest.fixture
@@ -66,8 +38,7 @@ def hook(httpserver, monkeypatch):
     return httpserver
 
 
-def _bodies(server, path: str) -> list[dict]:
-    return [json.loads(req.get_data()) for req, _ in server.log if req.path == path]
+_bodies = posted
 
 
 def test_an_event_reaches_every_medium_once_escaped(inbox, hook, monkeypatch):
@@ -95,7 +66,7 @@ def test_unrouted_events_go_nowhere(hook, monkeypatch):
 
 def test_a_failing_notifier_is_logged_and_never_raises(hook, monkeypatch, caplog):
     monkeypatch.setenv("AIRFLOW_CONN_DEAD_TEST", json.dumps({"conn_type": "http", "host": "127.0.0.1",
-                                                             "port": _free_port()}))
+                                                             "port": free_port()}))
     monkeypatch.setenv("DEEPSCHOLAR_NOTIFY", "release_failed:dead_test,hook_test,missing_conn")
     outcome = send(messages.release_failed("2025-06", ["x"], "cmd"))
     assert outcome["hook_test"] == "sent"
