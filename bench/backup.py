@@ -19,34 +19,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 import history  # noqa: E402  (bench/history.py: its fill and scratch warehouses)
-import sqlalchemy as sa  # noqa: E402
 from support.warehouse import throwaway_warehouse  # noqa: E402
-
-
-def fill(engine, args) -> list[str]:
-    """history.py's months: bulk rows at head, then every month's boards by the project's roll-up."""
-    months = [f"{history.YEAR}-{m:02d}" for m in range(1, args.months + 1)]
-    plan = history.metric_plan()
-    with engine.begin() as conn:
-        history.fill_static(conn, args.systems, max(100, round(25_000 * args.months * args.scale)))
-    for month in months:
-        with engine.begin() as conn:
-            history.fill_month(conn, month, args.queries, args.systems, args.scale, plan)
-        history.say(f"filled {month}")
-    for i, month in enumerate(months):
-        history.boards_of_month(engine, month, args.n_boot, rejudge=(i + 1) % 4 == 0)
-    with engine.begin() as conn:
-        conn.execute(sa.text("ANALYZE"))
-    return months
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--months", type=int, default=12)
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--systems", type=int, default=20)
-    parser.add_argument("--scale", type=float, default=1.0)
-    parser.add_argument("--n-boot", type=int, default=200)
+    history.size_arguments(parser, n_boot=200)
     args = parser.parse_args(argv)
 
     from deepscholar import db
@@ -55,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(tempfile.mkdtemp(prefix="deepscholar_bench_backup_")) / "warehouse.dump"
     with throwaway_warehouse("deepscholar_bench_backup_", database="auto", set_home=False) as (engine, _):
         t = time.perf_counter()
-        months = fill(engine, args)
+        months = history.fill_months(engine, args, history.metric_plan())
         history.emit("fill", months=len(months), seconds=round(time.perf_counter() - t, 1))
         sizes = history.table_sizes(engine, months)
         made = backup(engine, out)

@@ -562,13 +562,36 @@ def relfilenodes(engine) -> dict[str, int]:
 
 # -------------------------------------------------------------------------------------------------- main
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def size_arguments(parser: argparse.ArgumentParser, n_boot: int = 1000) -> None:
+    """The warehouse's size, as every bench over this fill takes it (history, site, backup)."""
     parser.add_argument("--months", type=int, default=12)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--systems", type=int, default=20)
     parser.add_argument("--scale", type=float, default=1.0,
                         help="judged items, references, sources, labels and corpus size x this (1: real size)")
+    parser.add_argument("--n-boot", type=int, default=n_boot)
+    parser.add_argument("--rejudge-every", type=int, default=4, help="every k-th month gets a re-judged board")
+
+
+def fill_months(engine, args, plan: list[dict]) -> list[str]:
+    """args.months months at the warehouse's head: bulk rows, then each month's boards by the project's own
+    roll-up, then ANALYZE; the months filled."""
+    months = [f"{YEAR}-{m:02d}" for m in range(1, args.months + 1)]
+    with engine.begin() as conn:
+        fill_static(conn, args.systems, max(100, round(25_000 * args.months * args.scale)))
+    for i, month in enumerate(months):
+        with engine.begin() as conn:
+            fill_month(conn, month, args.queries, args.systems, args.scale, plan)
+        boards_of_month(engine, month, args.n_boot, rejudge=(i + 1) % args.rejudge_every == 0)
+        say(f"filled and rolled up {month}")
+    with engine.begin() as conn:
+        conn.execute(sa.text("ANALYZE"))
+    return months
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    size_arguments(parser)
     parser.add_argument("--requests", type=int, default=200, help="requests per page route and reader setting")
     parser.add_argument("--route-seconds", type=float, default=float("inf"),
                         help="stop a route's requests (per reader setting) after this long; the lines give n")
@@ -576,8 +599,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load-readers", type=int, default=50)
     parser.add_argument("--readers-seconds", type=float, default=60)
     parser.add_argument("--cli-repeat", type=int, default=3)
-    parser.add_argument("--n-boot", type=int, default=1000)
-    parser.add_argument("--rejudge-every", type=int, default=4, help="every k-th month gets a re-judged board")
     args = parser.parse_args(argv)
     if args.months < 1 or args.queries < 1 or args.systems < 2:
         parser.error("at least 1 month, 1 query and 2 systems")

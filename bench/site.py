@@ -52,38 +52,20 @@ def month_sizes(engine, build, months: list[str]) -> dict[str, dict]:
     return out
 
 
-def fill(engine, months: list[str], args, plan: list[dict]) -> None:
-    with engine.begin() as conn:
-        history.fill_static(conn, args.systems, max(100, round(25_000 * args.months * args.scale)))
-    for i, month in enumerate(months):
-        with engine.begin() as conn:
-            history.fill_month(conn, month, args.queries, args.systems, args.scale, plan)
-        history.boards_of_month(engine, month, args.n_boot, rejudge=(i + 1) % args.rejudge_every == 0)
-        history.say(f"filled and rolled up {month}")
-    with engine.begin() as conn:
-        conn.execute(sa.text("ANALYZE"))
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--months", type=int, default=12)
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--systems", type=int, default=20)
-    parser.add_argument("--scale", type=float, default=1.0)
-    parser.add_argument("--n-boot", type=int, default=1000)
-    parser.add_argument("--rejudge-every", type=int, default=4)
+    history.size_arguments(parser)
     args = parser.parse_args(argv)
 
     from deepscholar.site.build import build_site
     from deepscholar.site.publish import publish_site
 
-    months = [f"{history.YEAR}-{m:02d}" for m in range(1, args.months + 1)]
     extra = f"{history.YEAR}-{args.months + 1:02d}" if args.months < 12 else f"{history.YEAR + 1}-01"
     plan = history.metric_plan()
     goals: dict = {}
     with history.scratch_warehouse("head") as (engine, _home), tempfile.TemporaryDirectory() as work:
         t = time.perf_counter()
-        fill(engine, months, args, plan)
+        months = history.fill_months(engine, args, plan)
         history.emit("fill", months=len(months), seconds=round(time.perf_counter() - t, 1))
         target = Path(work) / "published"
         bare = build_site(engine, Path(work) / "bare", with_reports=False, with_downloads=False)
