@@ -104,9 +104,12 @@ def _notify_task_failed(context) -> None:
 
 
 def _notify_board_published(context) -> None:
+    """on_success_callback of publish_leaderboard. A callback has no current context (get_current_context
+    raises there): the run's judge is read from the context Airflow passes it."""
+    from deepscholar.evaluation.judge_spec import JudgeSpec
     from deepscholar.notifications.callbacks import board_published
 
-    board_published(_judge_config)(context)
+    board_published(lambda: JudgeSpec.parse(context["params"].get("judge") or "local").config_id)(context)
 
 
 def _publication_deadline() -> dict:

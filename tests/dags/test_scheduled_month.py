@@ -240,7 +240,7 @@ def _xcom(airflow, run_id: str, task_id: str, map_index: int):
 
 
 def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
-        limited_warehouse, db_url, metadata_url, snapshot, tmp_path, judge_stub):
+        limited_warehouse, db_url, metadata_url, snapshot, tmp_path, judge_stub, httpserver):
     """Also the month at the warehouse's connection limit: an LLM judge over real HTTP, four judge tasks at
     once with 16 requests in flight each, on a server that takes 40 connections. Every task succeeds at
     its first attempt (retries are off) and the peak stays under the limit.
@@ -266,7 +266,11 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
              "DEEPSCHOLAR_CALIBRATION_ITEMS": "5", "DEEPSCHOLAR_CALIBRATION_MAX_COST_USD": "none",
              "DEEPSCHOLAR_JUDGE_BUDGET_USD": str(BUDGET_USD), "DEEPSCHOLAR_BATCH_POLL_SECONDS": "10",
              "DEEPSCHOLAR_JUDGE_BUDGET_APPROVAL_HOURS": str(APPROVAL_HOURS),
-             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": USERS}
+             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": USERS,
+             # What the operator is told: approval requests and failed tasks, to a webhook receiver.
+             "AIRFLOW_CONN_HOOK_E2E": webhook_connection(httpserver.url_for("/hook")),
+             "DEEPSCHOLAR_NOTIFY": "approval_asked,run_failed,board_published:hook_e2e"}
+    httpserver.expect_request("/hook", method="POST").respond_with_data("ok")
     # Answers far dearer than the prediction's default tokens: the runs approved below pass what was approved.
     judge_stub.usage_by_model = {"gpt-4.1-mini": (100_000, 10), "gpt-4.1-nano": (1_000_000, 10)}
     with ReplayServer(snapshot) as server, ConnectionSampler(warehouse_url, interval=0.1) as connections:
@@ -337,6 +341,20 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
             pinned = _xcom(airflow, benchmark_runs[0]["dag_run_id"], "wait_for_release", -1)
 
     assert board == sorted([(MONTH, "human_exemplar")] + [(MONTH, name) for name in ORACLES])
+    # The operator was told: one approval request per run that asked (all but the batch run, within its
+    # budget), to its approvers with the estimate; one message per failed approval; one per published board.
+    told: dict[str, list[dict]] = {}
+    for body in posted(httpserver, "/hook"):
+        told.setdefault(body["event"], []).append(body)
+    asked_runs = {benchmark_runs[0]["dag_run_id"], rejected_run["dag_run_id"], unanswered_run["dag_run_id"],
+                  *stopped_runs.values()}
+    assert len(told["approval_asked"]) == len(asked_runs), [b["subject"] for b in told["approval_asked"]]
+    assert all(b["approvers"] == ["admin"] and b["month"] == MONTH for b in told["approval_asked"])
+    assert all(any("| System | Calls | USD |" in line for line in b["lines"]) for b in told["approval_asked"])
+    failed_approvals = [b for b in told.get("run_failed", []) if b["task"] == "approve_budget"]
+    assert len(failed_approvals) == 2, [(b["task"], b["facts"].get("run")) for b in told.get("run_failed", [])]
+    assert "finish" not in {b["task"] for b in told.get("run_failed", [])}
+    assert len(told["board_published"]) == 2  # the scheduled run's board and the batch run's
     # The batch run: judged through batches only, resumed after the clear, published.
     assert batch_state == ["success"], {k: t["state"] for k, t in batch_tasks.items()}
     assert batch_tasks["judge"]["state"] == "skipped" and batch_tasks["judge_batches"]["state"] == "success"
