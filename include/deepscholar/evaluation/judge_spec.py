@@ -1,11 +1,6 @@
 """Which judge scores a month: the offline `local` embedding judge, or LLMs through litellm.
 
-Text becomes a judge one way, `JudgeSpec.parse` (a judge as `--judge` takes it, or a stored config id), at
-the edge that receives it (the CLI, a DAG task, the page); everything below takes the JudgeSpec. This module
-sits on evaluation's floor above metrics, so money, judging, boards and judge validation all import it.
-The judge_config string names it and keys every judgment, score and leaderboard row, so LLM-judged and
-locally judged results never mix. Per-metric models are allowed (the paper used gpt-4.1 for nuggets and
-gpt-4o for the rest): `JudgeSpec.parse("openai/gpt-4o", {"nugget_coverage": "openai/gpt-4.1"})`.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.judge_spec`.
 """
 
 from __future__ import annotations

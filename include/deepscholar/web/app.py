@@ -1,16 +1,6 @@
 """The leaderboard web app: latest month, history across months, a per-report drill-down and a JSON API.
 
-Pages are Jinja2 templates (deepscholar/web/templates/, autoescaped; no JavaScript, no CDN: the page must
-work offline and inside Airflow's iframe). Every string from the database is escaped — report texts,
-source titles and judge explanations are untrusted; a report's markdown goes through a sanitising renderer
-(report_text.py) — and a strict Content-Security-Policy forbids scripts altogether. Cells carry data-*
-attributes (data-system, data-metric, data-value, ...) so tests and scrapers can read the numbers without
-parsing the visible text. The app reads only what the roll-up stored (queries.py); it computes no metric
-itself, so a number on the page is always the number in Postgres.
-
-This module only builds the app; each job has its module: bounded_input.py (request bodies bounded, HEAD),
-guards.py (security headers, errors as one line), page_reads.py and freshness.py (ETag and 304: what each page
-reads), board_pages.py, drilldown_pages.py, api_routes.py and registration_pages.py (the routes).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.web.app`.
 """
 
 from __future__ import annotations

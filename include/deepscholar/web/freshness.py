@@ -1,17 +1,6 @@
 """When a page is fresh: what each page reads, and the stamp its ETag is computed from.
 
-Each page names the tables and views its statements read (PAGES). Each base table has one way its writes
-show (SOURCES: a cheap expression any write to it changes), or the page shows it as the last roll-up left
-it (`as_of_rollup`: the board version's stamp stands for it). A page's stamp is one statement over the
-sources its tables need, so a write to anything a page shows is a new ETag, and a page is not rebuilt for
-what it does not show. Views are resolved into their base tables from PostgreSQL's record of what a view
-reads (pg_depend), once per app: a migration that makes a view read one more table hands that table to every
-page reading the view. A base table no source covers is refused at the app's first request (`Uncovered`),
-never served with a 304 that does not go stale. tests/integration/test_page_freshness.py checks the tables
-each page's statements read (EXPLAIN) against PAGES, and shows the stale 304 an uncovered table gives.
-
-Cheap: a source reads a small table whole (board versions, trust figures, costs: they grow with months,
-judges and systems) or one page's own rows (a report's, a system's), never a month's reports or scores.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.web.freshness`.
 """
 
 from __future__ import annotations

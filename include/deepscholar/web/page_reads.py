@@ -1,10 +1,7 @@
 """Page reads answered from what was already rendered: conditional requests (ETag, 304) and the rendered
 pages kept per app, keyed by what a page shows and bounded in bytes; and the boards the page computes.
 
-A page is kept under the parameters it reads, parsed (`shows`: `/report/7?x=1` and `/report/007` are one
-page), never under the raw query string: keyed by that, a 20 MB report page opened at 12 URLs was kept 12
-times (issue 46 §13). What is kept is bounded by count and by bytes (RENDERED_BYTES_KEPT per cache; a page over
-a quarter of it is served, not kept), so hostile URLs cost the server rendering time, never memory.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.web.page_reads`.
 """
 
 from __future__ import annotations

@@ -1,32 +1,6 @@
 """Registering a system from the page, behind Airflow's own sign-in and permission.
 
-Everything else on the page is public and read-only. Registering a system writes to the warehouse and may
-queue a backfill, so each post (register, queue) asks for an Airflow user's name and password, signs in to
-Airflow's REST API with them (DEEPSCHOLAR_AIRFLOW_API_URL) and then asks Airflow whether that user may
-create backfills of the benchmark DAG: a backfill *dry run* of it (POST /api/v2/backfills/dry_run, which
-creates nothing and requires the same permission as creating one; AirflowAPI.may_backfill). A password
-alone proves nothing: only a user Airflow lets create runs of `deepscholar_benchmark` may register or
-queue (with Airflow's simple auth manager, the roles User, Op and Admin; with FAB, a role holding "can
-create on DAG Runs" for that DAG). The backfill itself is then queued with that user's token. No session is
-kept: each write asks again. Without an Airflow API configured, registration from the page is off and says
-so; the CLI (`deepscholar systems add ... --backfill`) does the same work.
-
-What the page takes is bounded (web/bounded_input.py: body size and time; registration_pages.py: its own threads
-for sign-in) and checked
-like the CLI's (systems/config_schema.py), and narrower than the CLI's:
-- it only creates: a name already registered is refused (changing a system, above all its endpoint or key,
-  is the operator's `deepscholar systems add`);
-- `api_key_env` must name a variable of DEEPSCHOLAR_SYSTEM_KEY_VARIABLES (the CLI too), and `api_base` lie
-  under a base URL of DEEPSCHOLAR_WEB_API_BASES (none by default), compared parsed: scheme, host, port and
-  path on a segment boundary, never userinfo (url_bases.py). A key is only ever sent where the operator said,
-  and the system is recorded as the page's, so that holds again each time it runs (systems/generation.py);
-- sign-ins are throttled per client address and per Airflow user name (SignInThrottle): Airflow sees every
-  attempt come from the page's own address, so its own lockout would lock everyone out, not the guesser; the
-  name's limit holds back only addresses that already tried that name, so it locks no one else out;
-- a form post whose Origin is another site's is refused (check_origin).
-
-The flow is the CLI's: register, show the backfill plan with its cost estimate first, and queue only when
-the operator confirms on that page.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.web.registration`.
 """
 
 from __future__ import annotations

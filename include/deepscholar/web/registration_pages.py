@@ -1,11 +1,7 @@
 """The registration pages: the form (`/systems/new`) and its two posts, register a system and queue its
 backfill, signed in to Airflow (web/registration.py says why and what is checked).
 
-Each post is checked in the event loop first (Origin, the sign-in throttle), then signs in, checks the user's
-permission and writes on the page's own threads (DEEPSCHOLAR_WEB_SIGNIN_WORKERS, each call to Airflow
-bounded by DEEPSCHOLAR_WEB_SIGNIN_TIMEOUT_SECONDS); with all of them busy and as many posts waiting, a post
-gets 503 at once. The threads that serve the board never wait on Airflow, so a slow or flooded Airflow never
-slows a reader.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.web.registration_pages`.
 """
 
 from __future__ import annotations

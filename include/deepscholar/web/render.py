@@ -1,10 +1,6 @@
 """From stored rows to the page: the Jinja2 environment, value formatting, the SVG chart and page contexts.
 
-Templates live in deepscholar/web/templates/ (shipped as package data) and are rendered with autoescaping
-on, so every string from the database — report texts, source titles, judge explanations are untrusted —
-is escaped by Jinja2; the only markup inserted as is comes from the templates, the chart template and
-the sanitising markdown renderer (report_text.py). Metric names, labels and their order come from the
-metric registry at render time, so a metric registered at runtime is a column like the others.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.web.render`.
 """
 
 from __future__ import annotations

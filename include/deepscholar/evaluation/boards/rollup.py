@@ -1,13 +1,6 @@
 """Rolling a month's scores up into the leaderboard (METRICS.md "Roll-up").
 
-Per (release, system, judge_config): each metric's mean of its headline variant over the queries scored
-(unscored ones excluded and counted), the geometric mean of the seven means, a seeded bootstrap 95 %
-interval for both, the rank, and per metric the best system with a paired t-test against the runner-up.
-
-The math is plain functions over numpy arrays and a pandas frame, testable without a database;
-`roll_up` reads the scores in one query, computes, and writes both tables in one transaction. Writes
-only touch rows whose values changed, so a re-run on unchanged scores leaves the tables byte-identical
-(computed_at included): a row-by-row comparison of two runs is a real reproducibility check.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.boards.rollup`.
 """
 
 from __future__ import annotations

@@ -1,31 +1,6 @@
 """Human labels for judge validation: blind samples of a metric's judged units out, annotators' labels in.
 
-`export_sample` draws N units of one metric's stored judgments under one judge config, stratified over
-systems and over the judge's answers so a sample shows every system and every kind of answer, and writes
-them as JSONL and CSV for annotators: the question, the allowed labels, what to read (the query paper's
-title and abstract and the unit's own content) and an empty `label` column. The file is blind (no judge
-label, no system); what it leaves out stays in the warehouse (annotation_items: the questions;
-annotation_samples / annotation_sample_items: which units, drawn from which seed, with the judge's label
-at the time), so agreement can be computed later without the file. The same seed on the same judgments
-draws the same units in the same order.
-
-The CSV is RFC 4180 with CRLF line ends (a line break inside a cell is quoted), and a cell that would start
-with a spreadsheet formula lead (`=`, `+`, `-`, `@`, tab, CR) gets a leading `'` (text/spreadsheet.py);
-the JSONL keeps the exact text.
-
-`import_labels` reads such a file back once annotators filled the `label` column (JSONL or CSV, extra
-columns allowed): all or nothing, in one transaction. A bad row (unknown item, a label the item does not
-allow, a second row for the same item and annotator, no annotator, missing columns) refuses the whole file
-with one error naming its line; an empty label is "not labelled yet" and skipped. Each annotator keeps one
-current label per item (human_labels); relabelling replaces one's own and keeps the old one in
-human_label_history, and importing the same file again changes nothing.
-
-An annotator's name is one person however it is typed: it is NFKC-normalised (full-width letters, ligatures
-and compatibility forms fold to their plain form), and a name that mixes letters of several scripts (a Latin
-name with one Cyrillic "а" in it) is refused, so a look-alike cannot pass for a new person. A file larger
-than DEEPSCHOLAR_IMPORT_MAX_FILE_BYTES is refused before it is read. An import that changed labels
-recomputes the judge-vs-humans agreement of their months right after its transaction and stores it
-(human_agreement.store_agreement), so what the page reads matches the labels once the import returns.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.judge_validation.annotation`.
 """
 
 from __future__ import annotations

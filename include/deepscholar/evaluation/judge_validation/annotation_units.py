@@ -1,10 +1,6 @@
 """The annotation units of a month's judgments: what a human (or a second judge) answers, item by item.
 
-Judge validation compares answers unit by unit (base.AnnotationUnit: one judged item, or one sub-item of
-a batch). A unit's identity does not depend on the judge: every judge config that judged (report, metric,
-item key) answered the same questions, so `item_id` (stable, opaque) names one question for human labels,
-for a second judge and for the drift check alike. The units are rebuilt from the stored judgments and the
-report's context (the metric's own `items()` gives each item's payload, e.g. a batch's sub-item texts).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.judge_validation.annotation_units`.
 """
 
 from __future__ import annotations

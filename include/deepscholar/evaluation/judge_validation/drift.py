@@ -1,21 +1,6 @@
 """The judge drift alarm: a fixed calibration slice re-judged every month by the production judge.
 
-Why: a provider can change the model behind a name without notice, and the llm_calls cache hides it (a
-repeated question is answered from the first answer, forever). So every month the production judge config
-answers the same fixed questions again with the cache bypassed (LLMClient `cache_salt`: the requests are
-keyed and stored apart from the shared answers, which they neither read nor overwrite), and its answers are
-compared with reference labels fixed when the slice was drawn: the majority human label where the metric
-has human labels (annotation_items / human_labels), else the judge's own first stored answer on the source
-release. Agreement below DEEPSCHOLAR_DRIFT_MIN_AGREEMENT, or a drop of more than DEEPSCHOLAR_DRIFT_MAX_DROP
-since the judge's previous checked month, trips the alarm: the board's Great Expectations check
-(leaderboard_quality, `no_judge_drift`) then refuses to publish it, naming the metric and the drop.
-
-The slice is drawn once per (judge config, metric) and stored (calibration_items); the check of a month is
-stored per (release, judge config, metric) in judge_drift_checks. It is paid from the month's judging budget
-(evaluation/money/budget.py `drift_limit`: its answers are billed to the month, the benchmark run's estimate
-includes it) and bounded by DEEPSCHOLAR_CALIBRATION_MAX_COST_USD besides: predicted over either (an unpriced
-model at its fallback price), the month's check is refused, not paid; past either while it runs (by the
-budget margin), it stops, and the metrics it had not checked are stored as refused, saying so.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.judge_validation.drift`.
 """
 
 from __future__ import annotations

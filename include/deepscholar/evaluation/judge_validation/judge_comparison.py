@@ -1,19 +1,6 @@
 """Judge vs judge: would another judge have told the same story about a month?
 
-A month can be judged under several judge configs (`deepscholar evaluate --release M --judge NEW`: every
-judgment, score and board is keyed by judge_config, so a new judge never overwrites an old one's boards).
-For two of them this compares
-- per annotatable metric, the labels on the items both judged and scored (the same annotation units,
-  annotation_units.judged_units, matched by their judge-independent item_id): percent agreement and
-  Cohen's kappa with bootstrap 95% intervals, and the confusion matrix (rows: judge a);
-- per metric and system, the board means' difference b - a (the stored boards, at the version readers see:
-  board_current);
-- rank stability: Kendall's tau between the two core boards' headline values (geometric means) over the
-  systems both rank, the pairs of systems that swap order, and for each swap whether it is within noise
-  (the two systems' bootstrap intervals overlap on either board); the same per metric column. Systems
-  shown but not ranked (may_have_seen: rank NULL) are left out of every rank comparison.
-Results are stored (judge_comparisons, judge_comparison_metrics) once per pair in canonical order
-(judge_a < judge_b) and shown in the order the reader asked for.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.judge_validation.judge_comparison`.
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
 """How far can you trust each column? Our judge's labels against human labels, metric by metric.
 
-For every annotatable metric (the registry's, `registry.annotatable_metric_names()`) with human labels on a
-release: the judge's label of each labelled item (annotation_units.judged_units under one judge config)
-against the majority of the humans' labels (human_labels), as percent agreement and Cohen's kappa with
-bootstrap 95% intervals and a confusion matrix (rows: the judge's label, columns: the humans'); among the
-humans, when several labelled, Krippendorff's alpha and pairwise agreement. Beside them, the agreement
-the DeepScholar paper reported for the metric (`paper_human_agreement`, when the metric declares one).
-`deepscholar judges agreement` prints it; the leaderboard page shows it beside the board. The statistics
-themselves live in rater_agreement.py.
-
-Stored, not computed by readers: `store_agreement` computes the entries of a month under every judge config
-that judged its labelled metrics and upserts them into human_agreement_stats (release, judge config, metric),
-changed rows only. `annotate import` calls it in the transaction that stores the labels, `deepscholar
-agreement` after it prints; the page reads `stored_agreement` (one indexed query), so labels someone
-imported cost it nothing. Bounded work: the humans' agreement among themselves reads at most
-DEEPSCHOLAR_AGREEMENT_ANNOTATORS_PER_ITEM labels per item (`capped_labels`: the same ones every time, by a
-seeded hash of item and annotator), as a slots × items table, never annotators × items; the entry says the
-cap and how many items it cut (`annotators_per_item_cap`, `n_items_capped`). Every other number is linear
-in the labels.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.judge_validation.judge_vs_humans`.
 """
 
 from __future__ import annotations

@@ -1,35 +1,7 @@
 """Judging a month through a provider's batch API, in rounds: collect → submit → wait → collect results →
 judge again (llm/batch_transport.py does the requests and batches; this module, the judge's side).
 
-A collect pass (`collect_round`) is the ordinary judge (runner.judge_units) with clients in batch mode: what
-the llm_calls cache answers is judged and stored as always; an item needing a request the cache cannot
-answer records it and its report-metric is left unstored (no unscored row, nothing half-stored), while the
-other items and reports go on, so their requests join the same batch. A question that depends on an earlier
-answer (a second step, a re-ask after an unparseable answer) is recorded in a later round. A pass that finds
-nothing waiting has judged everything from the cache: the judgments and scores are the ones the direct path
-stores for the same answers.
-
-`advance` is one step of that: it looks at the running batches and, once none runs, collects their results,
-judges again, and submits what is still missing. `judge_by_batches` calls it until done, in one process (the
-CLI, tests, benches); the benchmark DAG's `judge_batches` sensor calls it once per poke in reschedule mode, so
-between pokes the task holds no worker slot while the provider works. Every step is idempotent (natural keys,
-upserts, the batch rows in the warehouse): a retried, cleared or restarted task resumes the same batches.
-
-The queue: a month judged under one judge config has its own (batch_transport.BatchQueue), and every step
-here works on that one only: it submits, waits for, cancels and collects its own requests, never another
-month's. A step knows its run (`run_id`: the Airflow run, or one `judge_by_batches` call): a request that
-failed for good fails that run's items, and a later run asks it again.
-
-The budget: every request recorded for a batch is billed to the month's judging (llm/spend.py `billing`), and
-its answer's llm_calls row too when collected, so what the earlier rounds paid counts whether or not their
-judgments are stored yet (a re-ask after an unusable answer, a question that depends on an earlier answer:
-its report-metric stores nothing until its last round). Before a submission, that spend plus what the
-queue's waiting requests should cost at the batch price is held to the run's limit (evaluation/money/budget.py
-`limit_for`). Over it, nothing is submitted and OverBudget says by how much; the requests stay pending, so a
-run with a raised budget submits them, asking nothing twice. While batches run, each step holds the spend
-plus what the queue's submitted requests should cost to the same limit: a batch whose answers would pass it
-(the limit was lowered, or others spent meanwhile) is cancelled through the provider's API. What it
-answered before the cancel is paid for anyway and collected; the rest goes back to pending.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.judging.batch_rounds`.
 """
 
 from __future__ import annotations

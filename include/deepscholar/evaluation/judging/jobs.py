@@ -1,41 +1,6 @@
 """How a month's judging is cut into Airflow tasks: (metric, system) units spread over jobs of equal work.
 
-A unit is one metric over one system's reports in the release. Units differ a lot (a system with 3 reports,
-another with 200; organization asks two questions per report, claim coverage a dozen), and every Airflow
-task pays a fixed cost: a new process, the DAG file, the warehouse, an XCom (2-4 s on two cores), and with
-the local judge loading the embedding model. Measured at 4,000 reports, 70 tasks of at most 400 reports
-each spent more time starting than judging. So:
-
-- a unit's cost is its pending reports + 5 x its requests, estimated as the questions a report of this
-  month asks for the metric (its items, counted on a sample of the month's pending reports) times the
-  reports whose content (query, text) is the first of its kind among the pending reports of its metric
-  and query shard: a task asks a report's questions once however many systems wrote it
-  (runner.content_key), so 20 oracles writing one report cost one report's requests. The weights are
-  measured: at 4,000 reports on two cores a request took about as much of a judge task's time as
-  loading, scoring and storing five report-metrics (three jobs of 4,520 / 6,900 / 9,580 report-metrics
-  and 1,215 / 752 / 309 requests all took 43-48 s). The static guess this replaced (0.5 per report plus
-  the metric's `calls_per_report`, measured on the demo month, per report, identical reports counted as
-  distinct) left jobs of 13 s beside jobs of 48 s;
-- the month gets ceil(pending report-metrics / DEEPSCHOLAR_JUDGE_JOB_REPORTS) jobs, rounded up to a
-  multiple of DEEPSCHOLAR_JUDGE_TASKS so every wave of parallel judge tasks is full (a month that fits
-  one job stays one task);
-- units are cut, in their (metric, system) order, into consecutive jobs of equal cost, so the jobs end
-  together instead of leaving one long tail, and one metric's systems share a task: the questions they
-  have in common (a cited paper's relevance to the query, identical reports) are asked once per task and
-  then answered from the client's memory, not from the warehouse;
-- when the month needs more than one job, each unit is split further by query shard (a stable hash of
-  the query's arXiv id, SHARDS_PER_JOB shards per job) and a job takes whole shards, every metric's and
-  every system's reports of its queries, ordered (shard, metric, system). Questions are shared by query,
-  so no two tasks ask the same one: cut by system instead, two tasks running at once both paid for the
-  same questions (the `llm_calls` cache only serves what is already answered), 6,942 requests instead of
-  about 4,500 at 20 systems x 200 queries. And every job gets the same mix of metrics: jobs cut by metric
-  (one task's shards of claim coverage, another's of organization) were equal in estimated cost but not
-  in time, because a task's requests are bounded by its own concurrency: at 20 x 200 the job holding
-  claim coverage had 1,985 requests (25 s of provider latency at 16 in flight, the month's floor being
-  14 s) beside a job of 399. Cut by query shard, the four jobs had 1,002-1,220 requests each and ended
-  within 4 s of each other.
-
-Units with nothing left to judge are left out, so a re-run or a backfill maps only the tasks that have work.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.judging.jobs`.
 """
 
 from __future__ import annotations

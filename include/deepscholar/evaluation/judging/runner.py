@@ -1,13 +1,7 @@
-"""Judging a month: one metric over the reports that lack a current score for it, then the roll-up.
+"""Judging a month: one metric over the reports that lack a current score for it (the roll-up is the caller's
+next step: evaluation/pipeline.py, or the DAG's roll_up task).
 
-`judge_metric` judges one metric over one system's (or every system's) reports; `judge_job` is what one
-mapped Airflow task runs (the (metric, system) units packed into one job by evaluation.jobs);
-evaluation/judging/evaluate.py runs every unit outside Airflow with the same functions. Only reports without a score at the current
-metric_version under this judge_config are judged, so a re-run, a retry and a backfill do only the
-missing work, and a prompt change (a new metric_version) re-judges exactly that metric.
-
-The LLM path flattens the items of every pending report into one list and sends it through one client,
-so `concurrency` requests are in flight however the items are spread over reports.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.judging.runner`.
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """The metric registry: what a metric is called, where it sits and how it is shown, declared once.
 
-Metrics live in families, one package each (evaluation/metrics/<family>/, family_packages.py says where
-else): the package's `__init__` declares its `FAMILY`, its `DIMENSIONS` (the leaderboard's column groups)
-and, when its metrics read per-query release data, its `QUERY_DATA`; each metric module exports `METRIC`,
-an object that declares its `name`, `dimension`, `position` (its column within the dimension), `label`
-(the column heading), `headline` and `variants`. The registry finds all of it itself, so adding a metric
-is one file in its family's folder (plus its prompt files), and adding a track is one folder. Everything
-that lists metrics — the runner, the roll-up, the CLI table, the page, the JSON, the SQL views, the bench,
-the GX checks — asks this module, in this order.
-
-The family `core` (CORE) is DeepScholar-Bench's seven: the board, its geometric mean, the wide SQL views and
-the page's main table are the core family's, whatever else is registered. Every other family is an
-evaluation track (judged only when enabled: `judged_metric_names`), so adding a track never moves a core
-number. A metric outside the library (a test's) joins with `register()` or, for a while, `registered()`; a
-family with `registered_family()`, a whole family package with `added_family()`.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.metrics.registry`.
 """
 
 from __future__ import annotations

@@ -1,20 +1,7 @@
 """A month's judging within a budget (DEEPSCHOLAR_JUDGE_BUDGET_USD, `deepscholar evaluate --max-cost`), and its
 drift check's (a release's release-time judging has its own: release/steps.py, llm/spend.py `scope_limit`).
 
-Before any judge request, the work planned (jobs.plan_units: what is pending, reports of equal content
-once) is priced per system, metric and model (costs.predicted_unit_costs) and added to what the month has
-already cost under that judge (what was paid from its budget, costs.month_judge_paid). Within the budget,
-judging goes on; over it, or with a model whose price is unknown, it waits for an operator's approval (the
-CLI's `--yes`, the benchmark DAG's approval step) and otherwise ends with one line saying what it would have
-cost, having sent nothing. A model without a price is counted at a stated fallback (llm/prices.py
-`fallback_price_of`: its provider's highest chat price), in the estimate, the approval and the running count
-alike, so an approved unpriced judge has a limit too. While it runs, a SpendLimit (llm/spend.py) stops it
-once the month's spend passes the budget by DEEPSCHOLAR_JUDGE_BUDGET_MARGIN, or what the operator approved
-by that margin when they approved more than the budget.
-
-In the benchmark DAG the budget is the operator's: DEEPSCHOLAR_JUDGE_BUDGET_USD is a ceiling that a run's
-`budget_usd` param can lower but never raise or remove (`run_budget`), and what an approver approved is kept
-in the warehouse beside the run's estimate (judging_estimates), where the judge tasks read it.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.money.budget`.
 """
 
 from __future__ import annotations

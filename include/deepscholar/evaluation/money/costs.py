@@ -1,12 +1,6 @@
 """What a month costs: generation and judging, predicted before a run and read from the audit trail after.
 
-Actual numbers come from the audit trail only: reports carry their generation's tokens and cost, and every
-judgment names the llm_calls rows behind it (judgments.request_hashes), so a month's judge cost is the sum
-over the distinct requests its judgments made (the leaderboard_costs view per system). The prediction is
-what an operator sees before paying: per metric, its measured calls per report (`Metric.calls_per_report`)
-× the month's queries × the systems to judge × the price of one call (the judge model's price per token,
-litellm's table, × the tokens one call of that metric took so far in the audit trail, else the configured
-defaults).
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.money.costs`.
 """
 
 from __future__ import annotations

@@ -1,21 +1,7 @@
 """Document importance (METRICS.md, Retrieval quality): are the papers a report cites as notable as the
 ones the human authors cited?
 
-DI = min(median{cites(s) : s in S} / median{cites(x) : x in S*}, 1), cites() being the OpenAlex cited-by
-count frozen for the release (exemplar references when the release was built; report sources by
-deepscholar.release.source_counts), so a month's scores never drift. The median is the statistical
-one: the mean of the two middle values for an even count.
-
-Missing counts, decided here and kept visible in the score's details:
-- a source of S without a frozen count (OpenAlex does not know it, or its lookup failed) is left out of
-  the median and listed; it is not a 0, which would punish a report for OpenAlex's gaps;
-- no source of S has a count -> unscored (nothing to take a median of);
-- no reference of S* has a count, or median(S*) = 0 -> unscored for every system (the query gives no
-  scale), checked before |S| = 0 so a query's failure is the same for every system;
-- |S| = 0 -> 0, a score (a report that cites no arXiv paper retrieved nothing).
-S and S* are papers (evaluation/metrics/papers.py): two [n] or two cite keys of one paper count once,
-however its id is written (`hep-th/9901001v2`, `HEP-TH/9901001`, an arXiv DOI; d2, where d1 compared the
-stored ids by hand), with the first count its entries carry.
+Design notes: docs/MODULE_NOTES.md, `deepscholar.evaluation.metrics.core.document_importance`.
 """
 
 from __future__ import annotations
