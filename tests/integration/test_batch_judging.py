@@ -140,7 +140,7 @@ def test_a_month_judged_through_batches_equals_the_direct_path_byte_for_byte(dem
         # On the command line, a system not judged yet: through batches, saying how many and what they cost.
         monkeypatch.setenv("DEEPSCHOLAR_DB_URL", demo["db_url"])
         monkeypatch.setenv("DEEPSCHOLAR_BATCH_POLL_SECONDS", "1")
-        stub.usage = (20_000, 5_000)  # tokens enough for the run's cost to show at four decimals
+        stub.usage = (20_000, 5_000)  # tokens enough for the run's cost to show in cents
         capsys.readouterr()
         assert cli.main(["evaluate", "--release", month, "--judge", MODEL, "--api-base", stub.url, "--metrics",
                          "relevance_rate", "--system", "human_exemplar", "--transport", "batch",
@@ -151,7 +151,7 @@ def test_a_month_judged_through_batches_equals_the_direct_path_byte_for_byte(dem
         assert through and spent, out
         assert int(through[1]) > 0 and int(through[2]) == stub.creates - result["batches"] >= 1
         per_call = cost_usd(None, MODEL, 20_000, 5_000) / 2  # at the batch price
-        assert float(spent[1]) == pytest.approx(int(through[1]) * per_call, abs=0.0001)
+        assert float(spent[1]) == pytest.approx(int(through[1]) * per_call, abs=0.005)  # written to the cent
         assert stub.chat_requests == sent_one_by_one
     stub.raise_errors()
     print(f"batch judging of {month}: {result['rounds']} rounds, {result['batches']} batches, "
@@ -172,7 +172,7 @@ def test_the_dag_step_waits_without_sending_past_the_budget_and_a_raised_budget_
         assert jobs
         with pytest.raises(OverBudget) as refused:
             batch_job_step(engine, jobs, spec, run_id="run-1", budget_usd=1e-9)
-        assert "stopped at $0.00 of $0.00; the next batch would cost about $" in str(refused.value)
+        assert "stopped at $0.00 of $0.0000; the next batch would cost about $" in str(refused.value)
         assert "it was not submitted and its requests wait; raise the budget" in str(refused.value)
         assert stub.creates == 0 and stub.chat_requests == 0
         with engine.connect() as conn:

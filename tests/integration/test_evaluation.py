@@ -12,7 +12,7 @@ import time
 
 import pytest
 import sqlalchemy as sa
-from support.demo_month import served_demo_month
+from support.demo_month import cloned_demo_month, served_demo_month
 from support.openai_stub import OpenAIStub, first_user_text
 
 from deepscholar import cli, db
@@ -500,7 +500,7 @@ def test_a_month_over_its_budget_sends_nothing_and_a_run_past_it_stops_and_resum
         monkeypatch.setenv("DEEPSCHOLAR_JUDGE_BUDGET_MARGIN", "0")
         units = plan_units(engine, month, ["extractive", "oracle"], ["relevance_rate"], JudgeSpec.parse(model))
         needed = sum(u["distinct"] for u in units)
-        with pytest.raises(OverBudget, match=r"stopped at \$0\.1\d+ of \$0\.1000; the answers so far are kept"):
+        with pytest.raises(OverBudget, match=r"stopped at \$0\.1\d+ of \$0\.10; the answers so far are kept"):
             judge_job(engine, {"release_id": month, "units": units}, JudgeSpec.parse(model))
         sent = stub.requests
         assert 5 <= sent <= 5 + 2, "stops within the requests in flight once past $0.10 (0.021 each)"
@@ -635,40 +635,39 @@ def test_a_metric_version_bump_keeps_the_published_scores_and_figures_beside_the
         assert {r["figure"] for r in csv.DictReader(f)} >= {"reference_precision_academic"}
 
 
-def test_evaluate_parses_the_judge_text_once_on_its_way_to_the_request(demo, db_url, monkeypatch, capsys):
+def test_evaluate_parses_the_judge_text_once_on_its_way_to_the_request(demo_template, monkeypatch, capsys):
     """`deepscholar evaluate --judge X` down to the LLM request: X becomes a JudgeSpec once, at the edge, and
     every layer below (planning, the budget, the runner, the client) takes that JudgeSpec. The constructor is
     counted through a wrapper around the real one; the requests reach a real local server."""
-    engine, month = demo["engine"], demo["month"]
-    monkeypatch.setenv("OPENAI_API_KEY", "test")
-    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
-    text = "openai/parse-once-judge;relevance_rate=openai/parse-once-big"
-    judge_config = "llm:openai/parse-once-judge;relevance_rate=openai/parse-once-big"
-    parsed: list[str] = []
-    parse = JudgeSpec.parse.__func__  # type: ignore[attr-defined]
+    with cloned_demo_month(demo_template, "deepscholar_parse_once_") as demo:  # its writes stay its own
+        month = demo["month"]
+        monkeypatch.setenv("OPENAI_API_KEY", "test")
+        monkeypatch.setenv("DEEPSCHOLAR_DB_URL", demo["db_url"])
+        text = "openai/parse-once-judge;relevance_rate=openai/parse-once-big"
+        judge_config = "llm:openai/parse-once-judge;relevance_rate=openai/parse-once-big"
+        parsed: list[str] = []
+        parse = JudgeSpec.parse.__func__  # type: ignore[attr-defined]
 
-    def counted(cls, given, metric_models=None):
-        parsed.append(given)
-        return parse(cls, given, metric_models)
+        def counted(cls, given, metric_models=None):
+            parsed.append(given)
+            return parse(cls, given, metric_models)
 
-    monkeypatch.setattr(JudgeSpec, "parse", classmethod(counted))
-    parses_at_request: list[tuple[str, int]] = []
+        monkeypatch.setattr(JudgeSpec, "parse", classmethod(counted))
+        parses_at_request: list[tuple[str, int]] = []
 
-    def answer(body: dict) -> str:
-        parses_at_request.append((body["model"], len(parsed)))
-        if "comparing two related-work" in first_user_text(body):
-            return _organization_judge(body)
-        return json.dumps({"grade": 1, "explanation": "scripted"})
+        def answer(body: dict) -> str:
+            parses_at_request.append((body["model"], len(parsed)))
+            if "comparing two related-work" in first_user_text(body):
+                return _organization_judge(body)
+            return json.dumps({"grade": 1, "explanation": "scripted"})
 
-    with OpenAIStub(model_suffix="") as stub:
-        stub.default = answer
-        code = cli.main(["evaluate", "--release", month, "--judge", text, "--metrics", "organization",
-                         "relevance_rate", "--system", "extractive", "--api-base", stub.url, "--json"])
-    stub.raise_errors()
-    assert code == 0, capsys.readouterr().err
-    result = json.loads(capsys.readouterr().out)
-    assert result["judge_config"] == judge_config and result["llm_requests"] == len(parses_at_request) > 0
-    assert {model for model, _ in parses_at_request} == {"parse-once-judge", "parse-once-big"}
-    assert parsed == [text] and {n for _, n in parses_at_request} == {1}, (parsed, parses_at_request)
-    _forget(engine, judge_config, "openai/parse-once-judge")
-    _forget(engine, judge_config, "openai/parse-once-big")
+        with OpenAIStub(model_suffix="") as stub:
+            stub.default = answer
+            code = cli.main(["evaluate", "--release", month, "--judge", text, "--metrics", "organization",
+                             "relevance_rate", "--system", "extractive", "--api-base", stub.url, "--json"])
+        stub.raise_errors()
+        assert code == 0, capsys.readouterr().err
+        result = json.loads(capsys.readouterr().out)
+        assert result["judge_config"] == judge_config and result["llm_requests"] == len(parses_at_request) > 0
+        assert {model for model, _ in parses_at_request} == {"parse-once-judge", "parse-once-big"}
+        assert parsed == [text] and {n for _, n in parses_at_request} == {1}, (parsed, parses_at_request)

@@ -297,7 +297,7 @@ def test_release_time_judging_stops_at_its_budget_and_cost_shows_what_each_budge
             judge_env.setenv("DEEPSCHOLAR_RELEASE_JUDGE_BUDGET_USD", "0.5")
             settings = replay_settings(server, judge_api_base=stub.url, release_judge_concurrency=2)
             with pytest.raises(OverBudget, match=r"release-time judging of 2025-06\.v2 under openai/gpt-4\.1: "
-                                                 r"stopped at \$0\.\d+ of \$0\.5000"):
+                                                 r"stopped at \$0\.\d+ of \$0\.50"):
                 build_release(engine, month, ReleaseSpec(categories=categories, judge=model), settings,
                               reason="a release judge of its own")
         stub.raise_errors()

@@ -21,8 +21,8 @@ SYSTEM = "kit_team"
 
 
 @pytest.fixture(scope="module")
-def month(db_url):
-    with served_demo_month(db_url, "deepscholar_kit_") as built:
+def month(demo_template):
+    with served_demo_month(demo_template, "deepscholar_kit_") as built:
         yield built
 
 
