@@ -73,8 +73,9 @@ def _check_out(out: Path) -> None:
                            "README.md): name a new folder or an earlier export's, which is replaced whole")
 
 
-def _swap_in(staged: Path, out: Path) -> None:
-    """Put the staged export at `out`, replacing an earlier one whole; the old folder is removed last."""
+def replace_folder(staged: Path, out: Path) -> None:
+    """Put the staged folder at `out`, replacing an earlier one whole (two renames on one file system, so a
+    reader sees the old folder or the new one); the old folder is removed last. The export's and the site's."""
     old = None
     if out.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
@@ -207,7 +208,7 @@ def export_release(engine: Engine, release_id: str, out: Path, *, judge: str | N
     try:
         result = _write(release, frames, types, licences, current, judges, staged, out, settings)
         _check_out(out)  # still ours to replace
-        _swap_in(staged, out)
+        replace_folder(staged, out)
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise

@@ -26,7 +26,7 @@ def _guarded(name: str, fn, *args: Any) -> Any:
     try:
         return fn(*args)
     except Exception as exc:
-        log.warning("notification callback %s failed: %s", name, " ".join(str(exc).split())[:300])
+        log.warning("notification callback %s failed: %s", name, messages.one_line(exc))
         return None
 
 
@@ -41,8 +41,10 @@ def _month(context: Mapping[str, Any]) -> str | None:
             found = None
         if isinstance(found, str) and found:
             return found
+    from deepscholar.release.window import release_id_for
+
     start = context.get("data_interval_start")
-    return start.strftime("%Y-%m") if start is not None else None
+    return release_id_for(start) if start is not None else None
 
 
 def _base_url() -> str:
@@ -68,7 +70,9 @@ def _release_gate_failed(context: Mapping[str, Any]) -> None:
                               {"r": release_id}).scalar() or {}
     failing = [f"{c.get('name')}: {c.get('summary') or c.get('detail') or 'failed'}"
                for c in result.get("checks", []) if not c.get("success")] or [_error_line(context)]
-    month = release_id.split(".")[0]
+    from deepscholar.release.versions import base_of
+
+    month = base_of(release_id)
     ti = context.get("ti")
     send(messages.release_failed(
         release_id, failing, f"fix the failing sources, then `deepscholar release build {month}` (or trigger "

@@ -99,22 +99,13 @@ def build_site(engine: Engine, out: Path, *, with_reports: bool = True, with_dow
         stamp = {"built_at": datetime.now(UTC).isoformat(timespec="seconds"), "files": len(files),
                  "site": hashlib.sha256(_manifest_bytes(files)).hexdigest()}
         (staged / STAMP_FILE).write_text(json.dumps(stamp, indent=1, sort_keys=True) + "\n")
-        _swap_in(staged, out)
+        from deepscholar.export.writer import replace_folder  # (pandas: imported when a build is written)
+
+        _check_out(out)
+        replace_folder(staged, out)
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
     build = SiteBuild(out, files, sizes, time.monotonic() - started)
     _LOG.info("site: %d files, %.1f MB, in %s (%.1f s)", len(files), sum(sizes.values()) / 1e6, out, build.seconds)
     return build
-
-
-def _swap_in(staged: Path, out: Path) -> None:
-    """Replace `out` by `staged` (two renames on one file system; the earlier build removed after)."""
-    _check_out(out)
-    old = None
-    if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-        out.rename(old / "site")
-    staged.rename(out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
