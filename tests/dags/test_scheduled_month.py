@@ -15,6 +15,7 @@ import time
 
 import pytest
 import sqlalchemy as sa
+from support.backfill_checks import backfill_a_new_system, backfill_of_a_month_never_released_fails_at_once
 from support.demo_month import write_unresolvable_snapshot
 from support.judge_stub import scripted_judge
 from support.notification_catchers import posted, smtp_inbox, webhook_connection
@@ -35,6 +36,7 @@ from deepscholar.systems.registry import add_system
 pytestmark = pytest.mark.slow
 
 MONTH = "2025-06"
+NEVER_RELEASED = "2025-07"  # after the schedule's end: only a backfill makes a run of it
 RELEASE_STALL_SECONDS = 25  # longer than the benchmark run needs to start and look at the release
 BATCH_SECONDS = 6  # how long the judge's batch API takes to answer a batch
 BATCH_JUDGE = "openai/gpt-4o-mini"  # the third run's judge, through the batch API
@@ -490,11 +492,14 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
 
 
 def test_failed_gate_blocks_the_month_cleanly_and_a_rebuild_publishes_it_by_itself(
-        engine, db_url, metadata_url, snapshot, tmp_path, httpserver):
+        engine, db_url, metadata_url, snapshot, tmp_path, httpserver, monkeypatch, capsys):
     """Also what the operator is told, caught by a real SMTP server and a webhook receiver (every event routed
     to both): the failed gate once, naming its checks and the rebuild command; the publication once; a
     publication deadline of 72 s, which the blocked run passes, once per run at most. And the public site,
-    published after the board."""
+    published after the board.
+
+    Then, on the published month, a system registered afterwards is backfilled through Airflow as an operator
+    does it (`deepscholar systems backfill`), and a backfill of a month never released fails at once."""
     _systems(engine)
     corrupted = write_unresolvable_snapshot(snapshot, tmp_path / "corrupted", MONTH)
     server = ReplayServer(corrupted).start()
@@ -548,9 +553,18 @@ def test_failed_gate_blocks_the_month_cleanly_and_a_rebuild_publishes_it_by_itse
             site_task = {t["task_id"]: t["state"] for t in airflow.task_instances(BENCHMARK_DAG_ID, published_run)}
             time.sleep(5)  # a callback's message may still be on its way when its task has ended
             mails = [(m["Subject"], m.get_body(("html", "plain")) is not None) for m in inbox.received]
+            hooks = posted(httpserver, "/hook")
+            run_rows = [r["state"] for r in _benchmark_rows(engine)]
+            with engine.connect() as conn:
+                first_board = conn.execute(sa.text(
+                    "SELECT board_version, (SELECT array_agg(system_id ORDER BY system_id) FROM leaderboard_systems l"
+                    " WHERE l.release_id = b.release_id) FROM board_versions b WHERE release_id = :m"),
+                    {"m": MONTH}).one()
+
+            backfill_a_new_system(engine, airflow, MONTH, "oracle", monkeypatch, capsys)
+            backfill_of_a_month_never_released_fails_at_once(engine, airflow, NEVER_RELEASED)
     finally:
         server.stop()
-    hooks = posted(httpserver, "/hook")
     by_event: dict[str, list[dict]] = {}
     for body in hooks:
         by_event.setdefault(body["event"], []).append(body)
@@ -560,10 +574,7 @@ def test_failed_gate_blocks_the_month_cleanly_and_a_rebuild_publishes_it_by_itse
     gate = by_event["release_failed"]
     assert len(gate) == 1 and gate[0]["month"] == MONTH and gate[0]["failing_checks"], gate
     assert f"deepscholar release build {MONTH}" in gate[0]["command"]
-    with engine.connect() as conn:
-        version, systems = conn.execute(sa.text(
-            "SELECT board_version, (SELECT array_agg(system_id ORDER BY system_id) FROM leaderboard_systems l "
-            " WHERE l.release_id = b.release_id) FROM board_versions b WHERE release_id = :m"), {"m": MONTH}).one()
+    version, systems = first_board
     published = by_event["board_published"]
     assert len(published) == 1 and published[0]["board_version"] == version, published
     assert sorted(published[0]["systems"]) == sorted(systems)
@@ -580,5 +591,5 @@ def test_failed_gate_blocks_the_month_cleanly_and_a_rebuild_publishes_it_by_itse
     assert sorted(r["state"] for r in benchmark_runs) == ["failed", "success"]
     started = [r for r in benchmark_runs if r["state"] == "success"][0]
     assert started["dag_run_id"].startswith(f"release_published__{MONTH}")
-    assert [r["state"] for r in _benchmark_rows(engine)] == ["blocked", "published"]
+    assert run_rows == ["blocked", "published"]
 

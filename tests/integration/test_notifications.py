@@ -107,10 +107,15 @@ def test_the_deadline_says_what_the_run_waits_on(engine, hook, monkeypatch):
         db.upsert(conn, "releases", [{"release_id": "2025-07", "status": "building"}], key=["release_id"])
     monkeypatch.setenv("DEEPSCHOLAR_DB_URL", engine.url.render_as_string(hide_password=False))
     monkeypatch.setenv("DEEPSCHOLAR_NOTIFY", "deadline_missed:hook_test")
-    context = {"dag_run": {"dag_id": "deepscholar_benchmark", "run_id": "scheduled__2025-07-01T00:00:00+00:00",
-                           "data_interval_start": "2025-07-01T00:00:00Z"},
-               "deadline": {"deadline_time": "2025-08-02T12:00:00Z"}}
+    from airflow.api_fastapi.core_api.datamodels.dag_run import DAGRunResponse
+
+    # The run as the triggerer sends it: DAGRunResponse dumped to JSON (its id is `dag_run_id`, not `run_id`).
+    run = {"dag_id": "deepscholar_benchmark", "dag_run_id": "scheduled__2025-07-01T00:00:00+00:00",
+           "data_interval_start": "2025-07-01T00:00:00Z"}
+    assert set(run) <= set(DAGRunResponse.model_fields)
+    context = {"dag_run": run, "deadline": {"deadline_time": "2025-08-02T12:00:00Z"}}
     asyncio.run(callbacks.publication_deadline_missed(context, hours=36))
     (posted,) = _bodies(hook, "/hook")
     assert posted["event"] == "deadline_missed" and posted["month"] == "2025-07"
+    assert posted["facts"]["run"] == run["dag_run_id"]
     assert posted["waiting_on"].startswith("wait_for_release (release 2025-07 is building")

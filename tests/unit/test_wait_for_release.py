@@ -1,6 +1,6 @@
 """The benchmark sensor's decision (deepscholar.scheduling.decide_wait): run type + release state → start,
 wait, or block with one line. The sensor itself runs under a real scheduler in
-tests/dags/test_backfill_new_system.py (a backfill of a month never built) and test_scheduled_month.py.
+tests/dags/test_scheduled_month.py (its failed-gate run backfills a month never built).
 """
 
 from __future__ import annotations

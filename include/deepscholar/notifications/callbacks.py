@@ -192,7 +192,8 @@ def _deadline_message(context: Mapping[str, Any], hours: float) -> messages.Mess
     if board_is_published(month):
         log.info("the board of %s is published: the deadline has nothing to report", month)
         return None
-    dag_id, run_id = str(run.get("dag_id") or "?"), str(run.get("run_id") or "?")
+    # The triggerer sends the run as the REST API's DAGRunResponse: its id is `dag_run_id`.
+    dag_id, run_id = str(run.get("dag_id") or "?"), str(run.get("dag_run_id") or "?")
     deadline = str((context.get("deadline") or {}).get("deadline_time") or "")
     return messages.deadline_missed(month, hours, deadline, waiting_on(dag_id, run_id, month), run_id,
                                     f"{_base_url()}/dags/{dag_id}/runs/{run_id}")
