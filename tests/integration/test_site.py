@@ -151,7 +151,7 @@ def test_the_methodology_shows_the_stored_judge_validation_figures(built):
     assert values("judge-vs-humans") == [repr(figures["humans"]), repr(figures["kappa"]), "0.78"]
     assert values("judge-vs-judge")[0] == repr(figures["pair_tau"])
     assert values("judge-vs-judge-items")[0] == repr(figures["items_agree"])
-    assert values("judge-drift") == [repr(figures["drift"])]
+    assert values("judge-drift") == [repr(figures["drift"]), "0.7", "0.1"]  # agreement, floor, largest drop
     contents = [a.attrs["href"] for a in dom.one("nav", {"class": "contents"}).find_all("a")]
     for anchor in contents:
         assert dom.find(None, {"id": anchor[1:]}) is not None, anchor

@@ -76,6 +76,10 @@ def _judge_items(conn: sa.Connection) -> list[list[Cell]]:
              (stats.shown_num(r["kendall_tau"]), None, r["kendall_tau"])] for r in ordered]
 
 
+def _two(x: float | None) -> str:
+    return "—" if x is None else f"{x:.2f}"  # as `deepscholar judges drift` prints them
+
+
 def _drift(conn: sa.Connection) -> list[list[Cell]]:
     found = conn.execute(sa.text("SELECT * FROM deepscholar.judge_drift_checks")).mappings().all()
     ordered = sorted(found, key=lambda r: (r["judge_config"], metric_order_key(r["metric"])))
@@ -83,11 +87,12 @@ def _drift(conn: sa.Connection) -> list[list[Cell]]:
     out = []
     for r in ordered:
         previous = "—" if r["previous_agreement"] is None else (
-            f"{stats.shown_pct(r['previous_agreement'])} ({r['previous_release_id']})")
+            f"{_two(r['previous_agreement'])} ({r['previous_release_id']})")
         out.append([(r["release_id"], None), (r["judge_config"], None), (_label(r["metric"]), None),
                     (r["status"], None), ((r["reference_kind"] or "—").replace("_", " "), None),
-                    (r["n_items"], None), (stats.shown_pct(r["agreement"]), None, r["agreement"]),
-                    (previous, None), ("tripped" if r["tripped"] else "—", None), (r["message"], None)])
+                    (r["n_items"], None), (_two(r["agreement"]), None, r["agreement"]), (previous, None),
+                    (_two(r["min_agreement"]), None, r["min_agreement"]), (_two(r["max_drop"]), None, r["max_drop"]),
+                    ("tripped" if r["tripped"] else "—", None)])
     return out
 
 
@@ -118,9 +123,10 @@ def validation_sections(engine: Engine) -> list[dict]:
          "The two judges' labels on the items both scored, and how the metric's column ranks the systems under each."),
         ("judge-drift", "Drift checks", drift,
          ["Month", "Judge config", "Metric", "Status", "Reference labels", "Items", "Agreement",
-          "Previous check", "Alarm", "Message"],
+          "Previous check", "Floor", "Largest drop", "Alarm"],
          "Each month the judge answers the same calibration slice again, against its human majority labels or "
-         "its own first answers; an agreement under the floor, or a drop larger than allowed, trips the alarm."),
+         "its own first answers; an agreement under the floor, or a drop from the previous check larger than "
+         "allowed, trips the alarm."),
     ]
     sections += [_section(ident, heading, columns, rows, note) for ident, heading, rows, columns, note in tables
                  if rows]
