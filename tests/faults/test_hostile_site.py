@@ -1,8 +1,9 @@
 """The static site under the fault suite's hostile data: every page inert, every file inside the site.
 
 The warehouse is test_hostile_web's: hostile report texts, titles, sources, judge explanations, metric
-versions, and a judge config holding markup, which names folders of the site; plus systems whose names are
-hard on a file system, on the board as a roll-up stores it. Every page is checked as the live pages are
+versions, and a judge config holding markup, which names folders of the site (and its standard window's);
+plus systems whose names are hard on a file system, on the board and a track's as a roll-up stores them,
+and judge-validation figures whose stored label is markup. Every page is checked as the live pages are
 (test_hostile_web.assert_inert: no script, no handler, no javascript: link) and carries the CSP; every file
 is inside the site's folder; each name is shown as text and its page is found.
 """
@@ -12,9 +13,11 @@ from __future__ import annotations
 import pytest
 from support.chromium import parse_html
 from support.site_crawl import crawl
+from support.site_extras import TRACK, add_track_board, add_validation_figures
 from support.warehouse import empty_warehouse, store_board
 
 from deepscholar import db
+from deepscholar.site import routes
 from deepscholar.site.build import build_site
 from faults.test_hostile_web import (
     DIMENSIONS,
@@ -22,6 +25,8 @@ from faults.test_hostile_web import (
     JUDGE,
     METRIC_ORDER,
     MONTHS,
+    XSS,
+    XSS_TEXT,
     assert_inert,
     seed,
 )
@@ -52,6 +57,9 @@ def hostile_site(db_url, tmp_path_factory):
     empty_warehouse(engine)
     seed(engine)
     _add_hostile_systems(engine)
+    # A track section of hostile system names, and judge-validation figures whose stored label is markup.
+    add_track_board(engine, MONTHS[-1], JUDGE, {s: [0.5, 2.0] for s in HOSTILE_SYSTEMS})
+    add_validation_figures(engine, MONTHS[-1], JUDGE, "local:" + XSS[0], label="label " + XSS_TEXT)
     out = tmp_path_factory.mktemp("hostile") / "site"
     return build_site(engine, out, with_downloads=False)
 
@@ -73,9 +81,23 @@ def test_hostile_names_make_safe_files_and_show_as_text(hostile_site):
     seen, broken = crawl(hostile_site.out)
     assert broken == []
     index = parse_html((hostile_site.out / "index.html").read_text())
-    shown = [td.text() for td in index.one("table", {"class": "leaderboard"}).find_all("td", {"data-metric": "system_id"})]
+    core = index.find_all("table", {"class": "leaderboard"})[0]  # then the track's
+    shown = [td.text() for td in core.find_all("td", {"data-metric": "system_id"})]
     for name in HOSTILE_SYSTEMS:
         assert name in shown
         system_page = [p for p in seen if p.startswith("system/") and p.endswith("/index.html")
                        and parse_html((hostile_site.out / p).read_text()).find("span", {"data-system": name})]
         assert len(system_page) == 1, name
+
+
+def test_the_window_track_and_validation_pages_show_hostile_text_as_text(hostile_site):
+    window = parse_html((hostile_site.out / routes.window_path(JUDGE, MONTHS[0], MONTHS[-1])).read_text())
+    assert window.one("p", {"data-pooled": "true"}) and JUDGE in window.one("span", {"data-judge-config": JUDGE}).text()
+    index = parse_html((hostile_site.out / "index.html").read_text())
+    track = index.one("table", {"class": "leaderboard", "data-track": TRACK})
+    assert sorted(tr.attrs["data-system"] for tr in track.find_all("tr", {"data-system": True})) == \
+        sorted(HOSTILE_SYSTEMS)
+    methodology = hostile_site.out / "methodology.html"
+    if methodology.is_file():
+        humans = parse_html(methodology.read_text()).one("section", {"data-section": "judge-vs-humans"})
+        assert "label " + XSS_TEXT in humans.text() and JUDGE in humans.text()

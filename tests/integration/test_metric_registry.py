@@ -370,7 +370,7 @@ def test_a_tracks_board_is_rolled_up_apart_from_the_core_and_shown_by_cli_sql_an
         api = httpx.get(f"{url}/api/leaderboard", params={"release": month, "judge_config": judge_config},
                         timeout=30).json()
     assert page.status_code == 200 and 'data-local-judge="true"' in page.text
-    assert '<section class="track" data-track="reportbench">' in page.text
+    assert '<section class="track" id="track-reportbench" data-track="reportbench">' in page.text
     assert 'data-pair="core:reportbench"' in page.text
     assert {r["system_id"]: r["metrics"]["reference_recall"]["mean"] for r in api["tracks"]["reportbench"]["rows"]} == {
         r["system_id"]: r["reference_recall"] for r in board}

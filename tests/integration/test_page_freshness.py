@@ -59,6 +59,7 @@ def test_every_table_a_page_reads_is_declared_for_it(engine):
               "history": ["/history"], "versions": [f"/versions?release={MONTH}&judge_config={JUDGE}"],
               "system": [f"/system/{SYSTEMS[0]}", f"/system/{SYSTEMS[0]}?release={MONTH}"],
               "report": [f"/report/{report_id}"], "api-board": ["/api/leaderboard"],
+              "api-window": [f"/api/leaderboard?from={MONTH}&to={MONTH}"],
               "api-history": [f"/api/history?system_id={SYSTEMS[0]}"],
               "api-versions": [f"/api/versions?release={MONTH}&judge_config={JUDGE}"]}
     assert set(routes) == set(freshness.PAGES)

@@ -176,6 +176,16 @@ def test_the_page_has_a_window_selector_and_category_boards(history, monkeypatch
         assert pooled_page.one("p", {"data-pooled": "true"})
         cells = pooled_page.one("table", {"class": "leaderboard"}).find_all("td", {"data-metric": "geometric_mean"})
         assert len(cells) == 3
+        # The standard windows (selection.standard_windows): linked from the latest board and from each other,
+        # not from an earlier month's board; the API answers a window's board as the page shows it.
+        windows = page.one("p", {"data-standard-windows": "true"}).find_all("a")
+        assert [a.attrs["data-window"] for a in windows] == ["latest", f"{MONTHS[0]}..{MONTHS[-1]}"]
+        older = parse_html(urllib.request.urlopen(f"{base}/?release={MONTHS[0]}&judge_config={JUDGE}").read().decode())
+        assert older.find("p", {"data-standard-windows": "true"}) is None and older.find("form") is not None
+        answer = json.loads(urllib.request.urlopen(
+            f"{base}/api/leaderboard?from=2025-01&to=2025-02&judge_config={JUDGE}").read())
+        assert answer["release_id"] == "2025-01..2025-02" and len(answer["releases"]) == 2
+        assert [repr(r["geometric_mean"]) for r in answer["rows"]] == [c.attrs["data-value"] for c in cells]
     monkeypatch.setenv("DEEPSCHOLAR_CATEGORY_MIN_QUERIES", "4")  # 3 queries per category: none shown
     with serve(create_app(lambda: engine)) as base:
         page = parse_html(urllib.request.urlopen(f"{base}/?judge_config={JUDGE}").read().decode())

@@ -11,26 +11,45 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 from support.chromium import parse_html, serve
 from support.site_crawl import crawl
+from support.site_extras import TRACK, add_track_board, add_validation_figures
 from support.warehouse import empty_warehouse
 from test_leaderboard_page import LLM, LOCAL, MONTHS, seed
 
+from deepscholar import cli
 from deepscholar.site import routes
 from deepscholar.site.build import MANIFEST_FILE, STAMP_FILE, build_site
 from deepscholar.site.documents import DOCS_DIR
 from deepscholar.web import create_app
 
+# The latest month's track board (FACT: accuracy, and effective citations: a count), beside the core board.
+FACT = {"deepscholar_base": [0.61, 3.5], "extractive": [0.42, 1.25], "oracle": [0.9, 5.0]}
+WINDOW = (LLM, MONTHS[0], MONTHS[-1])  # the one standard window: three months under the LLM judge
+
+
+def seed_site(engine) -> dict:
+    """The page's fixture, a track section on its latest board and the judge-validation figures of its month."""
+    seeded = seed(engine)
+    add_track_board(engine, MONTHS[-1], LLM, FACT)
+    seeded["figures"] = add_validation_figures(engine, MONTHS[-1], LLM, LOCAL)
+    return seeded
+
 
 @pytest.fixture
 def built(engine, tmp_path):
     empty_warehouse(engine)
-    seeded = seed(engine)
+    seeded = seed_site(engine)
     build = build_site(engine, tmp_path / "site")
     return engine, build, seeded
+
+
+def _cells(dom, **attrs) -> list[tuple]:
+    return [(td.attrs.get("data-system"), td.attrs.get("data-metric"), td.attrs.get("data-value"), td.text())
+            for table in dom.find_all("table", {"class": "leaderboard", **attrs}) for td in table.find_all("td")]
 
 
 def _get(url: str) -> bytes:
@@ -46,13 +65,19 @@ def test_every_page_is_reached_from_the_index_and_every_link_is_a_file(built):
     assert pages - seen == set(), "pages no link reaches"
     assert {routes.report_path(i) for i in seeded["ids"].values()} <= pages
     assert {routes.board_path(MONTHS[-1], LLM), routes.board_path(MONTHS[-1], LOCAL),
-            routes.versions_path(MONTHS[0], LLM), "history.html", "downloads.html"} <= pages
+            routes.versions_path(MONTHS[0], LLM), "history.html", "downloads.html", routes.window_path(*WINDOW)} <= pages
+    # The latest board carries its track section (and the agreement between the boards), as the live page does.
+    index = parse_html((build.out / "index.html").read_text())
+    track = index.one("table", {"class": "leaderboard", "data-track": TRACK})
+    assert [tr.attrs["data-system"] for tr in track.find_all("tr", {"data-system": True})] == \
+        sorted(FACT, key=lambda s: -FACT[s][0])
+    assert index.one("table", {"class": "agreement"}).find("tr", {"data-pair": True}) is not None
     for name in ("methodology.html", "submit.html"):
         doc = {"methodology.html": "METRICS.md", "submit.html": "SUBMITTING.md"}[name]
         assert (name in pages) == (DOCS_DIR / doc).is_file(), name
     # Each month's export is downloadable from the site, and every board's JSON.
     assert f"downloads/{MONTHS[-1]}/leaderboard_systems.csv" in seen
-    assert routes.api_board_path(MONTHS[-1], LOCAL) in seen
+    assert {routes.api_board_path(MONTHS[-1], LOCAL), routes.api_window_path(*WINDOW)} <= seen
 
 
 def test_the_site_shows_what_the_live_page_and_api_show(built):
@@ -66,16 +91,79 @@ def test_the_site_shows_what_the_live_page_and_api_show(built):
             site = parse_html((build.out / routes.board_path(release, judge)).read_text())
             for dom in (live, site):
                 assert dom.find("table", {"class": "leaderboard"}) is not None
-            cells = [(td.attrs.get("data-system"), td.attrs.get("data-metric"), td.attrs.get("data-value"), td.text())
-                     for dom in (live, site) for td in dom.one("table", {"class": "leaderboard"}).find_all("td")]
-            half = len(cells) // 2
-            assert cells[:half] == cells[half:] and half > 20, (release, judge)
+            assert _cells(live) == _cells(site) and len(_cells(site)) > 20, (release, judge)  # tracks' too
         assert (build.out / "api/leaderboard.json").read_bytes() == _get(f"{url}/api/leaderboard")
         assert (build.out / "api/history.json").read_bytes() == _get(f"{url}/api/history")
     index = parse_html((build.out / "index.html").read_text())
-    assert index.one("table", {"class": "leaderboard"}).attrs["data-release"] == MONTHS[-1]
+    assert index.find_all("table", {"class": "leaderboard"})[0].attrs["data-release"] == MONTHS[-1]
     assert index.find("form") is None, "no pooled-window form: a static site cannot compute one"
     assert all("Register" not in a.text() for a in index.one("nav").find_all("a"))
+
+
+def test_a_standard_window_is_the_live_window_board_and_the_cli_s(built, db_url, monkeypatch, capsys):
+    engine, build, _ = built
+    judge, start, end = WINDOW
+    site = parse_html((build.out / routes.window_path(*WINDOW)).read_text())
+    query = urlencode({"from": start, "to": end, "judge_config": judge})
+    with serve(create_app(lambda: engine)) as url:
+        live = parse_html(_get(f"{url}/?{query}").decode())
+        assert (build.out / routes.api_window_path(*WINDOW)).read_bytes() == _get(f"{url}/api/leaderboard?{query}")
+        # The live page links the same standard windows, by the link the site turned into its file.
+        link = live.one("p", {"data-standard-windows": "true"}).one("a", {"data-window": f"{start}..{end}"})
+        parts = urlsplit(link.attrs["href"])
+        params = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        assert routes.SiteMap(windows={WINDOW: "Last 3 months"}).target(parts.path, params) == \
+            routes.window_path(*WINDOW)
+    assert _cells(site) == _cells(live) and len(_cells(site)) > 20
+    assert site.one("p", {"data-pooled": "true"}) and site.find("form") is None
+    assert site.one("p", {"data-window-form": "live-only"})
+    current = site.one("p", {"data-standard-windows": "true"}).one("a", {"aria-current": "true"})
+    assert current.attrs["data-window"] == f"{start}..{end}"
+    monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
+    capsys.readouterr()
+    assert cli.main(["leaderboard", "--from", start, "--to", end, "--judge", judge, "--format", "json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    table = site.one("table", {"class": "leaderboard", "data-release": f"{start}..{end}"})
+    assert [tr.attrs["data-system"] for tr in table.find_all("tr", {"data-system": True})] == \
+        [r["system_id"] for r in printed]
+    for row in printed:
+        means = {m: d["mean"] for m, d in row["metrics"].items()} | {"geometric_mean": row["geometric_mean"]}
+        for metric, mean in means.items():
+            cell = table.one("td", {"data-system": row["system_id"], "data-metric": metric})
+            assert cell.attrs["data-value"] == ("" if mean is None else repr(mean)), (row["system_id"], metric)
+    # Only the standard windows are files; any other window stays a live page's (its link is left as text).
+    sm = routes.SiteMap(windows={WINDOW: "Last 3 months"})
+    assert sm.target("/", {"from": MONTHS[1], "to": end, "judge_config": judge}) is None
+    assert sm.target("/", {"from": start, "to": end, "judge_config": LOCAL}) is None
+
+
+def test_the_methodology_shows_the_stored_judge_validation_figures(built):
+    engine, build, seeded = built
+    if "methodology.html" not in build.files:
+        pytest.skip("docs/METRICS.md is absent: the site has no methodology page")
+    dom = parse_html((build.out / "methodology.html").read_text())
+    figures = seeded["figures"]
+
+    def values(section: str) -> list[str]:
+        table = dom.one("section", {"data-section": section}).one("table")
+        return [td.attrs["data-value"] for td in table.find_all("td", {"data-value": True})]
+
+    assert values("judge-vs-humans") == [repr(figures["humans"]), repr(figures["kappa"]), "0.78"]
+    assert values("judge-vs-judge")[0] == repr(figures["pair_tau"])
+    assert values("judge-vs-judge-items")[0] == repr(figures["items_agree"])
+    assert values("judge-drift") == [repr(figures["drift"]), "0.7", "0.1"]  # agreement, floor, largest drop
+    contents = [a.attrs["href"] for a in dom.one("nav", {"class": "contents"}).find_all("a")]
+    for anchor in contents:
+        assert dom.find(None, {"id": anchor[1:]}) is not None, anchor
+    assert any("conformance" in a for a in contents) and "#judge-validation" in contents
+
+
+def test_a_warehouse_without_validation_figures_says_so_in_one_line(engine):
+    from deepscholar.site.validation import NONE_STORED, validation_sections
+
+    empty_warehouse(engine)
+    (only,) = validation_sections(engine)
+    assert NONE_STORED in only["html"] and only["rows"] == []
 
 
 def test_same_warehouse_same_bytes_but_the_stamp(built, tmp_path):

@@ -1,5 +1,8 @@
 """The built site as its readers get it: a plain static server (`python -m http.server`) and headless Chromium.
 
+The warehouse is test_site's: the leaderboard page's fixture with a track section, judge-validation figures
+and a standard window, so the crawl loads those pages too.
+
 From index.html every page is loaded in Chromium and its links are collected from the DOM Chromium built; each
 internal link must answer 200 from the static server, every page must be reached, no page may log anything
 to the console (a CSP violation, a failed load, a script error: the site has no script at all), every table
@@ -23,11 +26,14 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 from support.chromium import _chromium_args, parse_html, require_chromium
+from support.site_extras import TRACK
 from support.warehouse import empty_warehouse
-from test_leaderboard_page import LLM, MONTHS, seed
+from test_leaderboard_page import LLM, MONTHS
+from test_site import WINDOW, seed_site
 
 from deepscholar import cli
 from deepscholar.evaluation.metrics import registry
+from deepscholar.site import routes
 from deepscholar.site.build import build_site
 from deepscholar.web.render import format_value
 
@@ -79,7 +85,7 @@ def status(url: str) -> int:
 
 def test_chromium_reads_every_page_and_the_board_is_the_cli_s(engine, db_url, tmp_path, monkeypatch, capsys):
     empty_warehouse(engine)
-    seed(engine)
+    seed_site(engine)  # with a track section and judge-validation figures
     build = build_site(engine, tmp_path / "site")
     pages = {p for p in build.files if p.endswith(".html")}
     doms: dict[str, object] = {}
@@ -106,12 +112,14 @@ def test_chromium_reads_every_page_and_the_board_is_the_cli_s(engine, db_url, tm
                 if target.endswith(".html"):
                     todo.append(target)
     assert set(doms) == pages
+    assert {routes.window_path(*WINDOW), "methodology.html"} <= pages
+    assert doms["index.html"].find("section", {"data-track": TRACK}) is not None
 
     monkeypatch.setenv("DEEPSCHOLAR_DB_URL", db_url)
     capsys.readouterr()
     assert cli.main(["leaderboard", "--format", "json"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    table = doms["index.html"].one("table", {"class": "leaderboard"})
+    table = doms["index.html"].find_all("table", {"class": "leaderboard"})[0]  # the core board, then the track's
     assert (table.attrs["data-release"], table.attrs["data-judge-config"]) == (MONTHS[-1], LLM)
     assert [tr.attrs["data-system"] for tr in table.find_all("tr", {"data-system": True})] == \
         [r["system_id"] for r in printed]

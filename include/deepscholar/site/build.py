@@ -67,7 +67,8 @@ def _render(engine: Engine, sm, staged: Path, with_downloads: bool, docs: Path) 
     for part in (pages.board_pages(engine, sm), pages.history_pages(engine, sm), pages.system_pages(engine, sm),
                  pages.report_pages(engine, sm), documents.methodology_page(engine, sm, docs),
                  documents.submit_page(sm, docs), documents.downloads_page(sm, exports),
-                 json_mirror.json_pages(engine, sm)):
+                 json_mirror.json_pages(engine, sm),
+                 pages.window_pages(engine, sm)):
         files.update(part)
     return files
 

@@ -12,23 +12,24 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from deepscholar.errors import NotFound
 from deepscholar.site import routes
+from deepscholar.site.json_mirror import api_bytes
 from deepscholar.site.routes import SiteMap
 from deepscholar.web import queries as q
+from deepscholar.web.board_pages import board_page_context
 from deepscholar.web.render import (
-    board_context,
     history_context,
     render,
     report_context,
     system_context,
     versions_context,
-    window_context,
 )
 
 _LOG = logging.getLogger(__name__)
 
-__all__ = ["SITE_CSP", "NAV", "load_site_map", "page", "board_pages", "history_pages", "system_pages",
-           "report_pages"]
+__all__ = ["SITE_CSP", "NAV", "load_site_map", "page", "board_pages", "window_pages", "history_pages",
+           "system_pages", "report_pages"]
 
 # As the app's CSP (web/app.py) minus what a <meta> cannot carry (frame-ancestors: a console error there).
 SITE_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'none'; base-uri 'none'"
@@ -66,6 +67,11 @@ def load_site_map(conn: sa.Connection, with_reports: bool) -> SiteMap:
         months = sm.system_months.setdefault(row["system_id"], {}).setdefault(row["judge_config"], [])
         if row["release_id"] not in months:
             months.append(row["release_id"])
+    from deepscholar.evaluation.boards.selection import standard_windows
+
+    for judge in sorted(sm.latest_by_judge):
+        for label, start, end in standard_windows(q.board_months(conn, judge)):
+            sm.windows[(judge, start, end)] = label
     sm.system_default = {s: q.pick(sorted(by_judge), None) for s, by_judge in sm.system_months.items()}
     sm.history_default = q.pick(q.history_judge_configs(conn), None)
     if with_reports:
@@ -79,19 +85,8 @@ def load_site_map(conn: sa.Connection, with_reports: bool) -> SiteMap:
 def _board_page(engine: Engine, sm: SiteMap, path: str, judge: str | None, release: str | None,
                 version: int | None) -> str:
     """A month's board as `/` shows it for (release, judge, version); the latest board with all None."""
-    from deepscholar.evaluation.boards.selection import Selection
-    from deepscholar.settings import current_settings
-
-    minimum = current_settings().category_min_queries
-    with engine.connect() as conn:
-        board, tracks, agreement = q.board_with_tracks(conn, judge, release, version)
-    trust = q.trust_rows(engine, board.release_id, board.judge_config)
-    categories = [] if board.release_id is None or version is not None or board.judge_config is None else (
-        q.category_page_boards(engine, Selection((board.release_id,), board.release_id),
-                               board.judge_config, minimum))
-    return page(sm, path, "board.html", f"Leaderboard {board.release_id or ''}".strip(),
-                **board_context(board, "", tracks, agreement, trust),
-                **window_context([], None, None, board.judge_config, "", categories, minimum, pooled=False))
+    title, context = board_page_context(engine, judge, release, version, None, None, "", static=True)
+    return page(sm, path, "board.html", title, **context)
 
 
 def board_pages(engine: Engine, sm: SiteMap) -> dict[str, str]:
@@ -110,6 +105,31 @@ def board_pages(engine: Engine, sm: SiteMap) -> dict[str, str]:
         lpath = routes.versions_path(release, judge)
         out[lpath] = page(sm, lpath, "versions.html", f"Versions of {release}",
                           **versions_context(release, judge, versions, ""))
+    return out
+
+
+def window_pages(engine: Engine, sm: SiteMap) -> dict[str, str | bytes]:
+    """Each judge's standard windows: the pooled board page as `/?from=F&to=T&judge_config=J` shows it, and
+    its JSON as `/api/leaderboard` with the same parameters answers (one computation for both)."""
+    out: dict[str, str | bytes] = {}
+    for (judge, start, end), label in sorted(sm.windows.items()):
+        path, api = routes.window_path(judge, start, end), routes.api_window_path(judge, start, end)
+        computed: dict[tuple, Any] = {}
+
+        def kept(key: tuple, compute, computed=computed) -> Any:
+            if key not in computed:
+                computed[key] = compute()
+            return computed[key]
+
+        try:
+            title, context = board_page_context(engine, judge, None, None, start, end, "", kept=kept, static=True)
+        except NotFound as exc:  # what the live page answers (404) for a window with nothing scored
+            _LOG.warning("site: the %s window %s..%s under %s has no board: %s", label, start, end, judge, exc)
+            out[path] = page(sm, path, "error.html", "Not found", message=str(exc))
+            out[api] = api_bytes({"error": str(exc)})
+            continue
+        out[path] = page(sm, path, "board.html", title, **context)
+        out[api] = api_bytes(q.pooled_board_json(*computed[("window", judge, start, end)]))
     return out
 
 

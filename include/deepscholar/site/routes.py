@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 _LOG = logging.getLogger(__name__)
 
 __all__ = ["file_name", "SiteMap", "board_path", "version_path", "versions_path", "system_path", "report_path",
-           "history_path", "api_board_path", "relative_href"]
+           "history_path", "window_path", "api_board_path", "api_window_path", "relative_href"]
 
 _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _ATTR = re.compile(r'\b(href|action)="(/[^"]*)"')
@@ -57,6 +57,14 @@ def history_path(judge: str | None = None) -> str:
     return "history.html" if judge is None else f"history/{file_name(judge)}.html"
 
 
+def window_path(judge: str, window_from: str, window_to: str) -> str:
+    return f"window/{file_name(judge)}/{file_name(window_from)}_{file_name(window_to)}.html"
+
+
+def api_window_path(judge: str, window_from: str, window_to: str) -> str:
+    return f"api/window/{file_name(judge)}/{file_name(window_from)}_{file_name(window_to)}.json"
+
+
 def api_board_path(release: str, judge: str, version: int | None = None) -> str:
     tail = "current" if version is None else f"v{version}"
     return f"api/board/{file_name(release)}/{file_name(judge)}/{tail}.json"
@@ -70,7 +78,8 @@ def relative_href(target: str, page: str) -> str:
 @dataclass
 class SiteMap:
     """What the site holds, so a live link can be resolved to a file: the default board, each judge's
-    latest release, each board's current version and each system's judges and months (oldest first)."""
+    latest release, each board's current version, each system's judges and months (oldest first) and each
+    judge's standard windows."""
 
     default: tuple[str, str] | None = None  # (release, judge) of index.html
     latest_by_judge: dict[str, str] = field(default_factory=dict)
@@ -80,10 +89,14 @@ class SiteMap:
     system_default: dict[str, str | None] = field(default_factory=dict)  # system -> the judge its page picks
     history_default: str | None = None
     reports: set[int] = field(default_factory=set)
+    windows: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (judge, from, to) -> its label
     extra: dict[str, str] = field(default_factory=dict)  # a live path without parameters -> site path
 
     def target(self, path: str, params: Mapping[str, str]) -> str | None:
         """The site file showing what the live `path?params` shows; None when the site has none."""
+        if path in ("/", "") and ("from" in params or "to" in params):
+            key = (params.get("judge_config") or "", params.get("from") or "", params.get("to") or "")
+            return window_path(*key) if key in self.windows and not {"release", "version"} & params.keys() else None
         if path in ("/", ""):
             return self._board(params.get("release"), params.get("judge_config"), params.get("version"))
         if path == "/history":

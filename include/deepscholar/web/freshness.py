@@ -108,6 +108,7 @@ PAGES: dict[str, Page] = {
     "report": Page(frozenset({"reports", "release_queries", "systems", "report_sources", "metric_score_versions",
                               "judgment_versions"}), row=REPORT_ROWS),
     "api-board": Page(_BOARD),
+    "api-window": Page(_BOARD | _POOLED, as_of_rollup=_POOLED - {"board_current"}),
     "api-history": Page(frozenset({"leaderboard_history"})),
     "api-versions": Page(frozenset({"leaderboard_board_versions"})),
 }

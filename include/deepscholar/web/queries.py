@@ -22,7 +22,7 @@ from deepscholar.evaluation.metrics import registry
 __all__ = ["Board", "TrackBoard", "NotFound", "load_board", "board_versions_of", "load_track_boards", "load_agreement_rows", "trust_rows", "board_json",
            "tracks_json", "metric_mean", "finite", "json_value", "pick",
            "history_rows", "history_judge_configs", "system_info", "system_page_data", "system_reports", "report_detail",
-           "pooled_page_board", "category_page_boards", "board_months", "board_with_tracks", "existing_board_versions"]
+           "pooled_page_board", "pooled_board_json", "category_page_boards", "board_months", "board_with_tracks", "existing_board_versions"]
 
 
 class NotFound(errors.NotFound):
@@ -267,6 +267,12 @@ def tracks_json(tracks: Sequence[TrackBoard], agreement: Sequence[Mapping]) -> d
         } for r in t.rows], "as_published": [{k: finite(v) if isinstance(v, float) else v for k, v in p.items()}
                                              for p in t.published]}
     return {"tracks": out, "agreement": [{k: json_value(v) for k, v in a.items()} for a in agreement]}
+
+
+def pooled_board_json(board: Board, tracks: Sequence[TrackBoard], selection: Any) -> dict:
+    """A window's pooled board (pooled_page_board) as the API serves it: the stored board's shape, no agreement,
+    and the months (each one's current release version) it pools."""
+    return board_json(board) | tracks_json(tracks, []) | {"releases": list(selection.releases)}
 
 
 # --- history and systems -------------------------------------------------------------------------------

@@ -26,7 +26,8 @@ _LOG = logging.getLogger(__name__)
 
 __all__ = ["ENV", "render", "format_value", "value_attr", "svg_line_chart", "safe_href", "qs", "path_segment",
            "metric_order_key", "headline_of", "natural_key", "months_of", "json_text", "board_context",
-           "history_context", "system_context", "report_context", "DECIMALS", "SIGNIFICANCE_MARK", "PALETTE"]
+           "history_context", "system_context", "report_context", "trust_table", "DECIMALS", "SIGNIFICANCE_MARK",
+           "PALETTE"]
 
 # Shown after a metric mean whose best-system mark passed the paired t-test (METRICS.md, Roll-up).
 SIGNIFICANCE_MARK = "*"
@@ -194,10 +195,11 @@ def _board_row(board: Board, r: Mapping, metrics: Sequence[str], base: str) -> d
     sid = r["system_id"]
     cells = [board.cells.get((sid, m), {}) for m in metrics]
     low, high = finite(r.get("geometric_mean_ci_low")), finite(r.get("geometric_mean_ci_high"))
+    month = board.release_id if board.board_version is not None else None  # a pooled board is no month
     return {
         "system_id": sid, "rank": r.get("rank"), "n_reports": r.get("n_reports"), "n_queries": r.get("n_queries"),
         "n_failed": r.get("n_failed"),
-        "link": f"{base}/system/{path_segment(sid)}{qs(judge_config=board.judge_config, release=board.release_id)}",
+        "link": f"{base}/system/{path_segment(sid)}{qs(judge_config=board.judge_config, release=month)}",
         "cells": [_metric_cell(m, metric_mean(r, c, m), c) for m, c in zip(metrics, cells, strict=True)],
         "gm": finite(r.get("geometric_mean")),
         "gm_ci": None if low is None or high is None else (format_value(low), format_value(high)),
@@ -304,7 +306,7 @@ def _trust_row(r: Mapping) -> dict:
             "paper_shown": "—" if r.get("paper_agreement") is None else _pct(r["paper_agreement"])}
 
 
-def _trust_rows(report: Sequence[Mapping]) -> list[dict]:
+def trust_table(report: Sequence[Mapping]) -> list[dict]:
     """The judge-vs-humans table beside the board: ours (percent with CI, kappa, items) and the paper's.
 
     The entries are stored JSON (human_agreement_stats.report): one that is not what `store_agreement` writes
@@ -339,7 +341,7 @@ def board_context(board: Board, base: str, tracks: Sequence[TrackBoard] = (),
         "local_judge": board.judge_config is not None and is_local_config(board.judge_config),
         "tracks": [_track_section(t, base) for t in tracks],
         "agreement": _agreement_rows(agreement),
-        "trust": _trust_rows(trust),
+        "trust": trust_table(trust),
         "version": _version_shown(board.version_info),
         "n_versions": len(board.versions),
         "versions_link": f"{base}/versions{qs(release=board.release_id, judge_config=board.judge_config)}",
@@ -386,12 +388,22 @@ def _version_shown(info: Mapping | None) -> dict | None:
 
 
 def window_context(months: Sequence[str], window_from: str | None, window_to: str | None, judge_config: str | None,
-                   base: str, categories: Sequence, minimum: int, *, pooled: bool) -> dict:
-    """The window selector (a form of two months) and the per-category boards under the board."""
+                   base: str, categories: Sequence, minimum: int, *, pooled: bool, static: bool = False,
+                   standard: bool = True) -> dict:
+    """The window selector (a form of two months; none on the static site, which cannot compute a board), the
+    standard windows' links (`standard`: the page offers them) and the per-category boards under the board."""
+    from deepscholar.evaluation.boards.selection import standard_windows
+
     return {
         "window": {"months": list(months), "from": window_from or (months[0] if months else None),
                    "to": window_to or (months[-1] if months else None), "pooled": pooled,
-                   "judge_config": judge_config, "action": f"{base}/"},
+                   "judge_config": judge_config, "action": f"{base}/", "static": static,
+                   "form": not static and len(months) > 1,
+                   "latest_link": f"{base}/{qs(judge_config=judge_config)}",
+                   "standard": [{"label": label, "from": start, "to": end,
+                                 "link": f"{base}/{qs(judge_config=judge_config, **{'from': start, 'to': end})}",
+                                 "current": pooled and (start, end) == (window_from, window_to)}
+                                for label, start, end in (standard_windows(months) if judge_config and standard else [])]},
         "category_minimum": minimum,
         "categories": [{
             "category": c.category, "n_queries": c.n_queries,

@@ -16,10 +16,14 @@ from deepscholar.errors import InvalidInput, NotFound
 from deepscholar.migrations.wide_views import current_releases_sql
 from deepscholar.release.window import MONTH_RE
 
-__all__ = ["Selection", "current_releases", "window_judge"]
+__all__ = ["Selection", "STANDARD_WINDOWS", "standard_windows", "current_releases", "window_judge"]
 
 # The version of every month readers count: the latest published one (release_changelog keeps the rest).
 _CURRENT_SQL = current_releases_sql()
+# The windows every board offers beside its own month (the page's links, the static site's pages): the last
+# 3, 6 and 12 calendar months up to the judge's latest board, and all its months.
+STANDARD_WINDOWS: tuple[tuple[str, int | None], ...] = (
+    ("Last 3 months", 3), ("Last 6 months", 6), ("Last 12 months", 12), ("All months", None))
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,23 @@ def _month(text: str, what: str) -> date:
     if not isinstance(text, str) or not MONTH_RE.fullmatch(text) or not 1 <= int(text[5:7]) <= 12:
         raise InvalidInput(f"{what} must be a month YYYY-MM, got {text!r}")
     return date(int(text[:4]), int(text[5:7]), 1)
+
+
+def standard_windows(months: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(label, from, to) of each standard window over `months` (YYYY-MM with a board, oldest first) that pools
+    two of them or more: `to` the latest, `from` the first month inside the window, so two windows covering the
+    same months are one (the shorter's label)."""
+    if not months:
+        return []
+    last = months[-1]
+    latest = int(last[:4]) * 12 + int(last[5:7]) - 1
+    out: list[tuple[str, str, str]] = []
+    for label, span in STANDARD_WINDOWS:
+        first = 0 if span is None else latest - span + 1
+        inside = [m for m in months if int(m[:4]) * 12 + int(m[5:7]) - 1 >= first]
+        if len(inside) >= 2 and all(inside[0] != start for _, start, _ in out):
+            out.append((label, inside[0], last))
+    return out
 
 
 def current_releases(engine: Engine, from_month: str | None = None, to_month: str | None = None) -> Selection:
