@@ -38,6 +38,11 @@ EXPORT_TABLES = (*_BY_RELEASE, *_BY_REPORT, *_BY_QUERY)
 SYSTEM_TABLES = ("release_queries", "reports", "metric_scores")
 
 
+# Settings that differ between the machines of one deployment and shape no page: left out of the key, so a
+# build kept in a shared folder is reused whichever Celery worker builds next.
+_NOT_SHAPING = frozenset({"worker_hostname"})
+
+
 def _stamp_sql(table: str) -> str:
     """Per month: the rows' count and the sum of their xmin, which any insert, update or delete changes."""
     stamp = "count(*)::text || '.' || coalesce(sum(t.xmin::text::bigint), 0)::text"
@@ -63,7 +68,8 @@ def code_key(settings: Any) -> str:
             h.update(path.relative_to(PACKAGE).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     libraries = sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions())
     h.update(json.dumps(libraries).encode())
-    h.update(repr(dataclasses.asdict(settings)).encode())
+    shaping = {k: v for k, v in dataclasses.asdict(settings).items() if k not in _NOT_SHAPING}
+    h.update(repr(shaping).encode())
     return h.hexdigest()
 
 
