@@ -1,18 +1,21 @@
 """The static site of a year of the benchmark (issue 48 §4): built, published, and month 13 published again.
 
 Usage: .venv/bin/python bench/site.py [--months 12] [--queries 200] [--systems 20] [--scale 1.0] [--n-boot 1000]
+  [--record]
 The warehouse is bench/history.py's (its fill: real-size months written by bulk SQL and the project's own
 roll-up, every k-th month re-judged into a second board version), in a scratch database dropped afterwards.
-Then: `site build` of every route (report pages and each month's export included), published to a local
-folder; month 13 filled, rolled up and published; the site rebuilt and published again (only the changed
-files are sent). Prints one JSON line per measurement ({"measure": ...}) and a last "summary" with the goals:
-full build <= 10 min, month 13 published <= 60 s, one month's board pages <= 2 MB without report pages,
-the index <= 200 KB.
+Then: `site build` of the board pages alone; of every route (report pages and each month's export
+included), published to a local folder; month 13 filled, rolled up and published; the site built again
+from the first build (the incremental build: unchanged months are reused) and published (only the changed
+files are sent). Prints one JSON line per measurement ({"measure": ...}) and a last "summary" with the
+goals: full build <= 10 min, month 13 built and published <= 60 s, one month's board pages <= 2 MB without
+report pages, the index <= 200 KB. --record keeps the lines in bench/results/site.json (write_figures.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -55,40 +58,59 @@ def month_sizes(engine, build, months: list[str]) -> dict[str, dict]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     history.size_arguments(parser)
+    parser.add_argument("--record", action="store_true",
+                        help="keep the figures in bench/results/site.json and render docs/BENCHMARKS.md")
     args = parser.parse_args(argv)
+    lines = measure(args)
+    if args.record:
+        import write_figures
 
+        command = "python bench/site.py " + " ".join(a for a in (argv if argv is not None else sys.argv[1:])
+                                                     if a != "--record")
+        write_figures.record("site", "\n".join(json.dumps(line, default=str) for line in lines), command.strip())
+        write_figures.PAGE.write_text(write_figures.render(), encoding="utf-8")
+    return 0
+
+
+def measure(args) -> list[dict]:
+    """Every measurement, printed as it is made; the lines."""
     from deepscholar.site.build import build_site
     from deepscholar.site.publish import publish_site
 
     extra = f"{history.YEAR}-{args.months + 1:02d}" if args.months < 12 else f"{history.YEAR + 1}-01"
     plan = history.metric_plan()
     goals: dict = {}
+    lines: list[dict] = []
     with history.scratch_warehouse("head") as (engine, _home), tempfile.TemporaryDirectory() as work:
         t = time.perf_counter()
         months = history.fill_months(engine, args, plan)
-        history.emit("fill", months=len(months), seconds=round(time.perf_counter() - t, 1))
+        lines.append(history.emit("fill", months=len(months), seconds=round(time.perf_counter() - t, 1)))
         target = Path(work) / "published"
         bare = build_site(engine, Path(work) / "bare", with_reports=False, with_downloads=False)
-        history.emit("build", scope="board pages only", files=len(bare.files), seconds=round(bare.seconds, 1),
-                     mb=round(sum(bare.sizes.values()) / 1e6, 2))
-        full = build_site(engine, Path(work) / "site")
+        lines.append(history.emit("build", scope="board pages only", files=len(bare.files),
+                                  seconds=round(bare.seconds, 1), mb=round(sum(bare.sizes.values()) / 1e6, 2)))
+        site = Path(work) / "site"
+        full = build_site(engine, site)
         first = publish_site(full, str(target))
         sizes = month_sizes(engine, full, months)
-        history.emit("build", scope="every route", files=len(full.files), seconds=round(full.seconds, 1),
-                     mb=round(sum(full.sizes.values()) / 1e6, 2), index_kb=round(full.sizes["index.html"] / 1e3, 1),
-                     publish_seconds=round(first.seconds, 2), per_month=sizes)
+        lines.append(history.emit(
+            "build", scope="every route", files=len(full.files), seconds=round(full.seconds, 1),
+            mb=round(sum(full.sizes.values()) / 1e6, 2), index_kb=round(full.sizes["index.html"] / 1e3, 1),
+            publish_seconds=round(first.seconds, 2), per_month=sizes))
         t = time.perf_counter()
         with engine.begin() as conn:
             history.fill_month(conn, extra, args.queries, args.systems, args.scale, plan)
         history.boards_of_month(engine, extra, args.n_boot, rejudge=False)
         rolled = time.perf_counter() - t
         t = time.perf_counter()
-        again = build_site(engine, Path(work) / "site")
+        again = build_site(engine, site, previous=site)  # what `site build --out DIR` and the DAG do
         second = publish_site(again, str(target))
         month13_s = time.perf_counter() - t
-        history.emit("month13", release=extra, roll_up_seconds=round(rolled, 1), build_seconds=round(again.seconds, 1),
-                     publish_seconds=round(second.seconds, 2), build_and_publish_seconds=round(month13_s, 1),
-                     uploaded=second.uploaded, reused=second.reused, files=len(again.files))
+        lines.append(history.emit(
+            "month13", release=extra, roll_up_seconds=round(rolled, 1), build_seconds=round(again.seconds, 1),
+            publish_seconds=round(second.seconds, 2), build_and_publish_seconds=round(month13_s, 1),
+            uploaded=second.uploaded, reused=second.reused, files=len(again.files), parts_reused=again.reused,
+            parts_rendered=again.rendered))
         worst = max(s["without_reports_mb"] for s in sizes.values())
         goals = {
             "build_s": {"value": round(full.seconds, 1), "goal": GOALS["build_s"]},
@@ -98,10 +120,10 @@ def main(argv: list[str] | None = None) -> int:
         }
         for g in goals.values():
             g["pass"] = g["value"] <= g["goal"]
-    history.emit("summary", months=args.months, queries=args.queries, systems=args.systems, scale=args.scale,
-                 goals=goals, passed=[k for k, g in goals.items() if g["pass"]],
-                 failed=[k for k, g in goals.items() if not g["pass"]])
-    return 0
+    lines.append(history.emit("summary", months=args.months, queries=args.queries, systems=args.systems,
+                              scale=args.scale, goals=goals, passed=[k for k, g in goals.items() if g["pass"]],
+                              failed=[k for k, g in goals.items() if not g["pass"]]))
+    return lines
 
 
 if __name__ == "__main__":

@@ -488,23 +488,26 @@ def deepscholar_benchmark():
     @task
     def publish_site() -> dict:
         """The static site rebuilt from the warehouse and published to DEEPSCHOLAR_SITE_URL through Airflow's
-        object storage (deepscholar/site/, docs/SITE.md). After the board, never before: a failure here leaves
-        the board published, says so, and `finish` names this task."""
+        object storage (deepscholar/site/, docs/SITE.md). Built in site-build/ under DEEPSCHOLAR_HOME, so the
+        months that did not change are reused from the last run's build. After the board, never before: a
+        failure here leaves the board published, says so, and `finish` names this task."""
         from airflow.sdk import ObjectStoragePath
 
         from deepscholar.db import get_engine
-        from deepscholar.site.publish import refresh_site, site_url
+        from deepscholar.site.publish import build_folder, refresh_site, site_url
 
         url = site_url()
         try:
-            build, done = refresh_site(get_engine(), ObjectStoragePath(url))
+            build, done = refresh_site(get_engine(), ObjectStoragePath(url), build_folder())
         except Exception as exc:
             print(f"the site was not published to {url}: {type(exc).__name__}: {exc}; the leaderboard of "
                   f"{_month()} stays published (the site still shows the previous build)")
             raise
-        print(f"site: {len(build.files)} files built in {build.seconds:.1f} s; published build {done.build_id} to "
-              f"{url}: {done.uploaded} uploaded, {done.reused} kept" + (" (unchanged)" if done.unchanged else ""))
-        return {"url": url, "build_id": done.build_id, "uploaded": done.uploaded, "reused": done.reused}
+        print(f"site: {len(build.files)} files built in {build.out} in {build.seconds:.1f} s ({build.parts_text()}); "
+              f"published build {done.build_id} to {url}: {done.uploaded} uploaded, {done.reused} kept"
+              + (" (unchanged)" if done.unchanged else ""))
+        return {"url": url, "build_id": done.build_id, "uploaded": done.uploaded, "reused": done.reused,
+                "parts_reused": build.reused, "parts_rendered": build.rendered}
 
     @task(trigger_rule="all_done", retries=0, on_failure_callback=None)
     def finish() -> dict:

@@ -7,6 +7,7 @@ Design notes: docs/MODULE_NOTES.md, `deepscholar.registry`.
 from __future__ import annotations
 
 import importlib
+import itertools
 import pkgutil
 import threading
 from collections.abc import Callable, Iterator
@@ -15,9 +16,25 @@ from typing import Any, Generic, TypeVar
 
 from deepscholar.errors import InvalidInput
 
-__all__ = ["Registry", "package_modules"]
+__all__ = ["Registry", "package_modules", "note_change", "last_change"]
 
 T = TypeVar("T")
+
+# Every registration or removal, in any registry, takes a new number: a registry's sorted listing is kept until
+# the number changes (an order key may read another registry, e.g. a metric's family's position).
+_CHANGES = itertools.count(1)
+_last_change = 0
+
+
+def last_change() -> int:
+    """The number of the latest registration or removal (a listing kept with it is still the listing)."""
+    return _last_change
+
+
+def note_change() -> None:
+    """Something an order key reads was declared or removed: every registry sorts its listing again."""
+    global _last_change
+    _last_change = next(_CHANGES)
 
 
 def package_modules(package_name: str, recursive: bool = False) -> Iterator[str]:
@@ -58,6 +75,7 @@ class Registry(Generic[T]):
         self._items: dict[str, T] = {}
         self._lock = threading.RLock()
         self._discovered = False
+        self._listing: tuple[int, list[T]] | None = None  # (the change it was sorted at, the sorted items)
 
     def name_of(self, item: T) -> str:
         return self._name(item)
@@ -86,11 +104,13 @@ class Registry(Generic[T]):
                 raise InvalidInput(f"{self.what} {self.name_of(item)!r} is already registered by "
                                    f"{self._describe(current)}")
             self._items[self.name_of(item)] = item
+            note_change()
         return item
 
     def unregister(self, name: str) -> None:
         with self._lock:
             self._items.pop(name, None)
+            note_change()
 
     @contextmanager
     def registered(self, item: T) -> Iterator[T]:
@@ -115,13 +135,20 @@ class Registry(Generic[T]):
                         raise InvalidInput(f"two {self.what} modules declare {name!r}: "
                                            f"{self._describe(self._items[name])} and {self._describe(item)}")
                     self._items[name] = item
+            note_change()
 
     def items(self) -> list[T]:
-        """Every registered declaration, in listing order."""
+        """Every registered declaration, in listing order (sorted once per change: pages ask thousands of times)."""
         with self._lock:
             self._discover()
-            found = list(self._items.values())
-        return sorted(found, key=self._order)
+            listing = self._listing
+            if listing is not None and listing[0] == _last_change:
+                return list(listing[1])
+            change, found = _last_change, list(self._items.values())
+        ordered = sorted(found, key=self._order)
+        with self._lock:
+            self._listing = (change, ordered)
+        return list(ordered)
 
     def names(self) -> tuple[str, ...]:
         return tuple(self.name_of(item) for item in self.items())

@@ -101,6 +101,20 @@ def toy_track():
         yield
 
 
+def test_the_metric_listing_is_kept_and_follows_a_family_declared_and_removed():
+    """The registry sorts its listing once per change (a page asks for it hundreds of times); a family or a
+    metric declared or removed shows at the next call."""
+    registry.metric_names()  # the first call may discover the metrics, which is a change
+    before = registry.metric_names()
+    assert registry.metric_names() is before
+    with registry.registered_family(TOY, [registry.Dimension("toy_dimension", "Toy dim", "toy", 1)]):
+        with registry.registered(_Toy("toy_fraction", 2)), registry.registered(_Toy("toy_count", 1, bounded=False)):
+            assert registry.metric_names() == (*before, "toy_count", "toy_fraction")
+            assert registry.metric_names("toy") == ("toy_count", "toy_fraction")
+        assert registry.metric_names("toy") == ()
+    assert registry.metric_names() == before
+
+
 def _frame(values: dict[str, list[tuple[float | None, float | None]]]) -> pd.DataFrame:
     rows = []
     for system, per_query in values.items():

@@ -21,7 +21,7 @@ from deepscholar.site.routes import SiteMap
 
 _LOG = logging.getLogger(__name__)
 
-__all__ = ["DOCS_DIR", "markdown_html", "methodology_page", "submit_page", "downloads_page", "export_months"]
+__all__ = ["DOCS_DIR", "markdown_html", "methodology_page", "submit_page", "downloads_page", "export_month"]
 
 DOCS_DIR = Path(__file__).resolve().parents[3] / "docs"
 _HREF = re.compile(r'href="([^"]*)"')
@@ -110,17 +110,14 @@ def submit_page(sm: SiteMap, docs: Path = DOCS_DIR) -> dict[str, str]:
                                 sections=[section])}
 
 
-def export_months(engine: Engine, sm: SiteMap, folder: Path) -> dict[str, list[str]]:
-    """Each month with a board exported (`deepscholar export`, every judge) into folder/downloads/<month>/;
-    {month: its files, sorted}."""
+def export_month(engine: Engine, release: str, folder: Path) -> list[str]:
+    """The month's `deepscholar export` (every judge with a board) into folder/downloads/<month>/; its files,
+    sorted."""
     from deepscholar.export.writer import export_release
 
-    out = {}
-    for release in sorted({r for r, _ in sm.current_version}):
-        target = folder / "downloads" / routes.file_name(release)
-        export_release(engine, release, target)
-        out[release] = sorted(p.name for p in target.iterdir() if p.is_file())
-    return out
+    target = folder / "downloads" / routes.file_name(release)
+    export_release(engine, release, target)
+    return sorted(p.name for p in target.iterdir() if p.is_file())
 
 
 def downloads_page(sm: SiteMap, exports: dict[str, list[str]]) -> dict[str, str]:

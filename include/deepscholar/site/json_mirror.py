@@ -19,7 +19,7 @@ from deepscholar.site import routes
 from deepscholar.site.routes import SiteMap
 from deepscholar.web import queries as q
 
-__all__ = ["api_bytes", "json_pages"]
+__all__ = ["api_bytes", "board_json_pages", "json_pages"]
 
 
 def api_bytes(content: Any) -> bytes:
@@ -33,10 +33,12 @@ def _board(engine: Engine, judge: str | None, release: str | None, version: int 
     return api_bytes(q.board_json(board) | q.tracks_json(tracks, agreement))
 
 
-def json_pages(engine: Engine, sm: SiteMap) -> dict[str, bytes]:
-    """{site path: JSON bytes} of every board, its versions list, and the history."""
-    out = {"api/leaderboard.json": _board(engine, None, None, None)}
-    for (release, judge), _current in sorted(sm.current_version.items()):
+def board_json_pages(engine: Engine, sm: SiteMap, release: str) -> dict[str, bytes]:
+    """{site path: JSON bytes} of one month's boards under every judge: each version and the versions list."""
+    out = {}
+    for (month, judge), _current in sorted(sm.current_version.items()):
+        if month != release:
+            continue
         with engine.connect() as conn:
             versions = q.existing_board_versions(conn, release, judge)
         out[routes.api_board_path(release, judge)] = _board(engine, judge, release, None)
@@ -46,6 +48,12 @@ def json_pages(engine: Engine, sm: SiteMap) -> dict[str, bytes]:
         folder = routes.api_board_path(release, judge).rsplit("/", 1)[0]
         out[f"{folder}/versions.json"] = api_bytes(
             {"versions": [{k: q.json_value(v) for k, v in r.items()} for r in versions]})
+    return out
+
+
+def json_pages(engine: Engine, sm: SiteMap) -> dict[str, bytes]:
+    """{site path: JSON bytes} of what spans the months: the latest board and the history."""
+    out = {"api/leaderboard.json": _board(engine, None, None, None)}
     with engine.connect() as conn:
         rows = q.history_rows(conn)
     out["api/history.json"] = api_bytes({"rows": [{k: q.json_value(v) for k, v in r.items()} for r in rows]})

@@ -6,7 +6,7 @@ Design notes: docs/MODULE_NOTES.md, `deepscholar.site.pages`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import sqlalchemy as sa
@@ -28,14 +28,15 @@ from deepscholar.web.render import (
 
 _LOG = logging.getLogger(__name__)
 
-__all__ = ["SITE_CSP", "NAV", "load_site_map", "page", "board_pages", "window_pages", "history_pages",
-           "system_pages", "report_pages"]
+__all__ = ["SITE_CSP", "NAV", "REPORT_BATCH", "load_site_map", "page", "index_page", "board_pages", "window_pages",
+           "history_pages", "system_pages", "report_pages"]
 
 # As the app's CSP (web/app.py) minus what a <meta> cannot carry (frame-ancestors: a console error there).
 SITE_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'none'; base-uri 'none'"
 # The site's navigation, as live paths (rewritten like every other link); a page the build has not made drops.
 NAV = (("Leaderboard", "/"), ("History", "/history"), ("Methodology", "/methodology"),
        ("Downloads", "/downloads"), ("How to submit", "/submit"), ("JSON", "/api/leaderboard"))
+REPORT_BATCH = 500  # reports read together: a few statements each instead of four per report
 
 
 def page(sm: SiteMap, path: str, template: str, title: str, **context: Any) -> str:
@@ -89,11 +90,18 @@ def _board_page(engine: Engine, sm: SiteMap, path: str, judge: str | None, relea
     return page(sm, path, "board.html", title, **context)
 
 
-def board_pages(engine: Engine, sm: SiteMap) -> dict[str, str]:
-    """index.html (the latest board), every board's current version, each earlier version and the versions
-    list (status, what changed, manifest hash) of every (month, judge)."""
-    out = {"index.html": _board_page(engine, sm, "index.html", None, None, None)}
-    for (release, judge), current in sorted(sm.current_version.items()):
+def index_page(engine: Engine, sm: SiteMap) -> dict[str, str]:
+    """index.html: the latest board."""
+    return {"index.html": _board_page(engine, sm, "index.html", None, None, None)}
+
+
+def board_pages(engine: Engine, sm: SiteMap, release: str) -> dict[str, str]:
+    """One month's boards under every judge: each current version, each earlier version and the versions list
+    (status, what changed, manifest hash)."""
+    out = {}
+    for (month, judge), current in sorted(sm.current_version.items()):
+        if month != release:
+            continue
         path = routes.board_path(release, judge)
         out[path] = _board_page(engine, sm, path, judge, release, None)
         with engine.connect() as conn:
@@ -154,28 +162,28 @@ def _system_views(sm: SiteMap, system_id: str) -> Iterable[tuple[str, str | None
             yield routes.system_path(system_id, judge, month), judge, month
 
 
-def system_pages(engine: Engine, sm: SiteMap) -> dict[str, str]:
-    """Each system's page (its months' scores and charts) and its page per (judge, month) listing reports."""
+def system_pages(engine: Engine, sm: SiteMap, system_id: str) -> dict[str, str]:
+    """One system's page (its months' scores and charts) and its page per (judge, month) listing reports."""
     out = {}
     with engine.connect() as conn:
-        for system_id in sorted(sm.system_months):
-            for path, judge, month in _system_views(sm, system_id):
-                data = q.system_page_data(conn, system_id, judge, month)
-                out[path] = page(sm, path, "system.html", f"System {system_id}", **system_context(base="", **data))
+        for path, judge, month in _system_views(sm, system_id):
+            data = q.system_page_data(conn, system_id, judge, month)
+            out[path] = page(sm, path, "system.html", f"System {system_id}", **system_context(base="", **data))
     return out
 
 
-def report_pages(engine: Engine, sm: SiteMap) -> dict[str, str]:
-    """Each report on a board: its text (sanitised markdown), its citations and how each resolved, its scores
-    and the judge's labels, every judge's."""
-    out = {}
-    with engine.connect() as conn:
-        for report_id in sorted(sm.reports):
-            data = q.report_detail(conn, report_id)
+def report_pages(engine: Engine, sm: SiteMap, report_ids: Iterable[int]) -> Iterator[tuple[str, str]]:
+    """(path, HTML) of each report: its text (sanitised markdown), its citations and how each resolved, its
+    scores and the judge's labels, every judge's. Read REPORT_BATCH reports a statement, written one by one."""
+    ids = sorted(report_ids)
+    for start in range(0, len(ids), REPORT_BATCH):
+        with engine.connect() as conn:
+            details = q.report_details(conn, ids[start:start + REPORT_BATCH])
+        for report_id in ids[start:start + REPORT_BATCH]:
+            data = details.get(report_id)
             if data is None:  # deleted since the site map was read
                 continue
             path = routes.report_path(report_id)
             # Every judge's scores on one page: the app's ?judge_config= filter has no file, so no judge links.
             context = report_context(data, None, "") | {"judge_links": []}
-            out[path] = page(sm, path, "report.html", f"Report {report_id}", **context)
-    return out
+            yield path, page(sm, path, "report.html", f"Report {report_id}", **context)

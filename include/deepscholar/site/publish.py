@@ -17,7 +17,8 @@ from deepscholar.site.build import MANIFEST_FILE, STAMP_FILE, SiteBuild, read_ma
 
 _LOG = logging.getLogger(__name__)
 
-__all__ = ["KEEP_BUILDS", "Published", "site_url", "storage_of", "publish_site", "published_build"]
+__all__ = ["KEEP_BUILDS", "Published", "site_url", "storage_of", "publish_site", "published_build", "build_folder",
+           "refresh_site"]
 
 KEEP_BUILDS = 3
 _REDIRECT = ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -156,13 +157,33 @@ def _prune(fs: Any, root: str, local: bool, current: str, keep: int) -> None:
             _LOG.info("site: removed the old build %s", name)
 
 
-def refresh_site(engine: Any, target: Any) -> tuple[SiteBuild, Published]:
-    """Build the site of the warehouse in a temporary folder and publish it to `target` (the DAG's task)."""
+def build_folder(settings: Any = None) -> Path:
+    """Where the DAG keeps its latest build, so the next one reuses it: site-build/ under DEEPSCHOLAR_HOME."""
+    from deepscholar.settings import current_settings
+
+    return Path((settings or current_settings()).home) / "site-build"
+
+
+def refresh_site(engine: Any, target: Any, folder: Path | None = None) -> tuple[SiteBuild, Published]:
+    """Build the site of the warehouse and publish it to `target` (the DAG's task). In `folder`, reusing the
+    unchanged parts of the build kept there (a missing or unreadable one: every part rendered); without one,
+    or when `folder` holds something else, in a temporary folder."""
     import shutil
     import tempfile
 
-    from deepscholar.site.build import build_site
+    from deepscholar.errors import InvalidInput
+    from deepscholar.site.build import build_site, is_built_site
 
+    if folder is not None:
+        folder = Path(folder)
+        try:
+            build = build_site(engine, folder, previous=folder if is_built_site(folder) else None)
+            return build, publish_site(build, target)
+        except InvalidInput as exc:
+            if folder.exists() and not is_built_site(folder):
+                _LOG.warning("site: %s; building in a temporary folder instead", exc)
+            else:
+                raise
     work = Path(tempfile.mkdtemp(prefix="deepscholar-site-"))
     try:
         build = build_site(engine, work / "site")

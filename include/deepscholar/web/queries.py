@@ -21,7 +21,7 @@ from deepscholar.evaluation.metrics import registry
 
 __all__ = ["Board", "TrackBoard", "NotFound", "load_board", "board_versions_of", "load_track_boards", "load_agreement_rows", "trust_rows", "board_json",
            "tracks_json", "metric_mean", "finite", "json_value", "pick",
-           "history_rows", "history_judge_configs", "system_info", "system_page_data", "system_reports", "report_detail",
+           "history_rows", "history_judge_configs", "system_info", "system_page_data", "system_reports", "report_detail", "report_details",
            "pooled_page_board", "pooled_board_json", "category_page_boards", "board_months", "board_with_tracks", "existing_board_versions"]
 
 
@@ -355,7 +355,14 @@ def system_reports(conn: sa.Connection, system_id: str, release_id: str, judge_c
 def report_detail(conn: sa.Connection, report_id: int) -> dict | None:
     """A report with its `sources`, `scores` (every judge, variant and metric version) and `judgments`; None if
     unknown."""
-    rows = _rows(conn, """
+    return report_details(conn, [report_id]).get(report_id)
+
+
+def report_details(conn: sa.Connection, report_ids: Sequence[int]) -> dict[int, dict]:
+    """`report_detail` of many reports in four statements (the static site reads a month's this way): {report id:
+    its detail} of those that exist."""
+    ids = sorted({int(i) for i in report_ids})
+    reports = {r["report_id"]: r for r in _rows(conn, """
         SELECT rp.report_id, rp.release_id, rp.system_id, rp.arxiv_id, rp.status, rp.error, rp.text,
                rp.system_version, rp.system_build, rp.search_backend, rp.search_cutoff, rp.n_citations, rp.created_at,
                rp.quality_flags, rp.n_unresolved_citations, rp.n_leaked_retrieved,
@@ -363,21 +370,29 @@ def report_detail(conn: sa.Connection, report_id: int) -> dict | None:
         FROM deepscholar.reports rp
         LEFT JOIN deepscholar.release_queries q ON q.release_id = rp.release_id AND q.arxiv_id = rp.arxiv_id
         LEFT JOIN deepscholar.systems s ON s.system_id = rp.system_id
-        WHERE rp.report_id = :id""", id=report_id)
-    if not rows:
-        return None
-    report = rows[0]
-    report["sources"] = _rows(conn, "SELECT * FROM deepscholar.report_sources WHERE report_id = :id "
-                                    "ORDER BY source_idx", id=report_id)
-    # Every metric version's (a superseded score stays readable beside the current one: migration 0036).
-    report["scores"] = _rows(conn, """
-        SELECT metric, judge_config, variant, metric_version, is_current, value, unscored_reason, n_items, details
-        FROM deepscholar.metric_score_versions WHERE report_id = :id""", id=report_id)
-    report["judgments"] = _rows(conn, """
-        SELECT metric, judge_config, item_key, metric_version, is_current, label, unscored_reason, explanation,
-               n_calls
-        FROM deepscholar.judgment_versions WHERE report_id = :id""", id=report_id)
-    return report
+        WHERE rp.report_id = ANY(CAST(:ids AS bigint[]))""", ids=ids)}
+    for report in reports.values():
+        report["sources"], report["scores"], report["judgments"] = [], [], []
+    found = sorted(reports)
+    children = (
+        ("sources", "SELECT * FROM deepscholar.report_sources WHERE report_id = ANY(CAST(:ids AS bigint[])) "
+                    "ORDER BY report_id, source_idx"),
+        # Every metric version's (a superseded score stays readable beside the current one: migration 0036).
+        ("scores", """
+            SELECT report_id, metric, judge_config, variant, metric_version, is_current, value, unscored_reason,
+                   n_items, details
+            FROM deepscholar.metric_score_versions WHERE report_id = ANY(CAST(:ids AS bigint[]))
+            ORDER BY report_id, metric, judge_config, variant, metric_version, is_current"""),
+        ("judgments", """
+            SELECT report_id, metric, judge_config, item_key, metric_version, is_current, label, unscored_reason,
+                   explanation, n_calls
+            FROM deepscholar.judgment_versions WHERE report_id = ANY(CAST(:ids AS bigint[]))
+            ORDER BY report_id, metric, judge_config, item_key, metric_version, is_current"""))
+    for key, sql in children:
+        for row in _rows(conn, sql, ids=found) if found else []:
+            owner = row["report_id"] if key == "sources" else row.pop("report_id")
+            reports[owner][key].append(row)
+    return reports
 
 
 # --- boards over a window of months or one category (computed, not stored) ------------------------------

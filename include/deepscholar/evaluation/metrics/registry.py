@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from deepscholar import family_packages
 from deepscholar.errors import InvalidInput
-from deepscholar.registry import Registry
+from deepscholar.registry import Registry, last_change, note_change
 
 if TYPE_CHECKING:
     from deepscholar.evaluation.metrics.base import Metric
@@ -107,6 +107,7 @@ def _declare(family: Family, dimensions: Sequence[Dimension], query_data: QueryD
         raise InvalidInput(f"{where}: every dimension of family {family.name!r} must name it as its family")
     _FAMILIES[family.name] = family
     _DIMENSIONS.update({d.name: d for d in dimensions})
+    note_change()  # metrics sort by their family's and dimension's positions
     if query_data is not None:
         _QUERY_DATA[family.name] = query_data
 
@@ -122,6 +123,7 @@ def _forget(family: Family, dimensions: Sequence[Dimension]) -> None:
         _DIMENSIONS.pop(d.name, None)
     _FAMILIES.pop(family.name, None)
     _QUERY_DATA.pop(family.name, None)
+    note_change()
 
 
 def _find_families() -> None:
@@ -193,8 +195,19 @@ def metrics(family: str | None = None) -> list[Metric]:
     return found if family is None else [m for m in found if dimension_declarations()[m.dimension].family == family]
 
 
+_NAMES: dict[str | None, tuple[int, tuple[str, ...]]] = {}  # family -> (registry change, its metric names)
+
+
 def metric_names(family: str | None = None) -> tuple[str, ...]:
-    return tuple(m.name for m in metrics(family))
+    """The metrics' names in leaderboard order (kept until a registration changes the registry: a page asks
+    hundreds of times)."""
+    change = last_change()
+    kept = _NAMES.get(family)
+    if kept is not None and kept[0] == change:
+        return kept[1]
+    names = tuple(m.name for m in metrics(family))
+    _NAMES[family] = (change, names)
+    return names
 
 
 def annotatable_metric_names() -> list[str]:
