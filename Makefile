@@ -34,8 +34,9 @@ demo-ui: install
 # waiting on the scheduler, so they overlap well with each other and with the rest (the whole suite took
 # 15:45 with three workers and 16:50 with two, on the same tree; CPU is then busy throughout: four took
 # 18:16 where three took 16:07). The demo month is built once per code version into a template database
-# and cloned per module (tests/support/demo_month.py): 3,072 tests took 14:48 with three workers on a quiet
-# machine (2 cores). TEST_WORKERS=0 runs in one process.
+# and cloned per module (tests/support/demo_month.py), and the local judge encodes on one thread per process:
+# 3,094 tests took 12:59 with three workers on a quiet machine (2 cores; 14:01 for 3,072 before the one
+# thread). TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 3
 test: install
 	$(VENV)/bin/ruff check .

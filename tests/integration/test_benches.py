@@ -206,8 +206,9 @@ def _site(_):
     assert month13["release"] == "2090-03" and 0 < month13["uploaded"] < month13["files"], month13
     assert month13["uploaded"] + month13["reused"] == month13["files"], month13  # only changed files are sent
     # The incremental build: both earlier months reused whole, the new month and every system's pages rendered.
-    assert month13["parts_reused"] == {"board": 2, "reports": 2, "export": 2}, month13
-    assert month13["parts_rendered"] == {"board": 1, "reports": 1, "export": 1, "system": 2}, month13
+    # The month before the new one is rendered again: no longer the latest board, it stops linking the windows.
+    assert month13["parts_reused"] == {"board": 1, "reports": 2, "export": 2}, month13
+    assert month13["parts_rendered"] == {"board": 2, "reports": 1, "export": 1, "system": 2}, month13
     summary = by["summary"]
     assert set(summary["passed"]) | set(summary["failed"]) == set(summary["goals"])
 

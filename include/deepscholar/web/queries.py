@@ -361,7 +361,7 @@ def report_detail(conn: sa.Connection, report_id: int) -> dict | None:
 def report_details(conn: sa.Connection, report_ids: Sequence[int]) -> dict[int, dict]:
     """`report_detail` of many reports in four statements (the static site reads a month's this way): {report id:
     its detail} of those that exist."""
-    ids = sorted({int(i) for i in report_ids})
+    ids = sorted({int(i) for i in report_ids if -2**63 <= int(i) < 2**63})  # past bigint: no such report
     reports = {r["report_id"]: r for r in _rows(conn, """
         SELECT rp.report_id, rp.release_id, rp.system_id, rp.arxiv_id, rp.status, rp.error, rp.text,
                rp.system_version, rp.system_build, rp.search_backend, rp.search_cutoff, rp.n_citations, rp.created_at,
