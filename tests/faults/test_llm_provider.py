@@ -70,9 +70,9 @@ def _verdict(body: dict) -> str:
     return json.dumps({"decision": "A", "explanation": "grouped by theme"})
 
 
-def _evaluate(engine, release, stub, **kwargs) -> dict:
+def _evaluate(engine, release, stub, concurrency: int = 4, **kwargs) -> dict:
     return evaluate_release(engine, release, judge=JUDGE, metrics=[METRIC], systems=[SYSTEM], api_base=stub.url,
-                            concurrency=4, roll_up=False, **kwargs)
+                            concurrency=concurrency, roll_up=False, **kwargs)
 
 
 def _scores(engine) -> list[sa.Row]:
@@ -123,7 +123,9 @@ def test_a_provider_that_recovers_within_the_retries_leaves_every_report_scored(
         stub.default = _verdict
         stub.script = [s if s is not None else _verdict for s in script]
         with unchanged(engine, allowed_to_change=["metric_scores", "judgments", "judging_estimates", *JUDGE_BOOKKEEPING]):
-            result = _evaluate(engine, release, stub)
+            # One request at a time: the script's failures then fall on known requests, within each one's
+            # retries (four at once could hand one request four 429s in a row and fail it by chance).
+            result = _evaluate(engine, release, stub, concurrency=1)
         failures = sum(isinstance(s, int) for s in script)
         assert result["unscored_reports"] == 0 and result["llm_requests"] == stub.requests - failures
         assert result["llm_attempts"] == stub.requests
