@@ -97,7 +97,8 @@ def _parts(engine: Engine, sm: SiteMap, with_reports: bool, with_downloads: bool
 
     stamps = read_stamps(engine, current_settings())
     months = sorted({release for release, _ in sm.current_version})
-    parts = [Part("board", m, stamps.board(m, _latest_of(engine, sm).get(m, ()))) for m in months]
+    latest = _latest_of(engine, sm)
+    parts = [Part("board", m, stamps.board(m, latest.get(m, ()))) for m in months]
     if with_reports:
         by_month: dict[str, list[int]] = {}
         with engine.connect() as conn:
