@@ -209,7 +209,7 @@ def _get(url: str) -> tuple[int, str]:
 
 
 def _value(cell) -> str:
-    return cell.one("span", {"class": "value"}).text()
+    return cell.own_text()
 
 
 def _assert_board_matches_view(dom, engine, judge: str) -> None:
@@ -225,7 +225,7 @@ def _assert_board_matches_view(dom, engine, judge: str) -> None:
     for r in view:
         sid = r["system_id"]
         for m in METRIC_ORDER:
-            td = table.one("td", {"data-system": sid, "data-metric": m})
+            td = table.cell(sid, m)
             assert _value(td) == shown(r[m]), (sid, m)
             cell = cells[(sid, m)]
             assert ("best" in td.classes()) == cell["is_best"], (sid, m)
@@ -235,12 +235,12 @@ def _assert_board_matches_view(dom, engine, judge: str) -> None:
                 assert unscored is not None and unscored.text() == f"{cell['n_unscored']} unscored"
             else:
                 assert unscored is None
-        gm = table.one("td", {"data-system": sid, "data-metric": "geometric_mean"})
+        gm = table.cell(sid, "geometric_mean")
         assert _value(gm) == shown(r['geometric_mean'])
-        assert table.one("td", {"data-system": sid, "data-metric": "rank"}).text() == str(r["rank"])
-        assert table.one("td", {"data-system": sid, "data-metric": "n_reports"}).text() == \
+        assert table.cell(sid, "rank").text() == str(r["rank"])
+        assert table.cell(sid, "n_reports").text() == \
             f"{r['n_reports']} / {r['n_queries']}"
-        assert table.one("td", {"data-system": sid, "data-metric": "n_failed"}).text() == str(r["n_failed"])
+        assert table.cell(sid, "n_failed").text() == str(r["n_failed"])
 
 
 @slow
@@ -258,9 +258,9 @@ def test_latest_leaderboard_shows_the_view_numbers_grouped_by_dimension(site, en
     _assert_board_matches_view(dom, engine, LLM)
     table = dom.one("table", {"class": "leaderboard"})
     # Spot checks against hand-made numbers, so a view and a page wrong in the same way still fail.
-    assert _value(table.one("td", {"data-system": "deepscholar_base", "data-metric": "nugget_coverage"})) == "0.348"
-    assert _value(table.one("td", {"data-system": "extractive", "data-metric": "geometric_mean"})) == "0.000"
-    assert "best" in table.one("td", {"data-system": "oracle", "data-metric": "claim_coverage"}).classes()
+    assert _value(table.cell("deepscholar_base", "nugget_coverage")) == "0.348"
+    assert _value(table.cell("extractive", "geometric_mean")) == "0.000"
+    assert "best" in table.cell("oracle", "claim_coverage").classes()
 
     # Follow the selector link the way a person clicks it.
     local = parse_html(dump_dom(urljoin(url + "/", links[1].attrs["href"])))
@@ -274,7 +274,7 @@ def test_report_drilldown_shows_text_sources_scores_and_judgments_escaped(site, 
     rid = seeded["hostile"]
     # Reach the report from the leaderboard: system link, then the report link on the system page.
     board = parse_html(dump_dom(url + "/"))
-    system_href = board.one("td", {"data-system": "deepscholar_base", "data-metric": "system_id"}).one("a").attrs["href"]
+    system_href = board.cell("deepscholar_base", "system_id").one("a").attrs["href"]
     system_page = parse_html(dump_dom(urljoin(url + "/", system_href)))
     report_href = system_page.one("tr", {"data-report-id": str(rid)}).find("a").attrs["href"]
     dom = parse_html(dump_dom(urljoin(url + "/", report_href)))
@@ -495,7 +495,7 @@ def test_plugin_mounts_the_app_and_adds_a_menu_entry(engine, db_url, monkeypatch
             nav = [a.attrs["href"] for a in dom.one("nav").find_all("a")]
             assert nav == ["/deepscholar/", "/deepscholar/history", "/deepscholar/api/leaderboard",
                            "/deepscholar/systems/new"]
-            system_href = dom.one("td", {"data-system": "oracle", "data-metric": "system_id"}).one("a").attrs["href"]
+            system_href = dom.cell("oracle", "system_id").one("a").attrs["href"]
             assert system_href.startswith("/deepscholar/system/oracle")
             status, _ = _get(url + system_href)
             assert status == 200

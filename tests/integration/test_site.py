@@ -48,8 +48,9 @@ def built(engine, tmp_path):
 
 
 def _cells(dom, **attrs) -> list[tuple]:
-    return [(td.attrs.get("data-system"), td.attrs.get("data-metric"), td.attrs.get("data-value"), td.text())
-            for table in dom.find_all("table", {"class": "leaderboard", **attrs}) for td in table.find_all("td")]
+    return [(tr.attrs.get("data-system"), td.attrs.get("data-metric"), td.attrs.get("data-value"), td.text())
+            for table in dom.find_all("table", {"class": "leaderboard", **attrs})
+            for tr in table.find_all("tr", {"data-system": True}) for td in tr.find_all("td")]
 
 
 def _get(url: str) -> bytes:
@@ -100,6 +101,45 @@ def test_the_site_shows_what_the_live_page_and_api_show(built):
     assert all("Register" not in a.text() for a in index.one("nav").find_all("a"))
 
 
+def test_a_system_has_a_page_of_every_month_per_judge_and_a_small_page_per_month(built):
+    """The system's own page holds the charts and every month's scores and links each month's reports; a
+    month's page lists that month's reports only (a year's site stays small: bench/site.py) and links back."""
+    engine, build, _ = built
+    system = "deepscholar_base"
+    judges = sorted({LLM, LOCAL})
+    overview_path = routes.system_path(system)
+    overview = parse_html((build.out / overview_path).read_text())
+    assert overview.find("svg", {"data-chart": "system-history"}) is not None
+    assert overview.find("tr", {"data-report-id": True}) is None
+    default = next(e.attrs["data-judge-config"] for e in overview.find_all(None, {"data-judge-config": True})
+                   if e.tag == "span" or "aria-current" in e.attrs)
+    with engine.connect() as conn:
+        months = {j: [r[0] for r in conn.exec_driver_sql(
+            "SELECT DISTINCT release_id FROM deepscholar.leaderboard_history WHERE system_id = %s "
+            "AND judge_config = %s ORDER BY 1", (system, j))] for j in judges}
+    assert all(months.values()) and default in judges
+    assert [tr.attrs["data-release"] for tr in overview.one("table", {"class": "system-history"})
+            .find_all("tr", {"data-release": True})] == months[default]
+    month_links = overview.one("p", {"data-selector": "release"}).find_all("a")
+    assert [a.attrs["data-release"] for a in month_links] == months[default]
+    for a in month_links:
+        assert urlsplit(a.attrs["href"]).path == routes.relative_href(
+            routes.system_path(system, default, a.attrs["data-release"]), overview_path)
+    for judge in judges:
+        own = overview_path if judge == default else routes.system_path(system, judge)
+        assert (build.out / own).is_file(), judge
+        for month in months[judge]:
+            path = routes.system_path(system, judge, month)
+            page = parse_html((build.out / path).read_text())
+            assert page.find("svg") is None and page.find("table", {"class": "system-history"}) is None, path
+            with engine.connect() as conn:
+                stored = conn.exec_driver_sql("SELECT count(*) FROM deepscholar.reports WHERE system_id = %s "
+                                              "AND release_id = %s", (system, month)).scalar()
+            assert len(page.find_all("tr", {"data-report-id": True})) == stored, path
+            back = page.one("a", {"data-overview-link": "true"}).attrs["href"]
+            assert back == routes.relative_href(own, path), path
+
+
 def test_a_standard_window_is_the_live_window_board_and_the_cli_s(built, db_url, monkeypatch, capsys):
     engine, build, _ = built
     judge, start, end = WINDOW
@@ -129,7 +169,7 @@ def test_a_standard_window_is_the_live_window_board_and_the_cli_s(built, db_url,
     for row in printed:
         means = {m: d["mean"] for m, d in row["metrics"].items()} | {"geometric_mean": row["geometric_mean"]}
         for metric, mean in means.items():
-            cell = table.one("td", {"data-system": row["system_id"], "data-metric": metric})
+            cell = table.cell(row["system_id"], metric)
             assert cell.attrs["data-value"] == ("" if mean is None else repr(mean)), (row["system_id"], metric)
     # Only the standard windows are files; any other window stays a live page's (its link is left as text).
     sm = routes.SiteMap(windows={WINDOW: "Last 3 months"})

@@ -146,6 +146,14 @@ class Element:
     def text(self) -> str:
         return "".join(c if isinstance(c, str) else c.text() for c in self.children)
 
+    def own_text(self) -> str:
+        """The text directly inside this element, without its children's (a board cell's value, not its marks)."""
+        return "".join(c for c in self.children if isinstance(c, str))
+
+    def cell(self, system_id: str, metric: str) -> Element:
+        """A board table's cell of one system (its row names it) and one column."""
+        return self.one("tr", {"data-system": system_id}).one("td", {"data-metric": metric})
+
     def classes(self) -> set[str]:
         return set(self.attrs.get("class", "").split())
 

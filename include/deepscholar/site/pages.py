@@ -155,15 +155,19 @@ def history_pages(engine: Engine, sm: SiteMap) -> dict[str, str]:
 
 
 def _system_views(sm: SiteMap, system_id: str) -> Iterable[tuple[str, str | None, str | None]]:
-    """(path, judge, release) of every page of one system: its default one, then each judge's and month's."""
+    """(path, judge, release) of every page of one system: its default one, each other judge's, and each
+    (judge, month)'s reports."""
     yield routes.system_path(system_id), None, None
     for judge, months in sorted(sm.system_months.get(system_id, {}).items()):
+        if judge != sm.system_default.get(system_id):
+            yield routes.system_path(system_id, judge), judge, None
         for month in months:
             yield routes.system_path(system_id, judge, month), judge, month
 
 
 def system_pages(engine: Engine, sm: SiteMap, system_id: str) -> dict[str, str]:
-    """One system's page (its months' scores and charts) and its page per (judge, month) listing reports."""
+    """One system's pages of every month (scores and charts), one per judge, and its page per (judge, month)
+    listing that month's reports."""
     out = {}
     with engine.connect() as conn:
         for path, judge, month in _system_views(sm, system_id):

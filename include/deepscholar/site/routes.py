@@ -45,8 +45,11 @@ def versions_path(release: str, judge: str) -> str:
 
 
 def system_path(system_id: str, judge: str | None = None, release: str | None = None) -> str:
-    if judge is None or release is None:
+    """A system's page of every month (its default judge's, or `judge`'s), or of one month's reports."""
+    if judge is None:
         return f"system/{file_name(system_id)}/index.html"
+    if release is None:
+        return f"system/{file_name(system_id)}/{file_name(judge)}/index.html"
     return f"system/{file_name(system_id)}/{file_name(judge)}/{file_name(release)}.html"
 
 
@@ -130,8 +133,8 @@ class SiteMap:
         return version_path(release, judge, int(version)) if version.isdigit() else None
 
     def _system(self, system_id: str, judge: str | None, release: str | None) -> str | None:
-        """The system's own page without a month (under its default judge); else its page of (judge, month), a
-        path that never moves (the month: the judge's latest), so a new month leaves earlier pages as they are."""
+        """The system's page of every month (its default judge's at the system's own path, another judge's
+        beside it), or its page of one (judge, month)'s reports, a path that never moves."""
         months = self.system_months.get(system_id)
         if months is None:
             return None
@@ -140,8 +143,9 @@ class SiteMap:
             return system_path(system_id)
         if chosen is None or chosen not in months:
             return None
-        month = release or months[chosen][-1]
-        return system_path(system_id, chosen, month) if month in months[chosen] else None
+        if release is None:
+            return system_path(system_id, chosen)
+        return system_path(system_id, chosen, release) if release in months[chosen] else None
 
     def rewrite(self, page_html: str, page: str) -> str:
         """Every href / action of `page_html` that points into the app, pointed at the site's file instead."""

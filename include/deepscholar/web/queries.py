@@ -305,8 +305,8 @@ def system_info(conn: sa.Connection, system_id: str) -> dict | None:
 
 
 def system_page_data(conn: sa.Connection, system_id: str, judge_config: str | None, release: str | None) -> dict:
-    """What a system's page shows: its registration, its board months under the chosen judge, and one
-    month's reports with their headline scores (NotFound for an unknown system, judge or month)."""
+    """What a system's page shows: its registration and its board months under the chosen judge; with a
+    `release`, that month's reports with their headline scores (NotFound for an unknown system, judge or month)."""
     info = system_info(conn, system_id)
     configs = history_judge_configs(conn, system_id)
     if info is None and not configs:
@@ -318,10 +318,9 @@ def system_page_data(conn: sa.Connection, system_id: str, judge_config: str | No
     months = list(dict.fromkeys(r["release_id"] for r in rows))
     if release is not None and release not in months:
         raise NotFound(f"no leaderboard row for {system_id!r} in {release!r}")
-    release_id = release or (months[-1] if months else None)
-    reports = system_reports(conn, system_id, release_id, chosen) if release_id and chosen else []
+    reports = system_reports(conn, system_id, release, chosen) if release and chosen else []
     return {"system": info, "system_id": system_id, "rows": rows, "judge_config": chosen, "configs": configs,
-            "release_id": release_id, "reports": reports}
+            "release_id": release, "reports": reports}
 
 
 def system_reports(conn: sa.Connection, system_id: str, release_id: str, judge_config: str) -> list[dict]:

@@ -122,7 +122,7 @@ ENV = jinja2.Environment(
 ENV.filters.update(fmt=format_value, value_attr=value_attr, segment=path_segment, json_text=json_text,
                    tf=lambda v: "true" if v else "false")
 # The app's navigation and no <meta> CSP (the app sends a header); the static site passes its own of both.
-ENV.globals.update(qs=qs, metric_label=registry.metric_label, dimension_label=registry.dimension_label,
+ENV.globals.update(qs=qs, metric_label=registry.metric_label, headline_of=headline_of, dimension_label=registry.dimension_label,
                    mark=SIGNIFICANCE_MARK, decimals=DECIMALS, csp=None,
                    nav=(("Leaderboard", "/"), ("History", "/history"), ("JSON", "/api/leaderboard"),
                         ("Register a system", "/systems/new")))
@@ -182,11 +182,12 @@ def _metric_cell(metric: str, mean: Any, cell: Mapping) -> dict:
     if finite(cell.get("ci_low")) is not None and finite(cell.get("ci_high")) is not None:
         ci = f"95% CI [{format_value(cell['ci_low'])}, {format_value(cell['ci_high'])}]"
     p = finite(cell.get("p_value"))
+    variant = cell.get("variant")  # the column's heading names the headline variant; a cell says another
     tip = "; ".join(t for t in (
-        f"variant {cell.get('variant') or headline_of(metric) or ''}",
+        f"variant {variant}" if variant and variant != headline_of(metric) else "",
         f"n={cell['n']}" if cell.get("n") is not None else "",
         ci, f"p={p:.3g} vs {cell.get('runner_up') or 'the runner-up'}" if p is not None else "") if t)
-    return {"metric": metric, "classes": "num best" if cell.get("is_best") else "num", "value": value_attr(mean),
+    return {"metric": metric, "value": value_attr(mean),
             "shown": format_value(mean), "n_unscored": n_unscored, "best": bool(cell.get("is_best")),
             "significant": bool(cell.get("significant")), "tip": tip}
 
@@ -472,6 +473,8 @@ def _report_list(reports: Sequence[Mapping], base: str, judge_config: str | None
 
 def system_context(system: Mapping | None, system_id: str, rows: Sequence[Mapping], judge_config: str | None,
                    configs: Sequence[str], release_id: str | None, reports: Sequence[Mapping], base: str) -> dict:
+    """A system's page: without a month, every month's scores and charts with links to each month's reports;
+    with one (`release_id`), that month's reports only (the per-month pages stay small; see bench/site.py)."""
     months = months_of(rows)
     by_month = {r["release_id"]: r for r in rows}
     columns = (*registry.metric_names(registry.CORE), "geometric_mean")
@@ -481,11 +484,12 @@ def system_context(system: Mapping | None, system_id: str, rows: Sequence[Mappin
         "metrics": registry.metric_names(registry.CORE),
         "judge_config": judge_config,
         "judge_links": [(j, f"{own}{qs(judge_config=j)}") for j in configs],
-        "charts": _system_charts(system_id, months, by_month) if rows else [],
+        "charts": _system_charts(system_id, months, by_month) if rows and release_id is None else [],
         "history": [{"release": m, "link": f"{base}/{qs(release=m, judge_config=judge_config)}",
                      "cells": [(k, by_month[m].get(k)) for k in columns], "rank": by_month[m].get("rank"),
-                     "n_reports": by_month[m].get("n_reports")} for m in months],
+                     "n_reports": by_month[m].get("n_reports")} for m in months if release_id is None],
         "month_links": [(m, f"{own}{qs(judge_config=judge_config, release=m)}") for m in months],
+        "overview_link": f"{own}{qs(judge_config=judge_config)}",
         "reports": _report_list(reports, base, judge_config),
     }
 
