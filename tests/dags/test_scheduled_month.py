@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -45,7 +46,7 @@ UNANSWERED_JUDGE = "openai/gpt-4.1"  # a run nobody approves: priced, over its b
 DIRECT_STOP_JUDGE = "openai/gpt-4.1-mini"  # approved, then its answers cost more than predicted (direct)
 BATCH_STOP_JUDGE = "openai/gpt-4.1-nano"  # ... and through the batch API
 BUDGET_USD = 1.0  # the operator's: the batch judge's core month fits in it, the other priced judges' do not
-APPROVAL_HOURS = 0.03  # 108 s to answer an approval
+APPROVAL_HOURS = 0.015  # 54 s to answer an approval (the answered ones are answered in seconds)
 USERS = "admin:admin,bob:user"  # bob may trigger runs and edit task instances (Airflow's User role)
 MARGIN = 0.1  # DEEPSCHOLAR_JUDGE_BUDGET_MARGIN's default
 
@@ -393,7 +394,8 @@ def test_scheduled_month_goes_from_release_to_published_leaderboard_by_itself(
     # The fourth, bob's asking for $1e9: capped at the operator's $1, asked, unanswered: it timed out.
     fourth = rows_by_run[unanswered_run["dag_run_id"]]
     assert states[unanswered_run["dag_run_id"]] == "failed" and unanswered["chosen_options"] in (None, [])
-    assert "failed: approve_budget; nobody answered within 0:01:48" in fourth["message"], fourth["message"]
+    waited = timedelta(hours=APPROVAL_HOURS)  # 0:00:54
+    assert f"failed: approve_budget; nobody answered within {waited}" in fourth["message"], fourth["message"]
     assert "over the $1.00 budget; nothing was sent" in fourth["message"]
     with engine.connect() as conn:
         asked = dict(conn.execute(sa.text("SELECT model, count(*) FROM llm_calls GROUP BY model")).all())
