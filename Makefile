@@ -36,7 +36,8 @@ demo-ui: install
 # 18:16 where three took 16:07). The demo month is built once per code version into a template database
 # and cloned per module (tests/support/demo_month.py), and the local judge encodes on one thread per process:
 # 3,094 tests took 12:59 with three workers on a quiet machine (2 cores; 14:01 for 3,072 before the one
-# thread). TEST_WORKERS=0 runs in one process.
+# thread); 3,095 took 13:23 on another 2-core machine, its CPU 93% busy throughout (four workers: 13:04,
+# busier still, so a fourth worker buys nothing). TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 3
 test: install
 	$(VENV)/bin/ruff check .
