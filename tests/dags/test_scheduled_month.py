@@ -20,6 +20,7 @@ from support.backfill_checks import backfill_a_new_system, backfill_of_a_month_n
 from support.demo_month import write_unresolvable_snapshot
 from support.judge_stub import scripted_judge
 from support.notification_catchers import posted, smtp_inbox, webhook_connection
+from support.polling import wait_until
 from support.warehouse import ConnectionSampler, throwaway_warehouse
 
 from deepscholar.airflow_api import AirflowAPIError
@@ -116,13 +117,7 @@ def _overlap(task_instances: list[dict], task_id: str) -> int:
 
 
 def _wait(predicate, airflow: LocalAirflow, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{_diagnose(airflow)}"
-        time.sleep(3)
+    return wait_until(predicate, timeout, what, lambda: _diagnose(airflow))
 
 
 def _diagnose(airflow: LocalAirflow) -> str:

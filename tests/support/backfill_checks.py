@@ -19,6 +19,7 @@ from deepscholar import cli, db
 from deepscholar.local_airflow import LocalAirflow
 from deepscholar.orchestration import BENCHMARK_DAG_ID
 from deepscholar.systems.registry import add_system
+from support.polling import wait_until
 
 # What a backfilled system's run writes: its reports, their judging and the month's new board version.
 PRODUCED = ("reports", "report_sources", "systems", "llm_calls", "judgments", "metric_scores", "source_cited_by",
@@ -43,10 +44,7 @@ def _judged_pairs(engine, system_id: str) -> set[tuple[str, str]]:
 
 
 def _wait(predicate, airflow: LocalAirflow, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{airflow.log_tail(5000)}"
-        time.sleep(3)
+    wait_until(predicate, timeout, what, lambda: airflow.log_tail(5000))
 
 
 def backfill_a_new_system(engine, airflow: LocalAirflow, month: str, judged_like: str, monkeypatch, capsys) -> None:

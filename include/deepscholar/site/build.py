@@ -39,7 +39,8 @@ from deepscholar.site.routes import SiteMap
 
 _LOG = logging.getLogger(__name__)
 
-__all__ = ["STAMP_FILE", "MANIFEST_FILE", "KEYS_FILE", "SiteBuild", "build_site", "read_manifest", "is_built_site"]
+__all__ = ["STAMP_FILE", "MANIFEST_FILE", "KEYS_FILE", "SiteBuild", "build_site", "read_manifest", "is_built_site",
+           "holds_something_else"]
 
 STAMP_FILE = "build-stamp.json"
 
@@ -74,8 +75,14 @@ def is_built_site(folder: Path) -> bool:
     return (Path(folder) / MANIFEST_FILE).is_file()
 
 
+def holds_something_else(out: Path) -> bool:
+    """Whether `out` is a file, or a folder holding files but no earlier build (a build never replaces it)."""
+    out = Path(out)
+    return out.is_file() or (out.is_dir() and any(out.iterdir()) and not is_built_site(out))
+
+
 def _check_out(out: Path) -> None:
-    if out.is_file() or (out.is_dir() and any(out.iterdir()) and not (out / MANIFEST_FILE).is_file()):
+    if holds_something_else(out):
         raise InvalidInput(f"--out {out} holds something other than a built site: choose an empty or new folder")
 
 

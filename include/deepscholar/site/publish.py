@@ -171,19 +171,15 @@ def refresh_site(engine: Any, target: Any, folder: Path | None = None) -> tuple[
     import shutil
     import tempfile
 
-    from deepscholar.errors import InvalidInput
-    from deepscholar.site.build import build_site, is_built_site
+    from deepscholar.site.build import build_site, holds_something_else, is_built_site
 
-    if folder is not None:
+    if folder is not None and holds_something_else(Path(folder)):
+        _LOG.warning("site: %s holds something other than a built site: building in a temporary folder instead",
+                     folder)
+    elif folder is not None:
         folder = Path(folder)
-        try:
-            build = build_site(engine, folder, previous=folder if is_built_site(folder) else None)
-            return build, publish_site(build, target)
-        except InvalidInput as exc:
-            if folder.exists() and not is_built_site(folder):
-                _LOG.warning("site: %s; building in a temporary folder instead", exc)
-            else:
-                raise
+        build = build_site(engine, folder, previous=folder if is_built_site(folder) else None)
+        return build, publish_site(build, target)
     work = Path(tempfile.mkdtemp(prefix="deepscholar-site-"))
     try:
         build = build_site(engine, work / "site")

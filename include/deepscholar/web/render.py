@@ -487,7 +487,7 @@ def system_context(system: Mapping | None, system_id: str, rows: Sequence[Mappin
         "charts": _system_charts(system_id, months, by_month) if rows and release_id is None else [],
         "history": [{"release": m, "link": f"{base}/{qs(release=m, judge_config=judge_config)}",
                      "cells": [(k, by_month[m].get(k)) for k in columns], "rank": by_month[m].get("rank"),
-                     "n_reports": by_month[m].get("n_reports")} for m in months if release_id is None],
+                     "n_reports": by_month[m].get("n_reports")} for m in months] if release_id is None else [],
         "month_links": [(m, f"{own}{qs(judge_config=judge_config, release=m)}") for m in months],
         "overview_link": f"{own}{qs(judge_config=judge_config)}",
         "reports": _report_list(reports, base, judge_config),
