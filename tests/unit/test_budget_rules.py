@@ -52,17 +52,33 @@ def test_a_call_without_a_price_counts_its_tokens_at_its_providers_highest_chat_
     assert prices.counted_cost_usd(0.5, None, "openai/stub-judge", 10, 10) == 0.5
 
 
+class Warehouse:
+    """llm_calls as a limit reads it: each stored answer's key, budget and cost; `during_read` runs between
+    the read's snapshot and its return (what another thread does meanwhile)."""
+
+    def __init__(self, scope: str = "judging/2025-06") -> None:
+        self.scope = scope
+        self.rows: dict[str, tuple[str, float]] = {}
+        self.reads = 0
+        self.during_read: list = []
+
+    def store(self, key: str, usd: float) -> None:
+        self.rows[key] = (self.scope, usd)
+
+    def audited(self, pending):
+        self.reads += 1
+        snapshot = dict(self.rows)
+        while self.during_read:
+            self.during_read.pop(0)()
+        seen = [k for k, budget in pending.items() if k in snapshot and snapshot[k][0] == budget]
+        return sum(usd for _, usd in snapshot.values()), seen
+
+
 def test_judge_tasks_spending_at_once_stop_together_at_the_limit_not_each_at_its_own():
     """Each task's limit reads the warehouse (every task's stored answers) again each time it spent a tenth of
     the room left, so the others' spend shows long before the 30 s refresh, and more often near the limit."""
-    stored = [0.0]  # what the warehouse holds: every task's answers, as they are stored
-    reads = [0]
-
-    def audited() -> float:
-        reads[0] += 1
-        return stored[0]
-
-    tasks = [SpendLimit(1.0, "judging 2025-06", audited=audited, refresh_seconds=30.0) for _ in range(4)]
+    warehouse = Warehouse()
+    tasks = [SpendLimit(1.0, "judging 2025-06", audited=warehouse.audited, refresh_seconds=30.0) for _ in range(4)]
     running = list(tasks)
     while running:  # the four tasks take turns, one request each
         for task in list(running):
@@ -71,12 +87,56 @@ def test_judge_tasks_spending_at_once_stop_together_at_the_limit_not_each_at_its
             except OverBudget:
                 running.remove(task)
                 continue
-            stored[0] += 0.01  # its answer, stored, then told to its limit
-            task.record(0.01, 0.01)
+            key = f"answer-{len(warehouse.rows)}"
+            warehouse.store(key, 0.01)  # its answer, stored, then told to its limit
+            task.record(0.01, 0.01, request_hash=key, billed_to=warehouse.scope)
     # Past the $1.00 limit by at most one request per task (those sent on a figure read just before).
-    assert 1.0 < stored[0] <= 1.0 + 4 * 0.01 + 1e-9, stored[0]
-    assert reads[0] < 4 * 100  # far fewer reads than requests while far from the limit
+    spent = sum(usd for _, usd in warehouse.rows.values())
+    assert 1.0 < spent <= 1.0 + 4 * 0.01 + 1e-9, spent
+    assert warehouse.reads < 4 * 100  # far fewer reads than requests while far from the limit
     assert READ_SHARE == 0.1
+
+
+def test_an_answer_recorded_while_the_spend_is_read_counts_once_whenever_it_was_stored():
+    """Another thread's answer can be recorded while a read runs, stored before or after the read's snapshot.
+    After the snapshot, the figure misses it and the limit must still count it (else one more request passes
+    the limit); before, the figure holds it and counting it again would stop early, at a wrong figure."""
+    warehouse = Warehouse()
+    limit = SpendLimit(0.7, "judging 2025-06", audited=warehouse.audited)
+    warehouse.store("a", 0.3)
+    limit.record(0.3, 0.3, request_hash="a", billed_to=warehouse.scope)
+
+    def stored_after_the_snapshot():
+        warehouse.store("b", 0.2)
+        limit.record(0.2, 0.2, request_hash="b", billed_to=warehouse.scope)
+
+    warehouse.during_read.append(stored_after_the_snapshot)
+    limit.refreshed()
+    assert limit.spent == pytest.approx(0.5)  # 0.3 read, 0.2 recorded during the read
+    limit.before_request()  # the next read sees b: still 0.5
+    assert limit.refreshed() == pytest.approx(0.5)
+
+    # Stored before a read's snapshot and recorded only after it: counted once, so no stop at $0.80.
+    warehouse.store("c", 0.15)
+    limit.refreshed()
+    limit.record(0.15, 0.15, request_hash="c", billed_to=warehouse.scope)
+    assert limit.spent == pytest.approx(0.8)  # until a read says the figure holds it ...
+    limit.before_request()  # ... which the limit asks before it stops
+    assert limit.spent == pytest.approx(0.65)
+    # One more answer passes $0.70: the stop names the figure with each answer counted once.
+    warehouse.store("d", 0.1)
+    limit.record(0.1, 0.1, request_hash="d", billed_to=warehouse.scope)
+    with pytest.raises(OverBudget, match=r"stopped at \$0\.75 of \$0\.70"):
+        limit.before_request()
+
+
+def test_an_answer_billed_elsewhere_is_not_taken_as_read():
+    """An answer the figure's budgets do not hold (stored under another budget) stays counted beside it."""
+    warehouse = Warehouse()
+    limit = SpendLimit(1.0, "judging 2025-06", audited=warehouse.audited)
+    warehouse.rows["x"] = ("release/2025-06", 0.4)
+    limit.record(0.4, 0.4, request_hash="x", billed_to="judging/2025-06")
+    assert limit.refreshed() == pytest.approx(0.4 + 0.4)  # the warehouse's own figure, and x beside it
 
 
 def test_an_unpriced_answer_counts_in_a_running_limit():

@@ -9,7 +9,7 @@ import contextlib
 import contextvars
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,7 @@ from deepscholar.errors import OverBudget
 from deepscholar.llm import prices
 
 __all__ = ["SpendLimit", "spend_limit", "scope_limit", "billing", "current_scope", "scope_of", "before_request", "record",
-           "Paid", "paid_usd", "count_paid", "PAID_COLUMNS", "READ_SHARE"]
+           "Paid", "paid_usd", "count_paid", "PAID_COLUMNS", "READ_SHARE", "audit_of", "Audited"]
 
 READ_SHARE = 0.1  # the spend is read again once this process spent this share of the room left at the last read
 
@@ -89,12 +89,17 @@ def paid_usd(conn: sa.Connection, scopes: Sequence[str]) -> Paid:
 
 # --- the running limit ----------------------------------------------------------------------------------------
 
+Audited = Callable[[Mapping[str, "str | None"]], "tuple[float, Collection[str]]"]
+
+
 class SpendLimit:
     """Stops requests once `spent` passes `limit_usd` (the budget, or what an operator approved, with the
-    margin already added). `audited` reads the spend from the warehouse; it is called with no lock held and
-    no connection of the caller's (it takes its own). `scope`: the budget the requests are paid from."""
+    margin already added). `spent` is the warehouse's figure at the last read plus this process's answers the
+    read did not see. `audited(pending)` reads that figure and says which of `pending` (the answers recorded
+    since, request hash to budget) it holds, from one snapshot (`audit_of`); it is called with no lock held
+    and no connection of the caller's. `scope`: the budget the requests are paid from."""
 
-    def __init__(self, limit_usd: float, what: str, *, audited: Callable[[], float] | None = None,
+    def __init__(self, limit_usd: float, what: str, *, audited: Audited | None = None,
                  refresh_seconds: float = 30.0, how_to_go_on: str = "", scope: str | None = None) -> None:
         self.limit_usd = limit_usd
         self.what = what
@@ -104,15 +109,17 @@ class SpendLimit:
         self._refresh_seconds = refresh_seconds
         self._lock = threading.Lock()
         self._read_lock = threading.Lock()  # one read at a time; threads arriving meanwhile take its figure
-        self._base = audited() if audited else 0.0
+        self._base = audited({})[0] if audited else 0.0
         self._read_at = time.monotonic()
-        self._since_read = 0.0
+        self._unseen: dict[str | None, tuple[str | None, float]] = {}  # answers no read has seen yet
+        self._unseen_usd = 0.0
+        self._since_read = 0.0  # recorded since the last read began: when to read again
         self.unpriced_requests = 0
 
     @property
     def spent(self) -> float:
         with self._lock:
-            return self._base + self._since_read
+            return self._base + self._unseen_usd
 
     def _refresh_if_due(self) -> None:
         if self._audited is None:
@@ -122,19 +129,29 @@ class SpendLimit:
         if closing_in or time.monotonic() - self._read_at >= self._refresh_seconds:
             self._reread(coalesce=True, wait=closing_in)
 
-    def _reread(self, *, coalesce: bool = False, wait: bool = True) -> None:
-        """Read the warehouse's figure. `coalesce`: a thread that arrived while another read ran takes that
-        read's figure; `wait` False: it does not wait for it (far from the limit, the figure it has will do)."""
+    def _reread(self, *, coalesce: bool = False, wait: bool = True) -> bool:
+        """Read the warehouse's figure; True when an answer was recorded during the read (the figure may
+        hold it: it is counted beside it until the next read says). `coalesce`: a thread that arrived while
+        another read ran takes that read's figure; `wait` False: it does not wait for it (far from the limit,
+        the figure it has will do)."""
         assert self._audited is not None
         arrived = time.monotonic()
         if not self._read_lock.acquire(blocking=wait):
-            return
+            return False
         try:
             if coalesce and self._read_at >= arrived:
-                return
-            base = self._audited()
+                return False
             with self._lock:
-                self._base, self._since_read, self._read_at = base, 0.0, time.monotonic()
+                asked = {key: budget for key, (budget, _) in self._unseen.items() if key is not None}
+                counted = self._since_read
+            base, seen = self._audited(asked)
+            with self._lock:
+                for key in seen:
+                    if key in self._unseen:
+                        self._unseen_usd -= self._unseen.pop(key)[1]
+                self._base, self._since_read = base, self._since_read - counted
+                self._read_at = time.monotonic()
+                return any(key not in asked for key in self._unseen if key is not None)
         finally:
             self._read_lock.release()
 
@@ -146,21 +163,50 @@ class SpendLimit:
         return self.spent
 
     def before_request(self) -> None:
-        """Raises OverBudget when the spend is past the limit: the request is not sent."""
+        """Raises OverBudget when the spend is past the limit: the request is not sent. Before it stops, it
+        reads again until no answer arrived during the read, so the figure it stops at counts each answer once."""
         self._refresh_if_due()
         spent = self.spent
+        if spent > self.limit_usd and self._audited is not None:
+            for _ in range(3):
+                if not self._reread():
+                    break
+            spent = self.spent
         if spent > self.limit_usd:
             unpriced = (f", counting {self.unpriced_requests} requests of unpriced models at their fallback price"
                         if self.unpriced_requests else "")
             raise OverBudget(f"{self.what}: stopped at {prices.usd_text(spent)} of {prices.usd_text(self.limit_usd)}{unpriced}; the "
                              f"answers so far are kept and will not be asked again{self.how_to_go_on}")
 
-    def record(self, cost_usd: float | None, counted_usd: float) -> None:
-        """One answer paid for: its audited cost (None: no price) and what the budget counts for it."""
+    def record(self, cost_usd: float | None, counted_usd: float, *, request_hash: str | None = None,
+               billed_to: str | None = None) -> None:
+        """One answer paid for and stored: its audited cost (None: no price), what the budget counts for it,
+        and its llm_calls row's key and budget (what tells a read that its figure holds it; without them it
+        is counted beside every figure)."""
         with self._lock:
             if cost_usd is None:
                 self.unpriced_requests += 1
             self._since_read += counted_usd
+            self._unseen_usd += counted_usd
+            known = self._unseen.get(request_hash, (billed_to, 0.0))[1] if request_hash is not None else 0.0
+            self._unseen[request_hash] = (billed_to, known + counted_usd)
+
+
+def audit_of(engine: Any, scopes: Sequence[str], unbilled_usd: float = 0.0) -> Audited:
+    """A SpendLimit's read of the warehouse: what was paid from these budgets (paid_usd, plus `unbilled_usd`
+    read once by the caller) and which of the answers recorded since the last read that figure holds, in one
+    REPEATABLE READ snapshot. Two snapshots would let an answer stored between them be counted twice, or not
+    at all (one request past the limit)."""
+    def audited(pending: Mapping[str, str | None]) -> tuple[float, Collection[str]]:
+        with engine.connect().execution_options(isolation_level="REPEATABLE READ") as conn, conn.begin():
+            paid = paid_usd(conn, scopes).counted_usd + unbilled_usd
+            if not pending:
+                return paid, ()
+            rows = conn.execute(sa.text("SELECT request_hash, billed_to FROM llm_calls WHERE request_hash = ANY(:k)"),
+                                {"k": list(pending)}).all()
+        return paid, [r.request_hash for r in rows if r.billed_to in scopes and r.billed_to == pending[r.request_hash]]
+
+    return audited
 
 
 def scope_limit(engine: Any, scope: str, budget_usd: float | None, what: str, how_to_go_on: str = ""
@@ -170,11 +216,7 @@ def scope_limit(engine: Any, scope: str, budget_usd: float | None, what: str, ho
     if budget_usd is None:
         return None
 
-    def audited() -> float:
-        with engine.connect() as conn:
-            return paid_usd(conn, [scope]).counted_usd
-
-    return SpendLimit(budget_usd, what, audited=audited, refresh_seconds=5.0, how_to_go_on=how_to_go_on, scope=scope)
+    return SpendLimit(budget_usd, what, audited=audit_of(engine, [scope]), refresh_seconds=5.0, how_to_go_on=how_to_go_on, scope=scope)
 
 
 _ACTIVE: contextvars.ContextVar[SpendLimit | None] = contextvars.ContextVar("spend_limit", default=None)
@@ -221,4 +263,4 @@ def record(call: Any) -> None:
     if limit is not None:
         limit.record(call.cost_usd, prices.counted_cost_usd(
             call.cost_usd, call.provider_model, call.model, call.prompt_tokens, call.completion_tokens,
-            batch=call.transport is not None))
+            batch=call.transport is not None), request_hash=call.request_hash, billed_to=call.billed_to)

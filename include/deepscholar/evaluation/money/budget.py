@@ -16,13 +16,14 @@ from deepscholar.errors import OverBudget
 from deepscholar.evaluation.judge_spec import JudgeSpec
 from deepscholar.evaluation.metrics import registry
 from deepscholar.evaluation.money.costs import (
+    judging_scopes,
     month_judge_paid,
     predicted_call_prices,
     predicted_unit_costs,
     unbilled_judge_spend,
 )
 from deepscholar.llm.prices import usd_text
-from deepscholar.llm.spend import SpendLimit, scope_of
+from deepscholar.llm.spend import Audited, SpendLimit, audit_of, scope_of
 from deepscholar.settings import current_settings
 
 __all__ = ["JudgingEstimate", "estimate_judging", "check_before_judging", "limit_for",
@@ -140,12 +141,12 @@ def estimate_judging(engine: Engine, release_id: str, units: Sequence[dict], spe
                            month_judge_paid(engine, release_id, spec.config_id).counted_usd, batch)
 
 
-def _month_spend(engine: Engine, release_id: str, judge_config: str):
+def _month_spend(engine: Engine, release_id: str, judge_config: str) -> Audited:
     """The month's spend as a limit re-reads it: the stored judgments' unbilled requests read once (they do
     not change while judging runs), the billed answers at every read."""
     with engine.connect() as conn:
         unbilled = unbilled_judge_spend(conn, release_id, judge_config)
-    return lambda: month_judge_paid(engine, release_id, judge_config, unbilled=unbilled).counted_usd
+    return audit_of(engine, judging_scopes(release_id, judge_config), unbilled.counted_usd)
 
 
 def limit_for(engine: Engine, release_id: str, spec: JudgeSpec, budget_usd: float | None, *,
@@ -276,7 +277,7 @@ def drift_limit(engine: Engine, release_id: str, spec: JudgeSpec, predicted_usd:
     bound, margin = settings.calibration_max_cost_usd, settings.judge_budget_margin
     what = f"judge drift check of {release_id} under {spec.config_id}"
     audited = _month_spend(engine, release_id, spec.config_id)
-    spent = audited()
+    spent = audited({})[0]
     limits = []
     if bound is not None:
         if predicted_usd > bound:
