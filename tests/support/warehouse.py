@@ -23,14 +23,28 @@ SERVER_ADMIN_URL = os.environ.get("DEEPSCHOLAR_TEST_ADMIN_URL", "postgresql+psyc
 
 
 def empty_warehouse(engine: Engine) -> Engine:
-    """Truncate every data table of the deepscholar schema (the schema itself stays at its revision)."""
+    """Empty every data table of the deepscholar schema (the schema itself stays at its revision).
+
+    One query finds the tables holding rows, and only those are emptied: with DELETE, as a replica session, so
+    neither the foreign keys' nor the sealed releases' triggers fire (TRUNCATE skips them too). TRUNCATE ...
+    CASCADE of every table writes a new file for each of 66 tables and their indexes: 88 ms a test on 2 cores,
+    where most of the 468 tests that ask for an empty warehouse fill a few tables. A role that is not a
+    superuser may not act as a replica: it truncates every table as before."""
     with engine.begin() as conn:
         names = conn.execute(sa.text(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'deepscholar' "
             "AND table_type = 'BASE TABLE' AND NOT (table_name = ANY(:keep))"),
             {"keep": list(MIGRATION_TABLES)}).scalars().all()
-        if names:
+        if not names:
+            return engine
+        if not conn.execute(sa.text("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")).scalar():
             conn.execute(sa.text("TRUNCATE " + ", ".join(f'deepscholar."{n}"' for n in names) + " CASCADE"))
+            return engine
+        probe = " UNION ALL ".join(f"SELECT '{n}' WHERE EXISTS (SELECT 1 FROM deepscholar.\"{n}\")" for n in names)
+        holding = conn.execute(sa.text(probe)).scalars().all()
+        conn.execute(sa.text("SET LOCAL session_replication_role = replica"))
+        for name in holding:
+            conn.execute(sa.text(f'DELETE FROM deepscholar."{name}"'))
     return engine
 
 
