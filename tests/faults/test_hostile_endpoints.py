@@ -40,7 +40,7 @@ REPORT = {"text": "## Related Work\n\nAgents for tax policy [1].",
 
 
 class Endpoint(BaseHTTPRequestHandler):
-    """POST /ok a report; /huge 50 MB made as it is sent (no length); /declared a Content-Length of 3 GB;
+    """POST /ok a report; /overcited one citing [5000]; /huge 50 MB made as it is sent (no length); /declared a Content-Length of 3 GB;
     /trickle headers, then a byte every 0.5 s; /trickle-headers the status line, then a header byte every
     0.5 s. `sent` counts the body bytes each path got out; `requests` the requests."""
 
@@ -66,6 +66,14 @@ class Endpoint(BaseHTTPRequestHandler):
 
     def _ok(self) -> None:
         body = json.dumps(REPORT).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _overcited(self) -> None:
+        body = json.dumps({**REPORT, "text": REPORT["text"] + " Also [5000]."}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -210,6 +218,20 @@ def test_a_declared_length_over_the_limit_is_refused_before_reading(endpoint):
     with pytest.raises(SystemFailure, match=f"answer declares 3000000000 bytes, over the limit of {LIMIT} bytes"):
         remote(f"{endpoint}/declared").generate(query(), None)
     assert time.monotonic() - started < 2  # not waiting for the server's pause
+
+
+def test_an_answer_over_the_import_caps_is_refused_as_an_import_would_be(endpoint, monkeypatch):
+    """Within the byte limit, but a report no file import would store: over DEEPSCHOLAR_IMPORT_MAX_REPORT_CHARS,
+    or citing a number past DEEPSCHOLAR_IMPORT_MAX_CITATIONS. The query ends as system_error with the cap named."""
+    assert remote(f"{endpoint}/ok").generate(query(), None).text == REPORT["text"]  # within the caps: as sent
+    monkeypatch.setenv("DEEPSCHOLAR_IMPORT_MAX_REPORT_CHARS", "20")
+    with pytest.raises(SystemFailure, match=rf"sent a report over the caps: report text of {len(REPORT['text'])} "
+                                            r"characters, more than DEEPSCHOLAR_IMPORT_MAX_REPORT_CHARS \(20\); not stored"):
+        remote(f"{endpoint}/ok").generate(query(), None)
+    monkeypatch.delenv("DEEPSCHOLAR_IMPORT_MAX_REPORT_CHARS")
+    with pytest.raises(SystemFailure, match=r"citation number 5000, higher than DEEPSCHOLAR_IMPORT_MAX_CITATIONS"):
+        remote(f"{endpoint}/overcited").generate(query(), None)
+    assert Endpoint.requests["/overcited"] == 1  # an answer, not a failure to answer: not asked again
 
 
 # --- an answer too slow ------------------------------------------------------------------------------------

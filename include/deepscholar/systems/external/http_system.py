@@ -28,6 +28,7 @@ from deepscholar.settings import current_settings
 from deepscholar.systems import config_schema as cs
 from deepscholar.systems.base import Query, Report, System, register_system
 from deepscholar.systems.external.formats.sources import cap_sources, report_from_json
+from deepscholar.systems.external.rules import Caps, too_big
 
 __all__ = ["ExternalHTTPSystem"]
 
@@ -68,6 +69,10 @@ class ExternalHTTPSystem(System):
             report = report_from_json(body, "http", str(endpoint))
         except ValueError as exc:
             raise SystemFailure(f"external system {self.name} returned a malformed report: {exc}") from exc
+        why = too_big(report, Caps.from_settings())  # the bounds of a file import hold for an answer too
+        if why:
+            raise SystemFailure(f"external system {self.name} at {endpoint} sent a report over the caps: {why}; "
+                                "not stored")
         cap_sources(report)  # what its page shows of each source, bounded as for an import
         report.trace.setdefault("import", {}).update({"endpoint": str(endpoint), "attempts": attempts})
         return report
