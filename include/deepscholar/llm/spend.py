@@ -188,7 +188,7 @@ class SpendLimit:
                 self.unpriced_requests += 1
             self._since_read += counted_usd
             self._unseen_usd += counted_usd
-            known = self._unseen.get(request_hash, (billed_to, 0.0))[1] if request_hash is not None else 0.0
+            known = self._unseen.get(request_hash, (billed_to, 0.0))[1]  # None: every answer without a key
             self._unseen[request_hash] = (billed_to, known + counted_usd)
 
 
