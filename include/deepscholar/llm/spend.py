@@ -112,14 +112,13 @@ class SpendLimit:
         self._base = audited({})[0] if audited else 0.0
         self._read_at = time.monotonic()
         self._unseen: dict[str | None, tuple[str | None, float]] = {}  # answers no read has seen yet
-        self._unseen_usd = 0.0
         self._since_read = 0.0  # recorded since the last read began: when to read again
         self.unpriced_requests = 0
 
     @property
     def spent(self) -> float:
         with self._lock:
-            return self._base + self._unseen_usd
+            return self._base + sum(usd for _, usd in self._unseen.values())
 
     def _refresh_if_due(self) -> None:
         if self._audited is None:
@@ -147,8 +146,7 @@ class SpendLimit:
             base, seen = self._audited(asked)
             with self._lock:
                 for key in seen:
-                    if key in self._unseen:
-                        self._unseen_usd -= self._unseen.pop(key)[1]
+                    self._unseen.pop(key, None)
                 self._base, self._since_read = base, self._since_read - counted
                 self._read_at = time.monotonic()
                 return any(key not in asked for key in self._unseen if key is not None)
@@ -187,7 +185,6 @@ class SpendLimit:
             if cost_usd is None:
                 self.unpriced_requests += 1
             self._since_read += counted_usd
-            self._unseen_usd += counted_usd
             known = self._unseen.get(request_hash, (billed_to, 0.0))[1]  # None: every answer without a key
             self._unseen[request_hash] = (billed_to, known + counted_usd)
 

@@ -182,13 +182,13 @@ def unbilled_judge_spend(conn: sa.Connection, release_id: str, judge_config: str
         WHERE c.billed_to IS NULL GROUP BY 1, 2, 3"""), {"r": release_id, "j": judge_config, "s": None}))
 
 
-def month_judge_paid(engine: Engine, release_id: str, judge_config: str, *, unbilled: Paid | None = None) -> Paid:
+def month_judge_paid(engine: Engine, release_id: str, judge_config: str) -> Paid:
     """What a month's judging under one judge has paid so far: every answer billed to its judging or its drift
     check (whether or not a judgment names it: an earlier round, a chunk cut short), and the stored judgments'
-    unbilled requests (`unbilled`, when the caller read them already: they do not change while it runs)."""
+    unbilled requests. (A running limit reads the same two parts: money/budget.py `_month_spend`.)"""
     with engine.connect() as conn:
-        billed = paid_usd(conn, judging_scopes(release_id, judge_config))
-        return billed + (unbilled if unbilled is not None else unbilled_judge_spend(conn, release_id, judge_config))
+        return paid_usd(conn, judging_scopes(release_id, judge_config)) + unbilled_judge_spend(
+            conn, release_id, judge_config)
 
 
 def month_judge_spend(engine: Engine, release_id: str, judge_config: str) -> float:
