@@ -40,9 +40,9 @@ REPORT = {"text": "## Related Work\n\nAgents for tax policy [1].",
 
 
 class Endpoint(BaseHTTPRequestHandler):
-    """POST /ok a report; /overcited one citing [5000]; /huge 50 MB made as it is sent (no length); /declared a Content-Length of 3 GB;
-    /trickle headers, then a byte every 0.5 s; /trickle-headers the status line, then a header byte every
-    0.5 s. `sent` counts the body bytes each path got out; `requests` the requests."""
+    """POST /ok a report; /overcited one citing [5000]; /huge 50 MB made as it is sent (no length); /declared a
+    Content-Length of 3 GB; /trickle headers, then a byte every 0.5 s; /trickle-headers the status line, then
+    a header byte every 0.5 s. `sent` counts the body bytes each path got out; `requests` the requests."""
 
     sent: Counter = Counter()
     requests: Counter = Counter()
